@@ -1,0 +1,61 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/expiryctl/expiryctl/store"
+)
+
+// Outcome says how an audited action ended.
+type Outcome string
+
+// The outcomes an audit row can record.
+const (
+	// OK: the action did what was asked.
+	OK Outcome = "ok"
+	// Refused: a rule (governance, validation) declined the action.
+	Refused Outcome = "refused"
+	// Failed: the action was attempted and failed.
+	Failed Outcome = "error"
+)
+
+// Entry is one audit row before it is written.
+type Entry struct {
+	// Actor is who ran the command (--actor, EXPIRYCTL_ACTOR or the OS user).
+	// The database records its own session_user beside it.
+	Actor string
+	// Action is a dotted name from the action catalogue in docs/audit.md,
+	// e.g. "dlq.show".
+	Action string
+	// Target names the object acted on, e.g. "dead_letter:42" or a queue.
+	Target string
+	// Details holds the parameters and results a reviewer needs; it is stored
+	// as JSON.
+	Details any
+	Outcome Outcome
+}
+
+// Record writes e through q. Pass the transaction that holds the action's
+// state change so both commit together; pass the pool for a read.
+func Record(ctx context.Context, q store.Querier, e Entry) error {
+	details := []byte("{}")
+	if e.Details != nil {
+		var err error
+		details, err = json.Marshal(e.Details)
+		if err != nil {
+			return fmt.Errorf("audit %s: encode details: %w", e.Action, err)
+		}
+	}
+	if e.Outcome == "" {
+		e.Outcome = OK
+	}
+	_, err := q.Exec(ctx,
+		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4, $5)`,
+		e.Actor, e.Action, e.Target, details, string(e.Outcome))
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", e.Action, err)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/dsn"
+)
+
+// DefaultURL is the broker expiryctl reaches when neither --amqp-url nor
+// EXPIRYCTL_AMQP_URL is set.
+const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// ConnectError reports that RabbitMQ could not be reached. Its message names
+// the address (never the password) and how to start a local broker.
+type ConnectError struct {
+	Address string
+	Err     error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot reach RabbitMQ at %s: %s\n"+
+		"start it with `scripts/services.sh` (or `rabbitmq-server -detached`), "+
+		"or point --amqp-url / EXPIRYCTL_AMQP_URL at a running broker",
+		e.Address, dsn.RedactText(e.Err.Error()))
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Dial connects to the broker at url with a bounded connection timeout.
+func Dial(url string) (*amqp.Connection, error) {
+	conn, err := amqp.DialConfig(url, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Properties: amqp.Table{"connection_name": "expiryctl"},
+		Dial:       amqp.DefaultDial(5 * time.Second),
+	})
+	if err != nil {
+		var uriErr amqp.Error
+		if errors.As(err, &uriErr) || isURIError(err) {
+			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactText(err.Error()))
+		}
+		return nil, &ConnectError{Address: dsn.Address(url), Err: err}
+	}
+	return conn, nil
+}
+
+func isURIError(err error) bool {
+	_, parseErr := amqp.ParseURI("")
+	return parseErr != nil && err.Error() == parseErr.Error()
+}
+
+// IsNotFound reports whether err is the broker's 404 NOT_FOUND channel
+// exception, raised for instance by a passive declare of a missing queue.
+func IsNotFound(err error) bool {
+	var amqpErr *amqp.Error
+	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
+}

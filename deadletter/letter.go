@@ -1,0 +1,164 @@
+package deadletter
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Category is a triage grouping of dead letters by why they died.
+type Category string
+
+// The reason categories. The default mapping from error classes and x-death
+// reasons lives in DefaultClassifier; a config file may override it.
+const (
+	TransientExhausted Category = "transient-exhausted"
+	Validation         Category = "validation"
+	NotFound           Category = "not-found"
+	Conflict           Category = "conflict"
+	Malformed          Category = "malformed"
+	BrokerExpired      Category = "broker-expired"
+	BrokerLimit        Category = "broker-limit"
+	Unknown            Category = "unknown"
+)
+
+// Categories lists every category in triage order.
+func Categories() []Category {
+	return []Category{TransientExhausted, Validation, NotFound, Conflict, Malformed, BrokerExpired, BrokerLimit, Unknown}
+}
+
+// ParseCategory returns the category named s, or an error that lists the
+// valid names.
+func ParseCategory(s string) (Category, error) {
+	for _, c := range Categories() {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	names := make([]string, 0, len(Categories()))
+	for _, c := range Categories() {
+		names = append(names, string(c))
+	}
+	return "", fmt.Errorf("unknown reason category %q: valid categories are %s", s, strings.Join(names, ", "))
+}
+
+// Status is where a dead letter stands in its life after capture.
+type Status string
+
+// The statuses a dead letter moves through.
+const (
+	StatusDead      Status = "dead"
+	StatusInRequest Status = "in_request"
+	StatusReplayed  Status = "replayed"
+	StatusDiscarded Status = "discarded"
+)
+
+// Statuses lists every status.
+func Statuses() []Status {
+	return []Status{StatusDead, StatusInRequest, StatusReplayed, StatusDiscarded}
+}
+
+// ParseStatus returns the status named s, or an error that lists the valid
+// names.
+func ParseStatus(s string) (Status, error) {
+	for _, st := range Statuses() {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	names := make([]string, 0, len(Statuses()))
+	for _, st := range Statuses() {
+		names = append(names, string(st))
+	}
+	return "", fmt.Errorf("unknown status %q: valid statuses are %s", s, strings.Join(names, ", "))
+}
+
+// Message is one delivery from a dead-letter queue, as the broker handed it
+// over, independent of the AMQP client library.
+type Message struct {
+	// Queue is the dead-letter queue the message was read from.
+	Queue string
+	// Body is the payload, byte for byte.
+	Body []byte
+	// Headers holds the AMQP header table with amqp091-go's value types:
+	// nil, bool, byte, int8, int16, int32, int64, float32, float64, string,
+	// []byte, time.Time, amqp091.Decimal, nested tables and []any.
+	Headers map[string]any
+	// ContentType, MessageID and Timestamp are the AMQP basic properties.
+	ContentType string
+	MessageID   string
+	Timestamp   time.Time
+}
+
+// Letter is a parsed, classified dead letter, ready to be stored.
+type Letter struct {
+	// Fingerprint identifies this dead-lettering: a redelivered or duplicated
+	// copy of the same DLQ message has the same fingerprint.
+	Fingerprint [32]byte
+	// JobKey names the job across incarnations: the idempotency key, else the
+	// message id. A later letter with the same JobKey links to the earlier one.
+	JobKey string
+
+	MessageID       string
+	ReservationID   string
+	IdempotencyKey  string
+	ExpectedVersion *int64
+	// DueAt is the business deadline (hold_until) the job was to act on.
+	DueAt *time.Time
+
+	// SourceQueue is the DLQ it was captured from; OriginQueue the queue it
+	// died in (first x-death entry); OriginalExchange and OriginalRoutingKey
+	// where the job was first published, which replay sends it back to.
+	SourceQueue        string
+	OriginQueue        string
+	OriginalExchange   string
+	OriginalRoutingKey string
+
+	Category   Category
+	ErrorClass string
+	LastError  string
+	// Attempts is the best count of processing attempts any source gives.
+	Attempts int
+	// AttemptHistory is the timeline: the worker's attempts and the broker's
+	// dead-letterings, oldest first.
+	AttemptHistory []AttemptEvent
+	// Deaths is the decoded x-death header, as RabbitMQ wrote it.
+	Deaths []Death
+
+	// Headers is the header table in expiryctl's lossless JSON encoding
+	// (see EncodeHeaders).
+	Headers     json.RawMessage
+	ContentType string
+	Payload     []byte
+	PayloadHash [32]byte
+
+	DeadLetteredAt time.Time
+	// ReplayRequestID and ReplayCount come from x-replay-request and
+	// x-replay-count when a replayed job died again.
+	ReplayRequestID *int64
+	ReplayCount     int
+}
+
+// AttemptEvent is one entry of a letter's timeline.
+type AttemptEvent struct {
+	At time.Time `json:"at"`
+	// Source is "worker" for x-attempt-history entries and "broker" for x-death.
+	Source     string `json:"source"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Reason, Queue and Count describe a broker dead-lettering.
+	Reason string `json:"reason,omitempty"`
+	Queue  string `json:"queue,omitempty"`
+	Count  int64  `json:"count,omitempty"`
+}
+
+// Death is one entry of RabbitMQ's x-death header.
+type Death struct {
+	Count       int64     `json:"count"`
+	Reason      string    `json:"reason"`
+	Queue       string    `json:"queue"`
+	Exchange    string    `json:"exchange"`
+	RoutingKeys []string  `json:"routing_keys"`
+	Time        time.Time `json:"time"`
+}

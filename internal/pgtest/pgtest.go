@@ -1,0 +1,169 @@
+// Package pgtest gives each test its own freshly migrated PostgreSQL database,
+// cloned from a template that is migrated once per schema version, so tests run
+// in parallel without seeing each other's rows.
+//
+// The server comes from EXPIRYCTL_TEST_DATABASE_URL (default: the local
+// cluster's postgres database as user postgres). A server that cannot be reached
+// fails the test with how to start it; it never skips.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/store"
+)
+
+// AdminURL is the maintenance database used to create and drop test databases.
+func AdminURL() string {
+	if u := os.Getenv("EXPIRYCTL_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// Database is one test's private database.
+type Database struct {
+	// URL reaches the database, for code (or a built binary) that dials itself.
+	URL string
+	// Pool is connected to it and closed in cleanup.
+	Pool *pgxpool.Pool
+	// Name is the database's name.
+	Name string
+}
+
+// New creates a migrated database for t and drops it when t ends.
+func New(tb testing.TB) *Database {
+	tb.Helper()
+	db := NewUnmigrated(tb, templateName(tb))
+	return db
+}
+
+// NewEmpty creates a database with no expiryctl schema, for tests of
+// `expiryctl migrate` and of the "schema missing" message.
+func NewEmpty(tb testing.TB) *Database {
+	tb.Helper()
+	return NewUnmigrated(tb, "template0")
+}
+
+// NewUnmigrated creates a database copied from template.
+func NewUnmigrated(tb testing.TB, template string) *Database {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := connectAdmin(ctx, tb)
+	defer admin.Close(ctx)
+
+	name := "expiryctl_test_" + randomSuffix()
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, template)); err != nil {
+		tb.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	dbURL := WithDatabase(AdminURL(), name)
+	pool, err := store.Open(ctx, dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		admin := connectAdmin(ctx, tb)
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+			tb.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return &Database{URL: dbURL, Pool: pool, Name: name}
+}
+
+// WithDatabase returns rawURL pointing at database name.
+func WithDatabase(rawURL, name string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: bad admin URL: %v", err))
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func connectAdmin(ctx context.Context, tb testing.TB) *pgx.Conn {
+	tb.Helper()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		tb.Fatalf("pgtest: PostgreSQL is required for this test and is not reachable (%v).\n"+
+			"Start it with scripts/services.sh, or set EXPIRYCTL_TEST_DATABASE_URL.", err)
+	}
+	return conn
+}
+
+// templateName returns the name of the migrated template for this binary's
+// schema version, creating it the first time. Test binaries of several packages
+// run at once, so creation is guarded by an advisory lock.
+func templateName(tb testing.TB) string {
+	tb.Helper()
+	name := fmt.Sprintf("expiryctl_template_v%d_%s", store.LatestVersion(), migrationsDigest())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := connectAdmin(ctx, tb)
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(74001)"); err != nil {
+		tb.Fatalf("pgtest: lock: %v", err)
+	}
+	defer admin.Exec(ctx, "SELECT pg_advisory_unlock(74001)") //nolint:errcheck // the session ends right after
+
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&exists); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if exists {
+		return name
+	}
+	_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
+		tb.Fatalf("pgtest: create template: %v", err)
+	}
+	pool, err := store.Open(ctx, WithDatabase(AdminURL(), name))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	_, migrateErr := store.Migrate(ctx, pool)
+	pool.Close()
+	if migrateErr != nil {
+		tb.Fatalf("pgtest: migrate template: %v", migrateErr)
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s IS_TEMPLATE true", name)); err != nil {
+		tb.Fatalf("pgtest: mark template: %v", err)
+	}
+	return name
+}
+
+func migrationsDigest() string {
+	return strings.ToLower(store.MigrationsDigest()[:12])
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Connect opens an extra pool on url, closed when tb ends.
+func Connect(tb testing.TB, url string) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := store.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}

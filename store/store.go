@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/dsn"
+)
+
+// DefaultURL is the database expiryctl reaches when neither --database-url nor
+// EXPIRYCTL_DATABASE_URL is set: the local cluster that scripts/services.sh
+// prepares.
+const DefaultURL = "postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable"
+
+// Schema is the PostgreSQL schema that holds every expiryctl table.
+const Schema = "expiryctl"
+
+// ConnectError reports that PostgreSQL could not be reached. Its message names
+// the address (never the password) and how to start a local server.
+type ConnectError struct {
+	Address string
+	Err     error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot reach PostgreSQL at %s: %s\n"+
+		"start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`), "+
+		"or point --database-url / EXPIRYCTL_DATABASE_URL at a running server",
+		e.Address, dsn.RedactText(rootCause(e.Err)))
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+func rootCause(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		if inner := errors.Unwrap(connErr); inner != nil {
+			return inner.Error()
+		}
+	}
+	return err.Error()
+}
+
+// Open connects a pool to the database at url and checks that it answers.
+// It fails with a *ConnectError when the server cannot be reached.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactText(err.Error()))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, &ConnectError{Address: address(cfg), Err: err}
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, &ConnectError{Address: address(cfg), Err: err}
+	}
+	return pool, nil
+}
+
+func address(cfg *pgxpool.Config) string {
+	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+}
+
+// Querier is what both a pool and a transaction offer; domain code that runs
+// either inside a caller's transaction or on its own takes one.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// InTx runs fn in a transaction on pool, committing when fn returns nil and
+// rolling back otherwise.
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, fn)
+}
