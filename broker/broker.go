@@ -39,8 +39,7 @@ func Dial(url string) (*amqp.Connection, error) {
 		Dial:       amqp.DefaultDial(5 * time.Second),
 	})
 	if err != nil {
-		var uriErr amqp.Error
-		if errors.As(err, &uriErr) || isURIError(err) {
+		if isURIError(url) {
 			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactText(err.Error()))
 		}
 		return nil, &ConnectError{Address: dsn.Address(url), Err: err}
@@ -48,9 +47,9 @@ func Dial(url string) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-func isURIError(err error) bool {
-	_, parseErr := amqp.ParseURI("")
-	return parseErr != nil && err.Error() == parseErr.Error()
+func isURIError(url string) bool {
+	_, err := amqp.ParseURI(url)
+	return err != nil
 }
 
 // IsNotFound reports whether err is the broker's 404 NOT_FOUND channel

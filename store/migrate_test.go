@@ -83,4 +83,3 @@ func TestOpenUnreachableRedactsPassword(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-

@@ -1,0 +1,83 @@
+package broker
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// DLQSource consumes one dead-letter queue for deadletter.Ingest. Several
+// sources on the same queue, in one process or many, compete for messages
+// and never see the same unacknowledged message twice.
+type DLQSource struct {
+	conn       *amqp.Connection
+	ch         *amqp.Channel
+	queue      string
+	deliveries chan deadletter.Delivery
+	done       chan struct{}
+}
+
+// OpenDLQSource starts consuming queue on conn with the given prefetch. The
+// queue must exist; a missing queue is reported without creating it.
+func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSource, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open channel: %w", err)
+	}
+	if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
+		if IsNotFound(err) {
+			return nil, fmt.Errorf("queue %q does not exist on this broker: check --queue (the DLQ is usually \"<queue>.dlq\")", queue)
+		}
+		return nil, fmt.Errorf("inspect queue %q: %w", queue, err)
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("set prefetch %d: %w", prefetch, err)
+	}
+	raw, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("consume %q: %w", queue, err)
+	}
+	s := &DLQSource{conn: conn, ch: ch, queue: queue, deliveries: make(chan deadletter.Delivery, prefetch), done: make(chan struct{})}
+	go func() {
+		defer close(s.deliveries)
+		for d := range raw {
+			select {
+			case s.deliveries <- deadletter.Delivery{Message: DeadLetterMessage(queue, &d), Tag: d.DeliveryTag}:
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Deliveries implements deadletter.Source.
+func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
+
+// AckThrough implements deadletter.Source with one multiple-ack.
+func (s *DLQSource) AckThrough(tag uint64) error { return s.ch.Ack(tag, true) }
+
+// Ready implements deadletter.Source with a passive declare on a channel of
+// its own, so that a failed inspection cannot close the consuming channel.
+func (s *DLQSource) Ready() (int, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
+// Close stops consuming. Deliveries not yet acknowledged return to the queue.
+func (s *DLQSource) Close() error {
+	close(s.done)
+	return s.ch.Close()
+}

@@ -1,0 +1,33 @@
+package commands
+
+import (
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/spf13/cobra"
+)
+
+// NewCmdDLQ builds `expiryctl dlq`, the commands over the dead-letter archive.
+func NewCmdDLQ(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq <command>",
+		Short: "Capture dead letters and inspect the archive",
+		Long: `Capture dead-lettered jobs from RabbitMQ into PostgreSQL and inspect them.
+
+The archive, not the queue, is what you read: browsing a queue by
+get-and-requeue reorders it and bumps redelivery counts.`,
+		Example: `  expiryctl dlq ingest --queue reservation-expiry.dlq
+  expiryctl dlq summary
+  expiryctl dlq list --reason validation
+  expiryctl dlq show 42`,
+	}
+	cmd.AddCommand(NewCmdDLQIngest(f, nil), NewCmdDLQSummary(f, nil), NewCmdDLQList(f, nil), NewCmdDLQShow(f, nil))
+	return cmd
+}
+
+// categoryNames lists the reason categories, for completion.
+func categoryNames() []string {
+	names := []string{}
+	for _, c := range deadletter.Categories() {
+		names = append(names, string(c))
+	}
+	return names
+}

@@ -1,0 +1,143 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/broker"
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// DLQIngestOptions holds what `expiryctl dlq ingest` needs.
+type DLQIngestOptions struct {
+	IO     *IOStreams
+	Actor  func() string
+	DB     func(context.Context) (*pgxpool.Pool, error)
+	AMQP   func() (*amqp.Connection, error)
+	Getenv func(string) string
+
+	Queue       string
+	Batch       int
+	Prefetch    int
+	Follow      bool
+	ClassesFile string
+	Output      *outputFormat
+}
+
+// NewCmdDLQIngest builds `expiryctl dlq ingest`.
+func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
+	opts := &DLQIngestOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, AMQP: f.AMQP, Getenv: f.Getenv}
+	cmd := &cobra.Command{
+		Use:   "ingest --queue QUEUE",
+		Short: "Capture a dead-letter queue into the archive",
+		Long: `Drain a dead-letter queue into PostgreSQL.
+
+Letters are acknowledged only after the transaction that stores them has
+committed, a batch at a time. A copy of a letter already stored (a redelivery,
+or the duplicate a crashed worker can leave) is skipped. Nothing is dropped: a
+payload or header that cannot be understood is stored as received, with the
+category "malformed" or "unknown".
+
+Without --follow, ingest exits once the queue is empty. With it, ingest keeps
+capturing until interrupted; on SIGINT or SIGTERM the batch being written is
+committed and acknowledged, and the rest stays in the queue.
+
+Several ingest processes may run on the same queue at once.`,
+		Example: `  # capture what is there now
+  expiryctl dlq ingest --queue reservation-expiry.dlq
+
+  # keep capturing during an incident
+  expiryctl dlq ingest --queue reservation-expiry.dlq --follow
+
+  # map your own error classes to categories
+  expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Queue == "" {
+				return flagErrorf("--queue is required: name the dead-letter queue, e.g. --queue reservation-expiry.dlq")
+			}
+			if opts.Batch < 1 || opts.Batch > 10000 {
+				return flagErrorf("invalid --batch %d: use 1 to 10000", opts.Batch)
+			}
+			if opts.Prefetch < 1 || opts.Prefetch > 65535 {
+				return flagErrorf("invalid --prefetch %d: use 1 to 65535", opts.Prefetch)
+			}
+			if opts.ClassesFile == "" {
+				opts.ClassesFile = opts.Getenv("EXPIRYCTL_CLASSES")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return dlqIngestRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture (required)")
+	cmd.Flags().IntVar(&opts.Batch, "batch", 500, "letters stored and acknowledged per transaction")
+	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
+	cmd.Flags().StringVar(&opts.ClassesFile, "classes", "", "JSON file mapping error classes to categories (env EXPIRYCTL_CLASSES)")
+	opts.Output = addOutputFlag(cmd, "text", "json")
+	_ = cmd.MarkFlagFilename("classes", "json")
+	return cmd
+}
+
+func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
+	classifier := deadletter.DefaultClassifier()
+	if opts.ClassesFile != "" {
+		var err error
+		if classifier, err = deadletter.LoadClassifier(opts.ClassesFile); err != nil {
+			return &FlagError{Err: err}
+		}
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := opts.AMQP()
+	if err != nil {
+		return err
+	}
+	// Batches are pipelined: one is written while the next is received, so the
+	// broker must be allowed to send at least two batches ahead.
+	prefetch := max(opts.Prefetch, 2*opts.Batch)
+	src, err := broker.OpenDLQSource(conn, opts.Queue, prefetch)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	progress := func(deadletter.IngestStats) {}
+	if opts.IO.StderrTTY {
+		last := time.Time{}
+		progress = func(s deadletter.IngestStats) {
+			if time.Since(last) < 200*time.Millisecond {
+				return
+			}
+			last = time.Now()
+			fmt.Fprintf(opts.IO.ErrOut, "\r\x1b[Kingesting %s: %d stored, %d duplicates, %.0f msgs/s",
+				opts.Queue, s.Stored, s.Duplicates, s.Rate())
+		}
+	}
+	stats, err := deadletter.Ingest(ctx, pool, src, deadletter.IngestOptions{
+		Actor: opts.Actor(), Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
+		Classifier: classifier, Progress: progress,
+	})
+	if opts.IO.StderrTTY {
+		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+	}
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, map[string]any{"queue": opts.Queue, "received": stats.Received,
+			"stored": stats.Stored, "duplicates": stats.Duplicates, "seconds": stats.Elapsed.Seconds()})
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "ingested %d letters from %s: %d stored, %d duplicates, in %s (%.0f msgs/s)\n",
+		stats.Received, opts.Queue, stats.Stored, stats.Duplicates, stats.Elapsed.Round(time.Millisecond), stats.Rate())
+	return nil
+}

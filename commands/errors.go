@@ -1,0 +1,61 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/expiryctl/expiryctl/broker"
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/store"
+)
+
+// Exit codes, documented in docs/exit-codes.md. Scripts may rely on them.
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitNotFound    = 3
+	ExitRefused     = 4
+	ExitUnavailable = 5
+	ExitSchema      = 6
+	ExitCancelled   = 130
+)
+
+// FlagError is a wrong or missing flag or argument. It exits with ExitUsage
+// and the command's usage line.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
+// flagErrorf builds a FlagError.
+func flagErrorf(format string, args ...any) error {
+	return &FlagError{Err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode maps an error returned by a command to the process exit code.
+func ExitCode(err error) int {
+	var (
+		flagErr     *FlagError
+		pgConnErr   *store.ConnectError
+		amqpConnErr *broker.ConnectError
+		outdated    *store.SchemaOutdatedError
+	)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &flagErr):
+		return ExitUsage
+	case errors.Is(err, context.Canceled):
+		return ExitCancelled
+	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr):
+		return ExitUnavailable
+	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
+		return ExitSchema
+	case errors.Is(err, deadletter.ErrNotFound):
+		return ExitNotFound
+	default:
+		return ExitError
+	}
+}

@@ -1,0 +1,144 @@
+package commands
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/user"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mattn/go-isatty"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/broker"
+	"github.com/expiryctl/expiryctl/store"
+)
+
+// IOStreams are the process's standard streams, injected so that tests can
+// capture output and pretend to be a terminal.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// StdoutTTY and StderrTTY say whether the streams are terminals: tables and
+	// progress are for terminals, tab-separated values for pipes.
+	StdoutTTY bool
+	StderrTTY bool
+	// Color is false when NO_COLOR is set or stdout is not a terminal.
+	Color bool
+}
+
+// SystemIO returns the process's own streams.
+func SystemIO() *IOStreams {
+	outTTY := isatty.IsTerminal(os.Stdout.Fd())
+	_, noColor := os.LookupEnv("NO_COLOR")
+	return &IOStreams{
+		In:        os.Stdin,
+		Out:       os.Stdout,
+		ErrOut:    os.Stderr,
+		StdoutTTY: outTTY,
+		StderrTTY: isatty.IsTerminal(os.Stderr.Fd()),
+		Color:     outTTY && !noColor && os.Getenv("TERM") != "dumb",
+	}
+}
+
+// Factory hands commands their dependencies. Connections are made lazily, on
+// first use, so that --help and flag errors never dial a server.
+type Factory struct {
+	IO *IOStreams
+	// Now is the clock; governance code reads time only through it.
+	Now func() time.Time
+	// Getenv reads the environment (os.Getenv unless a test replaces it).
+	Getenv func(string) string
+
+	// Values of the global flags; empty means "use the environment, then the
+	// default".
+	DatabaseURLFlag string
+	AMQPURLFlag     string
+	ActorFlag       string
+
+	poolOnce sync.Once
+	pool     *pgxpool.Pool
+	poolErr  error
+
+	amqpOnce sync.Once
+	amqpConn *amqp.Connection
+	amqpErr  error
+}
+
+// NewFactory returns a Factory over the process's streams and environment.
+func NewFactory() *Factory {
+	return &Factory{IO: SystemIO(), Now: time.Now, Getenv: os.Getenv}
+}
+
+// DatabaseURL resolves --database-url, then EXPIRYCTL_DATABASE_URL, then the
+// default.
+func (f *Factory) DatabaseURL() string {
+	return firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL"), store.DefaultURL)
+}
+
+// AMQPURL resolves --amqp-url, then EXPIRYCTL_AMQP_URL, then the default.
+func (f *Factory) AMQPURL() string {
+	return firstNonEmpty(f.AMQPURLFlag, f.Getenv("EXPIRYCTL_AMQP_URL"), broker.DefaultURL)
+}
+
+// Actor resolves --actor, then EXPIRYCTL_ACTOR, then the operating-system user.
+func (f *Factory) Actor() string {
+	if a := firstNonEmpty(f.ActorFlag, f.Getenv("EXPIRYCTL_ACTOR")); a != "" {
+		return a
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return firstNonEmpty(f.Getenv("USER"), "unknown")
+}
+
+// RawDB connects to PostgreSQL without checking the schema, for `migrate`.
+func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
+	f.poolOnce.Do(func() {
+		f.pool, f.poolErr = store.Open(ctx, f.DatabaseURL())
+	})
+	return f.pool, f.poolErr
+}
+
+// DB connects to PostgreSQL and checks that the schema is current, so that a
+// missing migration is reported as such rather than as an SQL error.
+func (f *Factory) DB(ctx context.Context) (*pgxpool.Pool, error) {
+	pool, err := f.RawDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckSchema(ctx, pool); err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
+// AMQP connects to RabbitMQ.
+func (f *Factory) AMQP() (*amqp.Connection, error) {
+	f.amqpOnce.Do(func() {
+		f.amqpConn, f.amqpErr = broker.Dial(f.AMQPURL())
+	})
+	return f.amqpConn, f.amqpErr
+}
+
+// Close releases whatever connections the commands opened.
+func (f *Factory) Close() {
+	if f.pool != nil {
+		f.pool.Close()
+	}
+	if f.amqpConn != nil {
+		_ = f.amqpConn.Close()
+	}
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

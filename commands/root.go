@@ -1,0 +1,88 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/dsn"
+)
+
+// Main runs expiryctl with the process's arguments and returns its exit code.
+// It is the only place that prints a command's error.
+func Main() int {
+	f := NewFactory()
+	defer f.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root := NewCmdRoot(f)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitCode(err)
+	if code == ExitCancelled && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(f.IO.ErrOut, "cancelled")
+		return code
+	}
+	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactText(err.Error()))
+	var flagErr *FlagError
+	if errors.As(err, &flagErr) && cmd != nil {
+		fmt.Fprintf(f.IO.ErrOut, "\nUsage:  %s\nRun `%s --help` for examples.\n", cmd.UseLine(), cmd.CommandPath())
+	}
+	return code
+}
+
+// NewCmdRoot builds the whole command tree over f.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "expiryctl <command>",
+		Short: "Triage and governed replay of dead-lettered reservation-expiry jobs",
+		Long: `expiryctl captures dead-lettered reservation-expiry jobs from RabbitMQ into
+PostgreSQL, shows them grouped by reason with their attempt history, and puts
+them back on the queue only through a governed, audited replay.
+
+Every command, reads included, leaves a row in the audit trail.`,
+		Example: `  # capture the dead-letter queue, then see what failed and why
+  expiryctl dlq ingest --queue reservation-expiry.dlq
+  expiryctl dlq summary
+  expiryctl dlq list --reason transient-exhausted --limit 20
+  expiryctl dlq show 42`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       Version,
+	}
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &FlagError{Err: err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.DatabaseURLFlag, "database-url", "",
+		"PostgreSQL URL (env EXPIRYCTL_DATABASE_URL; default postgres://root@127.0.0.1:5432/expiryctl)")
+	pf.StringVar(&f.AMQPURLFlag, "amqp-url", "",
+		"RabbitMQ URL (env EXPIRYCTL_AMQP_URL; default amqp://guest:***@127.0.0.1:5672/)")
+	pf.StringVar(&f.ActorFlag, "actor", "",
+		"who you are, for the audit trail (env EXPIRYCTL_ACTOR; default the OS user)")
+
+	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "setup", Title: "Setup:"})
+	for _, cmd := range []*cobra.Command{NewCmdDLQ(f)} {
+		cmd.GroupID = "triage"
+		root.AddCommand(cmd)
+	}
+	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil)} {
+		cmd.GroupID = "setup"
+		root.AddCommand(cmd)
+	}
+	root.SetHelpCommandGroupID("setup")
+	root.SetCompletionCommandGroupID("setup")
+	return root
+}
+
+// Version is set at build time with -ldflags "-X …/commands.Version=…".
+var Version = "dev"

@@ -1,0 +1,392 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// Archive answers triage queries over the captured dead letters. Every query
+// leaves an audit row naming Actor.
+type Archive struct {
+	pool  *pgxpool.Pool
+	actor string
+}
+
+// NewArchive returns an Archive over pool whose reads are audited as actor.
+func NewArchive(pool *pgxpool.Pool, actor string) *Archive {
+	return &Archive{pool: pool, actor: actor}
+}
+
+// CategorySummary is one line of the triage summary.
+type CategorySummary struct {
+	Category Category `json:"reason_category"`
+	// Count is the letters still waiting for a decision (dead or in a request).
+	Count int64 `json:"count"`
+	// Total includes letters already replayed or discarded.
+	Total int64 `json:"total"`
+	// OldestDeadLetteredAt is the oldest letter still waiting, nil when none.
+	OldestDeadLetteredAt *time.Time `json:"oldest_dead_lettered_at"`
+	// Queues are the dead-letter queues the waiting letters came from.
+	Queues []string `json:"queues"`
+}
+
+// Summary returns the letters per reason category. Its cost does not grow with
+// the archive: counts come from trigger-maintained tallies and the oldest
+// letter from a partial index.
+func (a *Archive) Summary(ctx context.Context) ([]CategorySummary, error) {
+	rows, err := a.pool.Query(ctx, `
+		SELECT t.reason_category,
+		       coalesce(sum(t.letters) FILTER (WHERE t.status IN ('dead', 'in_request')), 0)::bigint,
+		       sum(t.letters)::bigint,
+		       coalesce(array_agg(DISTINCT t.source_queue ORDER BY t.source_queue)
+		                FILTER (WHERE t.status IN ('dead', 'in_request') AND t.letters > 0), '{}'),
+		       (SELECT min(d.dead_lettered_at) FROM expiryctl.dead_letters d
+		         WHERE d.reason_category = t.reason_category AND d.status IN ('dead', 'in_request'))
+		FROM expiryctl.dead_letter_tallies t
+		GROUP BY t.reason_category
+		HAVING sum(t.letters) > 0`)
+	if err != nil {
+		return nil, a.fail(ctx, "dlq.summary", "", nil, err)
+	}
+	byCategory := map[Category]CategorySummary{}
+	for rows.Next() {
+		var s CategorySummary
+		var oldest *time.Time
+		if err := rows.Scan(&s.Category, &s.Count, &s.Total, &s.Queues, &oldest); err != nil {
+			rows.Close()
+			return nil, a.fail(ctx, "dlq.summary", "", nil, err)
+		}
+		if oldest != nil {
+			utc := oldest.UTC()
+			s.OldestDeadLetteredAt = &utc
+		}
+		byCategory[s.Category] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, a.fail(ctx, "dlq.summary", "", nil, err)
+	}
+	summary := make([]CategorySummary, 0, len(byCategory))
+	var waiting int64
+	for _, c := range Categories() {
+		if s, ok := byCategory[c]; ok {
+			summary = append(summary, s)
+			waiting += s.Count
+		}
+	}
+	err = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.summary",
+		Details: map[string]any{"categories": len(summary), "waiting": waiting}})
+	return summary, err
+}
+
+// Row is one dead letter as `dlq list` shows it.
+type Row struct {
+	ID              int64      `json:"id"`
+	MessageID       string     `json:"message_id"`
+	ReservationID   string     `json:"reservation_id"`
+	IdempotencyKey  string     `json:"idempotency_key"`
+	Category        Category   `json:"reason_category"`
+	ErrorClass      string     `json:"error_class"`
+	Attempts        int        `json:"attempts"`
+	Status          Status     `json:"status"`
+	SourceQueue     string     `json:"source_queue"`
+	DeadLetteredAt  time.Time  `json:"dead_lettered_at"`
+	DueAt           *time.Time `json:"due_at"`
+	LastError       string     `json:"last_error"`
+	PreviousID      *int64     `json:"previous_id"`
+	ReplayRequestID *int64     `json:"replay_request_id"`
+}
+
+// Filter narrows a listing. Zero fields do not filter.
+type Filter struct {
+	Categories []Category `json:"reason,omitempty"`
+	Queue      string     `json:"queue,omitempty"`
+	Status     Status     `json:"status,omitempty"`
+	Since      time.Time  `json:"since,omitzero"`
+	Until      time.Time  `json:"until,omitzero"`
+	// Search matches a substring of the reservation id, message id,
+	// idempotency key, error class or last error, case-insensitively.
+	Search string `json:"search,omitempty"`
+}
+
+// Cursor marks a position in the newest-first order: the listing continues
+// with letters strictly older than it.
+type Cursor struct {
+	DeadLetteredAt time.Time
+	ID             int64
+}
+
+// String encodes c as the opaque token `dlq list --after` takes.
+func (c Cursor) String() string {
+	raw := strconv.FormatInt(c.DeadLetteredAt.UnixMicro(), 10) + ":" + strconv.FormatInt(c.ID, 10)
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// ParseCursor decodes a token made by Cursor.String.
+func ParseCursor(token string) (Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return Cursor{}, fmt.Errorf("invalid cursor %q: use the value `dlq list` printed after \"next page:\"", token)
+	}
+	micros, id, ok := strings.Cut(string(raw), ":")
+	t, err1 := strconv.ParseInt(micros, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return Cursor{}, fmt.Errorf("invalid cursor %q: use the value `dlq list` printed after \"next page:\"", token)
+	}
+	return Cursor{DeadLetteredAt: time.UnixMicro(t).UTC(), ID: n}, nil
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Rows []Row
+	// Next continues the listing; nil on the last page.
+	Next *Cursor
+}
+
+const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''), coalesce(idempotency_key, ''),
+	reason_category, coalesce(error_class, ''), attempts, status, source_queue, dead_lettered_at, due_at,
+	coalesce(last_error, ''), previous_id, replay_request_id`
+
+// List returns up to limit letters matching f, newest first, starting after
+// the cursor when one is given. It pages by keyset, so a page deep in a large
+// archive costs what the first page costs.
+func (a *Archive) List(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
+	page, err := a.page(ctx, f, after, limit)
+	if err != nil {
+		return Page{}, a.fail(ctx, "dlq.list", "", listDetails(f, after, limit, 0), err)
+	}
+	return page, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.list",
+		Details: listDetails(f, after, limit, len(page.Rows))})
+}
+
+// Stream calls emit for every letter matching f, newest first, reading the
+// archive a page at a time so that memory stays bounded whatever its size.
+func (a *Archive) Stream(ctx context.Context, f Filter, after *Cursor, emit func(Row) error) error {
+	const pageSize = 2000
+	var n int
+	cursor := after
+	for {
+		page, err := a.page(ctx, f, cursor, pageSize)
+		if err != nil {
+			return a.fail(ctx, "dlq.list", "", listDetails(f, after, 0, n), err)
+		}
+		for _, r := range page.Rows {
+			if err := emit(r); err != nil {
+				return a.fail(ctx, "dlq.list", "", listDetails(f, after, 0, n), err)
+			}
+			n++
+		}
+		if page.Next == nil {
+			break
+		}
+		cursor = page.Next
+	}
+	return audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.list",
+		Details: listDetails(f, after, 0, n)})
+}
+
+func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
+	d := map[string]any{"filter": f, "limit": limit, "returned": returned}
+	if after != nil {
+		d["after"] = after.String()
+	}
+	return d
+}
+
+func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
+	where, args := filterSQL(f)
+	if after != nil {
+		args = append(args, after.DeadLetteredAt, after.ID)
+		where = append(where, fmt.Sprintf("(dead_lettered_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	sql := "SELECT " + listColumns + " FROM expiryctl.dead_letters"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	// One row more than asked tells whether a next page exists.
+	args = append(args, limit+1)
+	sql += fmt.Sprintf(" ORDER BY dead_lettered_at DESC, id DESC LIMIT $%d", len(args))
+
+	rows, err := a.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return Page{}, err
+	}
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return Page{}, err
+	}
+	var page Page
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[len(out)-1]
+		page.Next = &Cursor{DeadLetteredAt: last.DeadLetteredAt, ID: last.ID}
+	}
+	page.Rows = out
+	return page, nil
+}
+
+// filterSQL builds only the conditions f sets, so each query gets a plan for
+// exactly its filter rather than a generic plan full of "IS NULL OR".
+func filterSQL(f Filter) ([]string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if len(f.Categories) > 0 {
+		names := make([]string, len(f.Categories))
+		for i, c := range f.Categories {
+			names[i] = string(c)
+		}
+		add("reason_category = ANY($%d)", names)
+	}
+	if f.Queue != "" {
+		add("source_queue = $%d", f.Queue)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if !f.Since.IsZero() {
+		add("dead_lettered_at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("dead_lettered_at < $%d", f.Until)
+	}
+	if f.Search != "" {
+		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
+		add(`(reservation_id ILIKE $%[1]d OR message_id ILIKE $%[1]d OR idempotency_key ILIKE $%[1]d
+			OR error_class ILIKE $%[1]d OR last_error ILIKE $%[1]d)`, pattern)
+	}
+	return where, args
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+func scanRow(row pgx.CollectableRow) (Row, error) {
+	var r Row
+	err := row.Scan(&r.ID, &r.MessageID, &r.ReservationID, &r.IdempotencyKey, &r.Category, &r.ErrorClass,
+		&r.Attempts, &r.Status, &r.SourceQueue, &r.DeadLetteredAt, &r.DueAt, &r.LastError, &r.PreviousID, &r.ReplayRequestID)
+	r.DeadLetteredAt = r.DeadLetteredAt.UTC()
+	if r.DueAt != nil {
+		utc := r.DueAt.UTC()
+		r.DueAt = &utc
+	}
+	return r, err
+}
+
+// ErrNotFound means no dead letter has the requested id.
+var ErrNotFound = errors.New("dead letter not found")
+
+// NotFoundError names the dead letter that does not exist.
+type NotFoundError struct{ ID int64 }
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("dead letter %d not found: `expiryctl dlq list` shows the ids there are", e.ID)
+}
+
+// Is makes errors.Is(err, ErrNotFound) true.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// Detail is everything known about one dead letter.
+type Detail struct {
+	Row
+	OriginQueue        string          `json:"origin_queue"`
+	OriginalExchange   string          `json:"original_exchange"`
+	OriginalRoutingKey string          `json:"original_routing_key"`
+	ExpectedVersion    *int64          `json:"expected_version"`
+	ContentType        string          `json:"content_type"`
+	AttemptHistory     []AttemptEvent  `json:"attempt_history"`
+	Deaths             []Death         `json:"x_death"`
+	Headers            json.RawMessage `json:"headers"`
+	Payload            []byte          `json:"payload"`
+	PayloadSize        int             `json:"payload_size"`
+	PayloadSHA256      string          `json:"payload_sha256"`
+	IngestedAt         time.Time       `json:"ingested_at"`
+	ReplayCount        int             `json:"replay_count"`
+	RedactedAt         *time.Time      `json:"redacted_at"`
+	// Incarnations are the other dead-letterings of the same job, oldest first.
+	Incarnations []Row `json:"incarnations"`
+}
+
+// Show returns one letter with its payload, headers, timeline and other
+// incarnations. Payload views are audited.
+func (a *Archive) Show(ctx context.Context, id int64) (Detail, error) {
+	target := "dead_letter:" + strconv.FormatInt(id, 10)
+	d, err := a.detail(ctx, id)
+	if err != nil {
+		outcome := audit.Failed
+		if errors.Is(err, ErrNotFound) {
+			outcome = audit.Refused
+		}
+		_ = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.show", Target: target,
+			Details: map[string]any{"error": err.Error()}, Outcome: outcome})
+		return Detail{}, err
+	}
+	return d, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.show", Target: target,
+		Details: map[string]any{"payload_sha256": d.PayloadSHA256, "payload_size": d.PayloadSize}})
+}
+
+func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
+	var d Detail
+	var history []byte
+	var payloadHash []byte
+	var jobKey *string
+	err := a.pool.QueryRow(ctx, "SELECT "+listColumns+`,
+		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
+		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
+		payload_sha256, ingested_at, replay_count, redacted_at, job_key
+		FROM expiryctl.dead_letters WHERE id = $1`, id).Scan(
+		&d.ID, &d.MessageID, &d.ReservationID, &d.IdempotencyKey, &d.Category, &d.ErrorClass,
+		&d.Attempts, &d.Status, &d.SourceQueue, &d.DeadLetteredAt, &d.DueAt, &d.LastError, &d.PreviousID, &d.ReplayRequestID,
+		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
+		&history, &d.Headers, &d.Payload, &d.PayloadSize, &payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt, &jobKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Detail{}, &NotFoundError{ID: id}
+	}
+	if err != nil {
+		return Detail{}, err
+	}
+	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
+	d.IngestedAt = d.IngestedAt.UTC()
+	d.PayloadSHA256 = fmt.Sprintf("%x", payloadHash)
+	if err := json.Unmarshal(history, &d.AttemptHistory); err != nil {
+		return Detail{}, fmt.Errorf("dead letter %d: attempt history: %w", id, err)
+	}
+	if headers, err := DecodeHeaders(d.Headers); err == nil {
+		d.Deaths = Parse(Message{Headers: headers}, DefaultClassifier(), d.IngestedAt).Deaths
+	}
+	d.Incarnations = []Row{}
+	if jobKey != nil && *jobKey != "" {
+		rows, err := a.pool.Query(ctx, "SELECT "+listColumns+
+			` FROM expiryctl.dead_letters WHERE job_key = $1 AND id <> $2 ORDER BY id LIMIT 100`, *jobKey, id)
+		if err != nil {
+			return Detail{}, err
+		}
+		if d.Incarnations, err = pgx.CollectRows(rows, scanRow); err != nil {
+			return Detail{}, err
+		}
+	}
+	return d, nil
+}
+
+// fail records a failed read and returns err unchanged.
+func (a *Archive) fail(ctx context.Context, action, target string, details map[string]any, err error) error {
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["error"] = err.Error()
+	_ = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: action, Target: target, Details: details, Outcome: audit.Failed})
+	return err
+}

@@ -1,0 +1,490 @@
+package deadletter
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The tags of expiryctl's header encoding. A tagged value is a JSON object
+// with exactly one of these keys; real table keys that begin with "$" are
+// escaped, so a tag can never be mistaken for data.
+const (
+	tagBytes       = "$bytes"
+	tagString      = "$string"
+	tagTime        = "$time"
+	tagDecimal     = "$decimal"
+	tagFloat       = "$float"
+	tagUnsupported = "$unsupported"
+	keyTagPrefix   = "$key:"
+)
+
+// maxHeaderDepth bounds the nesting EncodeHeaders follows. amqp091-go refuses
+// deeper than 32 levels on the wire, so only a Go caller can exceed it, and
+// the bound turns a self-referencing map into a tag instead of a stack
+// overflow, which no recover could catch.
+const maxHeaderDepth = 64
+
+// EncodeHeaders returns an AMQP header table in expiryctl's lossless JSON
+// encoding, which PostgreSQL jsonb accepts (valid UTF-8, no \u0000) and
+// DecodeHeaders reverses.
+//
+// Values that JSON can carry unambiguously stay plain, so the column reads
+// naturally in psql: UTF-8 strings without NUL, bools, integers, nil, nested
+// tables as objects and arrays as arrays. Floats are always written with a
+// decimal point ("3.0"), which jsonb's numeric type keeps, so that they do not
+// come back as integers. Everything else is a tagged object:
+//
+//	{"$bytes":"<base64>"}                  []byte (AMQP byte array)
+//	{"$string":"<base64>"}                 string that is not UTF-8 or holds NUL
+//	{"$time":"<RFC 3339, UTC>"}            time.Time ("@<unix>.<nanos>" outside years 0-9999)
+//	{"$decimal":{"scale":N,"value":N}}     amqp091.Decimal
+//	{"$float":"NaN"|"+Inf"|"-Inf"|"-0"}    floats JSON or numeric cannot hold
+//	{"$unsupported":"<Go type>"}           not an AMQP value; decodes to nil
+//
+// A key that is not UTF-8 or holds NUL is written "$key:<base64>", and a key
+// that begins with "$" gets a second "$". The output is deterministic (keys
+// sorted), which the fingerprint relies on. A nil table encodes as {}, never
+// null, because the column is NOT NULL.
+func EncodeHeaders(h map[string]any) json.RawMessage {
+	tree := encodeTable(h, 0)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Escaping <, > and & is for embedding in HTML; here it only makes
+	// error texts harder to read in psql.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(tree); err != nil {
+		// The tree holds only maps, slices, strings, bools, nil and
+		// strconv-made numbers, which cannot fail to encode.
+		panic(fmt.Sprintf("deadletter: encode headers: %v", err))
+	}
+	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+func encodeTable(t map[string]any, depth int) map[string]any {
+	out := make(map[string]any, len(t))
+	for k, v := range t {
+		out[encodeKey(k)] = encodeValue(v, depth+1)
+	}
+	return out
+}
+
+func encodeKey(k string) string {
+	switch {
+	case !jsonbSafe(k):
+		return keyTagPrefix + base64.StdEncoding.EncodeToString([]byte(k))
+	case strings.HasPrefix(k, "$"):
+		return "$" + k
+	default:
+		return k
+	}
+}
+
+// jsonbSafe reports whether s can be a jsonb string as it is.
+func jsonbSafe(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+func tagged(tag string, v any) map[string]any { return map[string]any{tag: v} }
+
+func encodeValue(v any, depth int) any {
+	if depth > maxHeaderDepth {
+		return tagged(tagUnsupported, "nesting deeper than "+strconv.Itoa(maxHeaderDepth))
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case bool:
+		return x
+	case string:
+		if jsonbSafe(x) {
+			return x
+		}
+		return tagged(tagString, base64.StdEncoding.EncodeToString([]byte(x)))
+	case []byte:
+		return tagged(tagBytes, base64.StdEncoding.EncodeToString(x))
+	case int:
+		return json.Number(strconv.FormatInt(int64(x), 10))
+	case int8:
+		return json.Number(strconv.FormatInt(int64(x), 10))
+	case int16:
+		return json.Number(strconv.FormatInt(int64(x), 10))
+	case int32:
+		return json.Number(strconv.FormatInt(int64(x), 10))
+	case int64:
+		return json.Number(strconv.FormatInt(x, 10))
+	case uint8:
+		return json.Number(strconv.FormatUint(uint64(x), 10))
+	case uint16:
+		return json.Number(strconv.FormatUint(uint64(x), 10))
+	case uint32:
+		return json.Number(strconv.FormatUint(uint64(x), 10))
+	case uint64:
+		return json.Number(strconv.FormatUint(x, 10))
+	case uint:
+		return json.Number(strconv.FormatUint(uint64(x), 10))
+	case float32:
+		return encodeFloat(float64(x))
+	case float64:
+		return encodeFloat(x)
+	case time.Time:
+		return tagged(tagTime, formatHeaderTime(x))
+	case amqp.Decimal:
+		return tagged(tagDecimal, map[string]any{
+			"scale": json.Number(strconv.FormatUint(uint64(x.Scale), 10)),
+			"value": json.Number(strconv.FormatInt(int64(x.Value), 10)),
+		})
+	case amqp.Table:
+		return encodeTable(x, depth)
+	case map[string]any:
+		return encodeTable(x, depth)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = encodeValue(e, depth+1)
+		}
+		return out
+	}
+	return encodeReflect(v, depth)
+}
+
+// encodeReflect covers what amqp091-go never produces but a Go caller may
+// hand over: []amqp.Table, []string, named string types, pointers. Anything
+// without an AMQP equivalent becomes an $unsupported tag rather than an
+// error, because capture must not fail on a header.
+func encodeReflect(v any, depth int) any {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Bool:
+		return rv.Bool()
+	case reflect.String:
+		return encodeValue(rv.String(), depth)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return json.Number(strconv.FormatInt(rv.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return json.Number(strconv.FormatUint(rv.Uint(), 10))
+	case reflect.Float32, reflect.Float64:
+		return encodeFloat(rv.Float())
+	case reflect.Slice, reflect.Array:
+		if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+			return encodeValue(rv.Bytes(), depth)
+		}
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = encodeValue(rv.Index(i).Interface(), depth+1)
+		}
+		return out
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			break
+		}
+		out := make(map[string]any, rv.Len())
+		iter := rv.MapRange()
+		for iter.Next() {
+			out[encodeKey(iter.Key().String())] = encodeValue(iter.Value().Interface(), depth+1)
+		}
+		return out
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return nil
+		}
+		return encodeValue(rv.Elem().Interface(), depth+1)
+	}
+	return tagged(tagUnsupported, fmt.Sprintf("%T", v))
+}
+
+func encodeFloat(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return tagged(tagFloat, "NaN")
+	case math.IsInf(f, 1):
+		return tagged(tagFloat, "+Inf")
+	case math.IsInf(f, -1):
+		return tagged(tagFloat, "-Inf")
+	case f == 0 && math.Signbit(f):
+		// numeric has no negative zero; jsonb would turn -0.0 into 0.0.
+		return tagged(tagFloat, "-0")
+	}
+	// 'f' rather than 'g': jsonb rewrites 1e+21 as a plain integer, which
+	// would then decode as int64. The shortest digits that round-trip keep
+	// float32 values exact once widened to float64.
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return json.Number(s)
+}
+
+func formatHeaderTime(t time.Time) string {
+	t = t.UTC()
+	if y := t.Year(); y >= 0 && y <= 9999 {
+		return t.Format(time.RFC3339Nano)
+	}
+	// AMQP timestamps are any 64-bit second count, and RFC 3339 has only
+	// four digits for the year.
+	s := "@" + strconv.FormatInt(t.Unix(), 10)
+	if ns := t.Nanosecond(); ns != 0 {
+		s += fmt.Sprintf(".%09d", ns)
+	}
+	return s
+}
+
+// DecodeHeaders reverses EncodeHeaders, also after a round trip through
+// jsonb (which reorders keys and reformats whitespace), returning values that
+// amqp091-go can publish again: int64 for integral numbers, float64 for
+// numbers with a fraction or exponent, string, []byte, bool, nil, time.Time
+// in UTC, amqp091.Decimal, amqp091.Table for nested tables and []any for
+// arrays. Narrower integer types and float32 therefore come back widened.
+// An integer beyond int64 (only a Go caller can put a uint64 there) comes
+// back as float64, and an $unsupported value as nil.
+//
+// JSON null decodes to a nil table. Anything else that EncodeHeaders cannot
+// have produced, such as an unknown tag or bad base64, is an error.
+func DecodeHeaders(raw json.RawMessage) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("decode headers: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode headers: unexpected data after the header table")
+	}
+	if tree == nil {
+		return nil, nil
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("decode headers: want a JSON object, got %s", jsonKind(tree))
+	}
+	if _, isTag := tagOf(obj); isTag {
+		return nil, errors.New("decode headers: want a header table, got a tagged value")
+	}
+	t, err := decodeTable(obj, "")
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any(t), nil
+}
+
+// tagOf returns the tag of a tagged object. Only the tags EncodeHeaders
+// writes count: a one-key object {"$key:...": v} is a table.
+func tagOf(obj map[string]any) (string, bool) {
+	if len(obj) != 1 {
+		return "", false
+	}
+	for k := range obj {
+		switch k {
+		case tagBytes, tagString, tagTime, tagDecimal, tagFloat, tagUnsupported:
+			return k, true
+		}
+	}
+	return "", false
+}
+
+func decodeTable(obj map[string]any, path string) (amqp.Table, error) {
+	t := make(amqp.Table, len(obj))
+	for ek, ev := range obj {
+		k, err := decodeKey(ek)
+		if err != nil {
+			return nil, fmt.Errorf("decode headers: %s: %w", joinPath(path, ek), err)
+		}
+		if _, dup := t[k]; dup {
+			return nil, fmt.Errorf("decode headers: %s: key %q appears twice", joinPath(path, ek), k)
+		}
+		v, err := decodeValue(ev, joinPath(path, ek))
+		if err != nil {
+			return nil, err
+		}
+		t[k] = v
+	}
+	return t, nil
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return strconv.Quote(key)
+	}
+	return path + "." + strconv.Quote(key)
+}
+
+func decodeKey(k string) (string, error) {
+	switch {
+	case strings.HasPrefix(k, keyTagPrefix):
+		b, err := base64.StdEncoding.DecodeString(k[len(keyTagPrefix):])
+		if err != nil {
+			return "", fmt.Errorf("bad base64 in key: %w", err)
+		}
+		return string(b), nil
+	case strings.HasPrefix(k, "$$"):
+		return k[1:], nil
+	case strings.HasPrefix(k, "$"):
+		return "", errors.New("key begins with a single $ but is not a tag")
+	default:
+		return k, nil
+	}
+}
+
+func decodeValue(v any, path string) (any, error) {
+	switch x := v.(type) {
+	case nil, bool, string:
+		return x, nil
+	case json.Number:
+		return decodeNumber(x, path)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			d, err := decodeValue(e, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			out[i] = d
+		}
+		return out, nil
+	case map[string]any:
+		tag, ok := tagOf(x)
+		if !ok {
+			return decodeTable(x, path)
+		}
+		d, err := decodeTagged(tag, x[tag])
+		if err != nil {
+			return nil, fmt.Errorf("decode headers: %s: %s: %w", path, tag, err)
+		}
+		return d, nil
+	}
+	return nil, fmt.Errorf("decode headers: %s: unexpected %T", path, v)
+}
+
+func decodeNumber(n json.Number, path string) (any, error) {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("decode headers: %s: number %s: %w", path, s, err)
+	}
+	return f, nil
+}
+
+func decodeTagged(tag string, v any) (any, error) {
+	if tag == tagDecimal {
+		obj, ok := v.(map[string]any)
+		if !ok || len(obj) != 2 {
+			return nil, errors.New(`want {"scale":N,"value":N}`)
+		}
+		scale, err1 := decodeBoundedInt(obj["scale"], 0, math.MaxUint8)
+		value, err2 := decodeBoundedInt(obj["value"], math.MinInt32, math.MaxInt32)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		return amqp.Decimal{Scale: uint8(scale), Value: int32(value)}, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("want a string, got %s", jsonKind(v))
+	}
+	switch tag {
+	case tagBytes:
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = []byte{}
+		}
+		return b, nil
+	case tagString:
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	case tagTime:
+		return parseHeaderTime(s)
+	case tagFloat:
+		switch s {
+		case "NaN":
+			return math.NaN(), nil
+		case "+Inf":
+			return math.Inf(1), nil
+		case "-Inf":
+			return math.Inf(-1), nil
+		case "-0":
+			return math.Copysign(0, -1), nil
+		}
+		return nil, fmt.Errorf("unknown special float %q", s)
+	case tagUnsupported:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown tag %q", tag)
+}
+
+func decodeBoundedInt(v any, lo, hi int64) (int64, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("want an integer, got %s", jsonKind(v))
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil || i < lo || i > hi {
+		return 0, fmt.Errorf("want an integer in [%d, %d], got %s", lo, hi, n)
+	}
+	return i, nil
+}
+
+func parseHeaderTime(s string) (time.Time, error) {
+	rest, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return time.Time{}, err
+		}
+		return t.UTC(), nil
+	}
+	secText, nsText, hasNanos := strings.Cut(rest, ".")
+	sec, err := strconv.ParseInt(secText, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bad unix seconds %q", s)
+	}
+	var ns int64
+	if hasNanos {
+		if len(nsText) != 9 {
+			return time.Time{}, fmt.Errorf("bad nanoseconds in %q", s)
+		}
+		if ns, err = strconv.ParseInt(nsText, 10, 64); err != nil || ns < 0 {
+			return time.Time{}, fmt.Errorf("bad nanoseconds in %q", s)
+		}
+	}
+	return time.Unix(sec, ns).UTC(), nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case json.Number, float64:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,263 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// Delivery is one message received from a dead-letter queue together with the
+// tag that acknowledges it.
+type Delivery struct {
+	Message Message
+	Tag     uint64
+}
+
+// Source is a consumer on one dead-letter queue. The broker package provides
+// the AMQP implementation.
+type Source interface {
+	// Deliveries yields messages until the consumer stops, then closes.
+	Deliveries() <-chan Delivery
+	// AckThrough acknowledges every delivery up to and including tag.
+	AckThrough(tag uint64) error
+	// Ready reports how many messages wait in the queue, not counting those
+	// already handed to a consumer.
+	Ready() (int, error)
+}
+
+// IngestOptions tunes one ingest run.
+type IngestOptions struct {
+	// Actor is recorded on the audit rows.
+	Actor string
+	// Queue names the dead-letter queue, for the audit rows.
+	Queue string
+	// Batch is the most letters committed in one transaction (default 500).
+	Batch int
+	// BatchBytes caps a batch's payload bytes, so large letters do not make a
+	// batch huge (default 16 MiB).
+	BatchBytes int
+	// Linger is how long a partly filled batch waits for more letters before it
+	// is committed (default 100ms).
+	Linger time.Duration
+	// Follow keeps ingesting until ctx is cancelled; otherwise Ingest returns
+	// once the queue is empty.
+	Follow bool
+	// Classifier maps letters to reason categories (default DefaultClassifier).
+	Classifier *Classifier
+	// Progress, when set, is called after every committed batch.
+	Progress func(IngestStats)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// SkipAudit leaves out the per-batch audit rows. It exists only for the
+	// benchmark that measures what auditing costs.
+	SkipAudit bool
+}
+
+// IngestStats counts what an ingest run did.
+type IngestStats struct {
+	Received   int64         `json:"received"`
+	Stored     int64         `json:"stored"`
+	Duplicates int64         `json:"duplicates"`
+	Batches    int64         `json:"batches"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+}
+
+// Rate is letters received per second over the run so far.
+func (s IngestStats) Rate() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Received) / s.Elapsed.Seconds()
+}
+
+// StoreError reports that PostgreSQL refused or lost a batch. Nothing of that
+// batch was acknowledged: its messages stay in the queue.
+type StoreError struct {
+	Letters int
+	Err     error
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("storing a batch of %d letters failed, so none of them was acknowledged and all stay in the queue: %v", e.Letters, e.Err)
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Ingest captures letters from src into the archive. A batch is acknowledged
+// only after its transaction committed, with one multiple-ack; a crash at any
+// point leaves every letter either committed or still in the queue, and the
+// redelivered copy of a committed letter is skipped by its fingerprint. When
+// ctx is cancelled the batch being written is finished (committed and acked)
+// and the one being collected is left unacknowledged for the broker to
+// redeliver.
+func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOptions) (IngestStats, error) {
+	opts = withIngestDefaults(opts)
+	start := opts.Now()
+	var stats IngestStats
+
+	batches := make(chan []Delivery)
+	collectErr := make(chan error, 1)
+	go func() {
+		collectErr <- collect(ctx, src, opts, batches)
+		close(batches)
+	}()
+
+	var writeErr error
+	for batch := range batches {
+		if writeErr != nil {
+			continue // drain so the collector can stop; nothing more is acked
+		}
+		res, err := writeBatch(pool, batch, opts)
+		if err != nil {
+			writeErr = err
+			continue
+		}
+		if err := src.AckThrough(batch[len(batch)-1].Tag); err != nil {
+			// Committed but not acked: the broker redelivers and the
+			// fingerprint makes the copies no-ops.
+			writeErr = fmt.Errorf("acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", len(batch), err)
+			continue
+		}
+		stats.Received += int64(len(batch))
+		stats.Stored += int64(res.Stored)
+		stats.Duplicates += int64(res.Duplicates)
+		stats.Batches++
+		stats.Elapsed = opts.Now().Sub(start)
+		if opts.Progress != nil {
+			opts.Progress(stats)
+		}
+	}
+	stats.Elapsed = opts.Now().Sub(start)
+	err := errors.Join(writeErr, <-collectErr)
+
+	summary := audit.Entry{Actor: opts.Actor, Action: "dlq.ingest", Target: "queue:" + opts.Queue,
+		Details: map[string]any{"received": stats.Received, "stored": stats.Stored, "duplicates": stats.Duplicates,
+			"batches": stats.Batches, "follow": opts.Follow}}
+	if err != nil {
+		summary.Outcome = audit.Failed
+		summary.Details.(map[string]any)["error"] = err.Error()
+	}
+	auditCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if auditErr := audit.Record(auditCtx, pool, summary); auditErr != nil && err == nil {
+		err = auditErr
+	}
+	return stats, err
+}
+
+func withIngestDefaults(opts IngestOptions) IngestOptions {
+	if opts.Batch <= 0 {
+		opts.Batch = 500
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 16 << 20
+	}
+	if opts.Linger <= 0 {
+		opts.Linger = 100 * time.Millisecond
+	}
+	if opts.Classifier == nil {
+		opts.Classifier = DefaultClassifier()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return opts
+}
+
+// collect groups deliveries into batches. Without Follow it stops once the
+// queue is empty and everything received has been handed on.
+func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- []Delivery) error {
+	deliveries := src.Deliveries()
+	var batch []Delivery
+	var bytes int
+	linger := time.NewTimer(opts.Linger)
+	defer linger.Stop()
+
+	flush := func() bool {
+		if len(batch) == 0 {
+			return true
+		}
+		select {
+		case out <- batch:
+			batch, bytes = nil, 0
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil // the partial batch stays unacked and is redelivered
+		case d, ok := <-deliveries:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if !flush() {
+					return nil
+				}
+				return errors.New("the broker closed the consumer (connection lost or queue deleted); letters not yet stored stay in the queue")
+			}
+			batch = append(batch, d)
+			bytes += len(d.Message.Body)
+			if len(batch) >= opts.Batch || bytes >= opts.BatchBytes {
+				if !flush() {
+					return nil
+				}
+				linger.Reset(opts.Linger)
+			}
+		case <-linger.C:
+			if !flush() {
+				return nil
+			}
+			linger.Reset(opts.Linger)
+			if opts.Follow {
+				continue
+			}
+			ready, err := src.Ready()
+			if err != nil {
+				return fmt.Errorf("checking whether the queue is empty: %w", err)
+			}
+			if ready == 0 && len(deliveries) == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// writeBatch parses and stores one batch and its audit row in one transaction.
+// It does not use the caller's context: once a batch is being written it is
+// finished, so that a signal never leaves it half done.
+func writeBatch(pool *pgxpool.Pool, batch []Delivery, opts IngestOptions) (StoreResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	now := opts.Now()
+	letters := make([]Letter, len(batch))
+	for i, d := range batch {
+		letters[i] = Parse(d.Message, opts.Classifier, now)
+	}
+	var res StoreResult
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		if res, err = Insert(ctx, tx, letters); err != nil {
+			return err
+		}
+		if opts.SkipAudit {
+			return nil
+		}
+		return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.ingest.batch", Target: "queue:" + opts.Queue,
+			Details: map[string]any{"letters": len(batch), "stored": res.Stored, "duplicates": res.Duplicates,
+				"first_id": res.FirstID, "last_id": res.LastID}})
+	})
+	if err != nil {
+		return StoreResult{}, &StoreError{Letters: len(batch), Err: err}
+	}
+	return res, nil
+}

@@ -1,0 +1,592 @@
+package deadletter
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// MaxDecodedPayload is the payload size, in bytes, from which Parse no longer
+// decodes the body and calls it malformed. An expiry job is a few hundred
+// bytes; a megabyte is a producer bug, and decoding it for every redelivery
+// would only slow capture down. The payload is still stored whole.
+const MaxDecodedPayload = 1 << 20
+
+// The headers Parse interprets. Any other header is kept in Letter.Headers
+// and otherwise ignored.
+const (
+	headerErrorClass       = "x-error-class"
+	headerLastError        = "x-last-error"
+	headerAttemptHistory   = "x-attempt-history"
+	headerOriginalExchange = "x-original-exchange"
+	headerOriginalRouting  = "x-original-routing-key"
+	headerDeath            = "x-death"
+	headerDeliveryCount    = "x-delivery-count"
+	headerReplayRequest    = "x-replay-request"
+	headerReplayCount      = "x-replay-count"
+)
+
+// Parse turns a message from a dead-letter queue into a classified Letter.
+//
+// Parse never fails and never panics: a missing field or a header of the
+// wrong type leaves the corresponding Letter field empty, and the rest is
+// still interpreted, because a message that cannot be captured would block
+// its queue during exactly the incident it belongs to. The body and headers
+// are kept exactly as received in Payload and Headers; every text field is
+// passed through SafeText so that it fits a PostgreSQL text column.
+//
+// A nil Classifier means DefaultClassifier. ingestedAt is the fallback for
+// DeadLetteredAt when neither the message nor its history carries a time.
+func Parse(m Message, c *Classifier, ingestedAt time.Time) (l Letter) {
+	defer func() {
+		// The last line of defence: a bug here must not turn one odd message
+		// into a consumer that crashes on every redelivery. FuzzParse calls
+		// parse directly, so such bugs still surface in tests.
+		if r := recover(); r != nil {
+			l = fallbackLetter(m, ingestedAt, r)
+		}
+	}()
+	return parse(m, c, ingestedAt)
+}
+
+func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
+	if c == nil {
+		c = DefaultClassifier()
+	}
+	l := Letter{
+		MessageID:      SafeText(m.MessageID),
+		SourceQueue:    SafeText(m.Queue),
+		ContentType:    SafeText(m.ContentType),
+		Payload:        clonePayload(m.Body),
+		PayloadHash:    sha256.Sum256(m.Body),
+		Headers:        EncodeHeaders(m.Headers),
+		AttemptHistory: []AttemptEvent{},
+		Deaths:         []Death{},
+	}
+	l.Fingerprint = fingerprint(m, l.Headers)
+
+	b, ok := decodeBody(m.Body)
+	malformed := !ok
+	l.ReservationID = b.reservationID
+	l.IdempotencyKey = b.idempotencyKey
+	l.ExpectedVersion = b.expectedVersion
+	l.DueAt = b.dueAt
+
+	h := m.Headers
+	l.OriginalExchange, _ = headerText(h[headerOriginalExchange])
+	l.OriginalRoutingKey, _ = headerText(h[headerOriginalRouting])
+	l.Deaths = decodeDeaths(h[headerDeath])
+	if len(l.Deaths) > 0 {
+		// The design names "the first x-death entry's queue" as the origin.
+		// RabbitMQ moves the most recent dead-lettering to the front, so this
+		// is where the job last died; in a retry topology that can be a retry
+		// queue rather than the work queue. x-original-exchange and
+		// x-original-routing-key, when present, still decide where replay goes.
+		l.OriginQueue = l.Deaths[0].Queue
+	}
+
+	worker := decodeAttemptHistory(h[headerAttemptHistory])
+	history := make([]AttemptEvent, 0, len(worker)+len(l.Deaths))
+	history = append(history, worker...)
+	for _, d := range l.Deaths {
+		history = append(history, AttemptEvent{At: d.Time, Source: "broker", Reason: d.Reason, Queue: d.Queue, Count: d.Count})
+	}
+	slices.SortStableFunc(history, func(a, b AttemptEvent) int { return a.At.Compare(b.At) })
+	l.AttemptHistory = history
+
+	l.ErrorClass, _ = headerText(h[headerErrorClass])
+	l.LastError, _ = headerText(h[headerLastError])
+	// Without the top-level headers, the newest worker entry that says
+	// anything is the best account of why the job died.
+	for i := len(history) - 1; i >= 0; i-- {
+		e := history[i]
+		if e.Source != "worker" || (e.ErrorClass == "" && e.Error == "") {
+			continue
+		}
+		if l.ErrorClass == "" {
+			l.ErrorClass = e.ErrorClass
+		}
+		if l.LastError == "" {
+			l.LastError = e.Error
+		}
+		break
+	}
+
+	var deathCount int64
+	for _, d := range l.Deaths {
+		deathCount = saturatingAdd(deathCount, max(d.Count, 0))
+	}
+	deliveryCount, _ := headerInt(h[headerDeliveryCount], false)
+	attempts := max(b.attempt, int64(len(worker)), deathCount, deliveryCount, 0)
+	l.Attempts = int(min(attempts, math.MaxInt32))
+
+	if id, ok := headerInt(h[headerReplayRequest], true); ok {
+		l.ReplayRequestID = &id
+	}
+	if n, ok := headerInt(h[headerReplayCount], true); ok && n > 0 {
+		l.ReplayCount = int(min(n, math.MaxInt32))
+	}
+
+	l.DeadLetteredAt = deadLetteredAt(m.Timestamp, history, ingestedAt)
+	l.JobKey = firstNonEmpty(l.IdempotencyKey, l.MessageID, l.ReservationID)
+	l.Category = c.Classify(&l, malformed)
+	return l
+}
+
+// fallbackLetter is what Parse stores if parse panicked: the message as it
+// came, so that nothing is lost and the letter can be looked at by hand.
+func fallbackLetter(m Message, ingestedAt time.Time, cause any) Letter {
+	l := Letter{
+		MessageID:      SafeText(m.MessageID),
+		SourceQueue:    SafeText(m.Queue),
+		ContentType:    SafeText(m.ContentType),
+		Payload:        clonePayload(m.Body),
+		PayloadHash:    sha256.Sum256(m.Body),
+		Headers:        json.RawMessage(`{}`),
+		AttemptHistory: []AttemptEvent{},
+		Deaths:         []Death{},
+		Category:       Unknown,
+		LastError:      SafeText(fmt.Sprintf("expiryctl could not parse this letter: %v", cause)),
+		DeadLetteredAt: validTimeOr(m.Timestamp, ingestedAt.UTC()),
+	}
+	func() {
+		defer func() { _ = recover() }()
+		l.Headers = EncodeHeaders(m.Headers)
+		l.Fingerprint = fingerprint(m, l.Headers)
+	}()
+	if l.Fingerprint == ([32]byte{}) {
+		bare := m
+		bare.Headers = nil
+		l.Fingerprint = fingerprint(bare, l.Headers)
+	}
+	l.JobKey = l.MessageID
+	return l
+}
+
+func clonePayload(b []byte) []byte {
+	// A copy, so the Letter does not share the delivery's buffer, and never
+	// nil, because the payload column is NOT NULL.
+	return append([]byte{}, b...)
+}
+
+// PayloadMalformed reports whether Parse treats body as undecodable: empty,
+// MaxDecodedPayload bytes or more, not UTF-8, or not one JSON object. It lets
+// a caller that re-classifies stored letters give Classify the same input
+// Parse did.
+func PayloadMalformed(body []byte) bool {
+	_, ok := decodeBody(body)
+	return !ok
+}
+
+type jobBody struct {
+	reservationID   string
+	idempotencyKey  string
+	expectedVersion *int64
+	dueAt           *time.Time
+	attempt         int64
+}
+
+// decodeBody reads the job fields from a payload, reporting false when the
+// payload is malformed. Fields of the wrong type are skipped, not fatal: the
+// category then comes from the headers.
+func decodeBody(body []byte) (jobBody, bool) {
+	var b jobBody
+	if len(body) == 0 || len(body) >= MaxDecodedPayload || !utf8.Valid(body) {
+		return b, false
+	}
+	// A map rather than a struct: encoding/json matches struct fields case
+	// insensitively, and "Reservation_ID" is not part of the contract.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return b, false
+	}
+	field := func(snake, camel string) json.RawMessage {
+		if v, ok := fields[snake]; ok {
+			return v
+		}
+		return fields[camel]
+	}
+	b.reservationID = jsonText(field("reservation_id", "reservationId"))
+	b.idempotencyKey = jsonText(field("idempotency_key", "idempotencyKey"))
+	if v, ok := jsonInt(field("expected_version", "expectedVersion")); ok {
+		b.expectedVersion = &v
+	}
+	// notBefore is when a job may run, not the business deadline, so only
+	// hold_until becomes DueAt.
+	if s := jsonText(field("hold_until", "holdUntil")); s != "" {
+		if t, err := time.Parse(time.RFC3339, s); err == nil && validTime(t) {
+			t = t.UTC()
+			b.dueAt = &t
+		}
+	}
+	if n, ok := jsonInt(field("attempt", "attempt")); ok && n > 0 {
+		b.attempt = n
+	}
+	return b, true
+}
+
+// jsonText reads a JSON string, or the literal of a JSON number because
+// some producers send numeric reservation ids.
+func jsonText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		return SafeText(s)
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return SafeText(n.String())
+	}
+	return ""
+}
+
+// jsonInt reads an integer sent as a JSON number or a numeric string.
+func jsonInt(raw json.RawMessage) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return 0, false
+	}
+	var s string
+	if raw[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false
+		}
+	} else {
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return 0, false
+		}
+		s = n.String()
+	}
+	return parseInteger(s)
+}
+
+// parseInteger accepts "3", " 3 " and "3.0", not "3.5".
+func parseInteger(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false
+	}
+	return floatInt(f)
+}
+
+func floatInt(f float64) (int64, bool) {
+	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// headerText reads a header string. A longstr reaches amqp091-go as a
+// string, but an AMQP byte array ('x') as []byte, and producers use both.
+func headerText(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return SafeText(x), true
+	case []byte:
+		return SafeText(string(x)), true
+	}
+	return "", false
+}
+
+// headerInt reads an integer of any AMQP width. Integral floats count,
+// because some clients send every number as a double; numeric strings only
+// when allowStrings, for headers that producers are known to stringify.
+func headerInt(v any, allowStrings bool) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint:
+		if uint64(x) <= math.MaxInt64 {
+			return int64(x), true
+		}
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x), true
+		}
+	case float32:
+		return floatInt(float64(x))
+	case float64:
+		return floatInt(x)
+	case string:
+		if allowStrings {
+			return parseInteger(x)
+		}
+	case []byte:
+		if allowStrings {
+			return parseInteger(string(x))
+		}
+	}
+	return 0, false
+}
+
+// headerTime reads a point in time: an AMQP timestamp, an RFC 3339 string,
+// or a unix time in seconds. A number too large to be seconds (after year
+// 5138) is taken as milliseconds, which is what JavaScript's Date.now()
+// gives. A time outside years 1-9999 counts as absent: encoding/json cannot
+// write it, and the timeline is stored as JSON.
+func headerTime(v any) (time.Time, bool) {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case string, []byte:
+		s, _ := headerText(x)
+		p, err := time.Parse(time.RFC3339, strings.TrimSpace(s))
+		if err != nil {
+			return time.Time{}, false
+		}
+		t = p
+	default:
+		n, ok := headerInt(v, false)
+		if !ok {
+			return time.Time{}, false
+		}
+		if n >= 1e11 || n <= -1e11 {
+			t = time.UnixMilli(n)
+		} else {
+			t = time.Unix(n, 0)
+		}
+	}
+	if !validTime(t) {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+func validTime(t time.Time) bool {
+	y := t.Year()
+	return !t.IsZero() && y >= 1 && y <= 9999
+}
+
+func validTimeOr(t, fallback time.Time) time.Time {
+	if validTime(t) {
+		return t.UTC()
+	}
+	return fallback
+}
+
+// headerTable accepts amqp091.Table, which is what amqp091-go decodes, and
+// plain maps, which is what Go callers and DecodeHeaders' top level give.
+func headerTable(v any) (map[string]any, bool) {
+	switch x := v.(type) {
+	case amqp.Table:
+		return x, true
+	case map[string]any:
+		return x, true
+	}
+	return nil, false
+}
+
+func headerList(v any) ([]any, bool) {
+	switch x := v.(type) {
+	case []any:
+		return x, true
+	case []amqp.Table:
+		out := make([]any, len(x))
+		for i, t := range x {
+			out[i] = t
+		}
+		return out, true
+	case []map[string]any:
+		out := make([]any, len(x))
+		for i, t := range x {
+			out[i] = t
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// decodeDeaths reads x-death in header order, most recent first. Entries
+// that are not tables are skipped; fields of the wrong type stay empty.
+func decodeDeaths(v any) []Death {
+	list, _ := headerList(v)
+	deaths := make([]Death, 0, len(list))
+	for _, e := range list {
+		t, ok := headerTable(e)
+		if !ok {
+			continue
+		}
+		var d Death
+		if n, ok := headerInt(t["count"], false); ok && n > 0 {
+			d.Count = n
+		}
+		d.Reason, _ = headerText(t["reason"])
+		d.Queue, _ = headerText(t["queue"])
+		d.Exchange, _ = headerText(t["exchange"])
+		d.RoutingKeys = []string{}
+		keys, _ := headerList(t["routing-keys"])
+		for _, k := range keys {
+			if s, ok := headerText(k); ok {
+				d.RoutingKeys = append(d.RoutingKeys, s)
+			}
+		}
+		d.Time, _ = headerTime(t["time"])
+		deaths = append(deaths, d)
+	}
+	return deaths
+}
+
+// decodeAttemptHistory reads the worker's x-attempt-history. The contract
+// says error_class; errorClass is accepted for Node.js workers.
+func decodeAttemptHistory(v any) []AttemptEvent {
+	list, _ := headerList(v)
+	events := make([]AttemptEvent, 0, len(list))
+	for _, e := range list {
+		t, ok := headerTable(e)
+		if !ok {
+			continue
+		}
+		ev := AttemptEvent{Source: "worker"}
+		ev.At, _ = headerTime(t["at"])
+		var found bool
+		if ev.ErrorClass, found = headerText(t["error_class"]); !found {
+			ev.ErrorClass, _ = headerText(t["errorClass"])
+		}
+		ev.Error, _ = headerText(t["error"])
+		events = append(events, ev)
+	}
+	return events
+}
+
+// deadLetteredAt prefers the AMQP timestamp, then the newest event of the
+// timeline, then the time of capture, so that the column is never empty.
+func deadLetteredAt(ts time.Time, history []AttemptEvent, ingestedAt time.Time) time.Time {
+	if validTime(ts) {
+		return ts.UTC()
+	}
+	var newest time.Time
+	for _, e := range history {
+		if e.At.After(newest) {
+			newest = e.At
+		}
+	}
+	if !newest.IsZero() {
+		return newest.UTC()
+	}
+	return ingestedAt.UTC()
+}
+
+func saturatingAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// fingerprintVersion is hashed first so that a future change of what the
+// fingerprint covers cannot collide with fingerprints already stored.
+const fingerprintVersion = "expiryctl dead-letter fingerprint v1"
+
+// fingerprint hashes what makes one dead-lettering unique. Every field is
+// length-prefixed, so that moving bytes from one field to the next changes
+// the hash. x-delivery-count is left out: a quorum queue increments it on
+// every redelivery of the same DLQ message, which must stay a duplicate.
+// x-death stays in: its count and time change when the same job dies again.
+func fingerprint(m Message, encodedHeaders json.RawMessage) [32]byte {
+	if _, ok := m.Headers[headerDeliveryCount]; ok {
+		without := make(map[string]any, len(m.Headers))
+		for k, v := range m.Headers {
+			if k != headerDeliveryCount {
+				without[k] = v
+			}
+		}
+		encodedHeaders = EncodeHeaders(without)
+	}
+	h := sha256.New()
+	writeField(h, []byte(fingerprintVersion))
+	writeField(h, []byte(m.Queue))
+	writeField(h, []byte(m.MessageID))
+	writeField(h, []byte(m.ContentType))
+	// Seconds and nanoseconds rather than UnixNano, which is undefined
+	// outside 1678-2262 and AMQP timestamps can be any 64-bit second count.
+	var ts []byte
+	if !m.Timestamp.IsZero() {
+		ts = binary.BigEndian.AppendUint64(ts, uint64(m.Timestamp.Unix()))
+		ts = binary.BigEndian.AppendUint32(ts, uint32(m.Timestamp.Nanosecond()))
+	}
+	writeField(h, ts)
+	writeField(h, m.Body)
+	writeField(h, encodedHeaders)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+func writeField(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// SafeText returns s as PostgreSQL text can hold it: valid UTF-8 passes
+// unchanged, except NUL, which becomes the four characters \x00; each byte
+// that is not part of valid UTF-8 becomes \xNN (lowercase hex). Backslashes
+// are not escaped, so the result is for reading and filtering, not for
+// reversing: the exact bytes stay in Letter.Headers and Letter.Payload.
+func SafeText(s string) string {
+	if jsonbSafe(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case s[i] == 0:
+			b.WriteString(`\x00`)
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}

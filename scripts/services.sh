@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# scripts/services.sh makes sure the PostgreSQL and RabbitMQ that expiryctl's
+# tests, demo and benchmark expect are running on this machine (Debian 12):
+#
+#   PostgreSQL  127.0.0.1:5432, superuser role "root", database "expiryctl"
+#               (the default URL postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable),
+#               user "postgres" reachable over TCP for the test harness
+#   RabbitMQ    127.0.0.1:5672, guest/guest may log in to vhost "/",
+#               plugin rabbitmq_shovel enabled (used by the benchmark)
+#
+# It installs, creates, starts or repairs only what is missing, so it is safe to
+# run again and again. When everything already runs (the common case) it needs no
+# root and finishes in well under a second: both services are checked by talking
+# to them over TCP, not through the slow rabbitmqctl CLI. It prints one line per
+# step to stderr and exits non-zero with the reason and the log to read when a
+# service cannot be brought up. Installing packages needs root and network.
+#
+# Environment (all optional):
+#   PG_WAIT_SECONDS      how long to wait for PostgreSQL to accept connections (60)
+#   RABBIT_WAIT_SECONDS  how long to wait for RabbitMQ to accept AMQP logins (90)
+set -euo pipefail
+
+export PATH="/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
+export LC_ALL=C
+
+readonly PG_HOST=127.0.0.1
+readonly PG_PORT=5432
+readonly PG_DB=expiryctl
+readonly PG_ROLE=root
+readonly AMQP_HOST=127.0.0.1
+readonly AMQP_PORT=5672
+readonly PG_WAIT_SECONDS="${PG_WAIT_SECONDS:-60}"
+readonly RABBIT_WAIT_SECONDS="${RABBIT_WAIT_SECONDS:-90}"
+readonly HBA_MARKER="# expiryctl scripts/services.sh: trust loopback TCP"
+
+step() { printf 'services: %s\n' "$*" >&2; }
+die() {
+	printf 'services: error: %s\n' "$*" >&2
+	exit 1
+}
+need_root() {
+	[[ $(id -u) -eq 0 ]] || die "$1 needs root: run 'sudo scripts/services.sh'"
+}
+
+apt_updated=0
+apt_install() {
+	need_root "installing $*"
+	if [[ $apt_updated -eq 0 ]]; then
+		step "apt-get update"
+		apt-get update -qq >&2 || die "apt-get update failed (no network or no apt sources?)"
+		apt_updated=1
+	fi
+	step "installing $*"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 </dev/null ||
+		die "apt-get install $* failed"
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+# psql_admin runs SQL as the postgres superuser over TCP: the same way the test
+# harness (internal/pgtest) connects. -w: never prompt for a password (CI has no
+# stdin; a prompt would hang).
+psql_admin() {
+	PGCONNECT_TIMEOUT=5 psql -X -w -q -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" \
+		-U postgres -d postgres -At "$@" </dev/null
+}
+
+pg_ready() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" -t 2 >/dev/null 2>&1; }
+
+pg_server_installed() {
+	command -v pg_ctlcluster >/dev/null 2>&1 && compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null
+}
+
+# pg_version prints the major version whose cluster "main" we manage: the
+# newest one under /etc/postgresql, or else the newest server installed.
+pg_version() {
+	local v
+	v=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+	if [[ -z $v ]]; then
+		v=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1)
+	fi
+	[[ -n $v ]] || die "no PostgreSQL version found under /etc/postgresql or /usr/lib/postgresql"
+	printf '%s\n' "$v"
+}
+
+pg_log_hint() { printf 'see /var/log/postgresql/postgresql-%s-main.log' "$1"; }
+
+ensure_postgres_running() {
+	if pg_ready; then
+		step "postgresql: accepting connections on $PG_HOST:$PG_PORT"
+		return
+	fi
+	if ! pg_server_installed; then
+		apt_install postgresql
+	fi
+	need_root "starting PostgreSQL"
+	local ver
+	ver=$(pg_version)
+	if ! pg_lsclusters -h 2>/dev/null | awk -v v="$ver" '$1 == v && $2 == "main" { found = 1 } END { exit !found }'; then
+		step "postgresql: creating cluster $ver/main"
+		pg_createcluster "$ver" main >&2 || die "pg_createcluster $ver main failed"
+	fi
+	# status exits 0 when the cluster runs: then it is still starting up (or
+	# recovering) and we only wait.
+	if pg_ctlcluster "$ver" main status >/dev/null 2>&1; then
+		step "postgresql: cluster $ver/main is running but not ready yet; waiting"
+	else
+		step "postgresql: starting cluster $ver/main"
+		pg_ctlcluster --skip-systemctl-redirect "$ver" main start >&2 ||
+			die "pg_ctlcluster $ver main start failed: $(pg_log_hint "$ver")"
+	fi
+	local deadline=$((SECONDS + PG_WAIT_SECONDS))
+	until pg_ready; do
+		if ((SECONDS >= deadline)); then
+			die "postgresql did not accept connections on $PG_HOST:$PG_PORT within ${PG_WAIT_SECONDS}s ($(pg_log_hint "$ver"); is the cluster on another port? see pg_lsclusters)"
+		fi
+		sleep 1
+	done
+	step "postgresql: accepting connections on $PG_HOST:$PG_PORT"
+}
+
+# ensure_postgres_tcp_login makes sure user postgres can log in over loopback TCP
+# without a password, which the test harness and the default URL rely on.
+#
+# Debian's stock pg_hba.conf asks for a password (scram-sha-256) on host lines and
+# the postgres role has none, so a freshly installed server refuses the tests. We
+# do not touch pg_hba.conf when the login already works: the machine may be set up
+# differently on purpose. When it fails, we add "trust" for 127.0.0.1/32 and ::1/128
+# at the top (the first matching line wins) and reload. Trust is acceptable here
+# only because this script is for development and CI machines and the lines cover
+# loopback only; never run it against a shared server.
+ensure_postgres_tcp_login() {
+	local err
+	if err=$(psql_admin -c 'select 1' 2>&1 >/dev/null); then
+		step "postgresql: user postgres can log in over TCP"
+		return
+	fi
+	need_root "fixing PostgreSQL authentication (psql -h $PG_HOST -U postgres failed: $err)"
+	local ver hba
+	ver=$(pg_version)
+	hba="/etc/postgresql/$ver/main/pg_hba.conf"
+	[[ -f $hba ]] || die "psql -h $PG_HOST -U postgres failed ($err) and $hba does not exist"
+	if grep -qF "$HBA_MARKER" "$hba"; then
+		die "psql -h $PG_HOST -U postgres fails although $hba already trusts loopback: $err"
+	fi
+	step "postgresql: psql -h $PG_HOST -U postgres failed ($err); adding loopback trust lines to $hba"
+	local tmp
+	tmp=$(mktemp "$hba.XXXXXX")
+	{
+		printf '%s (development/CI machine only)\n' "$HBA_MARKER"
+		printf 'host    all    all    127.0.0.1/32    trust\n'
+		printf 'host    all    all    ::1/128         trust\n'
+		cat "$hba"
+	} >"$tmp"
+	chown --reference="$hba" "$tmp"
+	chmod --reference="$hba" "$tmp"
+	mv "$tmp" "$hba"
+	pg_ctlcluster "$ver" main reload >&2 || die "pg_ctlcluster $ver main reload failed"
+	err=$(psql_admin -c 'select 1' 2>&1 >/dev/null) ||
+		die "psql -h $PG_HOST -U postgres still fails after trusting loopback: $err"
+	step "postgresql: user postgres can log in over TCP"
+}
+
+ensure_postgres_role_and_db() {
+	local state
+	# One round trip: "<role exists>|<superuser>|<login>|<db exists>|<db owner>".
+	state=$(psql_admin -c "
+		select coalesce((select 't|' || rolsuper::text || '|' || rolcanlogin::text
+		                   from pg_roles where rolname = '$PG_ROLE'), 'f|f|f')
+		    || '|' || coalesce((select 't|' || pg_get_userbyid(datdba)
+		                          from pg_database where datname = '$PG_DB'), 'f|')") ||
+		die "could not query roles and databases as postgres"
+	local role_exists role_super role_login db_exists db_owner
+	IFS='|' read -r role_exists role_super role_login db_exists db_owner <<<"$state"
+
+	if [[ $role_exists != t ]]; then
+		step "postgresql: creating role $PG_ROLE (superuser, login)"
+		# Several runs may race; a role that appeared meanwhile is fine.
+		psql_admin -c "create role $PG_ROLE superuser login" >/dev/null 2>&1 ||
+			psql_admin -c "select 1 from pg_roles where rolname = '$PG_ROLE'" | grep -q 1 ||
+			die "could not create role $PG_ROLE"
+	elif [[ $role_super != true || $role_login != true ]]; then
+		step "postgresql: granting role $PG_ROLE superuser and login"
+		psql_admin -c "alter role $PG_ROLE superuser login" >/dev/null
+	else
+		step "postgresql: role $PG_ROLE exists"
+	fi
+
+	if [[ $db_exists != t ]]; then
+		step "postgresql: creating database $PG_DB owned by $PG_ROLE"
+		psql_admin -c "create database $PG_DB owner $PG_ROLE" >/dev/null 2>&1 ||
+			psql_admin -c "select 1 from pg_database where datname = '$PG_DB'" | grep -q 1 ||
+			die "could not create database $PG_DB"
+	elif [[ $db_owner != "$PG_ROLE" ]]; then
+		step "postgresql: database $PG_DB exists (owned by $db_owner, not $PG_ROLE; left as is)"
+	else
+		step "postgresql: database $PG_DB exists"
+	fi
+}
+
+# ------------------------------------------------------------------ RabbitMQ
+
+# amqp_probe opens an AMQP 0-9-1 connection as guest/guest to vhost "/" and
+# closes it again, speaking just enough of the protocol with bash's /dev/tcp.
+# That is the exact thing the tests need, and it takes milliseconds where every
+# rabbitmqctl call boots an Erlang VM (1-3 s). It prints one word:
+#   ok        logged in and opened vhost "/"
+#   down      nothing answers AMQP on the port (not started, or still booting)
+#   refused   the broker refused guest/guest
+#   no-vhost  logged in, but guest may not open vhost "/" (or it does not exist)
+amqp_probe() {
+	local fd
+	if ! exec {fd}<>"/dev/tcp/$AMQP_HOST/$AMQP_PORT"; then
+		echo down
+		return
+	fi 2>/dev/null
+	# hex_out writes hex digits as raw bytes (the format string is built from
+	# \xHH escapes only); read_method reads one frame and prints
+	# "<class>.<method> <first 8 argument bytes>", or nothing at end of stream.
+	# shellcheck disable=SC2059
+	hex_out() { printf "$(sed 's/../\\x&/g' <<<"$1")" >&"$fd"; }
+	frame_out() { hex_out "010000$(printf '%08x' $((${#1} / 2)))${1}ce"; }
+	read_method() {
+		local -a h p
+		h=($(timeout 5 head -c 7 <&"$fd" 2>/dev/null | od -An -tu1 -v)) || true
+		[[ ${#h[@]} -eq 7 && ${h[0]} -eq 1 ]] || return 0
+		local size=$(((h[3] << 24) | (h[4] << 16) | (h[5] << 8) | h[6]))
+		p=($(timeout 5 head -c $((size + 1)) <&"$fd" 2>/dev/null | od -An -tu1 -v)) || true
+		[[ ${#p[@]} -eq $((size + 1)) ]] || return 0
+		echo "$(((p[0] << 8) | p[1])).$(((p[2] << 8) | p[3])) ${p[*]:4:8}"
+	}
+	local m result=down
+	printf 'AMQP\x00\x00\x09\x01' >&"$fd"
+	m=$(read_method)
+	if [[ $m == 10.10* ]]; then # connection.start
+		# connection.start-ok: empty client properties, PLAIN "\0guest\0guest", en_US.
+		frame_out "000a000b00000000"05504c41494e"0000000c00677565737400677565737405656e5f5553"
+		m=$(read_method)
+		result=refused # RabbitMQ just closes the socket on a failed login
+		if [[ $m == 10.30* ]]; then # connection.tune: echo its limits, no heartbeats
+			local -a t=(${m#* })
+			frame_out "000a001f$(printf '%02x%02x%02x%02x%02x%02x' "${t[@]:0:6}")0000"
+			frame_out "000a0028012f0000" # connection.open vhost "/"
+			m=$(read_method)
+			result=no-vhost
+			if [[ $m == 10.41* ]]; then # connection.open-ok
+				result=ok
+				frame_out "000a003200c80000000000" # connection.close 200
+				read_method >/dev/null           # connection.close-ok
+			fi
+		fi
+	fi
+	exec {fd}>&-
+	echo "$result"
+}
+
+rabbit_log_hint() { printf 'see /var/log/rabbitmq/ (startup_log, startup_err, rabbit@*.log)'; }
+
+# wait_for_amqp waits until the probe gets past "down" and prints its result.
+wait_for_amqp() {
+	local deadline=$((SECONDS + RABBIT_WAIT_SECONDS)) r
+	while r=$(amqp_probe) || true; [[ -z $r || $r == down ]]; do
+		if ((SECONDS >= deadline)); then
+			die "rabbitmq did not accept AMQP connections on $AMQP_HOST:$AMQP_PORT within ${RABBIT_WAIT_SECONDS}s ($(rabbit_log_hint))"
+		fi
+		sleep 1
+	done
+	printf '%s\n' "$r"
+}
+
+ensure_rabbitmq_running() {
+	local probe
+	probe=$(amqp_probe) || true
+	if [[ -n $probe && $probe != down ]]; then
+		step "rabbitmq: accepting AMQP connections on $AMQP_HOST:$AMQP_PORT"
+		RABBIT_PROBE=$probe
+		return
+	fi
+	if ! command -v rabbitmq-server >/dev/null 2>&1; then
+		apt_install rabbitmq-server
+	fi
+	need_root "starting RabbitMQ"
+	if rabbitmq-diagnostics -q ping >/dev/null 2>&1; then
+		step "rabbitmq: node is up but not accepting AMQP yet; waiting"
+	else
+		step "rabbitmq: starting (rabbitmq-server -detached)"
+		rabbitmq-server -detached >&2 </dev/null || die "rabbitmq-server -detached failed: $(rabbit_log_hint)"
+	fi
+	RABBIT_PROBE=$(wait_for_amqp)
+	step "rabbitmq: accepting AMQP connections on $AMQP_HOST:$AMQP_PORT"
+}
+
+# ensure_guest_login repairs the default guest/guest account when the probe could
+# not log in with it. guest is limited to loopback connections by RabbitMQ's
+# default loopback_users setting, which is all the tests need.
+ensure_guest_login() {
+	case $RABBIT_PROBE in
+	ok)
+		step "rabbitmq: guest/guest can log in to vhost / from $AMQP_HOST"
+		return
+		;;
+	refused | no-vhost) ;;
+	*) die "rabbitmq: unexpected probe result '$RABBIT_PROBE'" ;;
+	esac
+	need_root "repairing the RabbitMQ guest account"
+	step "rabbitmq: guest/guest cannot log in ($RABBIT_PROBE); repairing the guest account"
+	if ! rabbitmqctl -q list_users 2>/dev/null | awk '{ print $1 }' | grep -qx guest; then
+		rabbitmqctl add_user guest guest >&2
+		rabbitmqctl set_user_tags guest administrator >&2
+	elif ! rabbitmqctl -q authenticate_user guest guest >/dev/null 2>&1; then
+		rabbitmqctl change_password guest guest >&2
+	fi
+	if ! rabbitmqctl -q list_vhosts 2>/dev/null | grep -qx /; then
+		rabbitmqctl add_vhost / >&2
+	fi
+	rabbitmqctl set_permissions -p / guest '.*' '.*' '.*' >&2
+	RABBIT_PROBE=$(amqp_probe) || true
+	[[ $RABBIT_PROBE == ok ]] ||
+		die "guest/guest still cannot log in to vhost / ($RABBIT_PROBE): check loopback_users in /etc/rabbitmq/rabbitmq.conf"
+	step "rabbitmq: guest/guest can log in to vhost / from $AMQP_HOST"
+}
+
+# ensure_shovel enables rabbitmq_shovel on the running node. The enabled-plugins
+# file is read first because asking the node costs a few seconds; enabling an
+# enabled plugin is harmless, so a stale file only costs time.
+ensure_shovel() {
+	local file="${RABBITMQ_ENABLED_PLUGINS_FILE:-/etc/rabbitmq/enabled_plugins}"
+	if [[ -r $file ]] && grep -Eq '(^|[^a-z_])rabbitmq_shovel([^a-z_]|$)' "$file"; then
+		step "rabbitmq: plugin rabbitmq_shovel enabled"
+		return
+	fi
+	need_root "enabling the rabbitmq_shovel plugin"
+	step "rabbitmq: enabling plugin rabbitmq_shovel"
+	rabbitmq-plugins -q enable rabbitmq_shovel >&2 </dev/null ||
+		die "rabbitmq-plugins enable rabbitmq_shovel failed: $(rabbit_log_hint)"
+}
+
+main() {
+	ensure_postgres_running
+	ensure_postgres_tcp_login
+	ensure_postgres_role_and_db
+	ensure_rabbitmq_running
+	ensure_guest_login
+	ensure_shovel
+	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/"
+}
+
+main "$@"
