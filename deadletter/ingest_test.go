@@ -181,6 +181,7 @@ func TestIngestBrokerMadeLetters(t *testing.T) {
 	expiring := msg(2)
 	expiring.Expiration = "1"
 	b.publish(t, work, expiring)
+	waitFor(t, func() bool { return b.ready(t, b.dlq) >= 2 })
 	// Overflowed: the third message pushes the oldest out (maxlen).
 	b.publish(t, work, msg(3), msg(4), msg(5))
 	waitFor(t, func() bool { return b.ready(t, b.dlq) >= 3 })
@@ -197,7 +198,9 @@ func TestIngestBrokerMadeLetters(t *testing.T) {
 		{"r-3", deadletter.BrokerLimit},
 	} {
 		if n := b.count(t, "reservation_id = $1 AND reason_category = $2 AND origin_queue = $3", c.reservation, string(c.category), work); n != 1 {
-			t.Errorf("%s: want one %s row with origin queue %s, got %d", c.reservation, c.category, work, n)
+			var got, origin string
+			_ = b.pool.QueryRow(context.Background(), "SELECT reason_category, coalesce(origin_queue, '') FROM expiryctl.dead_letters WHERE reservation_id = $1", c.reservation).Scan(&got, &origin)
+			t.Errorf("%s: want one %s row with origin queue %s, got %d (%s from %q)", c.reservation, c.category, work, n, got, origin)
 		}
 	}
 }

@@ -33,6 +33,7 @@ const (
 	headerOriginalRouting  = "x-original-routing-key"
 	headerDeath            = "x-death"
 	headerDeliveryCount    = "x-delivery-count"
+	headerFirstDeathQueue  = "x-first-death-queue"
 	headerReplayRequest    = "x-replay-request"
 	headerReplayCount      = "x-replay-count"
 )
@@ -74,7 +75,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		AttemptHistory: []AttemptEvent{},
 		Deaths:         []Death{},
 	}
-	l.Fingerprint = fingerprint(m, l.Headers)
+	l.Fingerprint = fingerprint(m)
 
 	b, ok := decodeBody(m.Body)
 	malformed := !ok
@@ -87,13 +88,14 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 	l.OriginalExchange, _ = headerText(h[headerOriginalExchange])
 	l.OriginalRoutingKey, _ = headerText(h[headerOriginalRouting])
 	l.Deaths = decodeDeaths(h[headerDeath])
-	if len(l.Deaths) > 0 {
-		// The design names "the first x-death entry's queue" as the origin.
-		// RabbitMQ moves the most recent dead-lettering to the front, so this
-		// is where the job last died; in a retry topology that can be a retry
-		// queue rather than the work queue. x-original-exchange and
-		// x-original-routing-key, when present, still decide where replay goes.
-		l.OriginQueue = l.Deaths[0].Queue
+	// The origin is where the job first died: RabbitMQ names it in
+	// x-first-death-queue, and keeps it as the oldest (last) x-death entry,
+	// since each new dead-lettering moves its entry to the front. In a retry
+	// topology the newest entry is a retry queue, not the work queue.
+	if q, ok := headerText(h[headerFirstDeathQueue]); ok && q != "" {
+		l.OriginQueue = SafeText(q)
+	} else if len(l.Deaths) > 0 {
+		l.OriginQueue = l.Deaths[len(l.Deaths)-1].Queue
 	}
 
 	worker := decodeAttemptHistory(h[headerAttemptHistory])
@@ -123,9 +125,13 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		break
 	}
 
+	// Only rejections and delivery limits are failed attempts; the
+	// "expired" entries a retry topology leaves are the waits between them.
 	var deathCount int64
 	for _, d := range l.Deaths {
-		deathCount = saturatingAdd(deathCount, max(d.Count, 0))
+		if d.Reason == "rejected" || d.Reason == "delivery_limit" {
+			deathCount = saturatingAdd(deathCount, max(d.Count, 0))
+		}
 	}
 	deliveryCount, _ := headerInt(h[headerDeliveryCount], false)
 	attempts := max(b.attempt, int64(len(worker)), deathCount, deliveryCount, 0)
@@ -138,7 +144,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		l.ReplayCount = int(min(n, math.MaxInt32))
 	}
 
-	l.DeadLetteredAt = deadLetteredAt(m.Timestamp, history, ingestedAt)
+	l.DeadLetteredAt = deadLetteredAt(m.Timestamp, workerPublished(h), l.Deaths, history, ingestedAt)
 	l.JobKey = firstNonEmpty(l.IdempotencyKey, l.MessageID, l.ReservationID)
 	l.Category = c.Classify(&l, malformed)
 	return l
@@ -163,12 +169,12 @@ func fallbackLetter(m Message, ingestedAt time.Time, cause any) Letter {
 	func() {
 		defer func() { _ = recover() }()
 		l.Headers = EncodeHeaders(m.Headers)
-		l.Fingerprint = fingerprint(m, l.Headers)
+		l.Fingerprint = fingerprint(m)
 	}()
 	if l.Fingerprint == ([32]byte{}) {
 		bare := m
 		bare.Headers = nil
-		l.Fingerprint = fingerprint(bare, l.Headers)
+		l.Fingerprint = fingerprint(bare)
 	}
 	l.JobKey = l.MessageID
 	return l
@@ -485,9 +491,35 @@ func decodeAttemptHistory(v any) []AttemptEvent {
 	return events
 }
 
-// deadLetteredAt prefers the AMQP timestamp, then the newest event of the
-// timeline, then the time of capture, so that the column is never empty.
-func deadLetteredAt(ts time.Time, history []AttemptEvent, ingestedAt time.Time) time.Time {
+// workerPublished reports whether a worker dead-lettered the message the
+// contract's way, publishing a copy with its own headers and timestamp.
+func workerPublished(h map[string]any) bool {
+	for _, k := range []string{headerErrorClass, headerLastError, headerAttemptHistory} {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// deadLetteredAt says when the job died. A worker's copy carries that time as
+// its AMQP timestamp. When RabbitMQ dead-letters a message it keeps the
+// producer's properties, so the timestamp is the publish time and the newest
+// x-death time is the death. Failing both, the newest event of the timeline,
+// then the time of capture, so that the column is never empty.
+func deadLetteredAt(ts time.Time, byWorker bool, deaths []Death, history []AttemptEvent, ingestedAt time.Time) time.Time {
+	if byWorker && validTime(ts) {
+		return ts.UTC()
+	}
+	var newestDeath time.Time
+	for _, d := range deaths {
+		if d.Time.After(newestDeath) {
+			newestDeath = d.Time
+		}
+	}
+	if !newestDeath.IsZero() {
+		return newestDeath.UTC()
+	}
 	if validTime(ts) {
 		return ts.UTC()
 	}
@@ -523,20 +555,27 @@ func firstNonEmpty(s ...string) string {
 // fingerprint covers cannot collide with fingerprints already stored.
 const fingerprintVersion = "expiryctl dead-letter fingerprint v1"
 
+// volatileHeaders change between copies of what is one dead-lettering, so
+// the fingerprint leaves them out: a quorum queue increments
+// x-delivery-count on every redelivery of the same DLQ message, and a worker
+// that crashed between publishing its dead-letter copy and acking the
+// original publishes a second copy whose error text and times are new.
+var volatileHeaders = map[string]bool{headerDeliveryCount: true, headerLastError: true, headerAttemptHistory: true}
+
 // fingerprint hashes what makes one dead-lettering unique. Every field is
 // length-prefixed, so that moving bytes from one field to the next changes
-// the hash. x-delivery-count is left out: a quorum queue increments it on
-// every redelivery of the same DLQ message, which must stay a duplicate.
-// x-death stays in: its count and time change when the same job dies again.
-func fingerprint(m Message, encodedHeaders json.RawMessage) [32]byte {
-	if _, ok := m.Headers[headerDeliveryCount]; ok {
-		without := make(map[string]any, len(m.Headers))
-		for k, v := range m.Headers {
-			if k != headerDeliveryCount {
-				without[k] = v
-			}
+// the hash. x-death stays in: its count and time change when the same job
+// dies again. For a worker's copy the timestamp and the times and texts of
+// the attempt history are left out and the sequence of error classes is kept,
+// so a crash duplicate is caught while a later dead-lettering of the same job
+// (after a replay, with x-replay-* headers and more attempts) is not.
+func fingerprint(m Message) [32]byte {
+	byWorker := workerPublished(m.Headers)
+	stable := make(map[string]any, len(m.Headers))
+	for k, v := range m.Headers {
+		if !volatileHeaders[k] {
+			stable[k] = v
 		}
-		encodedHeaders = EncodeHeaders(without)
 	}
 	h := sha256.New()
 	writeField(h, []byte(fingerprintVersion))
@@ -546,13 +585,22 @@ func fingerprint(m Message, encodedHeaders json.RawMessage) [32]byte {
 	// Seconds and nanoseconds rather than UnixNano, which is undefined
 	// outside 1678-2262 and AMQP timestamps can be any 64-bit second count.
 	var ts []byte
-	if !m.Timestamp.IsZero() {
+	if !m.Timestamp.IsZero() && !byWorker {
 		ts = binary.BigEndian.AppendUint64(ts, uint64(m.Timestamp.Unix()))
 		ts = binary.BigEndian.AppendUint32(ts, uint32(m.Timestamp.Nanosecond()))
 	}
 	writeField(h, ts)
 	writeField(h, m.Body)
-	writeField(h, encodedHeaders)
+	writeField(h, EncodeHeaders(stable))
+	for _, e := range decodeAttemptHistory(m.Headers[headerAttemptHistory]) {
+		writeField(h, []byte(e.ErrorClass))
+	}
+	// Without a history, the last error is all that tells two deaths apart.
+	if _, ok := m.Headers[headerAttemptHistory]; !ok {
+		if last, ok := m.Headers[headerLastError]; ok {
+			writeField(h, EncodeHeaders(map[string]any{"v": last}))
+		}
+	}
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum

@@ -230,6 +230,51 @@ func TestParsePayloadIsACopy(t *testing.T) {
 	}
 }
 
+func TestFingerprintBrokerMadeTimestamp(t *testing.T) {
+	t.Parallel()
+	m := testMessage(testJob, amqp.Table{"x-death": []any{testDeath("rejected", testWorkQueue, 1, testDied)}})
+	m.Timestamp = testDied
+	want := Parse(m, nil, testIngested).Fingerprint
+	for name, ts := range map[string]time.Time{"later": testDied.Add(time.Nanosecond), "none": {}} {
+		other := m
+		other.Timestamp = ts
+		if Parse(other, nil, testIngested).Fingerprint == want {
+			t.Errorf("a broker-made letter with the %s timestamp keeps the fingerprint", name)
+		}
+	}
+}
+
+func TestFingerprintWorkerCrashDuplicate(t *testing.T) {
+	t.Parallel()
+	// A worker that crashed after its dead-letter copy was confirmed but
+	// before it acked the original processes the redelivered original again
+	// and publishes a second copy: same job, same attempt, new times and text.
+	copyAt := func(at time.Time, text string) Message {
+		h := amqp.Table{
+			"x-error-class": "db_timeout",
+			"x-last-error":  text,
+			"x-attempt-history": []any{
+				amqp.Table{"at": testDied.Add(-time.Minute), "error_class": "db_timeout", "error": "first"},
+				amqp.Table{"at": at, "error_class": "db_timeout", "error": text},
+			},
+			"x-death": []any{testDeath("rejected", testWorkQueue, 1, testDied.Add(-2*time.Minute))},
+		}
+		m := testMessage(testJob, h)
+		m.Timestamp = at
+		return m
+	}
+	first := Parse(copyAt(testDied, "timeout after 5.001s"), nil, testIngested)
+	second := Parse(copyAt(testDied.Add(3*time.Second), "timeout after 5.017s"), nil, testIngested)
+	if first.Fingerprint != second.Fingerprint {
+		t.Fatal("a worker's crash duplicate has a new fingerprint and would be stored twice")
+	}
+	replayed := copyAt(testDied.Add(time.Hour), "timeout")
+	replayed.Headers["x-replay-request"] = int64(4)
+	if Parse(replayed, nil, testIngested).Fingerprint == first.Fingerprint {
+		t.Fatal("the same job dying again after a replay has the old fingerprint")
+	}
+}
+
 func TestParseWorkerLetter(t *testing.T) {
 	t.Parallel()
 	h := testWorkerHeaders("db_timeout", "context deadline exceeded")
@@ -249,12 +294,13 @@ func TestParseWorkerLetter(t *testing.T) {
 	if l.OriginalExchange != "reservations" || l.OriginalRoutingKey != "reservation.expire" {
 		t.Errorf("origin = %q %q", l.OriginalExchange, l.OriginalRoutingKey)
 	}
-	if l.OriginQueue != testRetry {
-		t.Errorf("OriginQueue = %q, want the first x-death entry's queue %q", l.OriginQueue, testRetry)
+	if l.OriginQueue != testWorkQueue {
+		t.Errorf("OriginQueue = %q, want the oldest x-death entry's queue %q", l.OriginQueue, testWorkQueue)
 	}
-	// Four x-death counts against three worker entries and attempt 2.
-	if l.Attempts != 4 {
-		t.Errorf("Attempts = %d, want 4", l.Attempts)
+	// Three worker entries beat two rejections and attempt 2; the expired
+	// retry hops are waits, not attempts.
+	if l.Attempts != 3 {
+		t.Errorf("Attempts = %d, want 3", l.Attempts)
 	}
 	if !l.DeadLetteredAt.Equal(testDied) || l.DeadLetteredAt.Location() != time.UTC {
 		t.Errorf("DeadLetteredAt = %v, want the AMQP timestamp %v in UTC", l.DeadLetteredAt, testDied)
@@ -322,16 +368,16 @@ func TestParseBrokerLetters(t *testing.T) {
 			testBrokerHeaders(
 				testDeath("rejected", testWorkQueue, 3, testDied),
 				testDeath("expired", testRetry, 2, testDied.Add(-time.Minute)),
-			), Unknown, testWorkQueue, 5, testDied},
+			), Unknown, testRetry, 3, testDied},
 		{"expired in the retry queue last",
 			testBrokerHeaders(
 				testDeath("expired", testRetry, 3, testDied),
 				testDeath("rejected", testWorkQueue, 3, testDied.Add(-time.Minute)),
-			), BrokerExpired, testRetry, 6, testDied},
+			), BrokerExpired, testWorkQueue, 3, testDied},
 		{"longstr as bytes, int32 count, float count", amqp.Table{"x-death": []any{
 			amqp.Table{"count": int32(2), "reason": []byte("expired"), "queue": []byte(testWorkQueue), "routing-keys": []any{[]byte("reservation.expire")}, "time": testDied},
 			amqp.Table{"count": 1.0, "reason": "rejected", "queue": testRetry},
-		}}, BrokerExpired, testWorkQueue, 3, testDied},
+		}}, BrokerExpired, testRetry, 2, testDied},
 		{"x-death as a slice of plain maps", amqp.Table{"x-death": []map[string]any{
 			map[string]any{"count": int64(1), "reason": "maxlen", "queue": testWorkQueue, "time": testDied},
 		}}, BrokerLimit, testWorkQueue, 2, testDied},
@@ -547,7 +593,10 @@ func TestParseDeadLetteredAt(t *testing.T) {
 		headers   amqp.Table
 		want      time.Time
 	}{
-		{"AMQP timestamp", testDied.Add(-time.Hour).In(ist), deathHeaders, testDied.Add(-time.Hour)},
+		// RabbitMQ keeps the producer's timestamp: x-death says when it died.
+		{"broker-made: x-death time over timestamp", testDied.Add(-time.Hour).In(ist), deathHeaders, testDied},
+		{"worker copy: its timestamp", testDied.Add(-time.Hour).In(ist), amqp.Table{"x-error-class": "db_timeout"}, testDied.Add(-time.Hour)},
+		{"AMQP timestamp without x-death", testDied.Add(-time.Hour).In(ist), nil, testDied.Add(-time.Hour)},
 		{"newest event", time.Time{}, deathHeaders, testDied},
 		{"timestamp beyond year 9999", time.Unix(1<<40, 0), deathHeaders, testDied},
 		{"capture time", time.Time{}, nil, testIngested},
@@ -683,8 +732,9 @@ func TestFingerprintSensitive(t *testing.T) {
 		"message id":                           func(m *Message) { m.MessageID += "x" },
 		"queue":                                func(m *Message) { m.Queue += "x" },
 		"content type":                         func(m *Message) { m.ContentType = "text/plain" },
-		"timestamp":                            func(m *Message) { m.Timestamp = m.Timestamp.Add(time.Nanosecond) },
-		"no timestamp":                         func(m *Message) { m.Timestamp = time.Time{} },
+		"error class sequence": func(m *Message) {
+			m.Headers["x-attempt-history"] = []any{amqp.Table{"at": testDied, "error_class": "throttled", "error": "x"}}
+		},
 		"bytes between fields":                 func(m *Message) { m.Queue, m.MessageID = m.Queue+"r", strings.TrimPrefix(m.MessageID, "r") },
 		"body becomes empty":                   func(m *Message) { m.Body = nil },
 		"a header named like x-delivery-count": func(m *Message) { m.Headers["x-delivery-count2"] = int64(1) },

@@ -20,8 +20,11 @@ const (
 // Backoff is a capped exponential retry delay: Base after the first failure,
 // doubling after each further one, never above Max, then jittered.
 type Backoff struct {
-	Base   time.Duration
-	Max    time.Duration
+	// Base is the delay after the first failure, before jitter.
+	Base time.Duration
+	// Max caps the exponential growth, before jitter.
+	Max time.Duration
+	// Jitter spreads retries; the zero value is EqualJitter.
 	Jitter Jitter
 }
 

@@ -13,13 +13,13 @@ type Outcome string
 
 // The outcomes of ExpireOnce. All three are successes: the delivery is acked.
 const (
-	// Expired: the reservation moved from held to expired and its capacity
+	// Expired means the reservation moved from held to expired and its capacity
 	// was released.
 	Expired Outcome = "expired"
-	// Skipped: the reservation was already expired or paid, so there was
+	// Skipped means the reservation was already expired or paid, so there was
 	// nothing to do; the idempotency key is recorded all the same.
 	Skipped Outcome = "skipped"
-	// Duplicate: a job with the same idempotency key was processed before.
+	// Duplicate means a job with the same idempotency key was processed before.
 	Duplicate Outcome = "duplicate"
 )
 

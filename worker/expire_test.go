@@ -171,7 +171,9 @@ func TestExpireOnceDatabaseUnavailableIsTransient(t *testing.T) {
 	defer cancelTimeout()
 
 	for name, call := range map[string]func() (worker.Outcome, error){
-		"closed pool":      func() (worker.Outcome, error) { return worker.ExpireOnce(context.Background(), closed, jobFor("r-1", 1)) },
+		"closed pool": func() (worker.Outcome, error) {
+			return worker.ExpireOnce(context.Background(), closed, jobFor("r-1", 1))
+		},
 		"deadline passed":  func() (worker.Outcome, error) { return worker.ExpireOnce(timedOut, db.Pool, jobFor("r-1", 1)) },
 		"context canceled": func() (worker.Outcome, error) { return worker.ExpireOnce(expiredCtx, db.Pool, jobFor("r-1", 1)) },
 	} {

@@ -9,10 +9,19 @@ import (
 
 // The headers the worker writes, as the message contract names them.
 const (
-	HeaderErrorClass         = "x-error-class"
-	HeaderLastError          = "x-last-error"
-	HeaderAttemptHistory     = "x-attempt-history"
-	HeaderOriginalExchange   = "x-original-exchange"
+	// HeaderErrorClass holds the JobError class of the last failure.
+	HeaderErrorClass = "x-error-class"
+	// HeaderLastError holds the last failure's text, cut to 1 KiB.
+	HeaderLastError = "x-last-error"
+	// HeaderAttemptHistory holds one table {at, error_class, error} per
+	// failed attempt, oldest first; retry copies carry it too, and its
+	// length is the attempt count the budget is checked against.
+	HeaderAttemptHistory = "x-attempt-history"
+	// HeaderOriginalExchange holds the exchange the job was first published
+	// to, which replay sends it back to.
+	HeaderOriginalExchange = "x-original-exchange"
+	// HeaderOriginalRoutingKey holds the routing key the job was first
+	// published with.
 	HeaderOriginalRoutingKey = "x-original-routing-key"
 )
 

@@ -12,30 +12,30 @@ import (
 // message contract: expiryctl's classifier maps them to reason categories, so
 // a class, once shipped, keeps its spelling.
 const (
-	// ClassValidation: the body is JSON but lacks a required field or holds
+	// ClassValidation means the body is JSON but lacks a required field or holds
 	// one of the wrong type. Permanent.
 	ClassValidation = "validation"
-	// ClassMalformed: the body is not a JSON object. The worker rejects such a
+	// ClassMalformed means the body is not a JSON object. The worker rejects such a
 	// delivery rather than dead-lettering it itself, so this class never
 	// appears in a header; it exists for DecodeJob's error.
 	ClassMalformed = "malformed"
-	// ClassNotFound: no reservation has the job's id. Permanent.
+	// ClassNotFound means no reservation has the job's id. Permanent.
 	ClassNotFound = "not_found"
-	// ClassVersionConflict: the reservation is still held but at another
+	// ClassVersionConflict means the reservation is still held but at another
 	// version than the job expected, so the hold was changed after the job
 	// was issued. Permanent: replaying it cannot succeed.
 	ClassVersionConflict = "version_conflict"
-	// ClassDBTimeout: the database timed out or the connection failed.
+	// ClassDBTimeout means the database timed out or the connection failed.
 	// Transient.
 	ClassDBTimeout = "db_timeout"
-	// ClassDeadlock: PostgreSQL broke a deadlock by aborting this
+	// ClassDeadlock means PostgreSQL broke a deadlock by aborting this
 	// transaction. Transient.
 	ClassDeadlock = "deadlock"
-	// ClassSerialization: a serialization failure. Transient.
+	// ClassSerialization means a serialization failure. Transient.
 	ClassSerialization = "serialization_failure"
-	// ClassLockTimeout: a row lock was not granted in time. Transient.
+	// ClassLockTimeout means a row lock was not granted in time. Transient.
 	ClassLockTimeout = "lock_timeout"
-	// ClassDBError: any other database error. Transient, because a worker
+	// ClassDBError means any other database error. Transient, because a worker
 	// cannot tell a misconfigured database from a passing fault, and the
 	// attempt budget bounds the cost of guessing wrong.
 	ClassDBError = "db_error"
@@ -53,6 +53,8 @@ type JobError struct {
 	Err error
 }
 
+// Error returns the class and the cause, as logs want them; headers carry
+// the two apart.
 func (e *JobError) Error() string {
 	if e.Err == nil {
 		return e.Class
@@ -60,6 +62,8 @@ func (e *JobError) Error() string {
 	return e.Class + ": " + e.Err.Error()
 }
 
+// Unwrap returns the cause, so errors.Is can see a context deadline or a
+// driver error through the classification.
 func (e *JobError) Unwrap() error { return e.Err }
 
 func permanent(class, format string, args ...any) *JobError {

@@ -246,3 +246,38 @@ func TestRunFailsOnMissingQueue(t *testing.T) {
 		t.Fatalf("Run on a missing queue = %v, want an error naming %s", err, topo.Queue)
 	}
 }
+
+func TestRunReturnsWhenItsQueueIsDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(context.Background(), worker.Deps{Pool: b.pool, AMQP: b.conn, Topology: b.topo})
+	}()
+	// Give the consumer time to register, then pull the queue from under it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		q, err := b.ch.QueueDeclarePassive(b.topo.Queue, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Consumers == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never started consuming")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := b.ch.QueueDelete(b.topo.Queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), b.topo.Queue) {
+			t.Errorf("Run after its queue was deleted = %v, want an error naming the queue", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run kept running after its queue was deleted")
+	}
+}

@@ -208,7 +208,7 @@ func (b *testBundle) run(t *testing.T, cfg worker.Config, expire worker.ExpireFu
 func (b *testBundle) getN(t *testing.T, queue string, n int) []amqp.Delivery {
 	t.Helper()
 	var got []amqp.Delivery
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for len(got) < n {
 		d, ok, err := b.ch.Get(queue, true)
 		if err != nil {
@@ -219,7 +219,7 @@ func (b *testBundle) getN(t *testing.T, queue string, n int) []amqp.Delivery {
 			continue
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("queue %s: got %d messages within 10s, want %d", queue, len(got), n)
+			t.Fatalf("queue %s: got %d messages within 20s, want %d", queue, len(got), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

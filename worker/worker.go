@@ -114,32 +114,36 @@ type Action string
 
 // The actions reported in Event.
 const (
-	// ActionAcked: the job succeeded (its outcome says how) and the delivery
+	// ActionAcked means the job succeeded (its outcome says how) and the delivery
 	// was acked after the commit.
 	ActionAcked Action = "acked"
-	// ActionRetried: the job failed transiently; a copy waits in a retry
+	// ActionRetried means the job failed transiently; a copy waits in a retry
 	// queue and the delivery was acked after the broker confirmed the copy.
 	ActionRetried Action = "retried"
-	// ActionDeadLettered: the job failed permanently or ran out of attempts;
+	// ActionDeadLettered means the job failed permanently or ran out of attempts;
 	// a copy went to the dead-letter exchange and the delivery was acked after
 	// the broker confirmed it.
 	ActionDeadLettered Action = "dead-lettered"
-	// ActionRejected: the body could not be decoded; the delivery was
+	// ActionRejected means the body could not be decoded; the delivery was
 	// rejected without requeue, so RabbitMQ dead-lettered it.
 	ActionRejected Action = "rejected"
-	// ActionReturned: the copy could not be published or the ack failed; the
+	// ActionReturned means the copy could not be published or the ack failed; the
 	// delivery goes back to the queue and will be processed again.
 	ActionReturned Action = "returned"
 )
 
 // Event reports the handling of one delivery.
 type Event struct {
-	At            time.Time
-	MessageID     string
+	// At is when the handling finished, by Config.Now.
+	At time.Time
+	// MessageID is the delivery's AMQP message id.
+	MessageID string
+	// ReservationID is empty when the body could not be decoded.
 	ReservationID string
 	// Attempt is this delivery's attempt number, 1 for the first.
 	Attempt int
-	Action  Action
+	// Action is what became of the delivery.
+	Action Action
 	// Outcome is set for ActionAcked.
 	Outcome Outcome
 	// ErrorClass and Err say why the job failed, for every other action.
@@ -185,6 +189,7 @@ func Run(ctx context.Context, deps Deps) error {
 	}
 	defer ch.Close()
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
 		return fmt.Errorf("worker: set prefetch: %w", err)
 	}
@@ -212,6 +217,14 @@ func Run(ctx context.Context, deps Deps) error {
 			}
 		})
 	}
+	// The deliveries channel also closes when the broker cancels the
+	// consumer (its queue was deleted) while the channel itself stays open;
+	// Run must not sit there waiting for a context that nobody cancels.
+	idle := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(idle)
+	}()
 
 	var runErr error
 	select {
@@ -223,8 +236,14 @@ func Run(ctx context.Context, deps Deps) error {
 		} else {
 			runErr = errors.New("worker: the consumer channel closed")
 		}
+	case <-cancelled:
+		runErr = fmt.Errorf("worker: the broker cancelled the consumer on queue %s (was the queue deleted?)", deps.Topology.Queue)
+	case <-idle:
+		if ctx.Err() == nil {
+			runErr = fmt.Errorf("worker: stopped receiving deliveries from queue %s", deps.Topology.Queue)
+		}
 	}
-	wg.Wait()
+	<-idle
 	return runErr
 }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// procRun is what one measured run of the built binary did.
+type procRun struct {
+	Wall time.Duration
+	// PeakRSS is the larger of the kernel's rusage maxrss at exit and the
+	// highest VmHWM sampled from /proc while the process ran, in bytes.
+	PeakRSS int64
+	Stdout  []byte
+	Stderr  string
+}
+
+// runBinary runs bin with args and extra environment, discarding stdout
+// unless keepStdout, and measures wall time and peak resident memory. A
+// non-zero exit is an error that quotes the command's stderr.
+func runBinary(ctx context.Context, bin string, args, env []string, keepStdout bool) (procRun, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	if keepStdout {
+		cmd.Stdout = &stdout
+	} // else nil: the child writes to /dev/null
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return procRun{}, fmt.Errorf("start %s: %w (build it with `make build`, or set EXPIRYCTL_BIN)", bin, err)
+	}
+	done := make(chan struct{})
+	hwm := make(chan int64, 1)
+	go func() {
+		// rusage is authoritative; sampling VmHWM as well guards against a
+		// kernel that does not fill ru_maxrss, and costs nothing.
+		var peak int64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := readVmHWM(cmd.Process.Pid); v > peak {
+				peak = v
+			}
+			select {
+			case <-done:
+				hwm <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	wall := time.Since(start)
+	close(done)
+	run := procRun{Wall: wall, PeakRSS: <-hwm, Stdout: stdout.Bytes(), Stderr: stderr.String()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > run.PeakRSS {
+		run.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	if err != nil {
+		return run, fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, strings.TrimSpace(run.Stderr))
+	}
+	return run, nil
+}
+
+// readVmHWM returns the process's peak resident set size so far, in bytes,
+// or 0 once it has exited.
+func readVmHWM(pid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
