@@ -40,10 +40,12 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	}
 
 	cfg.logf("%s: baseline: bare consume-and-ack of %s (prefetch %d, multiple-ack every %d)", scenario, qa, cfg.Prefetch, cfg.AckEvery)
+	cpu0 := takeCPU()
 	baseDur, err := bareDrain(ctx, conn, qa, cfg.IngestN, cfg.Prefetch, cfg.AckEvery)
 	if err != nil {
 		return fmt.Errorf("baseline drain: %w", err)
 	}
+	rep.note("ingest baseline (bare consumer): %s in %s", takeCPU().since(cpu0), fmtDuration(baseDur))
 	baseRate := float64(cfg.IngestN) / baseDur.Seconds()
 	cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, cfg.IngestN, baseDur.Round(time.Millisecond), baseRate)
 
@@ -53,10 +55,12 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	}
 	defer cfg.dropDB(db)
 	cfg.logf("%s: subject: deadletter.Ingest of %s into %s (prefetch %d, default batch)", scenario, qb, db.Name, cfg.Prefetch)
+	cpu0 = takeCPU()
 	subjDur, stats, err := ingestInProcess(ctx, conn, db.Pool, qb, cfg.Prefetch)
 	if err != nil {
 		return fmt.Errorf("deadletter.Ingest: %w", err)
 	}
+	rep.note("ingest subject (deadletter.Ingest): %s in %s", takeCPU().since(cpu0), fmtDuration(subjDur))
 	if err := expectArchived(ctx, db.Pool, cfg.IngestN); err != nil {
 		return err
 	}
@@ -76,11 +80,13 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	}
 	defer cfg.dropDB(dbBin)
 	cfg.logf("%s: %s dlq ingest --queue %s --prefetch %d", scenario, cfg.Bin, qb, cfg.Prefetch)
+	cpu0 = takeCPU()
 	run, err := runBinary(ctx, cfg.Bin, []string{"dlq", "ingest", "--queue", qb, "--prefetch", strconv.Itoa(cfg.Prefetch)},
 		cfg.binaryEnv(dbBin.URL), false)
 	if err != nil {
 		return err
 	}
+	rep.note("ingest binary (dlq ingest): %s (expiryctl %.1fs) in %s", takeCPU().since(cpu0), run.CPU.Seconds(), fmtDuration(run.Wall))
 	if err := expectArchived(ctx, dbBin.Pool, cfg.IngestN); err != nil {
 		return fmt.Errorf("after the binary's ingest: %w", err)
 	}

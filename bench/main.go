@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -79,6 +80,8 @@ func run() int {
 	flag.IntVar(&cfg.AckEvery, "bare-ack-every", 500, "the bare consumer acks with multiple=true every this many deliveries")
 	flag.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")
 	flag.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
+	var cpuProfile string
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q\n", flag.Arg(0))
@@ -96,6 +99,20 @@ func run() int {
 	cfg.defaults()
 	if abs, err := filepath.Abs(cfg.Bin); err == nil {
 		cfg.Bin = abs
+	}
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

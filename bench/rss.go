@@ -19,7 +19,9 @@ type procRun struct {
 	// PeakRSS is the larger of the kernel's rusage maxrss at exit and the
 	// highest VmHWM sampled from /proc while the process ran, in bytes.
 	PeakRSS int64
-	Stdout  []byte
+	// CPU is the user and system time the process used.
+	CPU    time.Duration
+	Stdout []byte
 	Stderr  string
 }
 
@@ -65,6 +67,7 @@ func runBinary(ctx context.Context, bin string, args, env []string, keepStdout b
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > run.PeakRSS {
 		run.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
 	}
+	run.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if err != nil {
 		return run, fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, strings.TrimSpace(run.Stderr))
 	}

@@ -54,9 +54,6 @@ type IngestOptions struct {
 	Progress func(IngestStats)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// SkipAudit leaves out the per-batch audit rows. It exists only for the
-	// benchmark that measures what auditing costs.
-	SkipAudit bool
 }
 
 // IngestStats counts what an ingest run did.
@@ -248,9 +245,6 @@ func writeBatch(pool *pgxpool.Pool, batch []Delivery, opts IngestOptions) (Store
 		var err error
 		if res, err = Insert(ctx, tx, letters); err != nil {
 			return err
-		}
-		if opts.SkipAudit {
-			return nil
 		}
 		return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.ingest.batch", Target: "queue:" + opts.Queue,
 			Details: map[string]any{"letters": len(batch), "stored": res.Stored, "duplicates": res.Duplicates,

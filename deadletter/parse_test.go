@@ -723,15 +723,15 @@ func TestFingerprintSensitive(t *testing.T) {
 		return m
 	}
 	changes := map[string]func(m *Message){
-		"body":                                 func(m *Message) { m.Body = []byte(testJob + " ") },
-		"header value":                         func(m *Message) { m.Headers["x-error-class"] = "db_timeout2" },
-		"header type":                          func(m *Message) { m.Headers["x-error-class"] = []byte("db_timeout") },
-		"header added":                         func(m *Message) { m.Headers["x-other"] = nil },
-		"x-death count":                        func(m *Message) { m.Headers["x-death"].([]any)[0].(amqp.Table)["count"] = int64(2) },
-		"x-death time":                         func(m *Message) { m.Headers["x-death"].([]any)[0].(amqp.Table)["time"] = testDied.Add(time.Second) },
-		"message id":                           func(m *Message) { m.MessageID += "x" },
-		"queue":                                func(m *Message) { m.Queue += "x" },
-		"content type":                         func(m *Message) { m.ContentType = "text/plain" },
+		"body":          func(m *Message) { m.Body = []byte(testJob + " ") },
+		"header value":  func(m *Message) { m.Headers["x-error-class"] = "db_timeout2" },
+		"header type":   func(m *Message) { m.Headers["x-error-class"] = []byte("db_timeout") },
+		"header added":  func(m *Message) { m.Headers["x-other"] = nil },
+		"x-death count": func(m *Message) { m.Headers["x-death"].([]any)[0].(amqp.Table)["count"] = int64(2) },
+		"x-death time":  func(m *Message) { m.Headers["x-death"].([]any)[0].(amqp.Table)["time"] = testDied.Add(time.Second) },
+		"message id":    func(m *Message) { m.MessageID += "x" },
+		"queue":         func(m *Message) { m.Queue += "x" },
+		"content type":  func(m *Message) { m.ContentType = "text/plain" },
 		"error class sequence": func(m *Message) {
 			m.Headers["x-attempt-history"] = []any{amqp.Table{"at": testDied, "error_class": "throttled", "error": "x"}}
 		},
