@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -171,7 +172,7 @@ func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit in
 	}
 
 	section("Headers")
-	writeHeaders(&b, d.Headers)
+	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
 
 	section(fmt.Sprintf("Payload (%s, %d bytes, sha256 %s)", orDash(esc(d.ContentType)), d.PayloadSize, d.PayloadSHA256))
 	writePayload(&b, st, d.Payload, payloadLimit)
@@ -191,9 +192,9 @@ func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit in
 	return err
 }
 
-func writeHeaders(b *strings.Builder, raw json.RawMessage) {
-	var headers map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &headers); err != nil || len(headers) == 0 {
+func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
+	headers, err := deadletter.DecodeHeaders(raw)
+	if err != nil || len(headers) == 0 {
 		b.WriteString("  (none)\n")
 		return
 	}
@@ -203,14 +204,54 @@ func writeHeaders(b *strings.Builder, raw json.RawMessage) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k == "x-death" {
+		if k == "x-death" && decodedDeaths {
 			fmt.Fprintf(b, "  %s: (decoded above)\n", termsafe.EscapeLine(k))
 			continue
 		}
-		var compact bytes.Buffer
-		_ = json.Compact(&compact, headers[k])
-		fmt.Fprintf(b, "  %s: %s\n", termsafe.EscapeLine(k), termsafe.EscapeLine(compact.String()))
+		fmt.Fprintf(b, "  %s: %s\n", termsafe.EscapeLine(k), headerValue(headers[k]))
 	}
+}
+
+// headerValue renders a decoded header value on one line, escaped once.
+func headerValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return `"` + termsafe.EscapeLine(x) + `"`
+	case []byte:
+		if termsafe.IsText(x) {
+			return "bytes " + termsafe.EscapeLine(string(x))
+		}
+		return fmt.Sprintf("bytes %x", x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = headerValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case amqp.Table:
+		return headerTable(x)
+	case map[string]any:
+		return headerTable(x)
+	default:
+		return termsafe.EscapeLine(fmt.Sprint(x))
+	}
+}
+
+func headerTable(t map[string]any) string {
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = termsafe.EscapeLine(k) + "=" + headerValue(t[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func writePayload(b *strings.Builder, st styleSet, payload []byte, limit int) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -41,6 +42,7 @@ func ExitCode(err error) int {
 		pgConnErr   *store.ConnectError
 		amqpConnErr *broker.ConnectError
 		outdated    *store.SchemaOutdatedError
+		refusal     *replay.Refusal
 	)
 	switch {
 	case err == nil:
@@ -53,6 +55,8 @@ func ExitCode(err error) int {
 		return ExitUnavailable
 	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
 		return ExitSchema
+	case errors.As(err, &refusal):
+		return ExitRefused
 	case errors.Is(err, deadletter.ErrNotFound):
 		return ExitNotFound
 	default:

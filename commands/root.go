@@ -70,9 +70,14 @@ Every command, reads included, leaves a row in the audit trail.`,
 	pf.StringVar(&f.ActorFlag, "actor", "",
 		"who you are, for the audit trail (env EXPIRYCTL_ACTOR; default the OS user)")
 
-	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "setup", Title: "Setup:"})
+	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "governance", Title: "Governance:"},
+		&cobra.Group{ID: "setup", Title: "Setup:"})
 	for _, cmd := range []*cobra.Command{NewCmdDLQ(f)} {
 		cmd.GroupID = "triage"
+		root.AddCommand(cmd)
+	}
+	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f)} {
+		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil)} {

@@ -205,7 +205,7 @@ func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
 }
 
 func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
-	where, args := filterSQL(f)
+	where, args := FilterSQL(f)
 	if after != nil {
 		args = append(args, after.DeadLetteredAt, after.ID)
 		where = append(where, fmt.Sprintf("(dead_lettered_at, id) < ($%d, $%d)", len(args)-1, len(args)))
@@ -236,9 +236,11 @@ func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int) 
 	return page, nil
 }
 
-// filterSQL builds only the conditions f sets, so each query gets a plan for
-// exactly its filter rather than a generic plan full of "IS NULL OR".
-func filterSQL(f Filter) ([]string, []any) {
+// FilterSQL returns the WHERE conditions (over expiryctl.dead_letters) and
+// arguments for f, numbered from $1. Only the conditions f sets are built, so
+// each query gets a plan for exactly its filter rather than a generic plan
+// full of "IS NULL OR".
+func FilterSQL(f Filter) ([]string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {

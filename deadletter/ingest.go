@@ -100,8 +100,12 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 
 	batches := make(chan []Delivery)
 	collectErr := make(chan error, 1)
+	// A failed batch stops the collector too: otherwise, with the prefetch
+	// window full of unacknowledged letters, it would wait for ever.
+	collectCtx, stopCollecting := context.WithCancel(ctx)
+	defer stopCollecting()
 	go func() {
-		collectErr <- collect(ctx, src, opts, batches)
+		collectErr <- collect(collectCtx, src, opts, batches)
 		close(batches)
 	}()
 
@@ -113,12 +117,14 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 		res, err := writeBatch(pool, batch, opts)
 		if err != nil {
 			writeErr = err
+			stopCollecting()
 			continue
 		}
 		if err := src.AckThrough(batch[len(batch)-1].Tag); err != nil {
 			// Committed but not acked: the broker redelivers and the
 			// fingerprint makes the copies no-ops.
 			writeErr = fmt.Errorf("acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", len(batch), err)
+			stopCollecting()
 			continue
 		}
 		stats.Received += int64(len(batch))

@@ -12,5 +12,8 @@
 //
 //	make build && EXPIRYCTL_BIN=$PWD/bin/expiryctl go test -count=1 ./e2e/
 //
+// The kill test logs its random seed; EXPIRYCTL_E2E_SEED=<seed> replays the
+// same kill delays.
+//
 // The package has no non-test code; this file only documents it.
 package e2e

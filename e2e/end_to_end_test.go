@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,9 +49,9 @@ func TestEndToEnd(t *testing.T) {
 	audited := map[string]int{}
 
 	t.Run("unmigrated database", func(t *testing.T) {
-		r := c.exits(t, 6, "dlq", "summary")
-		if !strings.Contains(r.stderr, "expiryctl migrate") {
-			t.Errorf("the schema error should say to run `expiryctl migrate`: %s", r)
+		res := c.exits(t, 6, "dlq", "summary")
+		if !strings.Contains(res.stderr, "expiryctl migrate") {
+			t.Errorf("the schema error should say to run `expiryctl migrate`: %s", res)
 		}
 	})
 
@@ -178,7 +179,7 @@ func TestEndToEnd(t *testing.T) {
 		for _, w := range want {
 			wantCounts[w.category]++
 		}
-		if fmt.Sprint(got) != fmt.Sprint(wantCounts) {
+		if !maps.Equal(got, wantCounts) {
 			t.Errorf("summary counts = %v, want %v", got, wantCounts)
 		}
 

@@ -124,8 +124,12 @@ func (r *rabbit) settled(t testing.TB, queue string) int {
 // count runs a `SELECT count(*) …` query.
 func count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int {
 	t.Helper()
+	// A context per query rather than withTimeout: count is polled, and
+	// every withTimeout adds a cleanup that lives as long as the test.
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
 	var n int
-	if err := pool.QueryRow(withTimeout(t), query, args...).Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,10 +46,20 @@ func rootCause(err error) string {
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
 		if inner := errors.Unwrap(connErr); inner != nil {
-			return inner.Error()
+			err = inner
 		}
 	}
-	return err.Error()
+	// pgconn joins one error per attempt (with and without TLS, per address);
+	// the same line twice tells the operator nothing more.
+	var lines []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !seen[line] {
+			seen[line] = true
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 // Open connects a pool to the database at url and checks that it answers.

@@ -159,8 +159,14 @@ BEGIN
     END IF;
 
     IF NEW.status = OLD.status THEN
-        IF NEW.reviewed_by IS DISTINCT FROM OLD.reviewed_by OR NEW.approval_spent IS DISTINCT FROM OLD.approval_spent THEN
-            PERFORM expiryctl.replay_refuse('review-transition', 'a review or run must change the request status');
+        IF NEW.reviewed_by IS DISTINCT FROM OLD.reviewed_by THEN
+            PERFORM expiryctl.replay_refuse('single-review', format(
+                'replay request %s is %s: it was already reviewed by %s', OLD.id, OLD.status, coalesce(OLD.reviewed_by, 'nobody')));
+        END IF;
+        IF NEW.approval_spent IS DISTINCT FROM OLD.approval_spent OR NEW.approvals IS DISTINCT FROM OLD.approvals
+           OR NEW.approval_expires_at IS DISTINCT FROM OLD.approval_expires_at THEN
+            PERFORM expiryctl.replay_refuse('single-use-approval', format(
+                'the approval of replay request %s changes only through a review or the start of a run', OLD.id));
         END IF;
         RETURN NEW;
     END IF;

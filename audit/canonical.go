@@ -1,0 +1,123 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Hash is a SHA-256 digest in the audit chain: a row's hash or the hash of the
+// row before it.
+type Hash [sha256.Size]byte
+
+// ZeroHash is the prev_hash of the first row (seq 1): 32 zero bytes.
+var ZeroHash Hash
+
+// String returns h as 64 lowercase hex digits, the form every expiryctl
+// output and export uses.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// MarshalText encodes h as lowercase hex, so that JSON carries it as a string.
+func (h Hash) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h[:]), nil }
+
+// UnmarshalText decodes 64 hex digits (either case).
+func (h *Hash) UnmarshalText(b []byte) error {
+	parsed, err := ParseHash(string(b))
+	if err != nil {
+		return err
+	}
+	*h = parsed
+	return nil
+}
+
+// ParseHash decodes 64 hex digits (either case) into a Hash.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if len(s) != 2*len(h) {
+		return h, fmt.Errorf("invalid hash %q: want 64 hex digits", s)
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return h, fmt.Errorf("invalid hash %q: want 64 hex digits", s)
+	}
+	return h, nil
+}
+
+// ChainFields are the values a row's hash covers, in the database's own
+// representation: Details is the exact text of details::text (jsonb's
+// canonical rendering), never a re-serialisation of it.
+type ChainFields struct {
+	Seq int64
+	// AtMicros is the row's time in microseconds since the Unix epoch, UTC.
+	AtMicros int64
+	Actor    string
+	DBRole   string
+	Action   string
+	Target   string
+	Details  string
+	Outcome  string
+	PrevHash Hash
+}
+
+// AppendCanonical appends the canonical encoding of f to dst and returns the
+// extended slice. It is the Go twin of the SQL function
+// expiryctl.audit_canonical, written independently of it from the
+// specification in docs/audit.md:
+//
+//	int8 seq, big-endian
+//	int8 microseconds since 1970-01-01T00:00:00Z, big-endian
+//	for actor, db_role, action, target, details::text, outcome in that order:
+//	    int4 byte length, big-endian, then the UTF-8 bytes
+//	prev_hash, 32 raw bytes
+//
+// Nothing in it depends on a session setting: no time zone, date style or
+// float formatting is involved.
+func (f *ChainFields) AppendCanonical(dst []byte) []byte {
+	return appendCanonical(dst, f.Seq, f.AtMicros, f.Actor, f.DBRole, f.Action, f.Target, f.Details, f.Outcome, f.PrevHash[:])
+}
+
+// appendCanonical is the one implementation of the encoding. It is generic so
+// that the database verifier can hash the bytes pgx hands it without
+// converting each field to a string first.
+func appendCanonical[S ~string | ~[]byte](dst []byte, seq, atMicros int64, actor, dbRole, action, target, details, outcome S, prevHash []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(seq))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(atMicros))
+	for _, field := range [...]S{actor, dbRole, action, target, details, outcome} {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(field)))
+		dst = append(dst, field...)
+	}
+	return append(dst, prevHash...)
+}
+
+// ComputeHash returns sha256 of f's canonical encoding: the hash the database
+// stored for the row if the row is intact. The encoding ends with prev_hash,
+// which is how each row commits to the whole chain before it.
+func (f *ChainFields) ComputeHash() Hash {
+	var buf [512]byte
+	return sha256.Sum256(f.AppendCanonical(buf[:0]))
+}
+
+// timeLayout is how exports and listings write a row's time: RFC 3339 in
+// UTC with exactly six fractional digits, so the text carries the full
+// microsecond value the hash covers.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+// FormatTime writes t the way exports do: RFC 3339, UTC, six fractional
+// digits ("2026-11-30T03:00:00.120000Z").
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// parseExportTime reads a time written by FormatTime (or any RFC 3339 time)
+// and returns microseconds since the epoch. Finer precision than microseconds
+// is refused: the chain never holds it, so such a value was not exported by
+// expiryctl.
+func parseExportTime(s string) (int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid time %q: want RFC 3339 such as 2026-11-30T03:00:00.120000Z", s)
+	}
+	if t.Nanosecond()%1000 != 0 {
+		return 0, fmt.Errorf("invalid time %q: finer than a microsecond", s)
+	}
+	return t.UnixMicro(), nil
+}

@@ -1,0 +1,526 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/termsafe"
+)
+
+// NewCmdReplay builds `expiryctl replay`, the governed replay commands.
+func NewCmdReplay(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "replay <command>",
+		Short: "Request, approve and run governed replays",
+		Long: `Put dead letters back on their queue only through a governed request.
+
+A request freezes a cohort (one letter or a bounded set); a different person,
+listed as an approver in the policy, approves exactly that cohort; the run
+publishes exactly those letters, once, at a bounded rate, with publisher
+confirms, a canary and stop conditions, keeping each job's identity
+(body, message id, idempotency key). Everything is audited.`,
+		Example: `  expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why "INC-4211 db failover"
+  expiryctl replay show 7
+  expiryctl replay approve 7 --why "checked with payments"   # as someone else
+  expiryctl replay run 7`,
+	}
+	cmd.AddCommand(NewCmdReplayRequest(f, nil), NewCmdReplayShow(f, nil), NewCmdReplayList(f, nil),
+		NewCmdReplayReview(f, replay.StatusApproved, nil), NewCmdReplayReview(f, replay.StatusRejected, nil),
+		NewCmdReplayCancel(f, nil))
+	return cmd
+}
+
+// serviceFactory builds a replay.Service for a command; identity rules are
+// applied by the service against the policy.
+func replayService(ctx context.Context, db func(context.Context) (*pgxpool.Pool, error), actor func() string, now func() time.Time) (*replay.Service, error) {
+	pool, err := db(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &replay.Service{Pool: pool, Actor: actor(), Now: now}, nil
+}
+
+// selectionFlags are the flags that choose letters, shared by `replay
+// request` and `dlq discard`.
+type selectionFlags struct {
+	IDs     []int64
+	Reasons []string
+	Queue   string
+	Since   string
+	Until   string
+	Search  string
+	Max     int
+}
+
+func (s *selectionFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.Int64SliceVar(&s.IDs, "id", nil, "dead-letter id (repeatable); instead of a filter")
+	fl.StringSliceVarP(&s.Reasons, "reason", "r", nil, "filter: reason categories (repeatable)")
+	fl.StringVar(&s.Queue, "queue", "", "filter: dead-letter queue the letters were captured from")
+	fl.StringVar(&s.Since, "since", "", "filter: dead-lettered at or after (RFC 3339, date, or duration ago)")
+	fl.StringVar(&s.Until, "until", "", "filter: dead-lettered before")
+	fl.StringVarP(&s.Search, "search", "s", "", "filter: ids, error class or error text contain this")
+	fl.IntVar(&s.Max, "max", 0, "with a filter: the most letters to take, oldest first (required; at most the policy's max_cohort)")
+	_ = cmd.RegisterFlagCompletionFunc("reason", cobra.FixedCompletions(categoryNames(), cobra.ShellCompDirectiveNoFileComp))
+}
+
+func (s *selectionFlags) resolve(now time.Time) (replay.Selection, error) {
+	usesFilter := len(s.Reasons) > 0 || s.Queue != "" || s.Since != "" || s.Until != "" || s.Search != ""
+	if len(s.IDs) > 0 && (usesFilter || s.Max > 0) {
+		return replay.Selection{}, flagErrorf("use either --id or a filter (--reason, --queue, --since, --until, --search with --max), not both")
+	}
+	if len(s.IDs) > 0 {
+		return replay.Selection{IDs: s.IDs}, nil
+	}
+	if !usesFilter && s.Max == 0 {
+		return replay.Selection{}, flagErrorf("choose letters: --id ID (repeatable), or a filter such as --reason transient-exhausted with --max N")
+	}
+	if s.Max <= 0 {
+		return replay.Selection{}, flagErrorf("a filter needs --max N: a request is bounded (at most the policy's max_cohort)")
+	}
+	list := &DLQListOptions{Reasons: s.Reasons, Since: s.Since, Until: s.Until, Now: func() time.Time { return now }}
+	list.Filter.Queue, list.Filter.Search = s.Queue, s.Search
+	if err := list.resolve(); err != nil {
+		return replay.Selection{}, err
+	}
+	return replay.Selection{Filter: list.Filter, Max: s.Max}, nil
+}
+
+// ReplayRequestOptions holds what `expiryctl replay request` needs.
+type ReplayRequestOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	Now   func() time.Time
+
+	Selection       selectionFlags
+	Rate            float64
+	Canary          int
+	Why             string
+	ToExchange      string
+	RoutingKey      string
+	FreshKey        bool
+	ConfirmEligible bool
+	Output          *outputFormat
+
+	request replay.NewRequest
+}
+
+// NewCmdReplayRequest builds `expiryctl replay request`.
+func NewCmdReplayRequest(f *Factory, runF func(context.Context, *ReplayRequestOptions) error) *cobra.Command {
+	opts := &ReplayRequestOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "request (--id ID... | FILTER --max N) --why TEXT",
+		Short: "Ask for a replay of one letter or a bounded cohort",
+		Long: `Create a replay request. The cohort is frozen now: the exact letters and a
+hash of each payload. A different approver must approve it before it can run.
+
+Letters in another open request are refused when named by --id; a filter only
+matches letters waiting for a decision, oldest first, up to --max.`,
+		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
+  expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why INC-4211
+  expiryctl replay request --id 77 --to-exchange reservations --routing-key reservation.expire --why INC-4211`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sel, err := opts.Selection.resolve(opts.Now())
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(opts.Why) == "" {
+				return flagErrorf("--why is required: name the incident or ticket, e.g. --why INC-4211")
+			}
+			if opts.Rate < 0 {
+				return flagErrorf("invalid --rate %g: use a positive number of replays per second", opts.Rate)
+			}
+			if (opts.ToExchange == "") != (opts.RoutingKey == "") && opts.RoutingKey == "" {
+				return flagErrorf("--to-exchange needs --routing-key (use --to-exchange \"\" --routing-key QUEUE for a queue)")
+			}
+			if opts.FreshKey && !opts.ConfirmEligible {
+				return flagErrorf("--fresh-key needs --confirm-eligible: confirm the reservations are still eligible to expire")
+			}
+			opts.request = replay.NewRequest{Kind: replay.KindReplay, Selection: sel, Rate: opts.Rate, Why: opts.Why,
+				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible}
+			if cmd.Flags().Changed("canary") {
+				if opts.Canary < 0 {
+					return flagErrorf("invalid --canary %d: use 0 or more", opts.Canary)
+				}
+				opts.request.Canary = &opts.Canary
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return replayRequestRun(cmd.Context(), opts)
+		},
+	}
+	opts.Selection.register(cmd)
+	fl := cmd.Flags()
+	fl.Float64Var(&opts.Rate, "rate", 0, "replays per second, a ceiling (default: the policy's max_rate)")
+	fl.IntVar(&opts.Canary, "canary", 0, "letters sent first, then the run waits for their outcome (default 10% of the cohort, at least 1)")
+	fl.StringVar(&opts.Why, "why", "", "the incident or ticket (required)")
+	fl.StringVar(&opts.ToExchange, "to-exchange", "", "target exchange for letters that name no origin")
+	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key for letters that name no origin")
+	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
+	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}
+
+func replayRequestRun(ctx context.Context, opts *ReplayRequestOptions) error {
+	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	if err != nil {
+		return err
+	}
+	created, err := svc.Create(ctx, opts.request)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, created.Request)
+	}
+	r := created.Request
+	fmt.Fprintf(opts.IO.Out, "replay request %d is %s: %d letters", r.ID, r.Status, r.Items)
+	if created.Matched > r.Items {
+		fmt.Fprintf(opts.IO.Out, " (the oldest %d of %d matching)", r.Items, created.Matched)
+	}
+	fmt.Fprintf(opts.IO.Out, ", rate %g/s, canary %d, expires %s\n", r.Rate, r.Canary, r.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(opts.IO.ErrOut, "next: ask an approver to review it with `expiryctl replay show %d` and `expiryctl replay approve %d`\n", r.ID, r.ID)
+	return nil
+}
+
+// ReplayShowOptions holds what `expiryctl replay show` needs.
+type ReplayShowOptions struct {
+	IO     *IOStreams
+	Actor  func() string
+	DB     func(context.Context) (*pgxpool.Pool, error)
+	Now    func() time.Time
+	ID     int64
+	Sample int
+	Output *outputFormat
+}
+
+// NewCmdReplayShow builds `expiryctl replay show`.
+func NewCmdReplayShow(f *Factory, runF func(context.Context, *ReplayShowOptions) error) *cobra.Command {
+	opts := &ReplayShowOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "show REQ",
+		Short: "Show everything an approver approves",
+		Long: `Show a request as the approver sees it: requester and reason, the cohort
+(count, categories, sample rows with payload hashes and targets), rate, canary,
+stop conditions, flags such as a fresh idempotency key, and any letter that
+changed since the cohort was frozen.`,
+		Example: `  expiryctl replay show 7
+  expiryctl replay show 7 --sample 0 -o json`,
+		Args: requestIDArg("show"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
+			if opts.Sample < 0 {
+				return flagErrorf("invalid --sample %d: use 0 for all items or a positive number", opts.Sample)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return replayShowRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.Sample, "sample", 20, "items listed; 0 lists the whole cohort")
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}
+
+func requestIDArg(verb string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return flagErrorf("replay %s takes one request id, e.g. `expiryctl replay %s 7`", verb, verb)
+		}
+		if id, err := strconv.ParseInt(args[0], 10, 64); err != nil || id <= 0 {
+			return flagErrorf("invalid request id %q: use the number `expiryctl replay list` shows", args[0])
+		}
+		return nil
+	}
+}
+
+func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
+	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	if err != nil {
+		return err
+	}
+	d, err := svc.Show(ctx, opts.ID, opts.Sample)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, d)
+	}
+	return renderRequest(opts.IO, d)
+}
+
+func renderRequest(streams *IOStreams, d replay.Detail) error {
+	st := styles(streams)
+	var b strings.Builder
+	field := func(name, value string) { fmt.Fprintf(&b, "  %-20s %s\n", name, value) }
+	fmt.Fprintf(&b, "%s\n", st.header.Render(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, d.Status)))
+	field("requested by", fmt.Sprintf("%s (database role %s) at %s", termsafe.EscapeLine(d.RequestedBy), d.RequestedDBRole, d.CreatedAt.UTC().Format(time.RFC3339)))
+	field("why", termsafe.EscapeLine(d.Why))
+	field("review by", d.ExpiresAt.UTC().Format(time.RFC3339))
+	if d.ReviewedBy != "" {
+		field("reviewed by", fmt.Sprintf("%s (database role %s): %s", termsafe.EscapeLine(d.ReviewedBy), d.ReviewedDBRole, termsafe.EscapeLine(d.ReviewWhy)))
+	}
+	if d.ApprovalExpiresAt != nil && d.Status == replay.StatusApproved {
+		field("approval valid until", d.ApprovalExpiresAt.UTC().Format(time.RFC3339))
+	}
+	field("cohort", fmt.Sprintf("%d letters, hash %s", d.Items, d.CohortHash))
+	field("selection", termsafe.EscapeLine(string(d.Filter)))
+	cats := make([]string, 0, len(d.Categories))
+	for c, n := range d.Categories {
+		cats = append(cats, fmt.Sprintf("%s %d", c, n))
+	}
+	sort.Strings(cats)
+	field("categories", strings.Join(cats, ", "))
+	if d.Kind == replay.KindReplay {
+		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
+		field("canary", fmt.Sprintf("%d letters first, then wait up to %s for them to come back", d.Canary, d.Stop.CanaryWindow))
+		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
+			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
+		if d.ToExchange != "" || d.ToRoutingKey != "" {
+			field("fallback target", fmt.Sprintf("exchange %q routing key %q", termsafe.EscapeLine(d.ToExchange), termsafe.EscapeLine(d.ToRoutingKey)))
+		}
+		key := "kept: the worker recognises jobs it already did"
+		if d.FreshKey {
+			key = st.warn.Render("FRESH: each job gets a new idempotency key (requester confirmed eligibility); approve only with --allow-fresh-key")
+		}
+		field("idempotency key", key)
+	}
+	if len(d.States) > 0 {
+		states := make([]string, 0, len(d.States))
+		for s, n := range d.States {
+			states = append(states, fmt.Sprintf("%s %d", s, n))
+		}
+		sort.Strings(states)
+		field("items", strings.Join(states, ", "))
+	}
+	if d.HaltReason != "" {
+		field("halted because", termsafe.EscapeLine(d.HaltReason))
+	}
+	if len(d.Changes) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", st.warn.Render("Changed since frozen (approval will be refused):"))
+		for _, c := range d.Changes {
+			fmt.Fprintf(&b, "  dead letter %d: %s\n", c.DeadLetterID, c.Change)
+		}
+	}
+	if _, err := fmt.Fprint(streams.Out, b.String()); err != nil {
+		return err
+	}
+	if len(d.Sample) == 0 {
+		return nil
+	}
+	fmt.Fprintf(streams.Out, "\n%s\n", st.title.Render(fmt.Sprintf("Cohort (%d of %d)", len(d.Sample), d.Items)))
+	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE")
+	for _, it := range d.Sample {
+		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), string(it.Category), it.ErrorClass,
+			it.ReservationID, it.Target, it.PayloadSHA256[:16]+"…", it.State)
+	}
+	return t.render()
+}
+
+// ReplayListOptions holds what `expiryctl replay list` needs.
+type ReplayListOptions struct {
+	IO     *IOStreams
+	Actor  func() string
+	DB     func(context.Context) (*pgxpool.Pool, error)
+	Now    func() time.Time
+	Status string
+	Limit  int
+	Output *outputFormat
+	status replay.Status
+}
+
+// NewCmdReplayList builds `expiryctl replay list`.
+func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions) error) *cobra.Command {
+	opts := &ReplayListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List replay and discard requests, newest first",
+		Example: "  expiryctl replay list --status pending",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Status != "" {
+				s, err := replay.ParseStatus(opts.Status)
+				if err != nil {
+					return &FlagError{Err: err}
+				}
+				opts.status = s
+			}
+			if opts.Limit < 1 || opts.Limit > 10000 {
+				return flagErrorf("invalid --limit %d: use 1 to 10000", opts.Limit)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return replayListRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only requests with this status")
+	cmd.Flags().IntVarP(&opts.Limit, "limit", "n", 50, "requests to list")
+	statuses := []string{}
+	for _, s := range replay.Statuses() {
+		statuses = append(statuses, string(s))
+	}
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statuses, cobra.ShellCompDirectiveNoFileComp))
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}
+
+func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
+	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	if err != nil {
+		return err
+	}
+	reqs, err := svc.List(ctx, opts.status, opts.Limit)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, reqs)
+	}
+	if len(reqs) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "no requests")
+		return nil
+	}
+	t := newTable(opts.IO, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY")
+	for _, r := range reqs {
+		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
+			r.RequestedBy, r.ReviewedBy, formatTime(opts.IO, r.CreatedAt, opts.Now()), r.Why)
+	}
+	return t.render()
+}
+
+// ReplayReviewOptions holds what `expiryctl replay approve|reject` needs.
+type ReplayReviewOptions struct {
+	IO            *IOStreams
+	Actor         func() string
+	DB            func(context.Context) (*pgxpool.Pool, error)
+	Now           func() time.Time
+	Decision      replay.Status
+	ID            int64
+	Why           string
+	AllowFreshKey bool
+	Output        *outputFormat
+}
+
+// NewCmdReplayReview builds `expiryctl replay approve` or `reject`.
+func NewCmdReplayReview(f *Factory, decision replay.Status, runF func(context.Context, *ReplayReviewOptions) error) *cobra.Command {
+	opts := &ReplayReviewOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now, Decision: decision}
+	verb := "approve"
+	short := "Approve a request (as an approver who is not the requester)"
+	example := `  expiryctl replay show 7
+  expiryctl replay approve 7 --why "cohort checked, payments agrees"`
+	if decision == replay.StatusRejected {
+		verb = "reject"
+		short = "Reject a request, freeing its letters"
+		example = `  expiryctl replay reject 7 --why "wait for the schema fix first"`
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " REQ",
+		Short: short,
+		Long: `Review a pending request (or a halted run, which needs a new approval).
+
+Refused, with the rule named and exit code 4, when you requested it yourself
+(four-eyes), are not an approver under the policy, the request expired or was
+already reviewed, or its cohort changed since it was frozen. An approval
+authorises one run of exactly the frozen cohort.`,
+		Example: example,
+		Args:    requestIDArg(verb),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
+			if decision == replay.StatusRejected && strings.TrimSpace(opts.Why) == "" {
+				return flagErrorf("--why is required to reject: say what should happen instead")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return replayReviewRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
+	if decision == replay.StatusApproved {
+		cmd.Flags().BoolVar(&opts.AllowFreshKey, "allow-fresh-key", false, "approve a request that gives jobs a new idempotency key")
+	}
+	opts.Output = addOutputFlag(cmd, "text", "json")
+	return cmd
+}
+
+func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
+	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	if err != nil {
+		return err
+	}
+	review := replay.ReviewOptions{Why: opts.Why, AllowFreshKey: opts.AllowFreshKey}
+	var r replay.Request
+	if opts.Decision == replay.StatusApproved {
+		r, err = svc.Approve(ctx, opts.ID, review)
+	} else {
+		r, err = svc.Reject(ctx, opts.ID, review)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, r)
+	}
+	fmt.Fprintf(opts.IO.Out, "replay request %d is %s by %s\n", r.ID, r.Status, r.ReviewedBy)
+	if r.Status == replay.StatusApproved {
+		fmt.Fprintf(opts.IO.ErrOut, "next: `expiryctl replay run %d` (the approval is valid until %s and authorises one run)\n",
+			r.ID, r.ApprovalExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ReplayCancelOptions holds what `expiryctl replay cancel` needs.
+type ReplayCancelOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	Now   func() time.Time
+	ID    int64
+	Why   string
+}
+
+// NewCmdReplayCancel builds `expiryctl replay cancel`.
+func NewCmdReplayCancel(f *Factory, runF func(context.Context, *ReplayCancelOptions) error) *cobra.Command {
+	opts := &ReplayCancelOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "cancel REQ",
+		Short: "Cancel a pending, approved, running or halted request",
+		Long: `Cancel a request. A running runner stops publishing at its next check;
+letters not yet replayed are free again.`,
+		Example: `  expiryctl replay cancel 7 --why "worker fix deployed, retrying from source"`,
+		Args:    requestIDArg("cancel"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			svc, err := replayService(cmd.Context(), opts.DB, opts.Actor, opts.Now)
+			if err != nil {
+				return err
+			}
+			r, err := svc.Cancel(cmd.Context(), opts.ID, opts.Why)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(opts.IO.Out, "replay request %d is %s\n", r.ID, r.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
+	return cmd
+}
+

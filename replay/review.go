@@ -1,0 +1,289 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// ReviewOptions are what an approver adds to a review.
+type ReviewOptions struct {
+	Why string
+	// AllowFreshKey is the approver's explicit consent to a request that
+	// gives replayed jobs a new idempotency key.
+	AllowFreshKey bool
+}
+
+// Approve approves request id as the service's actor. The database refuses
+// self-approval, approvers not in the policy, expired or already reviewed
+// requests and cohorts that changed since they were frozen; the refusal comes
+// back as a *Refusal naming the rule. An approval authorises one run.
+func (s *Service) Approve(ctx context.Context, id int64, opts ReviewOptions) (Request, error) {
+	return s.review(ctx, id, StatusApproved, opts)
+}
+
+// Reject rejects request id; its letters are free again. Why is required.
+func (s *Service) Reject(ctx context.Context, id int64, opts ReviewOptions) (Request, error) {
+	if strings.TrimSpace(opts.Why) == "" {
+		err := refuse("why", "say why you reject it: --why")
+		s.recordRefusal(ctx, "replay.reject", requestTarget(id), err, map[string]any{})
+		return Request{}, err
+	}
+	return s.review(ctx, id, StatusRejected, opts)
+}
+
+func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOptions) (Request, error) {
+	action := "replay.approve"
+	if to == StatusRejected {
+		action = "replay.reject"
+	}
+	var out Request
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		req, err := Get(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		pol, err := LoadPolicy(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := s.identity(ctx, tx, pol); err != nil {
+			return err
+		}
+		// Said here first to give the clearest message; the database checks
+		// the same rules again and is what cannot be bypassed.
+		if req.Status != StatusPending && req.Status != StatusHalted {
+			by := ""
+			if req.ReviewedBy != "" {
+				by = " by " + req.ReviewedBy
+			}
+			return refuse("single-review", "replay request %d is %s: it was already reviewed%s", id, req.Status, by)
+		}
+		if req.RequestedBy == s.Actor {
+			return refuse("four-eyes", "%s requested replay request %d and cannot review it: ask another approver (%s)",
+				s.Actor, id, strings.Join(otherApprovers(pol.Approvers, s.Actor), ", "))
+		}
+		if !slices.Contains(pol.Approvers, s.Actor) {
+			return refuse("approvers", "%s is not an approver under the policy (approvers: %s)", s.Actor, listOrNone(pol.Approvers))
+		}
+		if to == StatusApproved && req.FreshKey && !opts.AllowFreshKey {
+			return refuse("fresh-key", "replay request %d gives every job a new idempotency key, so the worker will not recognise a job it already did: approve with --allow-fresh-key if that is what you want", id)
+		}
+		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests
+			SET status = $2, reviewed_by = $3, review_why = nullif($4, '') WHERE id = $1 RETURNING `+requestColumns,
+			id, string(to), s.Actor, opts.Why))
+		if err != nil {
+			return asRefusal(err)
+		}
+		return audit.Record(ctx, tx, audit.Entry{Actor: s.Actor, Action: action, Target: requestTarget(id),
+			Details: map[string]any{"why": opts.Why, "cohort_hash": out.CohortHash, "items": out.Items,
+				"fresh_key": out.FreshKey, "allow_fresh_key": opts.AllowFreshKey, "requested_by": out.RequestedBy,
+				"approval_expires_at": out.ApprovalExpiresAt}})
+	})
+	if err != nil {
+		s.recordRefusal(ctx, action, requestTarget(id), err, map[string]any{"why": opts.Why})
+		// A request refused for expiry is marked so, for everyone to see.
+		if r, ok := err.(*Refusal); ok && r.Rule == "approval-ttl" {
+			_ = pgx.BeginFunc(context.WithoutCancel(ctx), s.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, s.Actor) })
+		}
+		return Request{}, err
+	}
+	return out, nil
+}
+
+func otherApprovers(approvers []string, me string) []string {
+	var out []string
+	for _, a := range approvers {
+		if a != me {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"none configured: `expiryctl policy set approvers=...`"}
+	}
+	return out
+}
+
+func listOrNone(items []string) string {
+	if len(items) == 0 {
+		return "none configured: `expiryctl policy set approvers=...`"
+	}
+	return strings.Join(items, ", ")
+}
+
+// Cancel stops a pending, approved, running or halted request. A running
+// runner notices at its next check and stops publishing. Letters not yet
+// replayed are free again.
+func (s *Service) Cancel(ctx context.Context, id int64, why string) (Request, error) {
+	var out Request
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		pol, err := LoadPolicy(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := s.identity(ctx, tx, pol); err != nil {
+			return err
+		}
+		if _, err := Get(ctx, tx, id); err != nil {
+			return err
+		}
+		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests SET status = 'cancelled',
+			halt_reason = coalesce(halt_reason, $2) WHERE id = $1 RETURNING `+requestColumns, id, "cancelled by "+s.Actor))
+		if err != nil {
+			return asRefusal(err)
+		}
+		return audit.Record(ctx, tx, audit.Entry{Actor: s.Actor, Action: "replay.cancel", Target: requestTarget(id),
+			Details: map[string]any{"why": why}})
+	})
+	if err != nil {
+		s.recordRefusal(ctx, "replay.cancel", requestTarget(id), err, map[string]any{"why": why})
+	}
+	return out, err
+}
+
+// Item is one frozen letter of a request and its run state.
+type Item struct {
+	DeadLetterID  int64               `json:"dead_letter_id"`
+	Ordinal       int                 `json:"ordinal"`
+	PayloadSHA256 string              `json:"payload_sha256"`
+	State         string              `json:"state"`
+	Attempts      int                 `json:"attempts"`
+	LastError     string              `json:"last_error,omitempty"`
+	Category      deadletter.Category `json:"reason_category"`
+	ReservationID string              `json:"reservation_id"`
+	ErrorClass    string              `json:"error_class"`
+	// Target is where a replay would publish it.
+	Target string `json:"target"`
+}
+
+// Detail is everything an approver approves.
+type Detail struct {
+	Request
+	// Categories counts the cohort per reason category.
+	Categories map[deadletter.Category]int `json:"categories"`
+	// States counts the items per run state.
+	States map[string]int `json:"states"`
+	// Sample is the first items of the cohort, in run order.
+	Sample []Item `json:"sample"`
+	// Changes lists letters whose state no longer matches the frozen cohort;
+	// approval is refused while there are any.
+	Changes []CohortChange `json:"cohort_changes"`
+}
+
+// CohortChange is a letter that changed since its request was frozen.
+type CohortChange struct {
+	DeadLetterID int64  `json:"dead_letter_id"`
+	Change       string `json:"change"`
+}
+
+// Show returns request id with its cohort, for the approver. sample bounds
+// the items listed (0 lists all). Audited.
+func (s *Service) Show(ctx context.Context, id int64, sample int) (Detail, error) {
+	d, err := s.detail(ctx, id, sample)
+	if err != nil {
+		s.recordRefusal(ctx, "replay.show", requestTarget(id), err, map[string]any{})
+		return Detail{}, err
+	}
+	return d, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "replay.show", Target: requestTarget(id),
+		Details: map[string]any{"status": d.Status, "cohort_hash": d.CohortHash, "items": d.Items}})
+}
+
+func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, error) {
+	req, err := Get(ctx, s.Pool, id)
+	if err != nil {
+		return Detail{}, err
+	}
+	d := Detail{Request: req, Categories: map[deadletter.Category]int{}, States: map[string]int{}, Sample: []Item{}, Changes: []CohortChange{}}
+	rows, err := s.Pool.Query(ctx, `SELECT d.reason_category, i.state, count(*) FROM expiryctl.replay_items i
+		JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id WHERE i.request_id = $1 GROUP BY 1, 2`, id)
+	if err != nil {
+		return Detail{}, err
+	}
+	for rows.Next() {
+		var c deadletter.Category
+		var state string
+		var n int
+		if err := rows.Scan(&c, &state, &n); err != nil {
+			rows.Close()
+			return Detail{}, err
+		}
+		d.Categories[c] += n
+		d.States[state] += n
+	}
+	if err := rows.Err(); err != nil {
+		return Detail{}, err
+	}
+	limit := any(nil)
+	if sample > 0 {
+		limit = sample
+	}
+	rows, err = s.Pool.Query(ctx, `SELECT i.dead_letter_id, i.ordinal, encode(i.payload_sha256, 'hex'), i.state, i.attempts,
+		coalesce(i.last_error, ''), d.reason_category, coalesce(d.reservation_id, ''), coalesce(d.error_class, ''),
+		CASE WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL
+		       THEN 'exchange ' || coalesce(d.original_exchange, '""') || ' key ' || coalesce(d.original_routing_key, '""')
+		     WHEN d.origin_queue IS NOT NULL THEN 'queue ' || d.origin_queue
+		     ELSE 'exchange ' || coalesce($2, '""') || ' key ' || coalesce($3, '""') END
+		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		WHERE i.request_id = $1 ORDER BY i.ordinal LIMIT $4`, id, nullIfEmpty(req.ToExchange), nullIfEmpty(req.ToRoutingKey), limit)
+	if err != nil {
+		return Detail{}, err
+	}
+	d.Sample, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
+		var it Item
+		err := row.Scan(&it.DeadLetterID, &it.Ordinal, &it.PayloadSHA256, &it.State, &it.Attempts, &it.LastError,
+			&it.Category, &it.ReservationID, &it.ErrorClass, &it.Target)
+		return it, err
+	})
+	if err != nil {
+		return Detail{}, err
+	}
+	if req.Open() {
+		rows, err = s.Pool.Query(ctx, `SELECT dead_letter_id, change FROM expiryctl.replay_cohort_changes($1) ORDER BY 1`, id)
+		if err != nil {
+			return Detail{}, err
+		}
+		d.Changes, err = pgx.CollectRows(rows, pgx.RowToStructByPos[CohortChange])
+		if err != nil {
+			return Detail{}, err
+		}
+	}
+	return d, nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// List returns requests newest first, optionally of one status. Audited.
+func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request, error) {
+	if err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, s.Actor) }); err != nil {
+		return nil, err
+	}
+	sql := "SELECT " + requestColumns + " FROM expiryctl.replay_requests"
+	args := []any{}
+	if status != "" {
+		args = append(args, string(status))
+		sql += " WHERE status = $1"
+	}
+	args = append(args, limit)
+	sql += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
+	rows, err := s.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Request, error) { return scanRequest(row) })
+	if err != nil {
+		return nil, err
+	}
+	return out, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "replay.list",
+		Details: map[string]any{"status": status, "returned": len(out)}})
+}
