@@ -335,7 +335,18 @@ ensure_shovel() {
 		die "rabbitmq-plugins enable rabbitmq_shovel failed: $(rabbit_log_hint)"
 }
 
+# ensure_test_tools installs what the tests drive besides the two servers:
+# tmux runs the terminal UI in a real terminal for the end-to-end test.
+ensure_test_tools() {
+	if command -v tmux >/dev/null 2>&1; then
+		return
+	fi
+	step "tools: installing tmux (the terminal UI's end-to-end test runs in it)"
+	apt_install tmux
+}
+
 main() {
+	ensure_test_tools
 	ensure_postgres_running
 	ensure_postgres_tcp_login
 	ensure_postgres_role_and_db

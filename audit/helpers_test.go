@@ -1,0 +1,149 @@
+package audit_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/pgtest"
+)
+
+// seedEpoch is when seeded trails begin.
+var seedEpoch = time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+
+// seedRow returns the fields of seeded row seq: a mix of the catalogue's
+// actions, some unicode and escapes, and details already written the way
+// jsonb prints them (keys shortest first, ", " and ": "), so that the hash
+// computed here is the hash the database would compute.
+func seedRow(seq int64) audit.ChainFields {
+	actions := []string{"dlq.list", "dlq.show", "dlq.ingest.batch", "dlq.summary", "replay.request"}
+	actors := []string{"alice", "bob", "oncall-ünïcode", "ci"}
+	var details, target string
+	switch seq % 5 {
+	case 0:
+		details = fmt.Sprintf(`{"limit": 50, "filter": {"reason": ["transient-exhausted"]}, "returned": %d}`, seq%51)
+	case 1:
+		target = fmt.Sprintf("dead_letter:%d", seq)
+		details = fmt.Sprintf(`{"payload_size": %d, "payload_sha256": "%064x"}`, 100+seq%900, seq)
+	case 2:
+		target = "queue:reservation-expiry.dlq"
+		details = fmt.Sprintf(`{"letters": 100, "last_id": %d, "stored": 99, "first_id": %d, "duplicates": 1}`, seq*100+99, seq*100)
+	case 3:
+		details = `{"waiting": 1234, "categories": 5}`
+	default:
+		target = fmt.Sprintf("replay_request:%d", seq)
+		details = `{"why": "INC-4821 \"db failover\" — retry é", "rate": 10.5}`
+	}
+	return audit.ChainFields{
+		Seq:      seq,
+		AtMicros: seedEpoch.UnixMicro() + seq*1000 + seq%7,
+		Actor:    actors[seq%int64(len(actors))],
+		DBRole:   "root",
+		Action:   actions[seq%int64(len(actions))],
+		Target:   target,
+		Details:  details,
+		Outcome:  "ok",
+	}
+}
+
+// seedChain appends n valid chained rows after the trail's current head
+// with pgx's COPY, the chain trigger disabled for the copy, so that a
+// million-row trail takes seconds rather than the minutes row-by-row
+// triggers need. It leaves audit_head at the new last row, as the trigger
+// would, and checks a sample of the rows against PostgreSQL's own
+// expiryctl.audit_canonical.
+func seedChain(tb testing.TB, pool *pgxpool.Pool, n int64) audit.Anchor {
+	tb.Helper()
+	ctx := context.Background()
+	var head audit.Anchor
+	var headHash []byte
+	err := pool.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_head`).Scan(&head.Seq, &headHash)
+	if err != nil && err != pgx.ErrNoRows {
+		tb.Fatal(err)
+	}
+	copy(head.Hash[:], headHash)
+	first := head.Seq + 1
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_chain`); err != nil {
+			return err
+		}
+		prev := head.Hash
+		seq := first - 1
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if seq == first-1+n {
+				return nil, nil
+			}
+			seq++
+			f := seedRow(seq)
+			f.PrevHash = prev
+			h := f.ComputeHash()
+			prev = h
+			return []any{seq, time.UnixMicro(f.AtMicros), f.Actor, f.DBRole, f.Action, f.Target, f.Details, f.Outcome,
+				f.PrevHash[:], h[:]}, nil
+		})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"expiryctl", "audit_log"},
+			[]string{"seq", "at", "actor", "db_role", "action", "target", "details", "outcome", "prev_hash", "hash"}, src); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_chain`); err != nil {
+			return err
+		}
+		head = audit.Anchor{Seq: seq, Hash: prev}
+		_, err := tx.Exec(ctx, `INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, $2)
+			ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, head.Seq, head.Hash[:])
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("seed %d audit rows: %v", n, err)
+	}
+	var bad int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log
+		WHERE seq BETWEEN $1 AND $1 + 999
+		  AND hash <> sha256(expiryctl.audit_canonical(seq, at, actor, db_role, action, target, details, outcome, prev_hash))`,
+		first).Scan(&bad); err != nil {
+		tb.Fatal(err)
+	}
+	if bad != 0 {
+		tb.Fatalf("seed: %d seeded rows hash differently in PostgreSQL: seedRow's details are not in jsonb's canonical form", bad)
+	}
+	return head
+}
+
+// tamper runs sql as the superuser with every trigger on audit_log disabled,
+// which is what it takes to change the trail behind the append-only guards,
+// and restores the triggers as the migration left them.
+func tamper(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
+	tb.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log DISABLE TRIGGER ALL`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			return err
+		}
+		for _, trg := range []string{"audit_log_chain", "audit_log_no_update", "audit_log_no_delete", "audit_log_no_truncate"} {
+			if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER `+trg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("tamper %q: %v", strings.TrimSpace(sql), err)
+	}
+}
+
+// newTrail returns a fresh migrated database holding n seeded rows.
+func newTrail(tb testing.TB, n int64) (*pgtest.Database, audit.Anchor) {
+	tb.Helper()
+	db := pgtest.New(tb)
+	head := seedChain(tb, db.Pool, n)
+	return db, head
+}
