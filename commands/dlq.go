@@ -19,7 +19,7 @@ get-and-requeue reorders it and bumps redelivery counts.`,
   expiryctl dlq list --reason validation
   expiryctl dlq show 42`,
 	}
-	cmd.AddCommand(NewCmdDLQIngest(f, nil), NewCmdDLQSummary(f, nil), NewCmdDLQList(f, nil), NewCmdDLQShow(f, nil), NewCmdDLQDiscard(f, nil))
+	cmd.AddCommand(NewCmdDLQIngest(f, nil), NewCmdDLQSummary(f, nil), NewCmdDLQList(f, nil), NewCmdDLQShow(f, nil), NewCmdDLQDiscard(f, nil), NewCmdDLQPurge(f, nil))
 	return cmd
 }
 

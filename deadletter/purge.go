@@ -1,0 +1,116 @@
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// PurgeOptions says what retention removes.
+type PurgeOptions struct {
+	Actor string
+	// OlderThan is the retention window: letters dead-lettered before
+	// now - OlderThan lose their payload and headers.
+	OlderThan time.Duration
+	// DryRun counts without changing anything.
+	DryRun bool
+	// Batch is the most letters redacted per transaction (default 1000).
+	Batch int
+	// Progress, when set, is called after every batch.
+	Progress func(PurgeResult)
+}
+
+// PurgeResult counts what a purge did (or, dry, would do).
+type PurgeResult struct {
+	Cutoff   time.Time `json:"cutoff"`
+	Redacted int64     `json:"redacted"`
+	// InRequest counts old letters left alone because an open replay or
+	// discard request holds them: redacting them would change a frozen cohort.
+	InRequest int64 `json:"in_request"`
+	DryRun    bool  `json:"dry_run"`
+}
+
+// PurgePreview counts what Purge would redact for the window, without
+// changing or auditing anything; callers use it to ask for confirmation.
+func PurgePreview(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (PurgeResult, error) {
+	var res PurgeResult
+	// The cutoff is fixed once, by the database's clock, so that every batch
+	// works on the same window.
+	if err := pool.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, olderThan.Seconds()).Scan(&res.Cutoff); err != nil {
+		return res, err
+	}
+	res.Cutoff = res.Cutoff.UTC()
+	err := pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE status <> 'in_request'),
+			count(*) FILTER (WHERE status = 'in_request')
+		FROM expiryctl.dead_letters WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
+	return res, err
+}
+
+// Purge redacts the payload and headers of letters older than the window, in
+// batches, each batch with its audit row in the same transaction. What a
+// reviewer needs stays: identity, category, error class, attempt history,
+// the payload's sha256 and size, and the audit trail. Nothing is deleted.
+func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeResult, error) {
+	if opts.OlderThan <= 0 {
+		return PurgeResult{}, fmt.Errorf("purge needs a positive retention window")
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 1000
+	}
+	res, err := PurgePreview(ctx, pool, opts.OlderThan)
+	if err != nil {
+		return res, err
+	}
+	res.DryRun = opts.DryRun
+	details := func() map[string]any {
+		return map[string]any{"older_than": opts.OlderThan.String(), "cutoff": res.Cutoff, "redacted": res.Redacted,
+			"in_request_kept": res.InRequest, "dry_run": opts.DryRun}
+	}
+	if opts.DryRun {
+		return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
+	}
+	res.Redacted = 0
+	for {
+		var n int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
+				WHERE id IN (SELECT id FROM expiryctl.dead_letters
+				             WHERE dead_lettered_at < $1 AND redacted_at IS NULL AND status <> 'in_request'
+				             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+				RETURNING id`, res.Cutoff, opts.Batch)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			n = int64(len(ids))
+			if n == 0 {
+				return nil
+			}
+			return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.purge.batch",
+				Details: map[string]any{"cutoff": res.Cutoff, "redacted": n, "first_id": ids[0], "last_id": ids[len(ids)-1]}})
+		})
+		if err != nil {
+			d := details()
+			d["error"] = err.Error()
+			_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: d, Outcome: audit.Failed})
+			return res, err
+		}
+		res.Redacted += n
+		if opts.Progress != nil && n > 0 {
+			opts.Progress(res)
+		}
+		if n < int64(opts.Batch) {
+			break
+		}
+	}
+	return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
+}
