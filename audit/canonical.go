@@ -107,17 +107,15 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 // digits ("2026-11-30T03:00:00.120000Z").
 func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
-// parseExportTime reads a time written by FormatTime (or any RFC 3339 time)
-// and returns microseconds since the epoch. Finer precision than microseconds
-// is refused: the chain never holds it, so such a value was not exported by
-// expiryctl.
+// parseExportTime reads a time written by FormatTime and returns
+// microseconds since the epoch. Only that exact form is accepted (UTC, "Z",
+// six fractional digits): an export is a specified format, and a verifier
+// that accepted every spelling of an instant would pass files that are not
+// what expiryctl wrote.
 func parseExportTime(s string) (int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid time %q: want RFC 3339 such as 2026-11-30T03:00:00.120000Z", s)
-	}
-	if t.Nanosecond()%1000 != 0 {
-		return 0, fmt.Errorf("invalid time %q: finer than a microsecond", s)
+	t, err := time.Parse(timeLayout, s)
+	if err != nil || t.Format(timeLayout) != s {
+		return 0, fmt.Errorf("invalid time %q: an export writes UTC with six fractional digits, e.g. 2026-11-30T03:00:00.120000Z", s)
 	}
 	return t.UnixMicro(), nil
 }

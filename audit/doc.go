@@ -3,4 +3,10 @@
 // action, its target, its parameters and its outcome. Callers that change
 // state write the row in the same transaction as the change, so the change
 // and its record commit together or not at all.
+//
+// The trail is append-only and tamper-evident: PostgreSQL refuses UPDATE,
+// DELETE and TRUNCATE for every client, and numbers and hash-chains each row
+// on insert. List, Export and VerifyDB read it back; VerifyFile checks an
+// export with no database at all. docs/audit.md specifies the canonical
+// encoding so that reviewers can write their own verifier.
 package audit

@@ -33,7 +33,7 @@ func seedRow(seq int64) audit.ChainFields {
 		details = fmt.Sprintf(`{"payload_size": %d, "payload_sha256": "%064x"}`, 100+seq%900, seq)
 	case 2:
 		target = "queue:reservation-expiry.dlq"
-		details = fmt.Sprintf(`{"letters": 100, "last_id": %d, "stored": 99, "first_id": %d, "duplicates": 1}`, seq*100+99, seq*100)
+		details = fmt.Sprintf(`{"stored": 99, "last_id": %d, "letters": 100, "first_id": %d, "duplicates": 1}`, seq*100+99, seq*100)
 	case 3:
 		details = `{"waiting": 1234, "categories": 5}`
 	default:

@@ -32,13 +32,21 @@ type Row struct {
 }
 
 // MarshalJSON writes at as RFC 3339 in UTC with exactly six fractional
-// digits (time.Time's own encoding drops trailing zeros and keeps the zone).
+// digits (time.Time's own encoding drops trailing zeros and keeps the zone),
+// keeping the fields in export order.
 func (r Row) MarshalJSON() ([]byte, error) {
-	type plain Row // plain has no MarshalJSON, so this does not recurse
 	return json.Marshal(struct {
-		plain
-		At string `json:"at"`
-	}{plain(r), FormatTime(r.At)})
+		Seq      int64           `json:"seq"`
+		At       string          `json:"at"`
+		Actor    string          `json:"actor"`
+		DBRole   string          `json:"db_role"`
+		Action   string          `json:"action"`
+		Target   string          `json:"target"`
+		Details  json.RawMessage `json:"details"`
+		Outcome  string          `json:"outcome"`
+		PrevHash Hash            `json:"prev_hash"`
+		Hash     Hash            `json:"hash"`
+	}{r.Seq, FormatTime(r.At), r.Actor, r.DBRole, r.Action, r.Target, r.Details, r.Outcome, r.PrevHash, r.Hash})
 }
 
 // Fields returns the values r's hash covers.

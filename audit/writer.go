@@ -45,25 +45,38 @@ type Entry struct {
 // the last statement of a transaction: the lock is then held only for the
 // commit, and no transaction can hold it while waiting for another lock.
 func Record(ctx context.Context, q store.Querier, e Entry) error {
+	_, err := Append(ctx, q, e)
+	return err
+}
+
+// Append is Record that also returns where the row landed in the chain: the
+// seq and hash the database gave it. `audit export` uses it to end the export
+// at the row that records it. In a binary built without auditing (the
+// benchmark's), it writes nothing and returns a zero Anchor.
+func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 	if !recording {
-		return nil
+		return Anchor{}, nil
 	}
 	details := []byte("{}")
 	if e.Details != nil {
 		var err error
 		details, err = json.Marshal(e.Details)
 		if err != nil {
-			return fmt.Errorf("audit %s: encode details: %w", e.Action, err)
+			return Anchor{}, fmt.Errorf("audit %s: encode details: %w", e.Action, err)
 		}
 	}
 	if e.Outcome == "" {
 		e.Outcome = OK
 	}
-	_, err := q.Exec(ctx,
-		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4, $5)`,
-		e.Actor, e.Action, e.Target, details, string(e.Outcome))
+	var a Anchor
+	var hash []byte
+	err := q.QueryRow(ctx,
+		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4, $5)
+		 RETURNING seq, hash`,
+		e.Actor, e.Action, e.Target, details, string(e.Outcome)).Scan(&a.Seq, &hash)
 	if err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, err)
+		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
 	}
-	return nil
+	copy(a.Hash[:], hash)
+	return a, nil
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times; 100 on every Linux
@@ -30,10 +32,11 @@ type cpuUse struct {
 	Machine float64
 }
 
-// takeCPU reads /proc for the benchmark process, RabbitMQ's Erlang VM and
-// every PostgreSQL process. Other processes count only in the machine
-// total, so that "other" shows load the benchmark did not cause (the
-// other engineers' tests on a shared machine).
+// takeCPU reads /proc for the benchmark process and its children, RabbitMQ's
+// Erlang VM and the PostgreSQL processes working for the benchmark. Other
+// processes count only in the machine total, so that "other" shows load the
+// benchmark did not cause (the other engineers' tests on a shared machine).
+// RabbitMQ's share is the whole broker's, whoever else uses it.
 func takeCPU() cpuSnapshot {
 	s := cpuSnapshot{procs: map[int]procTicks{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
@@ -54,7 +57,7 @@ func takeCPU() cpuSnapshot {
 		if err != nil {
 			continue
 		}
-		comm, ticks, ok := readProcStat(pid)
+		comm, ppid, ticks, ok := readProcStat(pid)
 		if !ok {
 			continue
 		}
@@ -62,11 +65,11 @@ func takeCPU() cpuSnapshot {
 		switch {
 		case pid == self:
 			group = "bench"
-		case comm == "postgres":
+		case comm == "postgres" && servesBench(pid):
 			group = "postgres"
 		case comm == "beam.smp" && isRabbitServer(pid):
 			group = "rabbitmq"
-		case comm == "expiryctl":
+		case comm == "expiryctl" && ppid == self:
 			group = "expiryctl"
 		default:
 			continue
@@ -76,18 +79,70 @@ func takeCPU() cpuSnapshot {
 	return s
 }
 
-// since returns the CPU used from start to s. A process that exited in
-// between is lost; one that started in between counts whole.
-func (s cpuSnapshot) since(start cpuSnapshot) cpuUse {
-	u := cpuUse{Groups: map[string]float64{}, Machine: float64(s.machine-start.machine) / clockTicks}
+// cpuMonitor samples /proc while a measurement runs, so that processes
+// that start and exit during it (the binary, its PostgreSQL backends) are
+// counted up to their last sample.
+type cpuMonitor struct {
+	first cpuSnapshot
+	last  map[int]procTicks
+	stop  chan struct{}
+	done  chan cpuUse
+}
+
+func startCPU() *cpuMonitor {
+	m := &cpuMonitor{first: takeCPU(), last: map[int]procTicks{}, stop: make(chan struct{}), done: make(chan cpuUse, 1)}
+	go func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				m.merge(takeCPU())
+			case <-m.stop:
+				end := takeCPU()
+				m.merge(end)
+				m.done <- m.use(end.machine)
+				return
+			}
+		}
+	}()
+	return m
+}
+
+// Stop ends the measurement and returns where the CPU went.
+func (m *cpuMonitor) Stop() cpuUse {
+	close(m.stop)
+	return <-m.done
+}
+
+func (m *cpuMonitor) merge(s cpuSnapshot) {
 	for pid, p := range s.procs {
+		if old, ok := m.last[pid]; !ok || old.group != p.group || p.ticks >= old.ticks {
+			m.last[pid] = p
+		}
+	}
+}
+
+func (m *cpuMonitor) use(machineEnd int64) cpuUse {
+	u := cpuUse{Groups: map[string]float64{}, Machine: float64(machineEnd-m.first.machine) / clockTicks}
+	for pid, p := range m.last {
 		d := p.ticks
-		if old, ok := start.procs[pid]; ok && old.group == p.group {
+		if old, ok := m.first.procs[pid]; ok && old.group == p.group {
 			d -= old.ticks
 		}
 		u.Groups[p.group] += float64(d) / clockTicks
 	}
 	return u
+}
+
+// OtherShare is the fraction of the machine's CPU capacity over wall that
+// went to processes the benchmark did not start or talk to.
+func (u cpuUse) OtherShare(wall time.Duration) float64 {
+	var known float64
+	for _, v := range u.Groups {
+		known += v
+	}
+	return max(u.Machine-known, 0) / (wall.Seconds() * float64(runtime.NumCPU()))
 }
 
 func (u cpuUse) String() string {
@@ -103,25 +158,43 @@ func (u cpuUse) String() string {
 	return "CPU " + strings.Join(parts, ", ")
 }
 
-// readProcStat returns a process's command name and utime+stime.
-func readProcStat(pid int) (string, int64, bool) {
+// readProcStat returns a process's command name, parent and utime+stime.
+func readProcStat(pid int) (comm string, ppid int, ticks int64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return "", 0, false
+		return "", 0, 0, false
 	}
 	open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || close < open {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	comm := string(b[open+1 : close])
+	comm = string(b[open+1 : close])
 	f := strings.Fields(string(b[close+1:]))
-	// After the comm: state(0) ... utime is field 14 of stat, index 11 here.
+	// After the comm: state is index 0, ppid 1, utime 11, stime 12.
 	if len(f) < 13 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
+	ppid, _ = strconv.Atoi(f[1])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return comm, ut + st, true
+	return comm, ppid, ut + st, true
+}
+
+// servesBench tells the PostgreSQL processes that work for the benchmark
+// (backends on its databases, whose process title names the database, and
+// the WAL writer, checkpointer and background writer that every write goes
+// through) from backends serving anyone else on a shared server.
+func servesBench(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for _, s := range []string{" expiryctl_bench_", "walwriter", "checkpointer", "background writer"} {
+		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // isRabbitServer tells the broker's VM from rabbitmqctl's, which is also a

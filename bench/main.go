@@ -51,6 +51,13 @@ type config struct {
 	Warmup   int
 	Runs     int
 
+	// Batch is passed to Ingest and `dlq ingest --batch`; 0 keeps the
+	// product's default.
+	Batch int
+	// SkipIngestBinary leaves out the binary run of the ingest scenario,
+	// for investigating ingest quickly.
+	SkipIngestBinary bool
+
 	start time.Time
 }
 
@@ -80,6 +87,8 @@ func run() int {
 	flag.IntVar(&cfg.AckEvery, "bare-ack-every", 500, "the bare consumer acks with multiple=true every this many deliveries")
 	flag.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")
 	flag.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
+	flag.BoolVar(&cfg.SkipIngestBinary, "skip-ingest-binary", false, "skip the binary run in the ingest scenario (faster when investigating)")
+	flag.IntVar(&cfg.Batch, "batch", 0, "ingest batch size for the subject and the binary (default: the product's default)")
 	var cpuProfile string
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
 	flag.Parse()

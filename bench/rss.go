@@ -22,7 +22,7 @@ type procRun struct {
 	// CPU is the user and system time the process used.
 	CPU    time.Duration
 	Stdout []byte
-	Stderr  string
+	Stderr string
 }
 
 // runBinary runs bin with args and extra environment, discarding stdout

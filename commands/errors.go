@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
@@ -20,6 +21,7 @@ const (
 	ExitRefused     = 4
 	ExitUnavailable = 5
 	ExitSchema      = 6
+	ExitTampered    = 7
 	ExitCancelled   = 130
 )
 
@@ -55,6 +57,8 @@ func ExitCode(err error) int {
 		return ExitUnavailable
 	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
 		return ExitSchema
+	case errors.As(err, new(*audit.ChainError)):
+		return ExitTampered
 	case errors.As(err, &refusal):
 		return ExitRefused
 	case errors.Is(err, deadletter.ErrNotFound):

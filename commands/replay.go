@@ -523,4 +523,3 @@ letters not yet replayed are free again.`,
 	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
 	return cmd
 }
-

@@ -72,17 +72,26 @@ Every command, reads included, leaves a row in the audit trail.`,
 
 	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "governance", Title: "Governance:"},
 		&cobra.Group{ID: "setup", Title: "Setup:"})
-	for _, cmd := range []*cobra.Command{NewCmdDLQ(f)} {
+	for _, cmd := range []*cobra.Command{NewCmdDLQ(f), NewCmdTUI(f, nil)} {
 		cmd.GroupID = "triage"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f)} {
+	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f), NewCmdAudit(f)} {
 		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil)} {
 		cmd.GroupID = "setup"
 		root.AddCommand(cmd)
+	}
+	// `expiryctl` alone opens the terminal UI when there is a terminal to
+	// open it in, and shows help otherwise.
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if f.IO.StdoutTTY && isTerminal(f.IO.In) {
+			return NewCmdTUI(f, nil).RunE(cmd, nil)
+		}
+		return cmd.Help()
 	}
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")

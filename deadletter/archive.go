@@ -21,11 +21,31 @@ import (
 type Archive struct {
 	pool  *pgxpool.Pool
 	actor string
+	// quiet leaves summaries and listings unaudited; Show is always audited.
+	quiet bool
 }
 
 // NewArchive returns an Archive over pool whose reads are audited as actor.
 func NewArchive(pool *pgxpool.Pool, actor string) *Archive {
 	return &Archive{pool: pool, actor: actor}
+}
+
+// WithoutListingAudit returns a copy of a whose Summary and List calls write
+// no audit row. It is for views that refresh on a timer, like the terminal
+// UI, whose session is audited once when it opens; opening a letter (Show),
+// which reveals its payload, is audited all the same.
+func (a *Archive) WithoutListingAudit() *Archive {
+	quiet := *a
+	quiet.quiet = true
+	return &quiet
+}
+
+// record writes an audit row unless a is quiet.
+func (a *Archive) record(ctx context.Context, e audit.Entry) error {
+	if a.quiet {
+		return nil
+	}
+	return audit.Record(ctx, a.pool, e)
 }
 
 // CategorySummary is one line of the triage summary.
@@ -84,7 +104,7 @@ func (a *Archive) Summary(ctx context.Context) ([]CategorySummary, error) {
 			waiting += s.Count
 		}
 	}
-	err = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.summary",
+	err = a.record(ctx, audit.Entry{Actor: a.actor, Action: "dlq.summary",
 		Details: map[string]any{"categories": len(summary), "waiting": waiting}})
 	return summary, err
 }
@@ -162,12 +182,25 @@ const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''),
 // the cursor when one is given. It pages by keyset, so a page deep in a large
 // archive costs what the first page costs.
 func (a *Archive) List(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
-	page, err := a.page(ctx, f, after, limit)
-	if err != nil {
-		return Page{}, a.fail(ctx, "dlq.list", "", listDetails(f, after, limit, 0), err)
+	return a.list(ctx, f, after, limit, false)
+}
+
+// ListOldest is List in the other order: oldest first, continuing with
+// letters strictly newer than the cursor.
+func (a *Archive) ListOldest(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
+	return a.list(ctx, f, after, limit, true)
+}
+
+func (a *Archive) list(ctx context.Context, f Filter, after *Cursor, limit int, oldestFirst bool) (Page, error) {
+	page, err := a.page(ctx, f, after, limit, oldestFirst)
+	details := listDetails(f, after, limit, len(page.Rows))
+	if oldestFirst {
+		details["order"] = "oldest first"
 	}
-	return page, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.list",
-		Details: listDetails(f, after, limit, len(page.Rows))})
+	if err != nil {
+		return Page{}, a.fail(ctx, "dlq.list", "", details, err)
+	}
+	return page, a.record(ctx, audit.Entry{Actor: a.actor, Action: "dlq.list", Details: details})
 }
 
 // Stream calls emit for every letter matching f, newest first, reading the
@@ -177,7 +210,7 @@ func (a *Archive) Stream(ctx context.Context, f Filter, after *Cursor, emit func
 	var n int
 	cursor := after
 	for {
-		page, err := a.page(ctx, f, cursor, pageSize)
+		page, err := a.page(ctx, f, cursor, pageSize, false)
 		if err != nil {
 			return a.fail(ctx, "dlq.list", "", listDetails(f, after, 0, n), err)
 		}
@@ -192,8 +225,7 @@ func (a *Archive) Stream(ctx context.Context, f Filter, after *Cursor, emit func
 		}
 		cursor = page.Next
 	}
-	return audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.list",
-		Details: listDetails(f, after, 0, n)})
+	return a.record(ctx, audit.Entry{Actor: a.actor, Action: "dlq.list", Details: listDetails(f, after, 0, n)})
 }
 
 func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
@@ -204,11 +236,15 @@ func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
 	return d
 }
 
-func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int) (Page, error) {
+func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int, oldestFirst bool) (Page, error) {
 	where, args := FilterSQL(f)
+	cmp, order := "<", "DESC"
+	if oldestFirst {
+		cmp, order = ">", "ASC"
+	}
 	if after != nil {
 		args = append(args, after.DeadLetteredAt, after.ID)
-		where = append(where, fmt.Sprintf("(dead_lettered_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+		where = append(where, fmt.Sprintf("(dead_lettered_at, id) %s ($%d, $%d)", cmp, len(args)-1, len(args)))
 	}
 	sql := "SELECT " + listColumns + " FROM expiryctl.dead_letters"
 	if len(where) > 0 {
@@ -216,7 +252,7 @@ func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int) 
 	}
 	// One row more than asked tells whether a next page exists.
 	args = append(args, limit+1)
-	sql += fmt.Sprintf(" ORDER BY dead_lettered_at DESC, id DESC LIMIT $%d", len(args))
+	sql += fmt.Sprintf(" ORDER BY dead_lettered_at %[1]s, id %[1]s LIMIT $%[2]d", order, len(args))
 
 	rows, err := a.pool.Query(ctx, sql, args...)
 	if err != nil {

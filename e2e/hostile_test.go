@@ -130,7 +130,7 @@ func hostileCases() []hostileCase {
 				"x-delivery-count":  "many",
 			}),
 			category: "unknown",
-			shows:    []string{"x-error-class: 42", `u001b]0;pwned`},
+			shows:    []string{"x-error-class: 42", `at="\x1b]0;pwned\x07"`, `x-death: "rejected\x1b[2J"`},
 		},
 	}
 }

@@ -287,3 +287,24 @@ func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request
 	return out, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "replay.list",
 		Details: map[string]any{"status": status, "returned": len(out)}})
 }
+
+// CountOpen counts open requests by status. It neither writes nor audits:
+// it serves views that refresh on a timer, such as the terminal UI's summary.
+func (s *Service) CountOpen(ctx context.Context) (map[Status]int, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT status, count(*) FROM expiryctl.replay_requests
+		WHERE status IN ('pending', 'approved', 'running', 'halted') GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[Status]int{}
+	for rows.Next() {
+		var st Status
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		counts[st] = n
+	}
+	return counts, rows.Err()
+}

@@ -42,13 +42,19 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
+-- SECURITY DEFINER: the trigger, not the writer, owns audit_head. A role
+-- that may only INSERT into audit_log (say, one role per person under
+-- identity_mode db-role) can then append without any right on audit_head,
+-- and so cannot move the head that `audit verify` checks the chain's end
+-- against. session_user, which the row records, is unaffected by it.
 CREATE FUNCTION expiryctl.audit_chain() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     head expiryctl.audit_head%ROWTYPE;
 BEGIN
     -- One appender at a time, until commit: the next row's prev_hash must be
-    -- this row's hash. The lock id is "audit" in ASCII.
+    -- this row's hash. The lock id is an arbitrary constant used for nothing
+    -- else.
     PERFORM pg_advisory_xact_lock(435459991924);
     SELECT * INTO head FROM expiryctl.audit_head WHERE singleton;
     IF NOT FOUND THEN
@@ -126,7 +132,8 @@ ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_delete;
 ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_truncate;
 
 REVOKE UPDATE, DELETE, TRUNCATE ON expiryctl.audit_log FROM PUBLIC;
-REVOKE UPDATE, DELETE, TRUNCATE ON expiryctl.audit_head FROM PUBLIC;
+-- Only the chain trigger (running as the owner) touches the head.
+REVOKE ALL ON expiryctl.audit_head FROM PUBLIC;
 
 CREATE INDEX audit_log_actor ON expiryctl.audit_log (actor, seq DESC);
 CREATE INDEX audit_log_action ON expiryctl.audit_log (action, seq DESC);

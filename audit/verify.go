@@ -1,0 +1,358 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Problem classifies what a verifier found wrong with the chain.
+type Problem string
+
+// The problems a verifier reports. Each names the first seq at which the
+// chain stops being what an untouched trail looks like.
+const (
+	// HashMismatch: the row's stored hash is not the hash of its fields. A
+	// field was changed after the row was written.
+	HashMismatch Problem = "hash-mismatch"
+	// BrokenLink: the row's prev_hash is not the hash of the row before it.
+	// Rows were swapped, reordered or inserted, or the row before was
+	// changed and re-hashed.
+	BrokenLink Problem = "broken-link"
+	// Gap: seqs are missing. Rows were deleted (or, in a file, the export
+	// was filtered).
+	Gap Problem = "gap"
+	// DuplicateSeq: two rows share a seq. One of them was forged.
+	DuplicateSeq Problem = "duplicate-seq"
+	// OutOfOrder: a file lists a row after one with a higher seq.
+	OutOfOrder Problem = "out-of-order"
+	// Malformed: a row cannot be read (a file that is not an expiryctl
+	// export, a field that does not parse, a hash that is not 32 bytes).
+	Malformed Problem = "malformed"
+	// HeadMismatch: the chain does not end where expiryctl.audit_head, which
+	// every insert advances in the same transaction, says it ends. Rows were
+	// removed from or added to the tail, or the head was altered.
+	HeadMismatch Problem = "head-mismatch"
+	// AnchorMissing: the trail has no row at the anchor's seq. Its tail (or,
+	// in a file, the part holding the anchor) was removed.
+	AnchorMissing Problem = "anchor-missing"
+	// AnchorMismatch: the row at the anchor's seq has a different hash than
+	// the anchor. The chain up to the anchor was rewritten.
+	AnchorMismatch Problem = "anchor-mismatch"
+)
+
+// ChainError reports a trail that is not intact: the first bad seq and what
+// is wrong there. Commands map it to their own exit code, so scripts can
+// tell "tampered" from "could not check".
+type ChainError struct {
+	// Seq is the first seq at which the chain is wrong.
+	Seq     int64
+	Problem Problem
+	// Detail says what was found, in words and values.
+	Detail string
+	// Verified counts the rows checked and found intact before Seq.
+	Verified int64
+	// Source names what was verified: "database" or a file name.
+	Source string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("audit trail in %s is not intact: first bad seq %d (%s): %s; %s before it verified",
+		e.Source, e.Seq, e.Problem, e.Detail, plural(e.Verified, "row"))
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
+}
+
+// Result is what a successful verification covered.
+type Result struct {
+	// Rows is how many rows had their hash and link checked.
+	Rows int64
+	// From is the first seq checked (0 when none was).
+	From int64
+	// Head is the last row checked: keep it as an anchor.
+	Head Anchor
+	// Gaps counts the places where seqs jump, which a file verified with
+	// AllowGaps may have (a filtered export); always 0 otherwise.
+	Gaps int64
+}
+
+// VerifyOptions say what a verification expects.
+type VerifyOptions struct {
+	// From is the first seq to check (0 or 1: the whole chain). Row From-1,
+	// when present, provides the hash row From must link to.
+	From int64
+	// Anchor, when set, must be found: a row with its seq and hash.
+	Anchor *Anchor
+	// AllowGaps accepts jumps in seq (files only): a filtered export lists
+	// some rows and not the ones between. Each row is then checked against
+	// its own prev_hash, and links only between consecutive seqs, so a
+	// filtered export proves much less than a whole one; see docs/audit.md.
+	AllowGaps bool
+}
+
+// chain is the verification state shared by VerifyDB and VerifyFile: both
+// feed it rows in the order they come and it reports the first row that
+// breaks the chain. It checks, for each row: that its seq follows the last
+// one; that its prev_hash is the last row's hash (zero before seq 1); that
+// its hash is sha256 of its canonical encoding; and that the anchor, if one
+// was given, is met.
+type chain struct {
+	opts   VerifyOptions
+	source string
+	file   bool // a file may be a filtered export; the database may not
+	res    Result
+
+	started  bool  // a row at or past From has been checked
+	lastSeq  int64 // last row seen: checked, or the link row From-1
+	lastHash Hash
+	haveLast bool
+
+	anchorSeen bool
+	buf        []byte
+}
+
+func newChain(source string, opts VerifyOptions) *chain {
+	if opts.From < 1 {
+		opts.From = 1
+	}
+	return &chain{opts: opts, source: source}
+}
+
+func (c *chain) fail(seq int64, p Problem, format string, args ...any) *ChainError {
+	return &ChainError{Seq: seq, Problem: p, Detail: fmt.Sprintf(format, args...), Verified: c.res.Rows, Source: c.source}
+}
+
+// checkAnchor notes that the row at the anchor's seq was seen and compares
+// its hash.
+func (c *chain) checkAnchor(seq int64, hash []byte) *ChainError {
+	if c.opts.Anchor == nil || seq != c.opts.Anchor.Seq {
+		return nil
+	}
+	c.anchorSeen = true
+	if !bytes.Equal(hash, c.opts.Anchor.Hash[:]) {
+		return c.fail(seq, AnchorMismatch, "the anchor says seq %d has hash %s, the trail has %x: the chain up to the anchor was rewritten",
+			seq, c.opts.Anchor.Hash, hash)
+	}
+	return nil
+}
+
+// add checks one row. The fields are the row's values; prevHash and hash
+// are its stored hashes, of any length, since a tampered row may hold
+// anything.
+func add[S ~string | ~[]byte](c *chain, seq, atMicros int64, actor, dbRole, action, target, details, outcome S, prevHash, hash []byte) *ChainError {
+	switch {
+	case seq < 1:
+		return c.fail(seq, Malformed, "seq %d: the chain starts at 1", seq)
+	case c.haveLast && seq == c.lastSeq:
+		return c.fail(seq, DuplicateSeq, "a second row with seq %d: one of them was forged", seq)
+	case c.haveLast && seq < c.lastSeq:
+		return c.fail(seq, OutOfOrder, "seq %d comes after seq %d: rows were reordered", seq, c.lastSeq)
+	case len(hash) != sha256.Size || len(prevHash) != sha256.Size:
+		return c.fail(seq, Malformed, "stored hashes are %d and %d bytes, not 32", len(prevHash), len(hash))
+	}
+	if seq < c.opts.From {
+		// Before the range: only the anchor, and row From-1 as the link.
+		if seq == c.opts.From-1 {
+			c.lastSeq, c.haveLast = seq, true
+			copy(c.lastHash[:], hash)
+		}
+		return c.checkAnchor(seq, hash)
+	}
+
+	// The link: what prev_hash must be.
+	var want *Hash
+	switch {
+	case seq == 1:
+		want = &ZeroHash
+	case c.haveLast && seq == c.lastSeq+1:
+		want = &c.lastHash
+	case !c.haveLast && seq == c.opts.From:
+		// The first row of the range with no row before it: only a file
+		// asked to start at From > 1 gets here (VerifyDB reports the missing
+		// link row itself). Nothing to link to.
+	case c.opts.AllowGaps:
+		c.res.Gaps++
+	default:
+		why := "they were deleted"
+		if c.file {
+			why = "a filtered export, or deletion"
+		}
+		if c.haveLast {
+			missingFrom := c.lastSeq + 1
+			return c.fail(missingFrom, Gap, "%s missing between seq %d and seq %d (%s)", missingRows(missingFrom, seq-1), c.lastSeq, seq, why)
+		}
+		return c.fail(c.opts.From, Gap, "%s missing before seq %d (%s)", missingRows(c.opts.From, seq-1), seq, why)
+	}
+	if want != nil && !bytes.Equal(prevHash, want[:]) {
+		return c.fail(seq, BrokenLink, "prev_hash %x is not the hash of seq %d (%s): rows were swapped, reordered, inserted or removed, or seq %d was changed and re-hashed",
+			prevHash, seq-1, want, seq-1)
+	}
+
+	c.buf = appendCanonical(c.buf[:0], seq, atMicros, actor, dbRole, action, target, details, outcome, prevHash)
+	sum := sha256.Sum256(c.buf)
+	if cap(c.buf) > 1<<20 {
+		c.buf = nil // one huge row must not pin its buffer for the rest of the run
+	}
+	if !bytes.Equal(sum[:], hash) {
+		return c.fail(seq, HashMismatch, "stored hash %x, computed %x: a field of the row was changed after it was written", hash, sum)
+	}
+	if ce := c.checkAnchor(seq, hash); ce != nil {
+		return ce
+	}
+
+	if !c.started {
+		c.started = true
+		c.res.From = seq
+	}
+	c.res.Rows++
+	c.lastSeq, c.haveLast = seq, true
+	copy(c.lastHash[:], hash)
+	c.res.Head = Anchor{Seq: seq, Hash: c.lastHash}
+	return nil
+}
+
+// finish checks what can only be checked at the end: the anchor was met.
+func (c *chain) finish() *ChainError {
+	if c.opts.Anchor != nil && !c.anchorSeen {
+		end := "it has no rows"
+		if c.haveLast {
+			end = "it ends at seq " + strconv.FormatInt(c.lastSeq, 10)
+		}
+		return c.fail(c.opts.Anchor.Seq, AnchorMissing, "no row with the anchor's seq %d (%s): rows were removed from the tail, or the export does not cover the anchor",
+			c.opts.Anchor.Seq, end)
+	}
+	return nil
+}
+
+func seqRange(from, to int64) string {
+	if from == to {
+		return strconv.FormatInt(from, 10)
+	}
+	return strconv.FormatInt(from, 10) + "–" + strconv.FormatInt(to, 10)
+}
+
+// missingRows says which rows are missing: "row 20 is", "rows 20–25 are".
+func missingRows(from, to int64) string {
+	if from == to {
+		return "row " + strconv.FormatInt(from, 10) + " is"
+	}
+	return "rows " + seqRange(from, to) + " are"
+}
+
+// VerifyDB recomputes the chain from the database, oldest first, from seq
+// `from` (0 or 1: the whole trail), and checks the anchor when one is given.
+// It trusts nothing the database computed: every hash is recomputed in Go
+// from the row's fields (AppendCanonical), every link compared with the row
+// before, and the end of the chain compared with expiryctl.audit_head.
+//
+// It returns a *ChainError naming the first bad seq when the trail is not
+// intact, and another error when it could not be read. Rows are streamed in
+// one read-only REPEATABLE READ transaction, so rows appended while it runs
+// neither disturb it nor are checked.
+//
+// VerifyDB does not write an audit row itself; `audit verify` records
+// `audit.verify` with the result.
+func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor) (Result, error) {
+	c := newChain("the database", VerifyOptions{From: from, Anchor: anchor})
+	from = c.opts.From
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Result{}, fmt.Errorf("audit verify: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to keep or lose
+
+	var head Anchor
+	var headHash []byte
+	haveHead := true
+	switch err := tx.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_head WHERE singleton`).Scan(&head.Seq, &headHash); {
+	case errors.Is(err, pgx.ErrNoRows):
+		haveHead = false
+	case err != nil:
+		return Result{}, fmt.Errorf("audit verify: read the chain head: %w", err)
+	}
+	copy(head.Hash[:], headHash)
+	if haveHead && from > head.Seq+1 {
+		return Result{}, fmt.Errorf("audit verify: --from %d is past the end of the trail (its head is seq %d)", from, head.Seq)
+	}
+
+	// An anchor before the range is looked up on its own rather than
+	// streaming everything up to it.
+	if anchor != nil && anchor.Seq < from-1 {
+		var hash []byte
+		switch err := tx.QueryRow(ctx, `SELECT hash FROM expiryctl.audit_log WHERE seq = $1 LIMIT 1`, anchor.Seq).Scan(&hash); {
+		case errors.Is(err, pgx.ErrNoRows):
+			// finish reports it.
+		case err != nil:
+			return Result{}, fmt.Errorf("audit verify: read the anchor row: %w", err)
+		default:
+			if ce := c.checkAnchor(anchor.Seq, hash); ce != nil {
+				return c.res, ce
+			}
+		}
+	}
+
+	// From the start, every row is read, so that a forged row with a seq
+	// below 1 is seen too; from further on, the reading starts at the link
+	// row From-1.
+	where, params := []string(nil), [][]byte(nil)
+	if from > 1 {
+		where, params = []string{"seq >= $1"}, [][]byte{strconv.AppendInt(nil, from-1, 10)}
+	}
+	var chainErr *ChainError
+	err = streamRows(ctx, tx.Conn().PgConn(), streamSQL(where), params,
+		func(r *rawRow) error {
+			if from > 1 && !c.haveLast && r.seq >= from {
+				// Row From-1 is not there: the link of row From cannot be
+				// checked, and its absence is itself a finding.
+				chainErr = c.fail(from-1, Gap, "row %d, which seq %d links to, is missing: rows were deleted", from-1, from)
+				return chainErr
+			}
+			if ce := add(c, r.seq, r.atMicros, r.actor, r.dbRole, r.action, r.target, r.details, r.outcome, r.prevHash, r.hash); ce != nil {
+				chainErr = ce
+				return ce
+			}
+			return nil
+		})
+	if chainErr != nil {
+		cancel()
+		return c.res, chainErr
+	}
+	if err != nil {
+		return c.res, fmt.Errorf("audit verify: %w", err)
+	}
+
+	// The tail: the last row must be the head the trigger recorded.
+	switch {
+	case !haveHead && c.haveLast:
+		return c.res, c.fail(1, HeadMismatch, "expiryctl.audit_head is empty but the trail has rows: the head was removed")
+	case haveHead && !c.haveLast:
+		return c.res, c.fail(from, HeadMismatch, "the head is seq %d but no rows from seq %d exist: rows were removed from the tail", head.Seq, from)
+	case haveHead && c.lastSeq < head.Seq:
+		return c.res, c.fail(c.lastSeq+1, HeadMismatch, "the trail ends at seq %d but its head is seq %d: %s missing, removed from the tail",
+			c.lastSeq, head.Seq, missingRows(c.lastSeq+1, head.Seq))
+	case haveHead && c.lastSeq > head.Seq:
+		return c.res, c.fail(head.Seq+1, HeadMismatch, "rows after the head (seq %d) exist: they were added behind the chain trigger, or the head was altered",
+			head.Seq)
+	case haveHead && c.lastHash != head.Hash:
+		return c.res, c.fail(head.Seq, HeadMismatch, "the last row's hash %s differs from the head's %s: the tail was rewritten or the head altered",
+			c.lastHash, head.Hash)
+	}
+	if ce := c.finish(); ce != nil {
+		return c.res, ce
+	}
+	return c.res, nil
+}

@@ -1,0 +1,155 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// AuditExportOptions holds what `expiryctl audit export` needs.
+type AuditExportOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	Now   func() time.Time
+
+	FormatText string
+	Format     audit.Format
+	Since      string
+	Until      string
+	Filter     audit.Filter
+	// Out is the file to write; "" writes to stdout.
+	Out string
+}
+
+// NewCmdAuditExport builds `expiryctl audit export`.
+func NewCmdAuditExport(f *Factory, runF func(context.Context, *AuditExportOptions) error) *cobra.Command {
+	opts := &AuditExportOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Export the audit trail, oldest first, for offline verification",
+		Long: `Export audit rows oldest first, with their seq and hashes, as ndjson (one
+JSON object per line), json (one array) or csv. Any export can be checked
+later, without a database, with ` + "`expiryctl audit verify --file`" + `.
+
+The export is recorded first, as an audit.export row, and ends with that row:
+an unfiltered export is the whole trail up to and including the record of its
+own making. At the end it prints the chain head it covers on stderr:
+
+  exported 4812 rows; chain head 4812 3f9a…
+
+Keep that SEQ and HASH apart from the file (a ticket, a signed note): with
+it, ` + "`audit verify --file F --anchor SEQ:HASH`" + ` proves the file unchanged, and
+` + "`audit verify --anchor SEQ:HASH`" + ` proves the database unchanged up to it.
+
+With --out the file appears complete or not at all: it is written to a
+temporary file in the same directory, synced, then renamed into place.
+Filters make an export that is not a contiguous chain; see docs/audit.md.
+Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
+		Example: `  expiryctl audit export --out trail.ndjson
+  expiryctl audit export --format csv --since 2026-11-01 --until 2026-12-01 --out november.csv
+  expiryctl audit export --action replay.approve | jq -r .actor`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := audit.ParseFormat(opts.FormatText)
+			if err != nil {
+				return &FlagError{Err: err}
+			}
+			opts.Format = format
+			if err := resolveAuditTimes(opts.Since, opts.Until, opts.Now, &opts.Filter); err != nil {
+				return err
+			}
+			if opts.Out == "" && opts.IO.StdoutTTY {
+				return flagErrorf("audit export writes a file for programs, not a terminal: pass --out FILE or redirect stdout (`expiryctl audit list` is for reading)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return auditExportRun(cmd.Context(), opts)
+		},
+	}
+	addAuditFilterFlags(cmd, &opts.Since, &opts.Until, &opts.Filter)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "ndjson, json or csv")
+	fl.StringVar(&opts.Out, "out", "", "write to this file, atomically (default: stdout)")
+	formats := []string{}
+	for _, f := range audit.Formats() {
+		formats = append(formats, string(f))
+	}
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	var (
+		w    io.Writer = opts.IO.Out
+		file *atomicFile
+		dest = "stdout"
+	)
+	if opts.Out != "" {
+		// The file is opened before the audit row is written, so that an
+		// unwritable --out is refused without a record of an export that
+		// never started.
+		if file, err = createAtomic(opts.Out); err != nil {
+			return err
+		}
+		defer file.abort()
+		w = file
+		if dest, err = filepath.Abs(opts.Out); err != nil {
+			dest = opts.Out
+		}
+	}
+
+	// The export is recorded before it starts: a reviewer learns of every
+	// export, also one that is killed half-way, and the export ends with
+	// its own row (ThroughSeq), so the file shows it was recorded.
+	details := map[string]any{"format": opts.Format, "filter": opts.Filter, "out": dest}
+	own, err := audit.Append(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.export", Details: details})
+	if err != nil {
+		return err
+	}
+	filter := opts.Filter
+	filter.ThroughSeq = own.Seq
+
+	res, err := audit.Export(ctx, pool, w, opts.Format, filter)
+	if err == nil && file != nil {
+		err = file.commit()
+	}
+	if err != nil {
+		details["error"] = err.Error()
+		details["rows_written"] = res.Rows
+		details["export_seq"] = own.Seq
+		// A cancelled context must not stop the failure from being recorded.
+		_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor(), Action: "audit.export",
+			Details: details, Outcome: audit.Failed})
+		return err
+	}
+
+	if res.Rows == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "exported 0 rows: nothing matches")
+		return nil
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "exported %d rows; chain head %d %s\n", res.Rows, res.Head.Seq, res.Head.Hash)
+	if opts.Filter.IsZero() {
+		name := opts.Out
+		if name == "" {
+			name = "FILE"
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "keep the anchor %s apart from the file: `expiryctl audit verify --file %s --anchor %s` checks the file with it\n",
+			res.Head, name, res.Head)
+	} else {
+		fmt.Fprintln(opts.IO.ErrOut, "filtered: the rows in between are left out, so verify it with --allow-gaps (each row is checked on its own)")
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// AuditListOptions holds what `expiryctl audit list` needs.
+type AuditListOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	Now   func() time.Time
+
+	Since  string
+	Until  string
+	After  string
+	Limit  int
+	Output *outputFormat
+	Filter audit.Filter
+	Cursor *audit.Cursor
+}
+
+// NewCmdAuditList builds `expiryctl audit list`.
+func NewCmdAuditList(f *Factory, runF func(context.Context, *AuditListOptions) error) *cobra.Command {
+	opts := &AuditListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List audit rows, newest first",
+		Long: `List audit rows, newest first, a page at a time.
+
+When more rows match than --limit, the seq to continue from is printed on
+stderr; pass it back with --after. To read the whole trail, or to hand it to
+someone, use ` + "`expiryctl audit export`" + `: its files can be verified.
+
+Here --actor filters by actor. To name yourself for this command's own audit
+row, set EXPIRYCTL_ACTOR.`,
+		Example: `  expiryctl audit list
+  expiryctl audit list --since 2h --action dlq.show
+  expiryctl audit list --actor alice --limit 200 -o json
+  expiryctl audit list --after 4812`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.resolve(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return auditListRun(cmd.Context(), opts)
+		},
+	}
+	addAuditFilterFlags(cmd, &opts.Since, &opts.Until, &opts.Filter)
+	fl := cmd.Flags()
+	fl.IntVarP(&opts.Limit, "limit", "n", 50, "rows per page (1 to 10000)")
+	fl.StringVar(&opts.After, "after", "", "continue after this seq (printed by the previous page)")
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}
+
+// resolve turns the flag strings into the typed filter, so that every flag
+// error is reported before any connection is made.
+func (opts *AuditListOptions) resolve() error {
+	if err := resolveAuditTimes(opts.Since, opts.Until, opts.Now, &opts.Filter); err != nil {
+		return err
+	}
+	if opts.Limit < 1 || opts.Limit > 10000 {
+		return flagErrorf("invalid --limit %d: use 1 to 10000, or `expiryctl audit export` for everything", opts.Limit)
+	}
+	if opts.After != "" {
+		c, err := audit.ParseCursor(opts.After)
+		if err != nil {
+			return &FlagError{Err: err}
+		}
+		opts.Cursor = &c
+	}
+	return nil
+}
+
+func auditListRun(ctx context.Context, opts *AuditListOptions) error {
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	details := map[string]any{"filter": opts.Filter, "limit": opts.Limit}
+	if opts.Cursor != nil {
+		details["after"] = opts.Cursor.Seq
+	}
+	page, err := audit.List(ctx, pool, opts.Filter, opts.Cursor, opts.Limit)
+	if err != nil {
+		details["error"] = err.Error()
+		_ = audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.list", Details: details, Outcome: audit.Failed})
+		return err
+	}
+	details["returned"] = len(page.Rows)
+	if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.list", Details: details}); err != nil {
+		return err
+	}
+
+	if opts.Output.value == "json" {
+		rows := page.Rows
+		if rows == nil {
+			rows = []audit.Row{}
+		}
+		if err := writeJSON(opts.IO.Out, rows); err != nil {
+			return err
+		}
+	} else {
+		if len(page.Rows) == 0 {
+			fmt.Fprintln(opts.IO.ErrOut, "no audit rows match")
+			return nil
+		}
+		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS")
+		for _, r := range page.Rows {
+			at := audit.FormatTime(r.At)
+			details := string(r.Details)
+			if opts.IO.StdoutTTY {
+				at = formatTime(opts.IO, r.At, opts.Now())
+				details = clipRunes(details, 60)
+			}
+			t.addRow(strconv.FormatInt(r.Seq, 10), at, r.Actor, r.DBRole, r.Action, r.Target, r.Outcome, details)
+		}
+		if err := t.render(); err != nil {
+			return err
+		}
+	}
+	if page.Next != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "next page: --after %s\n", page.Next)
+	}
+	return nil
+}
+
+// clipRunes shortens s to n runes for a terminal column.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,192 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// AuditVerifyOptions holds what `expiryctl audit verify` needs.
+type AuditVerifyOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+
+	From       int64
+	AnchorText string
+	Anchor     *audit.Anchor
+	// File is an export to verify instead of the database; "-" is stdin.
+	File      string
+	AllowGaps bool
+	Output    *outputFormat
+}
+
+// NewCmdAuditVerify builds `expiryctl audit verify`.
+func NewCmdAuditVerify(f *Factory, runF func(context.Context, *AuditVerifyOptions) error) *cobra.Command {
+	opts := &AuditVerifyOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Recompute the audit chain and report the first row that breaks it",
+		Long: `Recompute every row's hash from its fields and check every link, from the
+database or, with --file, from an export (no database needed or contacted).
+
+An intact trail prints "verified N rows, head SEQ HASH" and exits 0. A broken
+one names the first bad seq and what is wrong there (a changed field, a
+missing, inserted or reordered row, a cut tail) and exits non-zero.
+
+The chain alone cannot show rows cut from the end, or a whole chain
+rewritten by someone who recomputed every hash. An anchor can: a SEQ:HASH
+printed by an earlier export or verify and kept outside the database. With
+--anchor, the row with that seq must still exist with that hash.
+
+The database verification is recorded as an audit.verify row with its result;
+a --file verification touches no database and so records nothing.`,
+		Example: `  expiryctl audit verify
+  expiryctl audit verify --anchor 4812:3f9a…
+  expiryctl audit verify --from 4000
+  expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
+  expiryctl audit verify --file november.csv --allow-gaps`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.From < 0 {
+				return flagErrorf("invalid --from %d: use a seq, 1 or more", opts.From)
+			}
+			if opts.AnchorText != "" {
+				a, err := audit.ParseAnchor(opts.AnchorText)
+				if err != nil {
+					return &FlagError{Err: err}
+				}
+				opts.Anchor = &a
+			}
+			if opts.AllowGaps && opts.File == "" {
+				return flagErrorf("--allow-gaps is for --file (a filtered export); the database's chain never has gaps")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return auditVerifyRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64Var(&opts.From, "from", 0, "start at this seq (default: the first row); row FROM-1 provides the link")
+	fl.StringVar(&opts.AnchorText, "anchor", "", "SEQ:HASH that must still be in the chain (from an earlier export or verify)")
+	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
+	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
+	opts.Output = addOutputFlag(cmd, "text", "json")
+	return cmd
+}
+
+// verifyReport is `audit verify -o json`.
+type verifyReport struct {
+	Source   string `json:"source"`
+	Rows     int64  `json:"rows"`
+	From     int64  `json:"from"`
+	HeadSeq  int64  `json:"head_seq"`
+	HeadHash string `json:"head_hash"`
+	Gaps     int64  `json:"gaps"`
+}
+
+func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
+	if opts.File != "" {
+		return auditVerifyFile(ctx, opts)
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	res, verr := audit.VerifyDB(ctx, pool, opts.From, opts.Anchor)
+
+	details := map[string]any{"from": opts.From, "rows": res.Rows}
+	if opts.Anchor != nil {
+		details["anchor"] = opts.Anchor.String()
+	}
+	outcome := audit.OK
+	var chainErr *audit.ChainError
+	switch {
+	case errors.As(verr, &chainErr):
+		details["intact"] = false
+		details["first_bad_seq"] = chainErr.Seq
+		details["problem"] = chainErr.Problem
+		details["error"] = chainErr.Detail
+		outcome = audit.Failed
+	case verr != nil:
+		details["error"] = verr.Error()
+		outcome = audit.Failed
+	default:
+		details["intact"] = true
+		details["head"] = res.Head.String()
+	}
+	// The result is recorded even when verification was cancelled half-way.
+	if err := audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor(), Action: "audit.verify",
+		Details: details, Outcome: outcome}); err != nil {
+		if verr != nil {
+			fmt.Fprintln(opts.IO.ErrOut, "warning: could not record this verification:", err)
+			return verr
+		}
+		return err
+	}
+	if verr != nil {
+		return explainChainError(opts.IO, verr, false)
+	}
+	return printVerified(opts, "database", res)
+}
+
+func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
+	var r io.Reader = opts.IO.In
+	name := "stdin"
+	if opts.File != "-" {
+		f, err := os.Open(opts.File)
+		if err != nil {
+			return fmt.Errorf("cannot read --file: %w", err)
+		}
+		defer f.Close()
+		r, name = f, opts.File
+	}
+	res, err := audit.VerifyFile(ctx, r, name, audit.VerifyOptions{From: opts.From, Anchor: opts.Anchor, AllowGaps: opts.AllowGaps})
+	if err != nil {
+		return explainChainError(opts.IO, err, true)
+	}
+	return printVerified(opts, name, res)
+}
+
+// explainChainError tells a person what to do about a broken chain; the
+// error itself is printed by Main.
+func explainChainError(streams *IOStreams, err error, file bool) error {
+	var chainErr *audit.ChainError
+	switch {
+	case !errors.As(err, &chainErr):
+	case file:
+		fmt.Fprintf(streams.ErrOut, "this file is not an unchanged export (from seq %d on): do not rely on it; "+
+			"check the database with `expiryctl audit verify` and export again\n", chainErr.Seq)
+	default:
+		fmt.Fprintf(streams.ErrOut, "the audit trail was changed outside expiryctl at or after seq %d: keep the evidence "+
+			"(`expiryctl audit export --out FILE`), compare it with an earlier export, and report it to whoever governs this database\n",
+			chainErr.Seq)
+	}
+	return err
+}
+
+func printVerified(opts *AuditVerifyOptions, source string, res audit.Result) error {
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, verifyReport{Source: source, Rows: res.Rows, From: res.From, HeadSeq: res.Head.Seq,
+			HeadHash: res.Head.Hash.String(), Gaps: res.Gaps})
+	}
+	if res.Rows == 0 {
+		_, err := fmt.Fprintf(opts.IO.Out, "verified 0 rows: %s has none\n", source)
+		return err
+	}
+	if _, err := fmt.Fprintf(opts.IO.Out, "verified %d rows, head %d %s\n", res.Rows, res.Head.Seq, res.Head.Hash); err != nil {
+		return err
+	}
+	if res.Gaps > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "%d gaps allowed: rows around them were checked one by one, not as a chain\n", res.Gaps)
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// ReplayRunOptions holds what `expiryctl replay run` needs.
+type ReplayRunOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	AMQP  func() (*amqp.Connection, error)
+	Now   func() time.Time
+
+	ID     int64
+	DryRun bool
+	Output *outputFormat
+}
+
+// NewCmdReplayRun builds `expiryctl replay run`.
+func NewCmdReplayRun(f *Factory, runF func(context.Context, *ReplayRunOptions) error) *cobra.Command {
+	opts := &ReplayRunOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, AMQP: f.AMQP, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "run REQ",
+		Short: "Run an approved request (or resume one whose runner died)",
+		Long: `Run an approved replay or discard request.
+
+A replay publishes each frozen letter back where it came from (its original
+exchange and routing key, else the queue it died in, else the request's
+target) with its body, message id and idempotency key unchanged, its original
+headers minus the failure bookkeeping (x-death, x-attempt-history, ...), and
+headers naming the request (x-replay-request, x-replay-count, x-replayed-by,
+x-approved-by, x-replay-item). A fresh-key request gives each job the key
+"<key>:replay:<request>" instead.
+
+The run holds the request's rate ceiling, publishes with mandatory routing and
+publisher confirms, and marks an item confirmed only after the broker acked it
+without returning it. The first "canary" items go out alone; the run then waits
+the canary window and halts if they die again. It halts, too, when the share of
+failed publishes, the depth of the target queue or the share of replayed
+letters dying again passes the request's stop conditions; a halted request
+needs a new approval. The policy's eligibility query, when set, runs before
+each item; ineligible items are skipped. ` + "`dlq ingest --follow`" + ` must be
+capturing the DLQ for re-dead letters to be seen.
+
+Starting a run spends the approval. If the runner dies (kill, crash, lost
+connection), run the request again: it resumes without a new approval,
+publishing again the items that were in flight; the worker's idempotency key
+makes those duplicates harmless. Only one runner can hold a request at a time.
+
+A discard request marks its letters discarded and publishes nothing.
+
+--dry-run publishes nothing and changes nothing: it lists what a run would do
+with each item (replay, skip or block) and why. It works on any open request,
+so an approver can look before approving.`,
+		Example: `  expiryctl replay run 7
+  expiryctl replay run 7 --dry-run
+  expiryctl replay run 7 -o json | jq .status`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return flagErrorf("replay run takes one request id, e.g. `expiryctl replay run 7`")
+			}
+			if id, err := strconv.ParseInt(args[0], 10, 64); err != nil || id <= 0 {
+				return flagErrorf("invalid request id %q: use the number `expiryctl replay list` shows", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return replayRunRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "publish nothing, change nothing: say what a run would do with each item")
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}
+
+func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	runner := &replay.Runner{Pool: pool, Actor: opts.Actor(), Now: opts.Now}
+	// A discard publishes nothing, so it does not need RabbitMQ. The kind
+	// is read here only to decide that; the runner reads the request again
+	// under its lock.
+	if req, err := replay.Get(ctx, pool, opts.ID); err != nil || req.Kind != replay.KindDiscard {
+		conn, err := opts.AMQP()
+		if err != nil {
+			return err
+		}
+		b, err := replay.NewAMQPBroker(conn)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		runner.Broker = b
+	}
+	if opts.DryRun {
+		return replayDryRun(ctx, opts, runner)
+	}
+
+	if opts.IO.StderrTTY {
+		runner.Progress = func(p replay.Progress) { printRunProgress(opts.IO, p) }
+	}
+	res, runErr := runner.Run(ctx, opts.ID)
+	if opts.IO.StderrTTY {
+		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+	}
+	if res.Status == "" {
+		// Refused before it started: the error says why.
+		return runErr
+	}
+	if err := renderRunResult(opts, res); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if res.Status == replay.StatusCompleted && len(res.FailedItems) > 0 {
+		return fmt.Errorf("replay request %d completed, but %d item(s) failed to publish (below the stop condition, so the run did not halt): their letters are back in the archive as dead; fix the cause and make a new request for them (`expiryctl dlq list --status dead`)",
+			res.RequestID, len(res.FailedItems))
+	}
+	return nil
+}
+
+func printRunProgress(streams *IOStreams, p replay.Progress) {
+	if p.Phase == "stopping" {
+		return
+	}
+	line := fmt.Sprintf("%s %d: %d/%d done (%d confirmed, %d skipped, %d failed)", p.Kind, p.RequestID, p.Done, p.Total,
+		p.Confirmed, p.Skipped, p.Failed)
+	if p.Kind == replay.KindReplay {
+		line += fmt.Sprintf(", %d in flight, %.1f/s", p.InFlight, p.Rate)
+		if p.ETA > 0 {
+			line += ", ETA " + p.ETA.Round(time.Second).String()
+		}
+	}
+	switch p.Phase {
+	case "canary":
+		line += " — canary going out"
+	case "canary-wait":
+		line += fmt.Sprintf(" — canary out, watching for re-dead letters for %s more", p.CanaryLeft.Round(time.Second))
+	}
+	fmt.Fprint(streams.ErrOut, "\r\x1b[K"+line)
+}
+
+func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, res)
+	}
+	t := newTable(opts.IO, "REQUEST", "KIND", "STATUS", "CONFIRMED", "SKIPPED", "FAILED", "PUBLISHED", "ELAPSED", "HALT-REASON")
+	t.addRow(strconv.FormatInt(res.RequestID, 10), string(res.Kind), string(res.Status), strconv.Itoa(res.Confirmed),
+		strconv.Itoa(res.Skipped), strconv.Itoa(res.Failed), strconv.Itoa(res.Published),
+		(time.Duration(res.Elapsed * float64(time.Second))).Round(time.Millisecond).String(), orDash(res.HaltReason))
+	if err := t.render(); err != nil {
+		return err
+	}
+	if len(res.FailedItems) > 0 {
+		fmt.Fprintln(opts.IO.Out)
+		ft := newTable(opts.IO, "FAILED-ITEM", "REASON")
+		for _, f := range res.FailedItems {
+			ft.addRow(strconv.FormatInt(f.DeadLetterID, 10), f.Reason)
+		}
+		if err := ft.render(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case res.Status == replay.StatusCompleted:
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d completed: %d confirmed, %d skipped, %d failed (%d published by this run",
+			res.RequestID, res.Confirmed, res.Skipped, res.Failed, res.Published)
+		if res.Republished > 0 {
+			fmt.Fprintf(opts.IO.ErrOut, ", %d of them again after an earlier runner stopped", res.Republished)
+		}
+		fmt.Fprintln(opts.IO.ErrOut, ")")
+	case res.Resumed:
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d was resumed and is now %s\n", res.RequestID, res.Status)
+	}
+	return nil
+}
+
+func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner *replay.Runner) error {
+	res, err := runner.DryRun(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, res)
+	}
+	t := newTable(opts.IO, "ITEM", "ORDINAL", "RESERVATION", "STATE", "ACTION", "TARGET", "WHY")
+	for _, it := range res.Items {
+		t.addRow(strconv.FormatInt(it.DeadLetterID, 10), strconv.Itoa(it.Ordinal), orDash(it.ReservationID), it.State,
+			it.Action, orDash(it.Target), orDash(it.Reason))
+	}
+	if err := t.render(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "dry run of %s request %d (%s): %d replay, %d skip, %d block, %d discard, %d already done; nothing was published or changed\n",
+		res.Request.Kind, res.Request.ID, res.Request.Status, res.Counts["replay"], res.Counts["skip"], res.Counts["block"],
+		res.Counts["discard"], res.Counts["done"])
+	return nil
+}

@@ -1,0 +1,632 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// Runner runs approved requests: it publishes a replay's frozen cohort back
+// to where each job came from, or marks a discard's letters discarded.
+//
+// A run is at-least-once and never more than authorised. Items are marked
+// "publishing" (committed) before they are published and "confirmed" only
+// after the broker acked them without returning them, so a crash leaves
+// every item either decided or "publishing", and running the request again
+// resumes: "publishing" items are published again with the same identity,
+// which the worker's idempotency key makes harmless. Only items of the
+// request, read by its id, are ever published.
+//
+// Two runners cannot run one request: the run holds a session-level
+// PostgreSQL advisory lock on a dedicated connection, which the database
+// releases when the runner's session ends, however it ends.
+type Runner struct {
+	// Pool is the expiryctl database.
+	Pool *pgxpool.Pool
+	// Broker publishes and inspects queues; required for replay requests
+	// (a discard publishes nothing).
+	Broker Broker
+	// Actor runs the request: recorded on the audit rows and sent as
+	// x-replayed-by.
+	Actor string
+	// Now is the clock for elapsed time, rates and ETA (default time.Now).
+	// The database's clock decides approval expiry and the canary window.
+	Now func() time.Time
+	// Progress, when set, is called from the run's goroutine about five
+	// times a second and once at the end; it must not block for long.
+	Progress func(Progress)
+
+	// The tunables below are for this package's tests; zero means the
+	// default. None of them can loosen a governance limit: the rate
+	// ceiling and the stop conditions come from the request alone.
+	checkEvery  time.Duration // stop-condition checks (default 500ms)
+	window      int           // unconfirmed publishes in flight (default 1000)
+	minAttempts int           // publishes before the failure ratio is judged mid-run (default 10)
+	afterMark   func()        // called after each chunk is marked publishing (crash tests)
+}
+
+// Progress is a snapshot of a run for a progress display.
+type Progress struct {
+	RequestID int64
+	Kind      Kind
+	// Phase is "canary", "canary-wait", "replay", "discard" or "stopping".
+	Phase string
+	// Total is the cohort size; Done counts items decided (confirmed,
+	// skipped or failed) over the request's whole life.
+	Total, Done                int
+	Confirmed, Skipped, Failed int
+	// InFlight is publishes waiting for the broker's confirm.
+	InFlight int
+	// Published counts publishes in this run; Rate is their rate.
+	Published int
+	Rate      float64
+	// ETA estimates the time left at the current rate; zero when unknown.
+	ETA time.Duration
+	// CanaryLeft is the time left in the canary window while waiting.
+	CanaryLeft time.Duration
+}
+
+// RunResult is what a run did. Counts are over the request's whole life,
+// across resumed runs; Published and Republished are this run's.
+type RunResult struct {
+	RequestID int64  `json:"request_id"`
+	Kind      Kind   `json:"kind"`
+	Status    Status `json:"status"`
+	// Resumed is true when the run continued a request found running (its
+	// earlier runner died or was stopped).
+	Resumed   bool `json:"resumed"`
+	Items     int  `json:"items"`
+	Confirmed int  `json:"confirmed"`
+	Skipped   int  `json:"skipped"`
+	Failed    int  `json:"failed"`
+	// Published counts the messages this run published; Republished those
+	// of them that an earlier run had already marked publishing (possibly
+	// sent before it died).
+	Published   int     `json:"published"`
+	Republished int     `json:"republished"`
+	Elapsed     float64 `json:"elapsed_seconds"`
+	HaltReason  string  `json:"halt_reason,omitempty"`
+	// HaltCondition names the stop condition that halted the run.
+	HaltCondition string `json:"halt_condition,omitempty"`
+	// FailedItems lists the items that failed (in this or an earlier run).
+	FailedItems []ItemOutcome `json:"failed_items,omitempty"`
+}
+
+// ItemOutcome is one item's end state and why.
+type ItemOutcome struct {
+	DeadLetterID int64  `json:"dead_letter_id"`
+	State        string `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// HaltError reports a run stopped by a stop condition (the request is now
+// halted and needs a new approval) or by someone cancelling the request.
+type HaltError struct {
+	RequestID int64
+	// Condition is failure-ratio, queue-depth, redead-ratio, eligibility
+	// or cancelled.
+	Condition string
+	// Reason is the numbers behind it, as recorded in halt_reason.
+	Reason string
+}
+
+func (e *HaltError) Error() string {
+	if e.Condition == "cancelled" {
+		return fmt.Sprintf("replay request %d was cancelled while it ran (%s): the runner stopped publishing; letters not replayed are back in the archive",
+			e.RequestID, e.Reason)
+	}
+	return fmt.Sprintf("replay request %d halted by stop condition %s: %s; fix the cause, then an approver must approve it again (`expiryctl replay approve %d`) before `expiryctl replay run %d` resumes it",
+		e.RequestID, e.Condition, e.Reason, e.RequestID, e.RequestID)
+}
+
+// InterruptedError reports a run that stopped before finishing without
+// changing the request's status: interrupted, or RabbitMQ or PostgreSQL
+// failed. The request stays running and the next `replay run` resumes it.
+type InterruptedError struct {
+	RequestID int64
+	// Unconfirmed counts items published whose confirm never came; they
+	// stay "publishing" and are published again on resume.
+	Unconfirmed int
+	Err         error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("replay request %d stopped before finishing: %v; nothing was marked confirmed without the broker's ack, %d published items await a confirm and will be published again: run `expiryctl replay run %d` again to resume (no new approval needed)",
+		e.RequestID, e.Err, e.Unconfirmed, e.RequestID)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// Halt conditions.
+const (
+	ConditionFailureRatio = "failure-ratio"
+	ConditionQueueDepth   = "queue-depth"
+	ConditionRedeadRatio  = "redead-ratio"
+	ConditionEligibility  = "eligibility"
+	ConditionCancelled    = "cancelled"
+)
+
+// runLockNamespace is the first key of the advisory lock a runner holds
+// ("RPLY"); the second is the request id (its low 32 bits).
+const runLockNamespace int32 = 0x52504c59
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) checkInterval() time.Duration {
+	if r.checkEvery > 0 {
+		return r.checkEvery
+	}
+	return 500 * time.Millisecond
+}
+
+func (r *Runner) windowSize() int {
+	if r.window > 0 {
+		return r.window
+	}
+	return 1000
+}
+
+func (r *Runner) minFailureAttempts() int {
+	if r.minAttempts > 0 {
+		return r.minAttempts
+	}
+	return 10
+}
+
+// Run runs request id: an approved request starts (spending its approval),
+// a running one whose runner is gone resumes. Anything else is refused with
+// a *Refusal naming the rule, as is a request another runner holds
+// (rule "single-runner"). A stop condition halts the request and returns a
+// *HaltError; an interruption leaves it running and returns an
+// *InterruptedError. The result is filled in either way.
+func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
+	start := r.now()
+	res := RunResult{RequestID: id}
+	svc := &Service{Pool: r.Pool, Actor: r.Actor}
+	lock, err := r.acquire(ctx, id)
+	if err != nil {
+		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
+		return res, err
+	}
+	defer lock.release()
+
+	st, err := r.begin(ctx, id)
+	if err != nil {
+		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
+		var refusal *Refusal
+		if errors.As(err, &refusal) && refusal.Rule == "approval-ttl" {
+			_ = pgx.BeginFunc(context.WithoutCancel(ctx), r.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, r.Actor) })
+		}
+		return res, err
+	}
+	st.lock = lock
+	st.start = start
+	res.Kind, res.Resumed, res.Items = st.req.Kind, st.resumed, st.req.Items
+
+	switch st.req.Kind {
+	case KindDiscard:
+		err = r.discard(ctx, st)
+	case KindReplay:
+		if r.Broker == nil {
+			err = errors.New("no RabbitMQ connection to publish with")
+		} else {
+			err = r.replay(ctx, st)
+		}
+	default:
+		err = fmt.Errorf("replay request %d has unknown kind %q", id, st.req.Kind)
+	}
+	r.report(st, "stopping")
+	res.Status = st.status
+	res.Confirmed, res.Skipped, res.Failed = st.confirmed, st.skipped, st.failed
+	res.Published, res.Republished = st.published, st.republished
+	res.HaltReason, res.HaltCondition = st.haltReason, st.haltCondition
+	res.FailedItems = st.failedItems
+	res.Elapsed = r.now().Sub(start).Seconds()
+	return res, err
+}
+
+// runLock is the dedicated session that holds a request's advisory lock.
+type runLock struct {
+	conn *pgx.Conn
+	id   int64
+}
+
+// acquire takes the request's advisory lock on a connection of its own, or
+// refuses naming who holds it.
+func (r *Runner) acquire(ctx context.Context, id int64) (*runLock, error) {
+	cfg := r.Pool.Config().ConnConfig.Copy()
+	host, _ := os.Hostname()
+	cfg.RuntimeParams["application_name"] = truncateText("expiryctl replay run by "+r.Actor+"@"+host, 63)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open the runner's lock session: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(id)).Scan(&ok); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("take the runner lock of replay request %d: %w", id, err)
+	}
+	if ok {
+		return &runLock{conn: conn, id: id}, nil
+	}
+	holder := "another session"
+	var pid int32
+	var app, addr string
+	var since time.Time
+	err = conn.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local socket'), a.backend_start
+		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+		  AND l.classid::int8 = $1 AND l.objid::int8 = $2 LIMIT 1`,
+		int64(uint32(runLockNamespace)), int64(uint32(int32(id)))).Scan(&pid, &app, &addr, &since)
+	if err == nil {
+		holder = fmt.Sprintf("%q (PostgreSQL backend %d from %s, connected %s)", app, pid, addr, since.UTC().Format(time.RFC3339))
+	}
+	_ = conn.Close(context.WithoutCancel(ctx))
+	return nil, refuse("single-runner", "replay request %d is being run by another runner, %s: only one runner may run a request; wait for it to finish, or stop it and run again to resume", id, holder)
+}
+
+// status reads the request's status through the lock session, which also
+// checks that the session still stands: if PostgreSQL dropped
+// it, another runner could take the request, so this one must stop.
+func (l *runLock) status(ctx context.Context) (Status, string, error) {
+	var status Status
+	var reason string
+	err := l.conn.QueryRow(ctx, `SELECT status, coalesce(halt_reason, '') FROM expiryctl.replay_requests WHERE id = $1`, l.id).Scan(&status, &reason)
+	if err != nil {
+		return "", "", fmt.Errorf("the runner's lock session to PostgreSQL failed, so the lease on the request may be lost: %w", err)
+	}
+	return status, reason, nil
+}
+
+func (l *runLock) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Closing the session releases the lock even if the unlock fails.
+	_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1::int4, $2::int4)", runLockNamespace, int32(l.id))
+	_ = l.conn.Close(ctx)
+}
+
+// runState is one run's bookkeeping.
+type runState struct {
+	req     Request
+	pol     Policy
+	lock    *runLock
+	resumed bool
+	start   time.Time
+	status  Status
+
+	// Over the request's life.
+	confirmed, skipped, failed int
+	// This run.
+	published, republished int
+	attempted, failedRun   int
+	confirmedRun           int
+	// redeadBase is the letters of this request that had died again before
+	// this run started; the re-dead ratio counts only later ones.
+	redeadBase int
+
+	phase         string
+	lastReport    time.Time
+	inFlight      int
+	canaryLeft    time.Duration
+	haltReason    string
+	haltCondition string
+	failedItems   []ItemOutcome
+}
+
+func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
+
+// begin moves an approved request to running (the database spends the
+// approval) or takes over a running one, and audits the start.
+func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
+	st := &runState{}
+	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+		req, err := scanRequest(tx.QueryRow(ctx, "SELECT "+requestColumns+" FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE", id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &NotFoundError{ID: id}
+		}
+		if err != nil {
+			return err
+		}
+		pol, err := LoadPolicy(ctx, tx)
+		if err != nil {
+			return err
+		}
+		svc := &Service{Pool: r.Pool, Actor: r.Actor}
+		if err := svc.identity(ctx, tx, pol); err != nil {
+			return err
+		}
+		switch req.Status {
+		case StatusApproved:
+			req, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests SET status = 'running'
+				WHERE id = $1 RETURNING `+requestColumns, id))
+			if err != nil {
+				return asRefusal(err)
+			}
+		case StatusRunning:
+			st.resumed = true
+		case StatusPending:
+			return refuse("approved-to-run", "replay request %d is pending approval: ask an approver to run `expiryctl replay approve %d`", id, id)
+		case StatusHalted:
+			return refuse("approved-to-run", "replay request %d was halted (%s): it needs a new approval before it runs again: ask an approver to run `expiryctl replay approve %d`", id, req.HaltReason, id)
+		default:
+			return refuse("terminal", "replay request %d is %s: it is over and cannot run; make a new request with `expiryctl replay request`", id, req.Status)
+		}
+		st.req, st.pol, st.status = req, pol, StatusRunning
+		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM expiryctl.replay_items WHERE request_id = $1 GROUP BY state`, id)
+		if err != nil {
+			return err
+		}
+		states := map[string]int{}
+		for rows.Next() {
+			var s string
+			var n int
+			if err := rows.Scan(&s, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			states[s] = n
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		st.confirmed, st.skipped, st.failed = states["confirmed"], states["skipped"], states["failed"]
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, id).Scan(&st.redeadBase); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.start", Target: requestTarget(id),
+			Details: map[string]any{"resume": st.resumed, "approval": req.Approvals, "approved_by": req.ReviewedBy,
+				"kind": req.Kind, "items": req.Items, "states": states, "rate": req.Rate, "canary": req.Canary,
+				"stop_conditions": req.Stop, "fresh_key": req.FreshKey}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// report calls Progress, at most five times a second unless phase changed
+// or the run ends.
+func (r *Runner) report(st *runState, phase string) {
+	if r.Progress == nil {
+		return
+	}
+	now := r.now()
+	if phase == st.phase && phase != "stopping" && now.Sub(st.lastReport) < 200*time.Millisecond {
+		return
+	}
+	st.phase, st.lastReport = phase, now
+	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
+		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
+		InFlight: st.inFlight, CanaryLeft: st.canaryLeft}
+	if el := now.Sub(st.start).Seconds(); el > 0 {
+		p.Rate = float64(st.published) / el
+	}
+	if p.Rate > 0 {
+		left := st.req.Items - p.Done
+		p.ETA = time.Duration(float64(left) / p.Rate * float64(time.Second))
+	}
+	r.Progress(p)
+}
+
+// discard marks every open item's letter discarded, a chunk per
+// transaction, checking at each chunk that the request still runs.
+func (r *Runner) discard(ctx context.Context, st *runState) error {
+	const chunk = 500
+	id := st.req.ID
+	for {
+		if err := ctx.Err(); err != nil {
+			return r.interrupt(ctx, st, err, nil, 0)
+		}
+		var n int
+		var stopped Status
+		err := pgx.BeginFunc(context.WithoutCancel(ctx), r.Pool, func(tx pgx.Tx) error {
+			var status Status
+			if err := tx.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
+				return err
+			}
+			if status != StatusRunning {
+				stopped = status
+				return nil
+			}
+			rows, err := tx.Query(ctx, `UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(), attempts = attempts + 1
+				WHERE request_id = $1 AND dead_letter_id IN (
+					SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND state IN ('pending', 'publishing')
+					ORDER BY ordinal LIMIT $2)
+				RETURNING dead_letter_id`, id, chunk)
+			if err != nil {
+				return asRefusal(err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return asRefusal(err)
+			}
+			n = len(ids)
+			if n == 0 {
+				return nil
+			}
+			_, err = tx.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'discarded' WHERE id = ANY($1) AND status = 'in_request'`, ids)
+			return err
+		})
+		if err != nil {
+			return r.interrupt(ctx, st, err, nil, 0)
+		}
+		if stopped != "" {
+			return r.stopped(ctx, st, stopped)
+		}
+		if n == 0 {
+			return r.complete(ctx, st)
+		}
+		st.confirmed += n
+		r.report(st, "discard")
+	}
+}
+
+// interrupt records a run that stops without a status change: the request
+// stays running for the next run to resume. Items this run marked
+// publishing but never published go back to pending.
+func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsent []int64, unconfirmed int) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
+		if len(unsent) > 0 {
+			if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_items SET state = 'pending'
+				WHERE request_id = $1 AND dead_letter_id = ANY($2) AND state = 'publishing'`, st.req.ID, unsent); err != nil {
+				return err
+			}
+		}
+		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.interrupted", Target: requestTarget(st.req.ID),
+			Outcome: audit.Failed, Details: map[string]any{"error": cause.Error(), "published": st.published,
+				"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
+				"skipped": st.skipped, "failed": st.failed}})
+	})
+	return &InterruptedError{RequestID: st.req.ID, Unconfirmed: unconfirmed, Err: cause}
+}
+
+// stopped handles a request whose status changed under the runner: only a
+// cancel can do that (a halt or completion is the runner's own).
+func (r *Runner) stopped(ctx context.Context, st *runState, status Status) error {
+	var reason string
+	_ = r.Pool.QueryRow(context.WithoutCancel(ctx), `SELECT coalesce(halt_reason, '') FROM expiryctl.replay_requests WHERE id = $1`, st.req.ID).Scan(&reason)
+	st.status = status
+	if reason == "" {
+		reason = "status " + string(status)
+	}
+	st.haltCondition, st.haltReason = ConditionCancelled, reason
+	return &HaltError{RequestID: st.req.ID, Condition: ConditionCancelled, Reason: reason}
+}
+
+// halt marks the request halted with why, after reverting items marked
+// publishing that were never published.
+func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []int64, details map[string]any) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var stoppedAs Status
+	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
+		var status Status
+		if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE`, st.req.ID).Scan(&status); err != nil {
+			return err
+		}
+		if status != StatusRunning {
+			stoppedAs = status
+			return nil
+		}
+		if len(unsent) > 0 {
+			if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_items SET state = 'pending'
+				WHERE request_id = $1 AND dead_letter_id = ANY($2) AND state = 'publishing'`, st.req.ID, unsent); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_requests SET status = 'halted', halt_reason = $2 WHERE id = $1`,
+			st.req.ID, h.Condition+": "+h.Reason); err != nil {
+			return asRefusal(err)
+		}
+		if details == nil {
+			details = map[string]any{}
+		}
+		details["condition"], details["reason"] = h.Condition, h.Reason
+		details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
+		details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
+		details["stop_conditions"] = st.req.Stop
+		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.halt", Target: requestTarget(st.req.ID),
+			Details: details})
+	})
+	if err != nil {
+		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)
+	}
+	if stoppedAs != "" {
+		return r.stopped(ctx, st, stoppedAs)
+	}
+	st.status, st.haltCondition, st.haltReason = StatusHalted, h.Condition, h.Condition+": "+h.Reason
+	return h
+}
+
+// complete marks the request completed once no item is left to publish and
+// audits every item's outcome.
+func (r *Runner) complete(ctx context.Context, st *runState) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	var stoppedAs Status
+	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
+		var status Status
+		if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE`, st.req.ID).Scan(&status); err != nil {
+			return err
+		}
+		if status != StatusRunning {
+			stoppedAs = status
+			return nil
+		}
+		rows, err := tx.Query(bg, `SELECT dead_letter_id, state, coalesce(last_error, '') FROM expiryctl.replay_items
+			WHERE request_id = $1 ORDER BY ordinal`, st.req.ID)
+		if err != nil {
+			return err
+		}
+		var confirmed []int64
+		skipped, failed := []ItemOutcome{}, []ItemOutcome{}
+		open := 0
+		for rows.Next() {
+			var o ItemOutcome
+			if err := rows.Scan(&o.DeadLetterID, &o.State, &o.Reason); err != nil {
+				rows.Close()
+				return err
+			}
+			switch o.State {
+			case "confirmed":
+				confirmed = append(confirmed, o.DeadLetterID)
+			case "skipped":
+				skipped = append(skipped, o)
+			case "failed":
+				failed = append(failed, o)
+			default:
+				open++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if open > 0 {
+			return fmt.Errorf("replay request %d still has %d items not yet published: not completing it", st.req.ID, open)
+		}
+		if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_requests SET status = 'completed' WHERE id = $1`, st.req.ID); err != nil {
+			return asRefusal(err)
+		}
+		st.confirmed, st.skipped, st.failed = len(confirmed), len(skipped), len(failed)
+		st.failedItems = failed
+		if confirmed == nil {
+			confirmed = []int64{}
+		}
+		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.complete", Target: requestTarget(st.req.ID),
+			Details: map[string]any{"kind": st.req.Kind, "confirmed": confirmed, "skipped": skipped, "failed": failed,
+				"published": st.published, "republished": st.republished, "resumed": st.resumed,
+				"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}})
+	})
+	if err != nil {
+		return r.interrupt(ctx, st, fmt.Errorf("completing failed: %w", err), nil, 0)
+	}
+	if stoppedAs != "" {
+		return r.stopped(ctx, st, stoppedAs)
+	}
+	st.status = StatusCompleted
+	return nil
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}

@@ -1,0 +1,1125 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// runItem is one frozen item of a request with its letter, as read for a
+// run or a dry run.
+type runItem struct {
+	id              int64
+	ordinal         int
+	state           string
+	frozenHash      []byte
+	hash            []byte
+	redacted        bool
+	letterStatus    string
+	reingested      bool
+	reservationID   string
+	idempotencyKey  string
+	expectedVersion *int64
+	hasOrigin       bool
+	exchange        string
+	routingKey      string
+	originQueue     string
+	contentType     string
+	messageID       string
+	headers         json.RawMessage
+	payload         []byte
+	replayCount     int
+}
+
+// itemColumns reads items only through their request: every query that
+// feeds the publisher is "WHERE i.request_id = <this request>".
+const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.payload_sha256, d.payload_sha256,
+	d.redacted_at IS NOT NULL, d.status, coalesce(again.found, false),
+	coalesce(d.reservation_id, ''), coalesce(d.idempotency_key, ''), d.expected_version,
+	d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL,
+	coalesce(d.original_exchange, ''), coalesce(d.original_routing_key, ''), coalesce(d.origin_queue, ''),
+	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.headers, d.payload, d.replay_count`
+
+// againJoin finds a newer letter of the same job (the letter died again
+// since it was frozen). A lateral LIMIT 1 probes the partial index on
+// previous_id per item; an EXISTS lets the planner hash the whole archive.
+const againJoin = `LEFT JOIN LATERAL (SELECT true AS found FROM expiryctl.dead_letters n
+		WHERE n.previous_id = d.id LIMIT 1) again ON true`
+
+// loadItems reads the items of request whose ordinals lie in [lo, hi], in
+// ordinal order, in the given states (all states when none are given).
+// Reading by an ordinal window rather than "after ordinal, LIMIT n" keeps
+// each read bounded whatever plan the database picks: with the item table
+// not yet analysed after a large request was frozen, the planner takes the
+// (request, state, ordinal) index and, asked for the first n by ordinal,
+// would read and sort every open item of the request for every chunk.
+func loadItems(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, request int64, lo, hi int, states []string) ([]*runItem, error) {
+	sql := `SELECT ` + itemColumns + ` FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		` + againJoin + `
+		WHERE i.request_id = $1 AND i.ordinal BETWEEN $2 AND $3 AND (cardinality($4::text[]) = 0 OR i.state = ANY($4))
+		ORDER BY i.ordinal`
+	if states == nil {
+		states = []string{}
+	}
+	rows, err := q.Query(ctx, sql, request, lo, hi, states)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*runItem, error) {
+		it := &runItem{}
+		var req int64
+		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
+			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasOrigin, &it.exchange,
+			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.headers, &it.payload, &it.replayCount)
+		if err == nil && req != request {
+			// Cannot happen with the WHERE above; checked because publishing
+			// an item of another request would break the approval.
+			err = fmt.Errorf("item %d belongs to request %d, not %d: refusing to publish it", it.id, req, request)
+		}
+		return it, err
+	})
+}
+
+// target is where a replay sends the item: its original exchange and routing
+// key, else the queue it died in (through the default exchange), else the
+// request's own target.
+func (it *runItem) target(req Request) (exchange, key string, ok bool) {
+	switch {
+	case it.hasOrigin:
+		return it.exchange, it.routingKey, true
+	case it.originQueue != "":
+		return "", it.originQueue, true
+	case req.ToExchange != "" || req.ToRoutingKey != "":
+		return req.ToExchange, req.ToRoutingKey, true
+	}
+	return "", "", false
+}
+
+// changed says how the letter changed since its request was frozen (as
+// replay_cohort_changes does in the database), or "".
+func (it *runItem) changed() string {
+	switch {
+	case it.redacted:
+		return "redacted by retention"
+	case string(it.hash) != string(it.frozenHash):
+		return "payload changed since the cohort was frozen"
+	case it.letterStatus == "discarded":
+		return "discarded"
+	case it.reingested:
+		return "dead-lettered again since the cohort was frozen (a newer letter of the job exists)"
+	}
+	return ""
+}
+
+// Plan actions for an item.
+const (
+	actionReplay  = "replay"
+	actionSkip    = "skip"
+	actionBlock   = "block"
+	actionFail    = "fail"
+	actionDiscard = "discard"
+	actionDone    = "done"
+)
+
+// plan is what the runner will do with one item and why.
+type plan struct {
+	item   *runItem
+	action string
+	reason string
+	target string
+	msg    Message
+	newKey string
+}
+
+func describeTarget(exchange, key string) string {
+	if exchange == "" {
+		return "queue " + key + " (default exchange)"
+	}
+	return "exchange " + exchange + " key " + key
+}
+
+// planItems decides each item: blocked (changed since frozen, no target,
+// unreadable), failed (target exchange missing), skipped (not eligible) or
+// replayed, with the message it would be. Eligibility runs last, only for
+// items that would otherwise be replayed.
+func (r *Runner) planItems(ctx context.Context, req Request, elig eligibility, items []*runItem, exchanges map[string]bool) ([]plan, error) {
+	plans := make([]plan, len(items))
+	var candidates []*runItem
+	idx := map[int64]int{}
+	for i, it := range items {
+		p := plan{item: it}
+		plans[i] = p
+		idx[it.id] = i
+		if why := it.changed(); why != "" {
+			plans[i].action, plans[i].reason = actionBlock, why
+			continue
+		}
+		exchange, key, ok := it.target(req)
+		if !ok {
+			plans[i].action, plans[i].reason = actionBlock, "no target: the letter names no origin and the request no --to-exchange/--routing-key"
+			continue
+		}
+		plans[i].target = describeTarget(exchange, key)
+		exists, known := exchanges[exchange]
+		if !known && r.Broker != nil {
+			var err error
+			if exists, err = r.Broker.ExchangeExists(ctx, exchange); err != nil {
+				return nil, err
+			}
+			exchanges[exchange] = exists
+		} else if !known {
+			exists = true
+		}
+		if !exists {
+			plans[i].action, plans[i].reason = actionFail, fmt.Sprintf("exchange %q does not exist on the broker", exchange)
+			continue
+		}
+		headers, err := replayHeaders(it.headers, req, r.Actor, it.id, it.replayCount)
+		if err != nil {
+			plans[i].action, plans[i].reason = actionBlock, "stored headers cannot be decoded: "+err.Error()
+			continue
+		}
+		body, messageID := it.payload, it.messageID
+		if req.FreshKey {
+			var newKey string
+			body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID)
+			if err != nil {
+				plans[i].action, plans[i].reason = actionBlock, "cannot give it a fresh key: "+err.Error()
+				continue
+			}
+			plans[i].newKey = newKey
+			if messageID != "" {
+				messageID = freshKey(messageID, req.ID)
+			}
+		}
+		plans[i].action = actionReplay
+		plans[i].msg = Message{Item: it.id, Exchange: exchange, RoutingKey: key, ContentType: it.contentType,
+			MessageID: messageID, Headers: headers, Body: body}
+		candidates = append(candidates, it)
+	}
+	ineligible, err := elig.checkAll(ctx, r.Pool.BeginTx, candidates)
+	if err != nil {
+		return nil, err
+	}
+	for id, why := range ineligible {
+		p := &plans[idx[id]]
+		p.action, p.reason, p.msg = actionSkip, why, Message{}
+	}
+	return plans, nil
+}
+
+// batch is one chunk of items marked publishing, ready to go out.
+type batch struct {
+	msgs []Message
+	// wasPublishing marks items an earlier run had already marked
+	// publishing (and may have sent).
+	wasPublishing map[int64]bool
+	skipped       []ItemOutcome
+	failed        []ItemOutcome
+	last          bool
+	halt          *HaltError
+	stopped       Status
+	err           error
+}
+
+// preparer reads, plans and marks chunks of items on its own goroutine, one
+// chunk ahead of the publisher. Its database work does not take the run's
+// context: a chunk being marked is finished, never left half known.
+type preparer struct {
+	r         *Runner
+	st        *runState
+	elig      eligibility
+	exchanges map[string]bool
+	after     int
+	want      chan int
+	out       chan batch
+}
+
+func (p *preparer) loop() {
+	defer close(p.out)
+	for n := range p.want {
+		b := p.prepare(n)
+		p.out <- b
+		if b.last || b.err != nil || b.halt != nil || b.stopped != "" {
+			// Drain wants so the publisher never blocks asking.
+			for range p.want {
+			}
+			return
+		}
+	}
+}
+
+func (p *preparer) prepare(n int) batch {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := p.st.req
+	// Ordinals run from 0 to item_count-1. Windows of n ordinals are read
+	// until one holds open items (earlier runs may have decided whole
+	// stretches) or the cohort ends.
+	var items []*runItem
+	for len(items) == 0 {
+		if p.after >= req.Items-1 {
+			return batch{last: true}
+		}
+		lo, hi := p.after+1, p.after+n
+		var err error
+		items, err = loadItems(ctx, p.r.Pool, req.ID, lo, hi, []string{"pending", "publishing"})
+		if err != nil {
+			return batch{err: fmt.Errorf("read the items of replay request %d: %w", req.ID, err)}
+		}
+		p.after = hi
+	}
+	// Updates name the window too, so that they read the chunk's rows by
+	// index, not every item of a large request.
+	lo, hi := items[0].ordinal, items[len(items)-1].ordinal
+	plans, err := p.r.planItems(ctx, req, p.elig, items, p.exchanges)
+	var eligErr *EligibilityError
+	if errors.As(err, &eligErr) {
+		return batch{halt: &HaltError{RequestID: req.ID, Condition: ConditionEligibility, Reason: eligErr.Error()}}
+	}
+	if err != nil {
+		return batch{err: err}
+	}
+	b := batch{wasPublishing: map[int64]bool{}}
+	var skipIDs, failIDs, pubIDs []int64
+	var skipWhy, failWhy []string
+	for _, pl := range plans {
+		switch pl.action {
+		case actionReplay:
+			b.msgs = append(b.msgs, pl.msg)
+			pubIDs = append(pubIDs, pl.item.id)
+			if pl.item.state == "publishing" {
+				b.wasPublishing[pl.item.id] = true
+			}
+		case actionFail:
+			failIDs, failWhy = append(failIDs, pl.item.id), append(failWhy, pl.reason)
+			b.failed = append(b.failed, ItemOutcome{DeadLetterID: pl.item.id, State: "failed", Reason: pl.reason})
+		default:
+			why := pl.reason
+			if pl.action == actionBlock {
+				why = "blocked: " + why
+			}
+			skipIDs, skipWhy = append(skipIDs, pl.item.id), append(skipWhy, why)
+			b.skipped = append(b.skipped, ItemOutcome{DeadLetterID: pl.item.id, State: "skipped", Reason: why})
+		}
+	}
+	err = pgx.BeginFunc(ctx, p.r.Pool, func(tx pgx.Tx) error {
+		var status Status
+		// FOR SHARE: a cancel waits for this chunk's commit, and after it
+		// the runner sees the cancel at its next check.
+		if err := tx.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, req.ID).Scan(&status); err != nil {
+			return err
+		}
+		if status != StatusRunning {
+			b.stopped = status
+			return nil
+		}
+		if len(skipIDs) > 0 {
+			if err := updateItems(ctx, tx, req.ID, lo, hi, skipIDs, skipWhy, "skipped", false); err != nil {
+				return err
+			}
+		}
+		if len(failIDs) > 0 {
+			if err := updateItems(ctx, tx, req.ID, lo, hi, failIDs, failWhy, "failed", true); err != nil {
+				return err
+			}
+		}
+		if len(pubIDs) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, `UPDATE expiryctl.replay_items i SET state = 'publishing'
+			WHERE i.request_id = $1 AND i.ordinal BETWEEN $3 AND $4 AND i.dead_letter_id = ANY($2)
+			  AND i.state IN ('pending', 'publishing')
+			RETURNING i.dead_letter_id`, req.ID, pubIDs, lo, hi)
+		if err != nil {
+			return asRefusal(err)
+		}
+		marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return asRefusal(err)
+		}
+		if len(marked) != len(pubIDs) {
+			return fmt.Errorf("marked %d of %d items of replay request %d publishing: the items changed under the runner", len(marked), len(pubIDs), req.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		var refusal *Refusal
+		if errors.As(err, &refusal) {
+			b.stopped = StatusCancelled
+			return b
+		}
+		return batch{err: fmt.Errorf("mark items of replay request %d publishing: %w", req.ID, err)}
+	}
+	if b.stopped != "" {
+		return batch{stopped: b.stopped}
+	}
+	return b
+}
+
+// updateItems moves items of request, whose ordinals lie in [lo, hi], to
+// state with a reason each.
+func updateItems(ctx context.Context, tx pgx.Tx, request int64, lo, hi int, ids []int64, why []string, state string, attempt bool) error {
+	tag, err := tx.Exec(ctx, `UPDATE expiryctl.replay_items i SET state = $4, last_error = u.why,
+			attempts = i.attempts + CASE WHEN $5 THEN 1 ELSE 0 END
+		FROM unnest($2::bigint[], $3::text[]) AS u(id, why)
+		WHERE i.request_id = $1 AND i.ordinal BETWEEN $6 AND $7 AND i.dead_letter_id = u.id
+		  AND i.state IN ('pending', 'publishing')`,
+		request, ids, why, state, attempt, lo, hi)
+	if err != nil {
+		return asRefusal(err)
+	}
+	if int(tag.RowsAffected()) != len(ids) {
+		return fmt.Errorf("moved %d of %d items of replay request %d to %s: the items changed under the runner", tag.RowsAffected(), len(ids), request, state)
+	}
+	return nil
+}
+
+// outcome is one broker answer for the recorder.
+type outcome struct {
+	id     int64
+	failed bool
+	why    string
+}
+
+// recorder writes broker answers in batches on its own goroutine: items
+// confirmed (and their letters replayed) or failed, in one transaction per
+// batch. An item is written confirmed only from an ack.
+type recorder struct {
+	r       *Runner
+	request int64
+	in      chan outcome
+	flush   chan chan error
+	done    chan struct{}
+	// failed is closed at the first write error; err is that error, set
+	// before failed closes and never changed after.
+	failed chan struct{}
+	err    error
+	// unrecorded holds answers that could not be written once a write
+	// failed; read only after done is closed.
+	unrecorded []outcome
+}
+
+func newRecorder(r *Runner, request int64) *recorder {
+	rec := &recorder{r: r, request: request, in: make(chan outcome, 8192), flush: make(chan chan error),
+		done: make(chan struct{}), failed: make(chan struct{})}
+	go rec.loop()
+	return rec
+}
+
+func (rec *recorder) loop() {
+	defer close(rec.done)
+	const maxBatch = 1000
+	var buf []outcome
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	write := func() {
+		if len(buf) == 0 || rec.err != nil {
+			return
+		}
+		if err := rec.write(buf); err != nil {
+			rec.err = err
+			close(rec.failed)
+			rec.unrecorded = append(rec.unrecorded, buf...)
+		}
+		buf = buf[:0]
+	}
+	for {
+		select {
+		case o, ok := <-rec.in:
+			if !ok {
+				write()
+				return
+			}
+			if rec.err != nil {
+				rec.unrecorded = append(rec.unrecorded, o)
+				continue
+			}
+			buf = append(buf, o)
+			if len(buf) >= maxBatch {
+				write()
+			}
+		case <-tick.C:
+			write()
+		case reply := <-rec.flush:
+			// Everything sent before the flush request is in rec.in ahead
+			// of nothing: take it all first.
+			for drained := false; !drained; {
+				select {
+				case o, ok := <-rec.in:
+					if !ok {
+						drained = true
+						break
+					}
+					buf = append(buf, o)
+				default:
+					drained = true
+				}
+			}
+			write()
+			if rec.err != nil {
+				reply <- fmt.Errorf("record broker answers: %w", rec.err)
+			} else {
+				reply <- nil
+			}
+		}
+	}
+}
+
+func (rec *recorder) write(buf []outcome) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids := make([]int64, len(buf))
+	states := make([]string, len(buf))
+	whys := make([]string, len(buf))
+	var replayed []int64
+	for i, o := range buf {
+		ids[i], whys[i] = o.id, o.why
+		states[i] = "confirmed"
+		if o.failed {
+			states[i] = "failed"
+		} else {
+			replayed = append(replayed, o.id)
+		}
+	}
+	return pgx.BeginFunc(ctx, rec.r.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE expiryctl.replay_items i SET state = u.state, attempts = i.attempts + 1,
+				last_error = nullif(u.why, ''),
+				confirmed_at = CASE WHEN u.state = 'confirmed' THEN now() ELSE i.confirmed_at END
+			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, state, why)
+			WHERE i.request_id = $1 AND i.dead_letter_id = u.id AND i.state = 'publishing'`, rec.request, ids, states, whys)
+		if err != nil {
+			return asRefusal(err)
+		}
+		if int(tag.RowsAffected()) != len(ids) {
+			return fmt.Errorf("recorded %d of %d broker answers for replay request %d: the items changed under the runner", tag.RowsAffected(), len(ids), rec.request)
+		}
+		if len(replayed) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM unnest($1::bigint[]) AS u(id)
+				WHERE d.id = u.id AND d.status = 'in_request'`, replayed); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sync writes everything sent so far and reports the first write error.
+func (rec *recorder) sync() error {
+	reply := make(chan error, 1)
+	select {
+	case rec.flush <- reply:
+		return <-reply
+	case <-rec.failed:
+		return rec.err
+	}
+}
+
+// close writes what is left and stops the recorder.
+func (rec *recorder) close() error {
+	close(rec.in)
+	<-rec.done
+	return rec.err
+}
+
+// flight is a published message waiting for its confirm.
+type flight struct {
+	item      int64
+	pending   Pending
+	republish bool
+}
+
+// replayRun is the publishing side of one run.
+type replayRun struct {
+	r       *Runner
+	st      *runState
+	limiter *rate.Limiter
+	chunk   int
+	prep    *preparer
+	rec     *recorder
+	asked   bool
+	ended   bool // the preparer sent its last batch or stopped
+	queue   []Message
+	wasPub  map[int64]bool
+	// unsent are items this run marked publishing but has not published.
+	unsent    map[int64]bool
+	inflight  []flight
+	lost      error
+	lostCount int
+	depthQs   []string
+	lastCheck time.Time
+
+	// canaryTarget is how many publishes the canary phase makes (0: no
+	// canary phase left); canaryPublished counts them.
+	canaryTarget, canaryPublished int
+	canaryWaitFrom                *time.Duration // canary already published: time already waited
+}
+
+// burstFor is the limiter's burst: a twentieth of a second's worth, at
+// least one, so that no one-second window carries more than rate + burst.
+func burstFor(r float64) int {
+	return int(math.Max(1, math.Min(math.Ceil(r/20), 1<<20)))
+}
+
+// chunkFor is how many items are marked publishing at a time: about a
+// second's worth, so that eligibility is judged at most a second or two
+// before the publish, and a crash leaves few items publishing-but-unsent.
+func chunkFor(r float64) int {
+	return int(math.Max(1, math.Min(math.Ceil(r), 500)))
+}
+
+// replay publishes the request's open items: canary, canary window, then
+// the rest, checking the stop conditions as it goes.
+func (r *Runner) replay(ctx context.Context, st *runState) error {
+	req := st.req
+	x := &replayRun{r: r, st: st, limiter: rate.NewLimiter(rate.Limit(req.Rate), burstFor(req.Rate)),
+		chunk: chunkFor(req.Rate), wasPub: map[int64]bool{}, unsent: map[int64]bool{}}
+	var err error
+	if x.depthQs, err = r.depthQueues(ctx, req); err != nil {
+		return r.interrupt(ctx, st, err, nil, 0)
+	}
+	if err := x.initCanary(ctx); err != nil {
+		return r.interrupt(ctx, st, err, nil, 0)
+	}
+	x.prep = &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, after: -1,
+		want: make(chan int, 1), out: make(chan batch, 1)}
+	go x.prep.loop()
+	x.rec = newRecorder(r, req.ID)
+	return x.run(ctx)
+}
+
+func (x *replayRun) initCanary(ctx context.Context) error {
+	req := x.st.req
+	if req.Canary <= 0 {
+		return nil
+	}
+	var passed bool
+	if err := x.r.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
+		AND action = 'replay.canary.pass' AND (details->>'approval')::int = $2)`, requestTarget(req.ID), req.Approvals).Scan(&passed); err != nil {
+		return err
+	}
+	if passed {
+		return nil
+	}
+	var waited float64
+	err := x.r.Pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
+		WHERE target = $1 AND action = 'replay.canary.start' AND (details->>'approval')::int = $2
+		ORDER BY seq DESC LIMIT 1`, requestTarget(req.ID), req.Approvals).Scan(&waited)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		x.canaryTarget = req.Canary
+	case err != nil:
+		return err
+	default:
+		// An earlier run published this approval's canary and died in its
+		// window: wait out the rest, publish no second canary.
+		d := time.Duration(waited * float64(time.Second))
+		x.canaryWaitFrom = &d
+	}
+	return nil
+}
+
+// depthQueues are the queues the replay fills whose depth is the headroom
+// stop condition: the target queue of letters routed by queue name, and the
+// queue each letter died in.
+func (r *Runner) depthQueues(ctx context.Context, req Request) ([]string, error) {
+	rows, err := r.Pool.Query(ctx, `SELECT DISTINCT q FROM (
+		SELECT CASE
+			WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL THEN
+				CASE WHEN coalesce(d.original_exchange, '') = '' THEN d.original_routing_key ELSE d.origin_queue END
+			WHEN d.origin_queue IS NOT NULL THEN d.origin_queue
+			WHEN coalesce($2, '') = '' THEN nullif($3, '')
+		END AS q
+		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		WHERE i.request_id = $1 AND i.state IN ('pending', 'publishing')) t
+		WHERE q IS NOT NULL AND q <> '' ORDER BY q LIMIT 20`, req.ID, req.ToExchange, req.ToRoutingKey)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ask requests the next chunk from the preparer when none is outstanding
+// and no more than a chunk is queued, so that at most about two chunks (two
+// seconds of the rate, or 1,000 items) are marked publishing ahead of the
+// publisher: what a crash leaves marked but unsent is that bounded.
+func (x *replayRun) ask() {
+	if x.asked || x.ended || len(x.queue) > x.chunk {
+		return
+	}
+	n := x.chunk
+	if x.canaryTarget > 0 {
+		n = x.canaryTarget - x.canaryPublished - len(x.queue)
+		if n <= 0 {
+			return
+		}
+		n = min(n, x.chunk)
+	}
+	x.prep.want <- n
+	x.asked = true
+}
+
+// take accepts a prepared batch.
+func (x *replayRun) take(b batch) *stopReason {
+	x.asked = false
+	st := x.st
+	st.skipped += len(b.skipped)
+	for _, f := range b.failed {
+		st.failed++
+		st.failedRun++
+		st.attempted++
+		st.failedItems = append(st.failedItems, f)
+	}
+	switch {
+	case b.err != nil:
+		x.ended = true
+		return &stopReason{err: b.err}
+	case b.halt != nil:
+		x.ended = true
+		return &stopReason{halt: b.halt}
+	case b.stopped != "":
+		x.ended = true
+		return &stopReason{stopped: b.stopped}
+	case b.last:
+		x.ended = true
+		return nil
+	}
+	for _, m := range b.msgs {
+		x.queue = append(x.queue, m)
+		if b.wasPublishing[m.Item] {
+			x.wasPub[m.Item] = true
+		} else {
+			x.unsent[m.Item] = true
+		}
+	}
+	return nil
+}
+
+// stopReason is why the publishing loop stops early.
+type stopReason struct {
+	halt    *HaltError
+	stopped Status
+	err     error
+}
+
+// settle handles the answer for the oldest flight.
+func (x *replayRun) settle() {
+	f := x.inflight[0]
+	x.inflight = x.inflight[1:]
+	st := x.st
+	err := f.pending.Outcome()
+	var failure *PublishFailure
+	switch {
+	case err == nil:
+		st.confirmed++
+		st.confirmedRun++
+		st.attempted++
+		x.rec.in <- outcome{id: f.item}
+	case errors.As(err, &failure):
+		st.failed++
+		st.failedRun++
+		st.attempted++
+		st.failedItems = append(st.failedItems, ItemOutcome{DeadLetterID: f.item, State: "failed", Reason: failure.Error()})
+		x.rec.in <- outcome{id: f.item, failed: true, why: failure.Error()}
+	default:
+		// Channel gone: nobody knows whether it arrived. It stays
+		// publishing and goes out again on resume.
+		if x.lost == nil {
+			x.lost = err
+		}
+		x.lostCount++
+	}
+}
+
+// settleReady handles every flight whose answer is in, oldest first.
+func (x *replayRun) settleReady() {
+	for len(x.inflight) > 0 {
+		select {
+		case <-x.inflight[0].pending.Done():
+			x.settle()
+		default:
+			return
+		}
+	}
+}
+
+// drain waits for every flight's answer, bounded by timeout.
+func (x *replayRun) drain(timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for len(x.inflight) > 0 {
+		select {
+		case <-x.inflight[0].pending.Done():
+			x.settle()
+		case <-deadline.C:
+			if x.lost == nil {
+				x.lost = fmt.Errorf("no confirm from the broker within %s", timeout)
+			}
+			x.lostCount += len(x.inflight)
+			x.inflight = nil
+			return
+		}
+	}
+}
+
+func (x *replayRun) run(ctx context.Context) error {
+	r, st := x.r, x.st
+	check := time.NewTicker(r.checkInterval())
+	defer check.Stop()
+	window := r.windowSize()
+	var waitC <-chan time.Time
+	ready := false // the limiter allowed the next publish
+	phase := "replay"
+	if x.canaryTarget > 0 {
+		phase = "canary"
+	}
+	if x.canaryWaitFrom != nil {
+		if stop := x.canaryWait(ctx, *x.canaryWaitFrom); stop != nil {
+			return x.finish(ctx, stop)
+		}
+	}
+	x.ask()
+	for {
+		x.settleReady()
+		if x.lost != nil {
+			return x.finish(ctx, &stopReason{err: x.lost})
+		}
+		if err := x.recErr(); err != nil {
+			return x.finish(ctx, &stopReason{err: err})
+		}
+		st.inFlight = len(x.inflight)
+		r.report(st, phase)
+
+		// The canary is out: wait for its outcome before anything more.
+		if x.canaryTarget > 0 && (x.canaryPublished >= x.canaryTarget || (x.ended && len(x.queue) == 0)) {
+			if x.canaryPublished == 0 {
+				x.canaryTarget = 0
+				continue
+			}
+			// Items prepared beyond the canary stay marked; they go out
+			// once the canary passed.
+			if stop := x.canaryWait(ctx, -1); stop != nil {
+				return x.finish(ctx, stop)
+			}
+			x.canaryTarget, phase = 0, "replay"
+			x.ask()
+			continue
+		}
+		if x.ended && len(x.queue) == 0 && len(x.inflight) == 0 {
+			return x.finish(ctx, nil)
+		}
+
+		var headDone <-chan struct{}
+		if len(x.inflight) > 0 {
+			headDone = x.inflight[0].pending.Done()
+		}
+		var batchC <-chan batch
+		if x.asked {
+			batchC = x.prep.out
+		}
+		canPublish := len(x.queue) > 0 && len(x.inflight) < window
+		if canPublish && !ready && waitC == nil {
+			res := x.limiter.Reserve()
+			if d := res.Delay(); d <= 0 {
+				ready = true
+			} else {
+				waitC = time.After(d)
+			}
+		}
+		if canPublish && ready {
+			m := x.queue[0]
+			if !x.unsent[m.Item] && !x.wasPub[m.Item] {
+				return x.finish(ctx, &stopReason{err: fmt.Errorf("item %d was not marked publishing by this run: refusing to publish it", m.Item)})
+			}
+			p, err := r.Broker.Publish(ctx, m)
+			if err != nil {
+				if ctx.Err() != nil {
+					return x.finish(ctx, &stopReason{err: ctx.Err()})
+				}
+				return x.finish(ctx, &stopReason{err: err})
+			}
+			x.queue = x.queue[1:]
+			ready = false
+			republish := x.wasPub[m.Item]
+			delete(x.unsent, m.Item)
+			delete(x.wasPub, m.Item)
+			x.inflight = append(x.inflight, flight{item: m.Item, pending: p, republish: republish})
+			st.published++
+			if republish {
+				st.republished++
+			}
+			if x.canaryTarget > 0 {
+				x.canaryPublished++
+			}
+			x.ask()
+			if time.Since(x.lastCheck) >= r.checkInterval() {
+				if stop := x.check(ctx, phase == "canary"); stop != nil {
+					return x.finish(ctx, stop)
+				}
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return x.finish(ctx, &stopReason{err: ctx.Err()})
+		case <-headDone:
+		case b, ok := <-batchC:
+			if !ok {
+				x.asked, x.ended = false, true
+				continue
+			}
+			if stop := x.take(b); stop != nil {
+				return x.finish(ctx, stop)
+			}
+			x.ask()
+		case <-waitC:
+			waitC, ready = nil, true
+		case <-check.C:
+			if stop := x.check(ctx, phase == "canary"); stop != nil {
+				return x.finish(ctx, stop)
+			}
+		}
+	}
+}
+
+// recErr reports the recorder's first write error without waiting.
+func (x *replayRun) recErr() error {
+	select {
+	case <-x.rec.failed:
+		return x.rec.err
+	default:
+	}
+	return nil
+}
+
+// check evaluates the stop conditions and whether the request still runs.
+func (x *replayRun) check(ctx context.Context, canary bool) *stopReason {
+	r, st := x.r, x.st
+	x.lastCheck = time.Now()
+	status, _, err := st.lock.status(ctx)
+	if err != nil {
+		return &stopReason{err: err}
+	}
+	if status != StatusRunning {
+		return &stopReason{stopped: status}
+	}
+	req := st.req
+	minAttempts := r.minFailureAttempts()
+	if canary {
+		minAttempts = min(minAttempts, max(1, req.Canary))
+	}
+	if h := x.failureHalt(minAttempts); h != nil {
+		return &stopReason{halt: h}
+	}
+	for _, q := range x.depthQs {
+		depth, exists, err := r.Broker.QueueDepth(ctx, q)
+		if err != nil {
+			return &stopReason{err: fmt.Errorf("inspect the depth of queue %s: %w", q, err)}
+		}
+		if exists && depth > req.Stop.QueueDepth {
+			return &stopReason{halt: &HaltError{RequestID: req.ID, Condition: ConditionQueueDepth,
+				Reason: fmt.Sprintf("queue %s holds %d messages, above the stop condition of %d", q, depth, req.Stop.QueueDepth)}}
+		}
+	}
+	h, err := x.redeadHalt(ctx)
+	if err != nil {
+		return &stopReason{err: err}
+	}
+	if h != nil {
+		return &stopReason{halt: h}
+	}
+	return nil
+}
+
+func (x *replayRun) failureHalt(minAttempts int) *HaltError {
+	st := x.st
+	if st.attempted < minAttempts || st.attempted == 0 {
+		return nil
+	}
+	ratio := float64(st.failedRun) / float64(st.attempted)
+	if ratio <= st.req.Stop.FailureRatio {
+		return nil
+	}
+	return &HaltError{RequestID: st.req.ID, Condition: ConditionFailureRatio,
+		Reason: fmt.Sprintf("%d of %d publishes failed (ratio %.3f, above the stop condition %g)", st.failedRun, st.attempted, ratio, st.req.Stop.FailureRatio)}
+}
+
+// redeadHalt counts letters of this request captured again (dead-lettered
+// after their replay; `dlq ingest` links them by x-replay-request) since the
+// run started, over the items this run confirmed.
+func (x *replayRun) redeadHalt(ctx context.Context) (*HaltError, error) {
+	st := x.st
+	if st.confirmedRun == 0 {
+		return nil, nil
+	}
+	var n int
+	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, st.req.ID).Scan(&n); err != nil {
+		return nil, err
+	}
+	redead := n - st.redeadBase
+	ratio := float64(redead) / float64(st.confirmedRun)
+	if redead <= 0 || ratio <= st.req.Stop.RedeadRatio {
+		return nil, nil
+	}
+	return &HaltError{RequestID: st.req.ID, Condition: ConditionRedeadRatio,
+		Reason: fmt.Sprintf("%d of %d replayed letters died again (ratio %.3f, above the stop condition %g)", redead, st.confirmedRun, ratio, st.req.Stop.RedeadRatio)}, nil
+}
+
+// canaryWait waits out the canary window once every canary publish has its
+// answer, halting early when the canary's letters die again or fail. waited
+// is how much of the window an earlier run already waited (-1: the canary
+// was just published by this run).
+func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopReason {
+	r, st := x.r, x.st
+	req := st.req
+	x.drain(30 * time.Second)
+	if x.lost != nil {
+		return &stopReason{err: x.lost}
+	}
+	if err := x.rec.sync(); err != nil {
+		return &stopReason{err: err}
+	}
+	if waited < 0 {
+		waited = 0
+		err := audit.Record(ctx, r.Pool, audit.Entry{Actor: r.Actor, Action: "replay.canary.start", Target: requestTarget(req.ID),
+			Details: map[string]any{"approval": req.Approvals, "published": x.canaryPublished, "confirmed": st.confirmedRun,
+				"failed": st.failedRun, "window_seconds": req.Stop.CanaryWindow.Seconds()}})
+		if err != nil {
+			return &stopReason{err: err}
+		}
+	}
+	end := time.Now().Add(req.Stop.CanaryWindow - waited)
+	tick := time.NewTicker(r.checkInterval())
+	defer tick.Stop()
+	for {
+		st.canaryLeft = max(0, time.Until(end))
+		r.report(st, "canary-wait")
+		if stop := x.check(ctx, true); stop != nil {
+			return stop
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &stopReason{err: ctx.Err()}
+		case <-tick.C:
+		case <-time.After(time.Until(end)):
+		}
+	}
+	st.canaryLeft = 0
+	// The canary's failures are judged with no minimum: it is small on
+	// purpose.
+	if h := x.failureHalt(1); h != nil {
+		return &stopReason{halt: h}
+	}
+	var redead int
+	if err := r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID).Scan(&redead); err != nil {
+		return &stopReason{err: err}
+	}
+	err := audit.Record(ctx, r.Pool, audit.Entry{Actor: r.Actor, Action: "replay.canary.pass", Target: requestTarget(req.ID),
+		Details: map[string]any{"approval": req.Approvals, "confirmed": st.confirmedRun, "failed": st.failedRun,
+			"redead": redead - st.redeadBase, "window_seconds": req.Stop.CanaryWindow.Seconds()}})
+	if err != nil {
+		return &stopReason{err: err}
+	}
+	return nil
+}
+
+// finish stops the pipeline and settles the request: completed, halted, or
+// left running for a resume.
+func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
+	r, st := x.r, x.st
+	r.report(st, "stopping")
+	// Nothing more goes out; what is in flight gets its answer.
+	x.drain(30 * time.Second)
+	close(x.prep.want)
+	for b := range x.prep.out {
+		if b.err == nil && b.halt == nil && b.stopped == "" && !b.last {
+			for _, m := range b.msgs {
+				if !b.wasPublishing[m.Item] {
+					x.unsent[m.Item] = true
+				}
+			}
+			// Skips and failures of a late batch are committed: count them.
+			st.skipped += len(b.skipped)
+			for _, f := range b.failed {
+				st.failed++
+				st.failedItems = append(st.failedItems, f)
+			}
+		}
+	}
+	recErr := x.rec.close()
+	unsent := make([]int64, 0, len(x.unsent))
+	for id := range x.unsent {
+		unsent = append(unsent, id)
+	}
+
+	if stop == nil && x.lost != nil {
+		stop = &stopReason{err: x.lost}
+	}
+	var refusal *Refusal
+	if recErr != nil && errors.As(recErr, &refusal) {
+		// The request stopped running under the recorder: a cancel.
+		stop = &stopReason{stopped: StatusCancelled}
+	} else if recErr != nil && (stop == nil || stop.err == nil) {
+		stop = &stopReason{err: recErr}
+	}
+
+	switch {
+	case stop != nil && stop.stopped != "":
+		x.recordUnrecorded(ctx)
+		return r.stopped(ctx, st, stop.stopped)
+	case stop != nil && stop.halt != nil:
+		return r.halt(ctx, st, stop.halt, unsent, nil)
+	case stop != nil && stop.err != nil:
+		return r.interrupt(ctx, st, stop.err, unsent, x.lostCount)
+	}
+	// Everything is out: a last look at the stop conditions, with no
+	// minimum number of publishes, then done.
+	if h := x.failureHalt(1); h != nil {
+		return r.halt(ctx, st, h, nil, nil)
+	}
+	if h, err := x.redeadHalt(ctx); err != nil {
+		return r.interrupt(ctx, st, err, nil, 0)
+	} else if h != nil {
+		return r.halt(ctx, st, h, nil, nil)
+	}
+	return r.complete(ctx, st)
+}
+
+// recordUnrecorded handles items the broker acked after the request was
+// cancelled under the runner: the database no longer lets them be marked
+// confirmed, but their letters were replayed, and the trail must say so.
+func (x *replayRun) recordUnrecorded(ctx context.Context) {
+	var acked []int64
+	for _, o := range x.rec.unrecorded {
+		if !o.failed {
+			acked = append(acked, o.id)
+		}
+	}
+	if len(acked) == 0 {
+		return
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	r := x.r
+	_ = pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(bg, `UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id = ANY($1) AND status = 'dead'`, acked); err != nil {
+			return err
+		}
+		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.cancelled", Target: requestTarget(x.st.req.ID),
+			Details: map[string]any{"published_before_cancel_seen": acked,
+				"note": "published and acked while the cancel committed; their letters are marked replayed"}})
+	})
+}

@@ -1,0 +1,280 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// The headers a replayed message carries, naming the request it belongs to.
+// `dlq ingest` reads x-replay-request and x-replay-count back when a replayed
+// job dies again, which is how the runner sees its replays die again.
+const (
+	// HeaderReplayRequest is the replay request id (int64).
+	HeaderReplayRequest = "x-replay-request"
+	// HeaderReplayCount is how often the job has now been replayed: the
+	// letter's own x-replay-count plus one (int64).
+	HeaderReplayCount = "x-replay-count"
+	// HeaderReplayedBy is the actor who ran the replay.
+	HeaderReplayedBy = "x-replayed-by"
+	// HeaderApprovedBy is the approver of the request.
+	HeaderApprovedBy = "x-approved-by"
+	// HeaderReplayItem is the dead letter id the message replays (int64).
+	HeaderReplayItem = "x-replay-item"
+)
+
+// strippedHeaders are the broker's and the worker's failure bookkeeping. A
+// replayed job starts afresh: left in place, x-attempt-history would tell the
+// reference worker its attempt budget was already spent, and x-death would
+// make the next dead-lettering look older than it is.
+var strippedHeaders = map[string]bool{
+	"x-death":           true,
+	"x-delivery-count":  true,
+	"x-error-class":     true,
+	"x-last-error":      true,
+	"x-attempt-history": true,
+}
+
+// strippedPrefixes are RabbitMQ's x-first-death-* and x-last-death-* (3.13+).
+var strippedPrefixes = []string{"x-first-death-", "x-last-death-"}
+
+func stripped(key string) bool {
+	if strippedHeaders[key] {
+		return true
+	}
+	for _, p := range strippedPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// replayHeaders rebuilds the header table of a replayed job: the stored
+// original headers, decoded losslessly, minus failure bookkeeping, plus the
+// headers naming the replay.
+func replayHeaders(stored json.RawMessage, req Request, actor string, item int64, replayCount int) (map[string]any, error) {
+	// The bookkeeping is most of a dead letter's headers (x-death and
+	// x-attempt-history are nested tables with times), so it is cut out of
+	// the stored JSON before decoding.
+	kept := dropTopLevel(stored, stripped)
+	orig, err := deadletter.DecodeHeaders(kept)
+	if err != nil {
+		return nil, err
+	}
+	h := make(map[string]any, len(orig)+5)
+	for k, v := range orig {
+		h[k] = v
+	}
+	h[HeaderReplayRequest] = req.ID
+	h[HeaderReplayCount] = int64(replayCount) + 1
+	h[HeaderReplayedBy] = actor
+	h[HeaderApprovedBy] = req.ReviewedBy
+	h[HeaderReplayItem] = item
+	return h, nil
+}
+
+// idempotencyKeyFields are the body fields that hold the idempotency key, in
+// the contract's two spellings.
+var idempotencyKeyFields = []string{"idempotency_key", "idempotencyKey"}
+
+// freshKey returns the key a fresh-key replay of request gives a job whose
+// key was old.
+func freshKey(old string, request int64) string {
+	return old + ":replay:" + strconv.FormatInt(request, 10)
+}
+
+// rewriteIdempotencyKey replaces the value of the top-level idempotency key
+// field(s) of a JSON object body with freshKey(value, request), leaving
+// every other byte as it was (key order, spacing, number formatting). It
+// returns the new body and the new key; an error when the body is not a
+// JSON object or has no idempotency key.
+func rewriteIdempotencyKey(body []byte, request int64) ([]byte, string, error) {
+	type span struct {
+		start, end int
+		old        string
+	}
+	var spans []span
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, "", errors.New("the body is not a JSON object")
+	}
+	for dec.More() {
+		keyTok, err := dec.Token()
+		if err != nil {
+			return nil, "", fmt.Errorf("the body is not valid JSON: %w", err)
+		}
+		key, _ := keyTok.(string)
+		afterKey := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, "", fmt.Errorf("the body is not valid JSON: %w", err)
+		}
+		end := int(dec.InputOffset())
+		if !isKeyField(key) {
+			continue
+		}
+		// The value starts after the colon and any white space.
+		start := afterKey
+		for start < end && (body[start] == ' ' || body[start] == '\t' || body[start] == '\n' || body[start] == '\r' || body[start] == ':') {
+			start++
+		}
+		var old string
+		if err := json.Unmarshal(raw, &old); err != nil {
+			// A number or other scalar: its JSON text is the key.
+			old = string(bytes.TrimSpace(raw))
+		}
+		if old == "" || old == "null" {
+			return nil, "", fmt.Errorf("the body's %s is empty", key)
+		}
+		spans = append(spans, span{start, end, old})
+	}
+	if len(spans) == 0 {
+		return nil, "", errors.New("the body has no idempotency_key or idempotencyKey field")
+	}
+	var out bytes.Buffer
+	prev := 0
+	newKey := ""
+	for _, s := range spans {
+		out.Write(body[prev:s.start])
+		k := freshKey(s.old, request)
+		if newKey == "" {
+			newKey = k
+		}
+		enc, _ := json.Marshal(k)
+		out.Write(enc)
+		prev = s.end
+	}
+	out.Write(body[prev:])
+	return out.Bytes(), newKey, nil
+}
+
+func isKeyField(k string) bool {
+	for _, f := range idempotencyKeyFields {
+		if k == f {
+			return true
+		}
+	}
+	return false
+}
+
+// dropTopLevel returns the JSON object raw without the members whose key
+// drop says to drop, leaving every other byte of the kept members as it
+// was. Stored keys equal the real ones for every name replay drops (the
+// header encoding rewrites only keys that begin with "$" or are not plain
+// UTF-8), so the raw key text is compared. Input it cannot split (not an
+// object, broken JSON) comes back unchanged, for the decoder to report.
+func dropTopLevel(raw []byte, drop func(string) bool) []byte {
+	out := make([]byte, 0, len(raw))
+	out = append(out, '{')
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return raw
+	}
+	i = skipSpace(raw, i+1)
+	first := true
+	for i < len(raw) && raw[i] != '}' {
+		keyStart := i
+		keyEnd, ok := scanString(raw, i)
+		if !ok {
+			return raw
+		}
+		i = skipSpace(raw, keyEnd)
+		if i >= len(raw) || raw[i] != ':' {
+			return raw
+		}
+		valStart := skipSpace(raw, i+1)
+		valEnd, ok := scanValue(raw, valStart)
+		if !ok {
+			return raw
+		}
+		key := raw[keyStart+1 : keyEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !drop(string(key)) {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = append(out, raw[keyStart:keyEnd]...)
+			out = append(out, ':')
+			out = append(out, raw[valStart:valEnd]...)
+		}
+		i = skipSpace(raw, valEnd)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		} else if i >= len(raw) || raw[i] != '}' {
+			return raw
+		}
+	}
+	if i >= len(raw) {
+		return raw
+	}
+	return append(out, '}')
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index after the JSON string starting at b[i].
+func scanString(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, false
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// scanValue returns the index after the JSON value starting at b[i].
+func scanValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return scanString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				end, ok := scanString(b, i)
+				if !ok {
+					return 0, false
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j, j > i
+		}
+	}
+	return len(b), len(b) > i
+}

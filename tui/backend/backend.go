@@ -1,0 +1,178 @@
+// Package backend names the services the terminal UI calls, as small
+// interfaces. The production values are the same services the commands use
+// (*deadletter.Archive, *replay.Service, replay.LoadPolicy over the pool);
+// the replay runner and the audit trail, whose APIs are still moving, are
+// reached through Runner and AuditTrail, which an adapter in commands/
+// implements. Tests pass fakes.
+//
+// Nothing here opens a connection: the TUI only calls what it is given.
+package backend
+
+import (
+	"context"
+	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// Archive is the read side of the dead-letter archive. *deadletter.Archive
+// implements it. List pages newest first by keyset.
+type Archive interface {
+	Summary(ctx context.Context) ([]deadletter.CategorySummary, error)
+	List(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
+	Show(ctx context.Context, id int64) (deadletter.Detail, error)
+}
+
+// OldestLister is implemented by an archive that can also list oldest first.
+// ListOldest returns up to limit letters matching f in ascending
+// (dead_lettered_at, id) order, continuing with letters strictly newer than
+// after; Page.Next is the last row's cursor when more follow. When the
+// Archive given to the TUI implements it, the letter list offers the
+// "oldest first" sort; otherwise only newest first.
+type OldestLister interface {
+	ListOldest(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
+}
+
+// OpenCounter is implemented by a Requests service that can count open
+// requests by status cheaply and without writing; the summary's live refresh
+// uses it when present instead of listing requests.
+type OpenCounter interface {
+	CountOpen(ctx context.Context) (map[replay.Status]int, error)
+}
+
+// Requests is the request side of replay. *replay.Service implements it;
+// refusals come back as *replay.Refusal.
+type Requests interface {
+	Create(ctx context.Context, nr replay.NewRequest) (replay.Created, error)
+	Show(ctx context.Context, id int64, sample int) (replay.Detail, error)
+	List(ctx context.Context, status replay.Status, limit int) ([]replay.Request, error)
+	Approve(ctx context.Context, id int64, opts replay.ReviewOptions) (replay.Request, error)
+	Reject(ctx context.Context, id int64, opts replay.ReviewOptions) (replay.Request, error)
+	Cancel(ctx context.Context, id int64, why string) (replay.Request, error)
+}
+
+// Runner runs an approved request and reports its progress. Run blocks until
+// the run completes, halts on a stop condition, is cancelled (the request's
+// status became cancelled, or ctx ended) or fails; it calls progress from its
+// own goroutine as often as it likes (the TUI keeps only the latest value and
+// redraws at most a few times a second). The TUI cancels ctx when the
+// operator quits while a run is going; the runner should then stop at a safe
+// point so that a later `replay run` resumes.
+type Runner interface {
+	Run(ctx context.Context, id int64, progress func(RunProgress)) (RunSummary, error)
+}
+
+// CanaryState is where a run's canary stands.
+type CanaryState string
+
+// The canary states a runner reports. An empty state means the request has
+// no canary.
+const (
+	CanaryNone    CanaryState = ""
+	CanarySending CanaryState = "sending"
+	CanaryWaiting CanaryState = "waiting"
+	CanaryPassed  CanaryState = "passed"
+	CanaryFailed  CanaryState = "failed"
+)
+
+// RunProgress is a snapshot of a run.
+type RunProgress struct {
+	// Total is the cohort size; Done counts items settled either way
+	// (Confirmed + Failed + Skipped).
+	Total, Done int
+	// Confirmed were published and confirmed by the broker; Failed gave up;
+	// Skipped were not published (ineligible, already done, …).
+	Confirmed, Failed, Skipped int
+	// Rate is the current publish rate per second; Limit the request's
+	// ceiling.
+	Rate, Limit float64
+	// Canary is the canary's state and CanaryItems its size.
+	Canary      CanaryState
+	CanaryItems int
+	// FailureRatio, QueueDepth and RedeadRatio are the current values of
+	// the stop conditions, compared in the view with the request's limits.
+	FailureRatio float64
+	QueueDepth   int
+	RedeadRatio  float64
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
+	// Note is a short line the runner wants shown ("waiting 30s for the
+	// canary", "target queue at 9500/10000: slowing down").
+	Note string
+}
+
+// RunSummary is how a run ended.
+type RunSummary struct {
+	// Status is the request's status afterwards: completed, halted or
+	// cancelled.
+	Status replay.Status
+	// HaltReason says which stop condition halted it, or who cancelled it.
+	HaltReason string
+	Final      RunProgress
+}
+
+// AuditFilter narrows the audit listing. Zero fields do not filter; set
+// fields must match exactly.
+type AuditFilter struct {
+	Actor, Action, Target string
+}
+
+// AuditEntry is one row of the audit trail.
+type AuditEntry struct {
+	Seq     int64
+	At      time.Time
+	Actor   string
+	DBRole  string
+	Action  string
+	Target  string
+	Outcome string
+	// Details is the row's details as JSON text.
+	Details string
+}
+
+// AuditPage is one page of the trail, newest first.
+type AuditPage struct {
+	Entries []AuditEntry
+	// Next is the seq to pass as before for the next (older) page; 0 on the
+	// last page.
+	Next int64
+}
+
+// AuditCheck is the result of verifying the hash chain.
+type AuditCheck struct {
+	// OK is true when every row's hash matches and links to its
+	// predecessor.
+	OK bool
+	// Rows is the number of rows checked; Head the seq of the newest.
+	Rows int64
+	Head int64
+	// BrokenAt is the seq of the first row that does not verify (0 when OK),
+	// and Problem says what is wrong with it.
+	BrokenAt int64
+	Problem  string
+}
+
+// AuditTrail lists and verifies the audit trail. List pages newest first by
+// keyset on seq: before = 0 starts at the newest row. Listing the trail
+// should itself be audited (action audit.list) by the implementation.
+type AuditTrail interface {
+	List(ctx context.Context, f AuditFilter, before int64, limit int) (AuditPage, error)
+	Verify(ctx context.Context) (AuditCheck, error)
+}
+
+// Services are everything the TUI calls. Archive and Requests are required;
+// a nil Runner or Audit leaves those screens saying what is missing; a nil
+// Policy only loses the limits shown as hints in the request form.
+type Services struct {
+	Archive  Archive
+	Requests Requests
+	// Policy reads the governance policy (replay.LoadPolicy over the pool).
+	Policy func(ctx context.Context) (replay.Policy, error)
+	Runner Runner
+	Audit  AuditTrail
+	// Actor is who the services act as, shown in the header.
+	Actor string
+	// Now is the clock for ages and toasts (time.Now when nil).
+	Now func() time.Time
+}

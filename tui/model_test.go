@@ -1,0 +1,261 @@
+package tui
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui/frame"
+	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
+)
+
+func TestMain(m *testing.M) {
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+func update(m Model, msg tea.Msg) (Model, tea.Cmd) {
+	nm, cmd := m.Update(msg)
+	return nm.(Model), cmd
+}
+
+type bundle struct {
+	archive  *tuitest.Archive
+	requests *tuitest.Requests
+}
+
+// setup returns the TUI as actor at 80×24 after its first data arrived.
+func setup(t *testing.T, actor string) (Model, *bundle) {
+	t.Helper()
+	b := &bundle{archive: tuitest.Letters(300), requests: tuitest.NewRequests(actor, tuitest.Request(1, "alice", 2))}
+	svc := tuitest.Services(b.archive, b.requests)
+	svc.Audit = tuitest.NewAudit(50)
+	m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
+	m, _ = tuitest.Drive(t, m, update, m.Init(), tea.WindowSizeMsg{Width: 80, Height: 24})
+	return m, b
+}
+
+// press sends keys one at a time with what each causes.
+func press(t *testing.T, m Model, keys ...tea.Msg) (Model, []tea.Msg) {
+	t.Helper()
+	var all []tea.Msg
+	for _, k := range keys {
+		var msgs []tea.Msg
+		m, msgs = tuitest.Drive(t, m, update, nil, k)
+		all = append(all, msgs...)
+	}
+	tuitest.AssertFits(t, m.View(), m.width, m.height)
+	tuitest.AssertSafe(t, m.View())
+	return m, all
+}
+
+func TestNavigation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		keys       []tea.Msg
+		wantScreen Screen
+		wantForm   bool
+		wantText   string
+	}{
+		{name: "starts on the summary", wantScreen: ScreenSummary, wantText: "[1 Summary]"},
+		{name: "enter lists the category", keys: tuitest.Keys("down", "enter"), wantScreen: ScreenLetters, wantText: "reason=transient-exhausted"},
+		{name: "enter on a letter shows it", keys: tuitest.Keys("2", "enter"), wantScreen: ScreenDetail, wantText: "[2 Letters › 300]"},
+		{name: "esc from the detail goes back", keys: tuitest.Keys("2", "enter", "esc"), wantScreen: ScreenLetters},
+		{name: "esc twice goes back to the summary", keys: tuitest.Keys("2", "enter", "esc", "esc"), wantScreen: ScreenSummary},
+		{name: "r on the detail opens the request form", keys: tuitest.Keys("2", "enter", "r"), wantScreen: ScreenDetail, wantForm: true, wantText: "Request a replay of dead letter 300"},
+		{name: "tab cycles", keys: tuitest.Keys("tab", "tab", "tab"), wantScreen: ScreenAudit, wantText: "chain: OK"},
+		{name: "shift+tab wraps", keys: tuitest.Keys("shift+tab"), wantScreen: ScreenRun, wantText: "no run"},
+		{name: "3 shows requests", keys: tuitest.Keys("3"), wantScreen: ScreenRequests, wantText: "INC-4211"},
+		{name: "? shows all keys", keys: tuitest.Keys("2", "?"), wantScreen: ScreenLetters, wantText: "discard filter"},
+		{name: "any key closes help", keys: tuitest.Keys("?", "x"), wantScreen: ScreenSummary, wantText: "Dead letters by reason"},
+		{name: "q typed in the search does not quit", keys: append(tuitest.Keys("2", "/"), tuitest.Type("q1")...), wantScreen: ScreenLetters, wantText: "/q1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := setup(t, "bob")
+			m, _ = press(t, m, tt.keys...)
+			if m.Active() != tt.wantScreen || m.FormOpen() != tt.wantForm {
+				t.Errorf("screen %d form %v, want %d %v", m.Active(), m.FormOpen(), tt.wantScreen, tt.wantForm)
+			}
+			if !strings.Contains(m.View(), tt.wantText) {
+				t.Errorf("view lacks %q:\n%s", tt.wantText, m.View())
+			}
+		})
+	}
+}
+
+func quits(msgs []tea.Msg) bool {
+	for _, m := range msgs {
+		if _, ok := m.(tea.QuitMsg); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func TestQuit(t *testing.T) {
+	t.Parallel()
+	for _, keys := range [][]tea.Msg{tuitest.Keys("q"), tuitest.Keys("ctrl+c"), tuitest.Keys("2", "r", "ctrl+c"), tuitest.Keys("?", "q")} {
+		m, _ := setup(t, "bob")
+		if _, msgs := press(t, m, keys...); !quits(msgs) {
+			t.Errorf("%v did not quit", keys)
+		}
+	}
+}
+
+func TestRequestFromTheList(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, "alice")
+	keys := append(tuitest.Keys("2", " ", " ", "r"), tuitest.Type("5")...)
+	keys = append(keys, tuitest.Key("enter"), tuitest.Key("enter"))
+	keys = append(keys, tuitest.Type("INC-77")...)
+	keys = append(keys, tuitest.Key("enter"))
+	m, _ = press(t, m, keys...)
+	if m.FormOpen() {
+		t.Fatalf("form still open:\n%s", m.View())
+	}
+	if len(b.requests.Created) != 1 || len(b.requests.Created[0].Selection.IDs) != 2 || b.requests.Created[0].Rate != 5 {
+		t.Fatalf("created %+v", b.requests.Created)
+	}
+	if !strings.Contains(m.Banner(), "replay request 2 is pending: 2 letters") {
+		t.Errorf("banner %q", m.Banner())
+	}
+	if !strings.Contains(m.View(), "in_request") {
+		t.Errorf("the requested letters should show in_request:\n%s", m.View())
+	}
+}
+
+func TestRefusalIsAToast(t *testing.T) {
+	t.Parallel()
+	m, _ := setup(t, "alice")
+	keys := append(tuitest.Keys("3", "a"), tuitest.Type("looks fine")...)
+	m, _ = press(t, m, append(keys, tuitest.Key("enter"))...)
+	want := "refused by rule four-eyes: alice requested replay request 1 and cannot review it"
+	if !strings.Contains(m.Banner(), want) {
+		t.Fatalf("banner %q, want %q", m.Banner(), want)
+	}
+	if !strings.Contains(strings.ReplaceAll(m.View(), "\n", ""), "refused by rule four-eyes") {
+		t.Errorf("view:\n%s", m.View())
+	}
+	// The screen still works.
+	m, _ = press(t, m, tuitest.Keys("1")...)
+	if m.Active() != ScreenSummary {
+		t.Errorf("screen %d after the refusal", m.Active())
+	}
+}
+
+func TestOutageBannerAndRecovery(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, "bob")
+	down := errors.New("failed to connect to `host=127.0.0.1 user=root database=expiryctl`: dial error (dial tcp 127.0.0.1:5432: connect: connection refused)")
+	b.archive.SetErr(down)
+	b.requests.SetErr(down)
+	m, _ = tuitest.Drive(t, m, update, nil, tickMsg{})
+	if !strings.HasPrefix(m.Banner(), "database unavailable: failed to connect") {
+		t.Fatalf("banner %q", m.Banner())
+	}
+	v := m.View()
+	tuitest.AssertFits(t, v, 80, 24)
+	if !strings.Contains(v, "transient-exhausted") {
+		t.Errorf("the last data should stay on screen:\n%s", v)
+	}
+	// Keys still work during the outage.
+	m, _ = press(t, m, tuitest.Keys("2")...)
+	m, _ = press(t, m, tuitest.Keys("1")...)
+	b.archive.SetErr(nil)
+	b.requests.SetErr(nil)
+	m, _ = tuitest.Drive(t, m, update, nil, tickMsg{})
+	if m.Banner() != "" {
+		t.Errorf("banner %q after recovery, want none", m.Banner())
+	}
+}
+
+func TestResize(t *testing.T) {
+	t.Parallel()
+	m, _ := setup(t, "bob")
+	for _, size := range []struct{ w, h int }{{80, 24}, {120, 40}, {60, 15}, {200, 60}, {80, 24}} {
+		for _, k := range []string{"1", "2", "3", "4", "5"} {
+			m, _ = press(t, m, tea.WindowSizeMsg{Width: size.w, Height: size.h}, tuitest.Key(k))
+			tuitest.AssertFits(t, m.View(), size.w, size.h)
+		}
+	}
+}
+
+func TestNoColor(t *testing.T) {
+	t.Parallel()
+	m, _ := setup(t, "bob")
+	if strings.Contains(m.View(), "\x1b") {
+		t.Errorf("an Ascii renderer still drew escape codes")
+	}
+	r := lipgloss.NewRenderer(nil)
+	r.SetColorProfile(termenv.TrueColor)
+	c := New(tuitest.Services(tuitest.Letters(3), tuitest.NewRequests("bob")), WithRenderer(r), WithRefresh(0))
+	if !strings.Contains(c.View(), "\x1b[") {
+		t.Errorf("a colour renderer drew no styles: the theme does not use the renderer")
+	}
+}
+
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, size := range []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			svc := tuitest.Services(tuitest.Letters(300), tuitest.NewRequests("bob", tuitest.Request(1, "alice", 2)))
+			m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(time.Hour))
+			tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size.w, size.h))
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("pending 1")) },
+				teatest.WithDuration(5*time.Second))
+			tm.Send(tuitest.Key("q"))
+			final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+			view := final.View()
+			tuitest.AssertFits(t, view, size.w, size.h)
+			golden.RequireEqual(t, []byte(view))
+		})
+	}
+}
+
+func TestRunScreen(t *testing.T) {
+	t.Parallel()
+	approved := tuitest.Request(1, "alice", 4)
+	approved.Status = replay.StatusApproved
+	reqs := tuitest.NewRequests("bob", approved)
+	svc := tuitest.Services(tuitest.Letters(5), reqs)
+	svc.Runner = &tuitest.Runner{Summary: RunSummary{Status: replay.StatusCompleted, Final: RunProgress{Total: 4, Done: 4, Confirmed: 4}}}
+	m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
+	m, _ = tuitest.Drive(t, m, update, m.Init())
+	m, _ = press(t, m, tuitest.Keys("3", "g")...)
+	if m.Active() != ScreenRun || !strings.Contains(m.View(), "4/4 100%") {
+		t.Fatalf("screen %d:\n%s", m.Active(), m.View())
+	}
+	if !strings.Contains(m.Banner(), "replay request 1 completed: 4 confirmed") {
+		t.Errorf("banner %q", m.Banner())
+	}
+}
+
+func TestFastKeysAreSplit(t *testing.T) {
+	t.Parallel()
+	m, _ := setup(t, "bob")
+	m, _ = press(t, m, tuitest.Key("2"), tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjjk")})
+	if m.Active() != ScreenLetters || m.Letters().Cursor() != 2 {
+		t.Errorf("\"jjjk\" read at once: screen %d cursor %d, want the letters at 2", m.Active(), m.Letters().Cursor())
+	}
+	m, _ = press(t, m, tuitest.Key("/"), tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r-1")})
+	if !strings.Contains(m.View(), "/r-1") {
+		t.Errorf("text typed fast into the search was split:\n%s", m.View())
+	}
+}

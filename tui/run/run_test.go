@@ -1,0 +1,126 @@
+package run_test
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui/backend"
+	"github.com/expiryctl/expiryctl/tui/form"
+	"github.com/expiryctl/expiryctl/tui/frame"
+	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
+	"github.com/expiryctl/expiryctl/tui/run"
+)
+
+func TestMain(m *testing.M) {
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+func update(m run.Model, msg tea.Msg) (run.Model, tea.Cmd) { return m.Update(msg) }
+
+func services(r backend.Runner) backend.Services {
+	approved := tuitest.Request(2, "alice", 400)
+	approved.Status = replay.StatusApproved
+	svc := tuitest.Services(tuitest.Letters(5), tuitest.NewRequests("bob", approved))
+	svc.Runner = r
+	return svc
+}
+
+var halfway = backend.RunProgress{Total: 400, Done: 200, Confirmed: 196, Failed: 3, Skipped: 1, Rate: 19.6, Limit: 20,
+	Canary: backend.CanaryPassed, CanaryItems: 40, FailureRatio: 0.015, QueueDepth: 120, RedeadRatio: 0.01,
+	Elapsed: 11 * time.Second, Note: "target queue at 120/10000"}
+
+func TestRunToCompletion(t *testing.T) {
+	t.Parallel()
+	final := halfway
+	final.Done, final.Confirmed = 400, 396
+	r := &tuitest.Runner{Steps: []backend.RunProgress{{Total: 400, Canary: backend.CanarySending}, halfway},
+		Summary: backend.RunSummary{Status: replay.StatusCompleted, Final: final}}
+	m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
+	m, msgs := tuitest.Drive(t, m, update, cmd)
+	if m.Running() {
+		t.Fatal("still running after the runner returned")
+	}
+	var notice string
+	for _, msg := range msgs {
+		if n, ok := msg.(frame.NoticeMsg); ok {
+			notice = n.Text
+		}
+	}
+	if notice != "replay request 2 completed: 396 confirmed, 3 failed, 1 skipped" {
+		t.Errorf("notice %q", notice)
+	}
+	if v := m.View(); !strings.Contains(v, "400/400 100%") || !strings.Contains(v, "completed") {
+		t.Errorf("view:\n%s", v)
+	}
+}
+
+func TestHaltedAndCancel(t *testing.T) {
+	t.Parallel()
+	r := &tuitest.Runner{Steps: []backend.RunProgress{halfway},
+		Summary: backend.RunSummary{Status: replay.StatusHalted, HaltReason: "publish failure ratio 6% above 5%", Final: halfway}}
+	m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	if v := m.View(); !strings.Contains(v, "halted: publish failure ratio 6% above 5%") || !strings.Contains(v, "fresh approval") {
+		t.Errorf("view:\n%s", v)
+	}
+	_, msgs := tuitest.Drive(t, m, update, nil, tuitest.Key("c"))
+	if o, ok := msgs[len(msgs)-1].(form.OpenMsg); !ok || !strings.HasPrefix(o.Spec.Title, "Cancel replay request 2") {
+		t.Errorf("c gave %#v, want the cancel form", msgs[len(msgs)-1])
+	}
+}
+
+func TestStopCancelsTheRun(t *testing.T) {
+	t.Parallel()
+	r := &tuitest.Runner{Steps: []backend.RunProgress{halfway}, Hold: make(chan struct{})}
+	m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
+	m.Stop()
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	if m.Running() || !strings.Contains(m.View(), "run failed: context canceled") {
+		t.Errorf("after Stop:\n%s", m.View())
+	}
+}
+
+func TestNoRunner(t *testing.T) {
+	t.Parallel()
+	m, cmd := run.New(tuitest.Context(80, 21), services(nil)).Start(2)
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	if v := m.View(); !strings.Contains(v, "expiryctl replay run 2") {
+		t.Errorf("view:\n%s", v)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, size := range []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			r := &tuitest.Runner{Steps: []backend.RunProgress{halfway}, Hold: make(chan struct{})}
+			m, cmd := run.New(tuitest.Context(size.w, size.h), services(r)).Start(2)
+			tm := teatest.NewTestModel(t, tuitest.Wrap(m, cmd), teatest.WithInitialTermSize(size.w, size.h))
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("200/400")) && bytes.Contains(b, []byte("10000")) },
+				teatest.WithDuration(5*time.Second))
+			if err := tm.Quit(); err != nil {
+				t.Fatal(err)
+			}
+			final := tm.FinalModel(t).(tuitest.Harness[run.Model])
+			final.M.Stop()
+			view := final.View()
+			tuitest.AssertFits(t, view, size.w, size.h)
+			golden.RequireEqual(t, []byte(view))
+		})
+	}
+}

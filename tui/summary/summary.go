@@ -1,0 +1,260 @@
+// Package summary is the TUI's first screen: dead letters per reason
+// category (waiting, total, oldest, queues) and the open replay requests by
+// status, reloaded on every refresh tick while it is shown.
+package summary
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/termsafe"
+	"github.com/expiryctl/expiryctl/tui/backend"
+	"github.com/expiryctl/expiryctl/tui/frame"
+)
+
+// requestSample bounds the requests read to count the open ones.
+const requestSample = 500
+
+// LoadedMsg carries a fresh summary.
+type LoadedMsg struct {
+	Categories []deadletter.CategorySummary
+	At         time.Time
+	Err        error
+}
+
+// Outcome makes LoadedMsg a frame.Outcome.
+func (m LoadedMsg) Outcome() error { return m.Err }
+
+// Queues returns the dead-letter queues the summary names, sorted.
+func (m LoadedMsg) Queues() []string {
+	var qs []string
+	for _, c := range m.Categories {
+		for _, q := range c.Queues {
+			if !slices.Contains(qs, q) {
+				qs = append(qs, q)
+			}
+		}
+	}
+	slices.Sort(qs)
+	return qs
+}
+
+// CountsMsg carries the open requests by status.
+type CountsMsg struct {
+	Counts map[replay.Status]int
+	// Capped is true when more requests exist than were read.
+	Capped bool
+	Err    error
+}
+
+// Outcome makes CountsMsg a frame.Outcome.
+func (m CountsMsg) Outcome() error { return m.Err }
+
+// KeyMap is the summary's keys.
+type KeyMap struct {
+	Up, Down, Open, All key.Binding
+}
+
+// DefaultKeyMap is the summary's default key map.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:   key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down: key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Open: key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "list letters")),
+		All:  key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "all letters")),
+	}
+}
+
+// ShortHelp is the summary's keys for the help line.
+func (k KeyMap) ShortHelp() []key.Binding { return []key.Binding{k.Open, k.All} }
+
+// FullHelp is the summary's keys for the full help.
+func (k KeyMap) FullHelp() [][]key.Binding { return [][]key.Binding{{k.Up, k.Down, k.Open, k.All}} }
+
+// Model is the summary screen.
+type Model struct {
+	ctx     frame.Context
+	svc     backend.Services
+	keys    KeyMap
+	cats    []deadletter.CategorySummary
+	counts  map[replay.Status]int
+	capped  bool
+	loaded  bool
+	at      time.Time
+	cursor  int
+	failed  bool
+	refresh time.Duration
+	// pending counts the loads in flight: a tick does not start more while
+	// a slow or unreachable database still holds the last ones.
+	pending int
+}
+
+// New returns the summary screen over svc; refresh is the reload interval
+// it mentions (0: none).
+func New(ctx frame.Context, svc backend.Services, refresh time.Duration) Model {
+	return Model{ctx: ctx, svc: svc, keys: DefaultKeyMap(), refresh: refresh}
+}
+
+// Keys returns the summary's key map.
+func (m Model) Keys() KeyMap { return m.keys }
+
+// SetFrame resizes the screen.
+func (m Model) SetFrame(ctx frame.Context) Model { m.ctx = ctx; return m }
+
+// Capturing is false: the summary has no text input.
+func (m Model) Capturing() bool { return false }
+
+// Refresh reloads the categories and the request counts, unless the last
+// reload is still in flight.
+func (m Model) Refresh() (Model, tea.Cmd) {
+	if m.pending > 0 {
+		return m, nil
+	}
+	m.pending = 2
+	archive, requests, now := m.svc.Archive, m.svc.Requests, m.ctx.Now
+	return m, tea.Batch(
+		func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			cats, err := archive.Summary(ctx)
+			return LoadedMsg{Categories: cats, At: now(), Err: err}
+		},
+		func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			if counter, ok := requests.(backend.OpenCounter); ok {
+				counts, err := counter.CountOpen(ctx)
+				return CountsMsg{Counts: counts, Err: err}
+			}
+			reqs, err := requests.List(ctx, "", requestSample)
+			if err != nil {
+				return CountsMsg{Err: err}
+			}
+			counts := map[replay.Status]int{}
+			for _, r := range reqs {
+				if r.Open() {
+					counts[r.Status]++
+				}
+			}
+			return CountsMsg{Counts: counts, Capped: len(reqs) == requestSample}
+		},
+	)
+}
+
+// Selected is the category under the cursor; "" is the "all" line.
+func (m Model) Selected() deadletter.Category {
+	if m.cursor == 0 || m.cursor > len(m.cats) {
+		return ""
+	}
+	return m.cats[m.cursor-1].Category
+}
+
+// Update handles keys and loaded data.
+func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case LoadedMsg:
+		m.pending = max(0, m.pending-1)
+		if msg.Err != nil {
+			m.failed = true
+			return m, nil
+		}
+		m.failed = false
+		m.cats, m.at, m.loaded = msg.Categories, msg.At, true
+		m.cursor = min(m.cursor, len(m.cats))
+	case CountsMsg:
+		m.pending = max(0, m.pending-1)
+		if msg.Err == nil {
+			m.counts, m.capped = msg.Counts, msg.Capped
+		}
+	case tea.KeyMsg:
+		switch {
+		case key.Matches(msg, m.keys.Up):
+			m.cursor = max(0, m.cursor-1)
+		case key.Matches(msg, m.keys.Down):
+			m.cursor = min(len(m.cats), m.cursor+1)
+		case key.Matches(msg, m.keys.All):
+			return m, frame.Send(frame.ShowLettersMsg{})
+		case key.Matches(msg, m.keys.Open):
+			f := deadletter.Filter{}
+			if c := m.Selected(); c != "" {
+				f.Categories = []deadletter.Category{c}
+			}
+			return m, frame.Send(frame.ShowLettersMsg{Filter: f})
+		}
+	}
+	return m, nil
+}
+
+var table = []frame.Column{
+	{Title: "CATEGORY", Width: 19}, {Title: "WAITING", Width: 8}, {Title: "TOTAL", Width: 8},
+	{Title: "OLDEST", Width: 7}, {Title: "QUEUES", Width: 10, Flex: true},
+}
+
+// View renders the screen.
+func (m Model) View() string {
+	th := m.ctx.Theme
+	t := frame.Table{Columns: table, Theme: th}
+	w := m.ctx.Width
+	var lines []string
+	lines = append(lines, th.Title.Render("Dead letters by reason"))
+	if !m.loaded {
+		lines = append(lines, "", "loading…")
+		return frame.Fit(strings.Join(lines, "\n"), w, m.ctx.Height)
+	}
+	lines = append(lines, t.Header(w))
+	var waiting, total int64
+	var oldest *time.Time
+	now := m.ctx.Now()
+	for _, c := range m.cats {
+		waiting += c.Count
+		total += c.Total
+		if c.OldestDeadLetteredAt != nil && (oldest == nil || c.OldestDeadLetteredAt.Before(*oldest)) {
+			oldest = c.OldestDeadLetteredAt
+		}
+	}
+	age := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return frame.Age(now, *t)
+	}
+	lines = append(lines, t.Row(w, []string{"(all)", strconv.FormatInt(waiting, 10), strconv.FormatInt(total, 10), age(oldest), ""}, m.cursor == 0, false))
+	for i, c := range m.cats {
+		queues := make([]string, len(c.Queues))
+		for j, q := range c.Queues {
+			queues[j] = termsafe.EscapeLine(q)
+		}
+		lines = append(lines, t.Row(w, []string{string(c.Category), strconv.FormatInt(c.Count, 10),
+			strconv.FormatInt(c.Total, 10), age(c.OldestDeadLetteredAt), strings.Join(queues, ",")}, m.cursor == i+1, false))
+	}
+	if len(m.cats) == 0 {
+		lines = append(lines, "  the archive is empty: capture a queue with `expiryctl dlq ingest --queue QUEUE`")
+	}
+	lines = append(lines, "", th.Title.Render("Open replay requests"))
+	var parts []string
+	for _, s := range []replay.Status{replay.StatusPending, replay.StatusApproved, replay.StatusRunning, replay.StatusHalted} {
+		parts = append(parts, fmt.Sprintf("%s %d", s, m.counts[s]))
+	}
+	more := ""
+	if m.capped {
+		more = fmt.Sprintf(" (counted among the newest %d requests)", requestSample)
+	}
+	lines = append(lines, "  "+strings.Join(parts, " · ")+more)
+	status := "updated " + m.at.UTC().Format("15:04:05Z")
+	if m.refresh > 0 {
+		status += fmt.Sprintf(", every %s", m.refresh)
+	}
+	if m.failed {
+		status += " — stale: the last refresh failed"
+	}
+	lines = append(lines, "", th.Dim.Render(status))
+	return frame.Fit(strings.Join(lines, "\n"), w, m.ctx.Height)
+}

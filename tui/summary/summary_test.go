@@ -1,0 +1,114 @@
+package summary_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui/frame"
+	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
+	"github.com/expiryctl/expiryctl/tui/summary"
+)
+
+func TestMain(m *testing.M) {
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+func update(m summary.Model, msg tea.Msg) (summary.Model, tea.Cmd) { return m.Update(msg) }
+
+func fixture() (*tuitest.Archive, *tuitest.Requests) {
+	a := tuitest.Letters(40)
+	approved := tuitest.Request(2, "alice", 3)
+	approved.Status = replay.StatusApproved
+	done := tuitest.Request(3, "alice", 3)
+	done.Status = replay.StatusCompleted
+	return a, tuitest.NewRequests("bob", tuitest.Request(1, "alice", 5), approved, done, tuitest.Request(4, "carol", 1))
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		keys []string
+		want deadletter.Filter
+	}{
+		{name: "enter on all", keys: []string{"enter"}, want: deadletter.Filter{}},
+		{name: "enter on the first category", keys: []string{"down", "enter"}, want: deadletter.Filter{Categories: []deadletter.Category{deadletter.TransientExhausted}}},
+		{name: "down past the end stays on the last", keys: []string{"j", "j", "j", "j", "j", "j", "enter"}, want: deadletter.Filter{Categories: []deadletter.Category{deadletter.Conflict}}},
+		{name: "a lists all", keys: []string{"down", "a"}, want: deadletter.Filter{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a, r := fixture()
+			m, first := summary.New(tuitest.Context(80, 21), tuitest.Services(a, r), 0).Refresh()
+			m, _ = tuitest.Drive(t, m, update, first)
+			var msgs []tea.Msg
+			for _, k := range tt.keys {
+				var got []tea.Msg
+				m, got = tuitest.Drive(t, m, update, nil, tuitest.Key(k))
+				msgs = append(msgs, got...)
+			}
+			show, ok := msgs[len(msgs)-1].(frame.ShowLettersMsg)
+			if !ok {
+				t.Fatalf("last message %T, want ShowLettersMsg", msgs[len(msgs)-1])
+			}
+			if got, want := show.Filter.Categories, tt.want.Categories; len(got) != len(want) || (len(got) > 0 && got[0] != want[0]) {
+				t.Errorf("filter categories %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestStaleOnFailureAndNoPileUp(t *testing.T) {
+	t.Parallel()
+	a, r := fixture()
+	m, first := summary.New(tuitest.Context(80, 21), tuitest.Services(a, r), 2*time.Second).Refresh()
+	if _, again := m.Refresh(); again != nil {
+		t.Fatal("a second refresh started while the first was in flight")
+	}
+	m, _ = tuitest.Drive(t, m, update, first)
+	a.SetErr(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
+	m, cmd := m.Refresh()
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	v := m.View()
+	if !strings.Contains(v, "stale: the last refresh failed") || !strings.Contains(v, "transient-exhausted") {
+		t.Errorf("after a failed refresh the view should keep the data and say it is stale:\n%s", v)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, size := range []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			a, r := fixture()
+			m, first := summary.New(tuitest.Context(size.w, size.h), tuitest.Services(a, r), 2*time.Second).Refresh()
+			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("approved 1")) },
+				teatest.WithDuration(5*time.Second))
+			tm.Send(tuitest.Key("down"))
+			if err := tm.Quit(); err != nil {
+				t.Fatal(err)
+			}
+			view := tm.FinalModel(t).View()
+			tuitest.AssertFits(t, view, size.w, size.h)
+			golden.RequireEqual(t, []byte(view))
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package tui
+
+import (
+	"github.com/expiryctl/expiryctl/tui/backend"
+)
+
+// The interfaces and types of the services the TUI calls; see package
+// backend for their contracts.
+type (
+	// Services are everything the TUI calls.
+	Services = backend.Services
+	// Archive is the dead-letter archive (*deadletter.Archive).
+	Archive = backend.Archive
+	// OldestLister is an archive that can list oldest first.
+	OldestLister = backend.OldestLister
+	// Requests is the replay request service (*replay.Service).
+	Requests = backend.Requests
+	// Runner runs an approved request, reporting progress.
+	Runner = backend.Runner
+	// RunProgress is a snapshot of a run.
+	RunProgress = backend.RunProgress
+	// RunSummary is how a run ended.
+	RunSummary = backend.RunSummary
+	// CanaryState is where a run's canary stands.
+	CanaryState = backend.CanaryState
+	// AuditTrail lists and verifies the audit trail.
+	AuditTrail = backend.AuditTrail
+	// AuditFilter narrows the audit listing.
+	AuditFilter = backend.AuditFilter
+	// AuditEntry is one audit row.
+	AuditEntry = backend.AuditEntry
+	// AuditPage is one page of the trail.
+	AuditPage = backend.AuditPage
+	// AuditCheck is the result of a chain verification.
+	AuditCheck = backend.AuditCheck
+)
+
+// The canary states, re-exported for runner adapters.
+const (
+	CanaryNone    = backend.CanaryNone
+	CanarySending = backend.CanarySending
+	CanaryWaiting = backend.CanaryWaiting
+	CanaryPassed  = backend.CanaryPassed
+	CanaryFailed  = backend.CanaryFailed
+)
