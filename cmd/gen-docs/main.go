@@ -18,10 +18,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gen-docs DIR")
 		os.Exit(2)
 	}
-	dir := os.Args[1]
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := generate(os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// generate writes one Markdown page per command into dir, replacing the
+// pages a previous run wrote.
+func generate(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "expiryctl*.md"))
 	for _, f := range old {
@@ -30,8 +37,5 @@ func main() {
 	root := commands.NewCmdRoot(commands.NewFactory())
 	root.DisableAutoGenTag = true
 	link := func(name string) string { return strings.ToLower(name) }
-	if err := doc.GenMarkdownTreeCustom(root, dir, func(string) string { return "" }, link); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	return doc.GenMarkdownTreeCustom(root, dir, func(string) string { return "" }, link)
 }
