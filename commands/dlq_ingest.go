@@ -102,9 +102,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	if err != nil {
 		return err
 	}
-	// Batches are pipelined: one is written while the next is received, so the
-	// broker must be allowed to send at least two batches ahead.
-	prefetch := max(opts.Prefetch, 2*opts.Batch)
+	// Batches are pipelined: two are written while the next is received, so
+	// the broker must be allowed to send at least three batches ahead.
+	prefetch := max(opts.Prefetch, 3*opts.Batch)
 	src, err := broker.OpenDLQSource(conn, opts.Queue, prefetch)
 	if err != nil {
 		return err

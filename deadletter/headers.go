@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -58,18 +59,141 @@ const maxHeaderDepth = 64
 // sorted), which the fingerprint relies on. A nil table encodes as {}, never
 // null, because the column is NOT NULL.
 func EncodeHeaders(h map[string]any) json.RawMessage {
-	tree := encodeTable(h, 0)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Escaping <, > and & is for embedding in HTML; here it only makes
-	// error texts harder to read in psql.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(tree); err != nil {
-		// The tree holds only maps, slices, strings, bools, nil and
-		// strconv-made numbers, which cannot fail to encode.
-		panic(fmt.Sprintf("deadletter: encode headers: %v", err))
+	return joinHeaderEntries(encodeHeaderEntries(h), nil)
+}
+
+// headerEntry is one top-level header, its key and value already encoded.
+type headerEntry struct {
+	key   string // the header's own name, as received
+	json  []byte // `"<encoded key>":<encoded value>`
+	order string // the encoded key, which fixes the order
+}
+
+// encodeHeaderEntries encodes each top-level header on its own, sorted, so
+// that callers can both store the whole table and hash a subset of it without
+// encoding twice.
+func encodeHeaderEntries(h map[string]any) []headerEntry {
+	entries := make([]headerEntry, 0, len(h))
+	for k, v := range h {
+		ek := encodeKey(k)
+		b := appendJSONString(make([]byte, 0, 64), ek)
+		b = append(b, ':')
+		b = appendTree(b, encodeValue(v, 1))
+		entries = append(entries, headerEntry{key: k, json: b, order: ek})
 	}
-	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	sort.Slice(entries, func(i, j int) bool { return entries[i].order < entries[j].order })
+	return entries
+}
+
+// joinHeaderEntries writes the entries as one JSON object, leaving out the
+// keys skip names.
+func joinHeaderEntries(entries []headerEntry, skip map[string]bool) json.RawMessage {
+	size := 2
+	for _, e := range entries {
+		size += len(e.json) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	first := true
+	for _, e := range entries {
+		if skip[e.key] {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, e.json...)
+	}
+	return append(out, '}')
+}
+
+// appendTree writes a value built by encodeValue as JSON: objects with
+// sorted keys, no HTML escaping, as encoding/json would, without its
+// reflection (this runs for every captured letter).
+func appendTree(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	case string:
+		return appendJSONString(dst, x)
+	case json.Number:
+		return append(dst, x...)
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendTree(dst, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendTree(dst, x[k])
+		}
+		return append(dst, '}')
+	}
+	// encodeValue builds nothing else; a JSON null keeps the column valid
+	// should that ever change.
+	return append(dst, "null"...)
+}
+
+// appendJSONString writes s, valid UTF-8, as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\u2028' || r == '\u2029' {
+			// JavaScript treats these as line ends; encoding/json escapes them too.
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 func encodeTable(t map[string]any, depth int) map[string]any {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,9 @@ type IngestOptions struct {
 	// Linger is how long a partly filled batch waits for more letters before it
 	// is committed (default 100ms).
 	Linger time.Duration
+	// Writers is how many batches are stored at once (default 2): while one
+	// transaction waits for PostgreSQL, the next is already on its way.
+	Writers int
 	// Follow keeps ingesting until ctx is cancelled; otherwise Ingest returns
 	// once the queue is empty.
 	Follow bool
@@ -98,7 +102,11 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 	start := opts.Now()
 	var stats IngestStats
 
-	batches := make(chan []Delivery)
+	// Three stages overlap: the collector receives and parses, Writers
+	// batches are stored concurrently, and this goroutine acknowledges them
+	// strictly in the order they were received, so that one multiple-ack
+	// never covers a batch that has not committed.
+	batches := make(chan batch, opts.Writers)
 	collectErr := make(chan error, 1)
 	// A failed batch stops the collector too: otherwise, with the prefetch
 	// window full of unacknowledged letters, it would wait for ever.
@@ -109,31 +117,58 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 		close(batches)
 	}()
 
+	written := make(chan writtenBatch, opts.Writers)
+	var writers sync.WaitGroup
+	for range opts.Writers {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for b := range batches {
+				res, err := writeBatch(pool, b, opts)
+				written <- writtenBatch{batch: b, res: res, err: err}
+			}
+		}()
+	}
+	go func() {
+		writers.Wait()
+		close(written)
+	}()
+
 	var writeErr error
-	for batch := range batches {
-		if writeErr != nil {
-			continue // drain so the collector can stop; nothing more is acked
-		}
-		res, err := writeBatch(pool, batch, opts)
-		if err != nil {
-			writeErr = err
-			stopCollecting()
-			continue
-		}
-		if err := src.AckThrough(batch[len(batch)-1].Tag); err != nil {
-			// Committed but not acked: the broker redelivers and the
-			// fingerprint makes the copies no-ops.
-			writeErr = fmt.Errorf("acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", len(batch), err)
-			stopCollecting()
-			continue
-		}
-		stats.Received += int64(len(batch))
-		stats.Stored += int64(res.Stored)
-		stats.Duplicates += int64(res.Duplicates)
-		stats.Batches++
-		stats.Elapsed = opts.Now().Sub(start)
-		if opts.Progress != nil {
-			opts.Progress(stats)
+	done := map[int64]writtenBatch{}
+	var next int64
+	for w := range written {
+		done[w.seq] = w
+		for {
+			w, ok := done[next]
+			if !ok {
+				break
+			}
+			delete(done, next)
+			next++
+			if writeErr != nil {
+				continue // nothing after a failure is acked; stored copies are redelivered and skipped
+			}
+			if w.err != nil {
+				writeErr = w.err
+				stopCollecting()
+				continue
+			}
+			if err := src.AckThrough(w.lastTag); err != nil {
+				// Committed but not acked: the broker redelivers and the
+				// fingerprint makes the copies no-ops.
+				writeErr = fmt.Errorf("acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", len(w.letters), err)
+				stopCollecting()
+				continue
+			}
+			stats.Received += int64(len(w.letters))
+			stats.Stored += int64(w.res.Stored)
+			stats.Duplicates += int64(w.res.Duplicates)
+			stats.Batches++
+			stats.Elapsed = opts.Now().Sub(start)
+			if opts.Progress != nil {
+				opts.Progress(stats)
+			}
 		}
 	}
 	stats.Elapsed = opts.Now().Sub(start)
@@ -154,12 +189,28 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 	return stats, err
 }
 
+// batch is letters parsed by the collector, numbered in receive order.
+type batch struct {
+	seq     int64
+	letters []Letter
+	lastTag uint64
+}
+
+type writtenBatch struct {
+	batch
+	res StoreResult
+	err error
+}
+
 func withIngestDefaults(opts IngestOptions) IngestOptions {
 	if opts.Batch <= 0 {
 		opts.Batch = 500
 	}
 	if opts.BatchBytes <= 0 {
 		opts.BatchBytes = 16 << 20
+	}
+	if opts.Writers <= 0 {
+		opts.Writers = 2
 	}
 	if opts.Linger <= 0 {
 		opts.Linger = 100 * time.Millisecond
@@ -175,20 +226,21 @@ func withIngestDefaults(opts IngestOptions) IngestOptions {
 
 // collect groups deliveries into batches. Without Follow it stops once the
 // queue is empty and everything received has been handed on.
-func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- []Delivery) error {
+func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- batch) error {
 	deliveries := src.Deliveries()
-	var batch []Delivery
+	var current batch
 	var bytes int
 	linger := time.NewTimer(opts.Linger)
 	defer linger.Stop()
 
 	flush := func() bool {
-		if len(batch) == 0 {
+		if len(current.letters) == 0 {
 			return true
 		}
 		select {
-		case out <- batch:
-			batch, bytes = nil, 0
+		case out <- current:
+			current = batch{seq: current.seq + 1}
+			bytes = 0
 			return true
 		case <-ctx.Done():
 			return false
@@ -208,9 +260,12 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- []D
 				}
 				return errors.New("the broker closed the consumer (connection lost or queue deleted); letters not yet stored stay in the queue")
 			}
-			batch = append(batch, d)
+			// Parsing here, while the writers wait on PostgreSQL, keeps the
+			// CPU work off the commit path.
+			current.letters = append(current.letters, Parse(d.Message, opts.Classifier, opts.Now()))
+			current.lastTag = d.Tag
 			bytes += len(d.Message.Body)
-			if len(batch) >= opts.Batch || bytes >= opts.BatchBytes {
+			if len(current.letters) >= opts.Batch || bytes >= opts.BatchBytes {
 				if !flush() {
 					return nil
 				}
@@ -235,29 +290,24 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- []D
 	}
 }
 
-// writeBatch parses and stores one batch and its audit row in one transaction.
-// It does not use the caller's context: once a batch is being written it is
+// writeBatch stores one batch and its audit row in one transaction. It does
+// not use the caller's context: once a batch is being written it is
 // finished, so that a signal never leaves it half done.
-func writeBatch(pool *pgxpool.Pool, batch []Delivery, opts IngestOptions) (StoreResult, error) {
+func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	now := opts.Now()
-	letters := make([]Letter, len(batch))
-	for i, d := range batch {
-		letters[i] = Parse(d.Message, opts.Classifier, now)
-	}
 	var res StoreResult
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		if res, err = Insert(ctx, tx, letters); err != nil {
+		if res, err = Insert(ctx, tx, b.letters); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.ingest.batch", Target: "queue:" + opts.Queue,
-			Details: map[string]any{"letters": len(batch), "stored": res.Stored, "duplicates": res.Duplicates,
+			Details: map[string]any{"letters": len(b.letters), "stored": res.Stored, "duplicates": res.Duplicates,
 				"first_id": res.FirstID, "last_id": res.LastID}})
 	})
 	if err != nil {
-		return StoreResult{}, &StoreError{Letters: len(batch), Err: err}
+		return StoreResult{}, &StoreError{Letters: len(b.letters), Err: err}
 	}
 	return res, nil
 }

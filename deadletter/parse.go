@@ -71,11 +71,13 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		ContentType:    SafeText(m.ContentType),
 		Payload:        clonePayload(m.Body),
 		PayloadHash:    sha256.Sum256(m.Body),
-		Headers:        EncodeHeaders(m.Headers),
 		AttemptHistory: []AttemptEvent{},
 		Deaths:         []Death{},
 	}
-	l.Fingerprint = fingerprint(m)
+	entries := encodeHeaderEntries(m.Headers)
+	l.Headers = joinHeaderEntries(entries, nil)
+	worker := decodeAttemptHistory(m.Headers[headerAttemptHistory])
+	l.Fingerprint = fingerprint(m, entries, worker)
 
 	b, ok := decodeBody(m.Body)
 	malformed := !ok
@@ -98,7 +100,6 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		l.OriginQueue = l.Deaths[len(l.Deaths)-1].Queue
 	}
 
-	worker := decodeAttemptHistory(h[headerAttemptHistory])
 	history := make([]AttemptEvent, 0, len(worker)+len(l.Deaths))
 	history = append(history, worker...)
 	for _, d := range l.Deaths {
@@ -168,13 +169,14 @@ func fallbackLetter(m Message, ingestedAt time.Time, cause any) Letter {
 	}
 	func() {
 		defer func() { _ = recover() }()
-		l.Headers = EncodeHeaders(m.Headers)
-		l.Fingerprint = fingerprint(m)
+		entries := encodeHeaderEntries(m.Headers)
+		l.Headers = joinHeaderEntries(entries, nil)
+		l.Fingerprint = fingerprint(m, entries, nil)
 	}()
 	if l.Fingerprint == ([32]byte{}) {
 		bare := m
 		bare.Headers = nil
-		l.Fingerprint = fingerprint(bare)
+		l.Fingerprint = fingerprint(bare, nil, nil)
 	}
 	l.JobKey = l.MessageID
 	return l
@@ -569,14 +571,8 @@ var volatileHeaders = map[string]bool{headerDeliveryCount: true, headerLastError
 // the attempt history are left out and the sequence of error classes is kept,
 // so a crash duplicate is caught while a later dead-lettering of the same job
 // (after a replay, with x-replay-* headers and more attempts) is not.
-func fingerprint(m Message) [32]byte {
+func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent) [32]byte {
 	byWorker := workerPublished(m.Headers)
-	stable := make(map[string]any, len(m.Headers))
-	for k, v := range m.Headers {
-		if !volatileHeaders[k] {
-			stable[k] = v
-		}
-	}
 	h := sha256.New()
 	writeField(h, []byte(fingerprintVersion))
 	writeField(h, []byte(m.Queue))
@@ -591,14 +587,16 @@ func fingerprint(m Message) [32]byte {
 	}
 	writeField(h, ts)
 	writeField(h, m.Body)
-	writeField(h, EncodeHeaders(stable))
-	for _, e := range decodeAttemptHistory(m.Headers[headerAttemptHistory]) {
+	writeField(h, joinHeaderEntries(entries, volatileHeaders))
+	for _, e := range workerHistory {
 		writeField(h, []byte(e.ErrorClass))
 	}
 	// Without a history, the last error is all that tells two deaths apart.
 	if _, ok := m.Headers[headerAttemptHistory]; !ok {
-		if last, ok := m.Headers[headerLastError]; ok {
-			writeField(h, EncodeHeaders(map[string]any{"v": last}))
+		for _, e := range entries {
+			if e.key == headerLastError {
+				writeField(h, e.json)
+			}
 		}
 	}
 	var sum [32]byte

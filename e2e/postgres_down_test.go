@@ -71,14 +71,13 @@ func (b *downBundle) recover(t *testing.T) {
 func TestIngestPostgresDownMidway(t *testing.T) {
 	t.Parallel()
 
-	// Both runs pass a prefetch window that holds every letter: with more
-	// letters ready than the window, ingest never exits after a failed batch
-	// (see "backlog beyond the prefetch window" below).
 	t.Run("insert refused after 500 rows", func(t *testing.T) {
 		t.Parallel()
 		b := setupDown(t, 1200)
-		// A volatile function sees the rows its own statement inserted, so
-		// the batch that would cross 500 fails as a whole, deterministically.
+		// A volatile function sees the rows its own statement inserted (and
+		// those committed), so a batch that would cross 500 fails as a whole.
+		// Ingest writes two batches at once, and two concurrent batches may
+		// each see fewer than 500 committed, so up to one more batch lands.
 		_, err := b.observer.Exec(withTimeout(t), `
 			CREATE FUNCTION expiryctl.e2e_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
@@ -102,9 +101,9 @@ func TestIngestPostgresDownMidway(t *testing.T) {
 			}
 		}
 		stored, queued := rows(t, b.observer), b.r.settled(t, b.dlq)
-		if stored != 500 || stored+queued != b.published {
-			t.Errorf("%d stored + %d queued, want 500 + %d: every letter not stored must still be queued",
-				stored, queued, b.published-500)
+		if stored < 500 || stored > 600 || stored%100 != 0 || stored+queued != b.published {
+			t.Errorf("%d stored + %d queued, want 500 or 600 stored (whole batches) and the other %d queued: every letter not stored must still be queued",
+				stored, queued, b.published-stored)
 		}
 		if n := count(t, b.observer, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest' AND outcome = 'error'`); n != 1 {
 			t.Errorf("the failed run should leave one dlq.ingest audit row with outcome error, found %d", n)

@@ -47,7 +47,6 @@ CREATE INDEX dead_letters_newest ON expiryctl.dead_letters (dead_lettered_at DES
 CREATE INDEX dead_letters_category_newest
     ON expiryctl.dead_letters (reason_category, dead_lettered_at DESC, id DESC);
 CREATE INDEX dead_letters_job ON expiryctl.dead_letters (job_key, id DESC);
-CREATE INDEX dead_letters_reservation ON expiryctl.dead_letters (reservation_id);
 -- The oldest letter still waiting for a decision, per category, without a scan.
 CREATE INDEX dead_letters_outstanding_oldest
     ON expiryctl.dead_letters (reason_category, dead_lettered_at)
