@@ -1,9 +1,11 @@
 package commands
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -193,7 +195,17 @@ func csvCells(r deadletter.Row) []string {
 // streamList writes every match as it is read: a JSON array element by
 // element, CSV row by row, or a table in chunks, never the whole result at once.
 func streamList(ctx context.Context, archive *deadletter.Archive, opts *DLQListOptions) error {
-	out := opts.IO.Out
+	// One write per row would make the kernel, not the query, the cost of a
+	// large export.
+	buffered := bufio.NewWriterSize(opts.IO.Out, 64<<10)
+	if err := streamListTo(ctx, archive, opts, buffered); err != nil {
+		_ = buffered.Flush()
+		return err
+	}
+	return buffered.Flush()
+}
+
+func streamListTo(ctx context.Context, archive *deadletter.Archive, opts *DLQListOptions, out io.Writer) error {
 	switch opts.Output.value {
 	case "json":
 		first := true
@@ -237,7 +249,9 @@ func streamList(ctx context.Context, archive *deadletter.Archive, opts *DLQListO
 		}
 		return w.flush()
 	default:
-		t := newTable(opts.IO, listHeaders...)
+		streams := *opts.IO
+		streams.Out = out
+		t := newTable(&streams, listHeaders...)
 		err := archive.Stream(ctx, opts.Filter, opts.Cursor, func(r deadletter.Row) error {
 			t.addRow(listCells(opts.IO, r, opts.Now())...)
 			if len(t.rows) >= 1000 {
