@@ -339,6 +339,8 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Ancho
 	switch {
 	case !haveHead && c.haveLast:
 		return c.res, c.fail(1, HeadMismatch, "expiryctl.audit_head is empty but the trail has rows: the head was removed")
+	case haveHead && !c.haveLast && head.Seq == 0:
+		// An empty trail: the migration leaves a head at seq 0.
 	case haveHead && !c.haveLast:
 		return c.res, c.fail(from, HeadMismatch, "the head is seq %d but no rows from seq %d exist: rows were removed from the tail", head.Seq, from)
 	case haveHead && c.lastSeq < head.Seq:

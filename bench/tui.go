@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 // as the program would run them one after another; the refresh tick is off
 // so that nothing sleeps.
 func benchTUI(ctx context.Context, dbURL string) (firstFrame, pageDown time.Duration, err error) {
+	// Connecting is part of opening the TUI, as it is part of running a
+	// command.
+	start := time.Now()
 	pool, err := store.Open(ctx, dbURL)
 	if err != nil {
 		return 0, 0, err
@@ -35,7 +39,6 @@ func benchTUI(ctx context.Context, dbURL string) (firstFrame, pageDown time.Dura
 		Actor:    actor,
 	}
 
-	start := time.Now()
 	var m tea.Model = tui.New(svc, tui.WithRenderer(frame.AsciiRenderer()), tui.WithRefresh(0))
 	m, _ = m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	if m, _, err = tuiDrain(ctx, m, m.Init()); err != nil {
@@ -97,4 +100,42 @@ func tuiDrain(ctx context.Context, m tea.Model, cmd tea.Cmd) (tea.Model, int, er
 		return m, calls, fmt.Errorf("tui: %s", b)
 	}
 	return m, calls, nil
+}
+
+// benchTUIOnArchive compares the terminal UI with the work the matching
+// commands do, in process on the same large archive: the first full frame
+// (connection included) against `dlq summary -o json` (connection, the
+// summary query and its JSON), and one page down in the list against
+// `dlq list --limit 50` on an open pool.
+func benchTUIOnArchive(ctx context.Context, cfg *config, rep *report, a archives) error {
+	archive := deadletter.NewArchive(a.large.Pool, "bench")
+	summary := &probe{name: "dlq summary -o json", fn: func(ctx context.Context) error {
+		pool, err := store.Open(ctx, a.large.URL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		s, err := deadletter.NewArchive(pool, "bench").Summary(ctx)
+		if err == nil {
+			_, err = json.Marshal(s)
+		}
+		return err
+	}}
+	list := &probe{name: "dlq list --limit 50", fn: func(ctx context.Context) error {
+		_, err := archive.List(ctx, deadletter.Filter{}, nil, 50)
+		return err
+	}}
+	var frames, pages []time.Duration
+	tuiProbe := &probe{name: "tui", fn: func(ctx context.Context) error {
+		first, page, err := benchTUI(ctx, a.large.URL)
+		frames, pages = append(frames, first), append(pages, page)
+		return err
+	}}
+	if err := measureInterleaved(ctx, 1, 5, summary, list, tuiProbe); err != nil {
+		return err
+	}
+	n := count(cfg.LargeN)
+	rep.atMost(fmt.Sprintf("6 tui %s: first full frame vs dlq summary -o json", n), summary.median(), median(frames[1:]), 2)
+	rep.atMost(fmt.Sprintf("6 tui %s: one page down vs dlq list --limit 50", n), list.median(), median(pages[1:]), 2)
+	return nil
 }

@@ -50,26 +50,31 @@ $$;
 CREATE FUNCTION expiryctl.audit_chain() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    head expiryctl.audit_head%ROWTYPE;
+    prev_seq bigint;
+    prev bytea;
 BEGIN
     -- One appender at a time, until commit: the next row's prev_hash must be
     -- this row's hash. The lock id is an arbitrary constant used for nothing
     -- else.
     PERFORM pg_advisory_xact_lock(435459991924);
-    SELECT * INTO head FROM expiryctl.audit_head WHERE singleton;
-    IF NOT FOUND THEN
-        head.seq := 0;
-        head.hash := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
-    END IF;
+    SELECT seq, hash INTO prev_seq, prev FROM expiryctl.audit_head WHERE singleton;
     -- The database, not the client, says who and when.
-    NEW.seq := head.seq + 1;
+    NEW.seq := prev_seq + 1;
     NEW.at := date_trunc('microseconds', clock_timestamp());
     NEW.db_role := session_user;
-    NEW.prev_hash := head.hash;
-    NEW.hash := sha256(expiryctl.audit_canonical(NEW.seq, NEW.at, NEW.actor, NEW.db_role, NEW.action,
-                                                 NEW.target, NEW.details, NEW.outcome, NEW.prev_hash));
-    INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, NEW.seq, NEW.hash)
-    ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
+    NEW.prev_hash := prev;
+    -- expiryctl.audit_canonical, written out: every command runs in a new
+    -- session, and a nested function call costs planning in each.
+    NEW.hash := sha256(int8send(NEW.seq)
+        || int8send((extract(epoch FROM NEW.at) * 1000000)::bigint)
+        || int4send(octet_length(convert_to(NEW.actor, 'UTF8')))   || convert_to(NEW.actor, 'UTF8')
+        || int4send(octet_length(convert_to(NEW.db_role, 'UTF8'))) || convert_to(NEW.db_role, 'UTF8')
+        || int4send(octet_length(convert_to(NEW.action, 'UTF8')))  || convert_to(NEW.action, 'UTF8')
+        || int4send(octet_length(convert_to(NEW.target, 'UTF8')))  || convert_to(NEW.target, 'UTF8')
+        || int4send(octet_length(convert_to(NEW.details::text, 'UTF8'))) || convert_to(NEW.details::text, 'UTF8')
+        || int4send(octet_length(convert_to(NEW.outcome, 'UTF8'))) || convert_to(NEW.outcome, 'UTF8')
+        || prev);
+    UPDATE expiryctl.audit_head SET seq = NEW.seq, hash = NEW.hash WHERE singleton;
     RETURN NEW;
 END
 $$;
@@ -103,9 +108,9 @@ BEGIN
          WHERE id = r.id;
         prev := h;
     END LOOP;
-    IF n > 0 THEN
-        INSERT INTO expiryctl.audit_head VALUES (true, n, prev);
-    END IF;
+    -- The head always exists (seq 0 and the zero hash for an empty trail),
+    -- so that the insert trigger only ever updates it.
+    INSERT INTO expiryctl.audit_head VALUES (true, n, prev);
 END
 $$;
 -- +goose StatementEnd
