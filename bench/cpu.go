@@ -38,6 +38,13 @@ type cpuUse struct {
 // benchmark did not cause (the other engineers' tests on a shared machine).
 // RabbitMQ's share is the whole broker's, whoever else uses it.
 func takeCPU() cpuSnapshot {
+	return takeCPUCached(nil)
+}
+
+// takeCPUCached is takeCPU remembering each process's group in groups, so
+// that sampling reads one small file per process (the command line is read
+// once per process).
+func takeCPUCached(groups map[int]string) cpuSnapshot {
 	s := cpuSnapshot{procs: map[int]procTicks{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := bytes.Cut(b, []byte("\n"))
@@ -61,8 +68,9 @@ func takeCPU() cpuSnapshot {
 		if !ok {
 			continue
 		}
-		var group string
+		group, known := groups[pid]
 		switch {
+		case known:
 		case pid == self:
 			group = "bench"
 		case comm == "postgres" && servesBench(pid):
@@ -71,7 +79,13 @@ func takeCPU() cpuSnapshot {
 			group = "rabbitmq"
 		case comm == "expiryctl" && ppid == self:
 			group = "expiryctl"
-		default:
+		}
+		// A backend's title names its database only once it has
+		// authenticated, so an unclaimed postgres process is asked again.
+		if groups != nil && !known && (group != "" || comm != "postgres") {
+			groups[pid] = group
+		}
+		if group == "" {
 			continue
 		}
 		s.procs[pid] = procTicks{group, ticks}
@@ -92,14 +106,15 @@ type cpuMonitor struct {
 func startCPU() *cpuMonitor {
 	m := &cpuMonitor{first: takeCPU(), last: map[int]procTicks{}, stop: make(chan struct{}), done: make(chan cpuUse, 1)}
 	go func() {
-		tick := time.NewTicker(250 * time.Millisecond)
+		groups := map[int]string{}
+		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				m.merge(takeCPU())
+				m.merge(takeCPUCached(groups))
 			case <-m.stop:
-				end := takeCPU()
+				end := takeCPUCached(groups)
 				m.merge(end)
 				m.done <- m.use(end.machine)
 				return
@@ -189,7 +204,7 @@ func servesBench(pid int) bool {
 	if err != nil {
 		return false
 	}
-	for _, s := range []string{" expiryctl_bench_", "walwriter", "checkpointer", "background writer"} {
+	for _, s := range []string{" expiryctl_bench_" + runID + "_", "walwriter", "checkpointer", "background writer"} {
 		if bytes.Contains(b, []byte(s)) {
 			return true
 		}

@@ -14,6 +14,10 @@ import (
 	"github.com/expiryctl/expiryctl/store"
 )
 
+// runID tells this run's databases from those of another benchmark run on
+// the same server, for cleanup by hand and for CPU attribution.
+var runID = randomSuffix()[:6]
+
 // benchDB is one scenario's private, migrated database. internal/pgtest does
 // the same for tests but needs a testing.TB, so the benchmark has its own.
 type benchDB struct {
@@ -27,7 +31,7 @@ type benchDB struct {
 // that two benchmark runs (or a run and the tests) never share one, and
 // migrates it with store.Migrate, the code path `expiryctl migrate` takes.
 func createDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
-	name := "expiryctl_bench_" + purpose + "_" + randomSuffix()
+	name := "expiryctl_bench_" + runID + "_" + purpose + "_" + randomSuffix()
 	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL is not reachable at the admin URL (%v): start it with scripts/services.sh or set -database-url", err)

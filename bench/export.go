@@ -22,10 +22,13 @@ func benchExport(ctx context.Context, cfg *config, rep *report, a archives) erro
 		return err
 	}
 	cfg.logf("export: %s dlq list --limit 0 -o json > /dev/null on %d letters", cfg.Bin, cfg.LargeN)
+	mon := startCPU()
 	run, err := runBinary(ctx, cfg.Bin, []string{"dlq", "list", "--limit", "0", "-o", "json"}, cfg.binaryEnv(a.large.URL), false)
+	use := mon.Stop()
 	if err != nil {
 		return err
 	}
+	rep.note("export binary: %s (expiryctl by rusage %.1fs) in %s", use, run.CPU.Seconds(), fmtDuration(run.Wall))
 	// stdout went to /dev/null; the command's own audit row says how many
 	// rows it wrote.
 	var returned int

@@ -9,15 +9,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
 // procRun is what one measured run of the built binary did.
 type procRun struct {
 	Wall time.Duration
-	// PeakRSS is the larger of the kernel's rusage maxrss at exit and the
-	// highest VmHWM sampled from /proc while the process ran, in bytes.
+	// PeakRSS is the highest VmHWM sampled from /proc while the process
+	// ran, in bytes.
 	PeakRSS int64
 	// CPU is the user and system time the process used.
 	CPU    time.Duration
@@ -43,10 +42,15 @@ func runBinary(ctx context.Context, bin string, args, env []string, keepStdout b
 	done := make(chan struct{})
 	hwm := make(chan int64, 1)
 	go func() {
-		// rusage is authoritative; sampling VmHWM as well guards against a
-		// kernel that does not fill ru_maxrss, and costs nothing.
+		// VmHWM is the high-water mark of the process's own memory since
+		// its exec, so sampling it often enough only risks missing a peak
+		// reached in the last few milliseconds. rusage's maxrss cannot be
+		// used: Go starts children with vfork, and at exec the kernel
+		// carries the shared parent's high-water mark into the child's
+		// maxrss, so every child would report at least the benchmark's own
+		// peak.
 		var peak int64
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			if v := readVmHWM(cmd.Process.Pid); v > peak {
@@ -64,10 +68,10 @@ func runBinary(ctx context.Context, bin string, args, env []string, keepStdout b
 	wall := time.Since(start)
 	close(done)
 	run := procRun{Wall: wall, PeakRSS: <-hwm, Stdout: stdout.Bytes(), Stderr: stderr.String()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > run.PeakRSS {
-		run.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
-	}
 	run.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if run.PeakRSS == 0 && err == nil {
+		return run, fmt.Errorf("%s %s: could not read its memory use from /proc", bin, strings.Join(args, " "))
+	}
 	if err != nil {
 		return run, fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, strings.TrimSpace(run.Stderr))
 	}
