@@ -34,7 +34,7 @@ confirms, a canary and stop conditions, keeping each job's identity
 	}
 	cmd.AddCommand(NewCmdReplayRequest(f, nil), NewCmdReplayShow(f, nil), NewCmdReplayList(f, nil),
 		NewCmdReplayReview(f, replay.StatusApproved, nil), NewCmdReplayReview(f, replay.StatusRejected, nil),
-		NewCmdReplayCancel(f, nil))
+		NewCmdReplayCancel(f, nil), NewCmdReplayRun(f, nil))
 	return cmd
 }
 

@@ -34,7 +34,12 @@ type TUIOptions struct {
 
 // NewCmdTUI builds `expiryctl tui`.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
-	opts := &TUIOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &TUIOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now,
+		NewRunner: func(pool *pgxpool.Pool, actor string) tui.Runner {
+			return &tuiRunner{pool: pool, actor: actor, amqp: f.AMQP}
+		},
+		NewAudit: func(pool *pgxpool.Pool, actor string) tui.AuditTrail { return &tuiAudit{pool: pool, actor: actor} },
+	}
 	cmd := &cobra.Command{
 		Use:   "tui",
 		Short: "Triage and review in a terminal UI",

@@ -1,0 +1,122 @@
+package commands
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui"
+)
+
+// tuiRunner runs requests for the terminal UI with the same runner as
+// `replay run`, connecting to RabbitMQ only when a run starts.
+type tuiRunner struct {
+	pool  *pgxpool.Pool
+	actor string
+	amqp  func() (*amqp.Connection, error)
+}
+
+func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProgress)) (tui.RunSummary, error) {
+	req, err := replay.Get(ctx, r.pool, id)
+	if err != nil {
+		return tui.RunSummary{}, err
+	}
+	runner := &replay.Runner{Pool: r.pool, Actor: r.actor}
+	if req.Kind != replay.KindDiscard {
+		conn, err := r.amqp()
+		if err != nil {
+			return tui.RunSummary{}, err
+		}
+		b, err := replay.NewAMQPBroker(conn)
+		if err != nil {
+			return tui.RunSummary{}, err
+		}
+		defer b.Close()
+		runner.Broker = b
+	}
+	runner.Progress = func(p replay.Progress) { progress(tuiProgress(p, req)) }
+	res, err := runner.Run(ctx, id)
+	summary := tui.RunSummary{Status: res.Status, HaltReason: res.HaltReason, Final: tui.RunProgress{
+		Total: res.Items, Done: res.Confirmed + res.Skipped + res.Failed, Confirmed: res.Confirmed,
+		Skipped: res.Skipped, Failed: res.Failed, Limit: req.Rate,
+	}}
+	// A halt is an outcome the screen shows, not a failure of the call.
+	var halt *replay.HaltError
+	if errors.As(err, &halt) {
+		summary.Status, summary.HaltReason = replay.StatusHalted, halt.Reason
+		return summary, nil
+	}
+	return summary, err
+}
+
+func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
+	out := tui.RunProgress{Total: p.Total, Done: p.Done, Confirmed: p.Confirmed, Failed: p.Failed, Skipped: p.Skipped,
+		Rate: p.Rate, Limit: req.Rate, CanaryItems: req.Canary}
+	switch p.Phase {
+	case "canary":
+		out.Canary = tui.CanarySending
+	case "canary-wait":
+		out.Canary = tui.CanaryWaiting
+		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"
+	default:
+		if req.Canary > 0 {
+			out.Canary = tui.CanaryPassed
+		}
+	}
+	if attempted := p.Confirmed + p.Failed; attempted > 0 {
+		out.FailureRatio = float64(p.Failed) / float64(attempted)
+	}
+	return out
+}
+
+// tuiAudit reads and verifies the trail for the terminal UI's audit screen.
+type tuiAudit struct {
+	pool  *pgxpool.Pool
+	actor string
+}
+
+func (a *tuiAudit) List(ctx context.Context, f tui.AuditFilter, before int64, limit int) (tui.AuditPage, error) {
+	var after *audit.Cursor
+	if before > 0 {
+		after = &audit.Cursor{Seq: before}
+	}
+	filter := audit.Filter{Actor: f.Actor, Action: f.Action, Target: f.Target}
+	page, err := audit.List(ctx, a.pool, filter, after, limit)
+	if err != nil {
+		return tui.AuditPage{}, err
+	}
+	out := tui.AuditPage{Entries: make([]tui.AuditEntry, 0, len(page.Rows))}
+	for _, r := range page.Rows {
+		out.Entries = append(out.Entries, tui.AuditEntry{Seq: r.Seq, At: r.At, Actor: r.Actor, DBRole: r.DBRole,
+			Action: r.Action, Target: r.Target, Outcome: r.Outcome, Details: string(r.Details)})
+	}
+	if page.Next != nil {
+		out.Next = page.Next.Seq
+	}
+	return out, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "audit.list",
+		Details: map[string]any{"filter": f, "limit": limit, "before": before, "returned": len(out.Entries), "via": "tui"}})
+}
+
+func (a *tuiAudit) Verify(ctx context.Context) (tui.AuditCheck, error) {
+	res, err := audit.VerifyDB(ctx, a.pool, 0, nil)
+	check := tui.AuditCheck{OK: err == nil, Rows: res.Rows, Head: res.Head.Seq}
+	details := map[string]any{"rows": res.Rows, "intact": err == nil, "via": "tui"}
+	var chain *audit.ChainError
+	if errors.As(err, &chain) {
+		check.BrokenAt, check.Problem = chain.Seq, string(chain.Problem)+": "+chain.Detail
+		details["first_bad_seq"], details["problem"] = chain.Seq, string(chain.Problem)
+		err = nil
+	}
+	if err != nil {
+		return tui.AuditCheck{}, err
+	}
+	outcome := audit.OK
+	if !check.OK {
+		outcome = audit.Failed
+	}
+	return check, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "audit.verify", Details: details, Outcome: outcome})
+}
