@@ -33,7 +33,9 @@ func benchTUI(ctx context.Context, dbURL string) (firstFrame, pageDown time.Dura
 	defer pool.Close()
 	const actor = "bench-tui"
 	svc := tui.Services{
-		Archive:  deadletter.NewArchive(pool, actor),
+		// As `expiryctl tui` builds it: timed listings unaudited, the
+		// session audited once.
+		Archive:  deadletter.NewArchive(pool, actor).WithoutListingAudit(),
 		Requests: &replay.Service{Pool: pool, Actor: actor},
 		Policy:   func(ctx context.Context) (replay.Policy, error) { return replay.LoadPolicy(ctx, pool) },
 		Actor:    actor,
