@@ -34,7 +34,8 @@ func seedAuditRows(t *testing.T, pool *pgxpool.Pool, n int) {
 			        'ok', sha256(int8send(g - 1)), sha256(int8send(g))
 			 FROM generate_series(1, $1::int) g`,
 			`ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_chain`,
-			`INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, sha256(int8send($1::bigint)))`,
+			`INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, sha256(int8send($1::bigint)))
+			 ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
 		} {
 			var args []any
 			if strings.Contains(sql, "$1") {
