@@ -151,6 +151,13 @@ func run() int {
 		}
 	}
 
+	if ctx.Err() == nil && cfg.selected("replay") {
+		lines, err := benchReplay(ctx, cfg.Quick)
+		rep.lines = append(rep.lines, lines...)
+		if err != nil {
+			rep.failed("replay", err)
+		}
+	}
 	if ctx.Err() == nil && cfg.selected("audit") {
 		if err := benchAudit(ctx, cfg, rep); err != nil {
 			rep.failed("audit", err)

@@ -115,7 +115,9 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 	// around the subject, so that drift in the broker's disk speed during
 	// the scenario lands on both.
 	logf("baseline (a): bare publisher, %d messages, window %d", n, replayBenchWindow)
+	cpu := startCPU()
 	bare1, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow)
+	logf("baseline (a) CPU: %s", cpu.Stop())
 	if err != nil {
 		return nil, fmt.Errorf("bare publisher: %w", err)
 	}
@@ -127,9 +129,11 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 		return nil, err
 	}
 	runner := &replay.Runner{Pool: db.Pool, Broker: b, Actor: "bench"}
+	cpu = startCPU()
 	subjStart := time.Now()
 	res, err := runner.Run(ctx, req.ID)
 	subjDur := time.Since(subjStart)
+	logf("subject CPU: %s", cpu.Stop())
 	_ = b.Close()
 	if err != nil {
 		return nil, fmt.Errorf("replay run: %w", err)

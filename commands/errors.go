@@ -22,6 +22,7 @@ const (
 	ExitUnavailable = 5
 	ExitSchema      = 6
 	ExitTampered    = 7
+	ExitHalted      = 8
 	ExitCancelled   = 130
 )
 
@@ -57,6 +58,8 @@ func ExitCode(err error) int {
 		return ExitUnavailable
 	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
 		return ExitSchema
+	case errors.As(err, new(*replay.HaltError)):
+		return ExitHalted
 	case errors.As(err, new(*audit.ChainError)):
 		return ExitTampered
 	case errors.As(err, &refusal):

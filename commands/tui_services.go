@@ -44,10 +44,10 @@ func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProg
 		Total: res.Items, Done: res.Confirmed + res.Skipped + res.Failed, Confirmed: res.Confirmed,
 		Skipped: res.Skipped, Failed: res.Failed, Limit: req.Rate,
 	}}
-	// A halt is an outcome the screen shows, not a failure of the call.
+	// A halt or a cancel is an outcome the screen shows, not a failure of
+	// the call; the result says which.
 	var halt *replay.HaltError
-	if errors.As(err, &halt) {
-		summary.Status, summary.HaltReason = replay.StatusHalted, halt.Reason
+	if errors.As(err, &halt) && res.Status != "" {
 		return summary, nil
 	}
 	return summary, err

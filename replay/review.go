@@ -134,7 +134,7 @@ func (s *Service) Cancel(ctx context.Context, id int64, why string) (Request, er
 			return err
 		}
 		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests SET status = 'cancelled',
-			halt_reason = coalesce(halt_reason, $2) WHERE id = $1 RETURNING `+requestColumns, id, "cancelled by "+s.Actor))
+			halt_reason = $2 WHERE id = $1 RETURNING `+requestColumns, id, "cancelled by "+s.Actor))
 		if err != nil {
 			return asRefusal(err)
 		}

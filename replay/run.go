@@ -51,7 +51,6 @@ type Runner struct {
 	checkEvery  time.Duration // stop-condition checks (default 500ms)
 	window      int           // unconfirmed publishes in flight (default 1000)
 	minAttempts int           // publishes before the failure ratio is judged mid-run (default 10)
-	afterMark   func()        // called after each chunk is marked publishing (crash tests)
 }
 
 // Progress is a snapshot of a run for a progress display.
@@ -197,6 +196,12 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	start := r.now()
 	res := RunResult{RequestID: id}
 	svc := &Service{Pool: r.Pool, Actor: r.Actor}
+	if r.Broker == nil {
+		// Said before the run spends the approval.
+		if req, err := Get(ctx, r.Pool, id); err == nil && req.Kind == KindReplay {
+			return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
+		}
+	}
 	lock, err := r.acquire(ctx, id)
 	if err != nil {
 		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
@@ -222,7 +227,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		err = r.discard(ctx, st)
 	case KindReplay:
 		if r.Broker == nil {
-			err = errors.New("no RabbitMQ connection to publish with")
+			err = r.interrupt(ctx, st, errors.New("no RabbitMQ connection to publish with"), nil, 0)
 		} else {
 			err = r.replay(ctx, st)
 		}
@@ -318,6 +323,9 @@ type runState struct {
 	// redeadBase is the letters of this request that had died again before
 	// this run started; the re-dead ratio counts only later ones.
 	redeadBase int
+	// maxOrdinal is the last item's ordinal (item_count-1 as Create
+	// numbers them).
+	maxOrdinal int
 
 	phase         string
 	lastReport    time.Time
@@ -388,6 +396,9 @@ func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, id).Scan(&st.redeadBase); err != nil {
 			return err
 		}
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&st.maxOrdinal); err != nil {
+			return err
+		}
 		return audit.Record(ctx, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.start", Target: requestTarget(id),
 			Details: map[string]any{"resume": st.resumed, "approval": req.Approvals, "approved_by": req.ReviewedBy,
 				"kind": req.Kind, "items": req.Items, "states": states, "rate": req.Rate, "canary": req.Canary,
@@ -423,31 +434,31 @@ func (r *Runner) report(st *runState, phase string) {
 	r.Progress(p)
 }
 
-// discard marks every open item's letter discarded, a chunk per
-// transaction, checking at each chunk that the request still runs.
+// discard marks every open item's letter discarded, a window of ordinals
+// per transaction, checking at each that the request still runs.
 func (r *Runner) discard(ctx context.Context, st *runState) error {
 	const chunk = 500
 	id := st.req.ID
-	for {
+	for lo := 0; lo <= st.maxOrdinal; lo += chunk {
 		if err := ctx.Err(); err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}
 		var n int
 		var stopped Status
-		err := pgx.BeginFunc(context.WithoutCancel(ctx), r.Pool, func(tx pgx.Tx) error {
+		bg := context.WithoutCancel(ctx)
+		err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
 			var status Status
-			if err := tx.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
+			if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
 				return err
 			}
 			if status != StatusRunning {
 				stopped = status
 				return nil
 			}
-			rows, err := tx.Query(ctx, `UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(), attempts = attempts + 1
-				WHERE request_id = $1 AND dead_letter_id IN (
-					SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND state IN ('pending', 'publishing')
-					ORDER BY ordinal LIMIT $2)
-				RETURNING dead_letter_id`, id, chunk)
+			rows, err := tx.Query(bg, `UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(),
+				attempts = attempts + 1, open = false
+				WHERE request_id = $1 AND ordinal BETWEEN $2 AND $3 AND state IN ('pending', 'publishing')
+				RETURNING dead_letter_id`, id, lo, lo+chunk-1)
 			if err != nil {
 				return asRefusal(err)
 			}
@@ -459,7 +470,8 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 			if n == 0 {
 				return nil
 			}
-			_, err = tx.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'discarded' WHERE id = ANY($1) AND status = 'in_request'`, ids)
+			_, err = tx.Exec(bg, `UPDATE expiryctl.dead_letters d SET status = 'discarded' FROM unnest($1::bigint[]) AS u(id)
+				WHERE d.id = u.id AND d.status = 'in_request'`, ids)
 			return err
 		})
 		if err != nil {
@@ -468,12 +480,10 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 		if stopped != "" {
 			return r.stopped(ctx, st, stopped)
 		}
-		if n == 0 {
-			return r.complete(ctx, st)
-		}
 		st.confirmed += n
 		r.report(st, "discard")
 	}
+	return r.complete(ctx, st)
 }
 
 // interrupt records a run that stops without a status change: the request

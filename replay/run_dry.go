@@ -70,8 +70,12 @@ func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
 	res := DryRunResult{Request: req, Items: []DryRunItem{}, Counts: map[string]int{}, Canary: req.Canary}
 	elig := newEligibility(pol.EligibilityQuery)
 	exchanges := map[string]bool{}
+	var maxOrdinal int
+	if err := r.Pool.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&maxOrdinal); err != nil {
+		return DryRunResult{}, err
+	}
 	const page = 500
-	for lo := 0; lo < req.Items; lo += page {
+	for lo := 0; lo <= maxOrdinal; lo += page {
 		items, err := loadItems(ctx, r.Pool, id, lo, lo+page-1, nil)
 		if err != nil {
 			return DryRunResult{}, err

@@ -230,59 +230,186 @@ type batch struct {
 	halt          *HaltError
 	stopped       Status
 	err           error
+	// asked is the n this batch answers.
+	asked int
 }
 
-// preparer reads, plans and marks chunks of items on its own goroutine, one
-// chunk ahead of the publisher. Its database work does not take the run's
-// context: a chunk being marked is finished, never left half known.
+// preparer turns the request's open items into batches marked publishing,
+// ahead of the publisher, in two stages on goroutines of their own: a
+// planner reads windows of items and builds their messages (the costly
+// decoding), one window ahead; the marker, when the publisher asks for n,
+// runs the eligibility query on the next n publishable items and marks them
+// publishing in one transaction. Eligibility is judged at marking, so a
+// canary window spent waiting never leaves a stale answer behind. The
+// preparer's database work does not take the run's context: a chunk being
+// marked is finished, never left half known.
 type preparer struct {
 	r         *Runner
 	st        *runState
 	elig      eligibility
 	exchanges map[string]bool
-	after     int
+	window    int
 	want      chan int
 	out       chan batch
+
+	planned chan planned
+	stop    chan struct{}
+	pending []plan
+	drained bool
+}
+
+// planned is one window of items, planned without eligibility.
+type planned struct {
+	plans []plan
+	last  bool
+	err   error
+}
+
+// markAhead is how many chunks may be asked for (and be being marked, in
+// concurrent transactions) ahead of the publisher.
+const markAhead = 2
+
+func newPreparer(r *Runner, st *runState, window int) *preparer {
+	return &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, window: window,
+		want: make(chan int, markAhead), out: make(chan batch, markAhead), planned: make(chan planned, 1), stop: make(chan struct{})}
 }
 
 func (p *preparer) loop() {
 	defer close(p.out)
+	planning := make(chan struct{})
+	go func() {
+		defer close(planning)
+		p.plan()
+	}()
+	defer func() {
+		close(p.stop)
+		<-planning
+	}()
+	// Chunks are chosen in order here, then marked concurrently (up to
+	// markAhead), and their batches go out in the order they were asked for.
+	order := make(chan chan batch, markAhead)
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		for rc := range order {
+			p.out <- <-rc
+		}
+	}()
+	defer func() {
+		close(order)
+		<-delivered
+	}()
+	done := false
 	for n := range p.want {
-		b := p.prepare(n)
-		p.out <- b
-		if b.last || b.err != nil || b.halt != nil || b.stopped != "" {
-			// Drain wants so the publisher never blocks asking.
-			for range p.want {
-			}
+		rc := make(chan batch, 1)
+		order <- rc
+		if done {
+			rc <- batch{last: true, asked: n}
+			continue
+		}
+		plans, b, final := p.choose(n)
+		if final {
+			b.asked = n
+			rc <- b
+			done = true
+			continue
+		}
+		go func() {
+			b := p.mark(plans)
+			b.asked = n
+			rc <- b
+		}()
+	}
+}
+
+// plan reads the open items window by window (windows of ordinals, which
+// keeps every read bounded by index however stale the table statistics)
+// and plans them, until the cohort ends or the preparer stops.
+func (p *preparer) plan() {
+	req := p.st.req
+	send := func(pl planned) bool {
+		select {
+		case p.planned <- pl:
+			return true
+		case <-p.stop:
+			return false
+		}
+	}
+	none := eligibility{}
+	for after := -1; ; {
+		if after >= p.st.maxOrdinal {
+			send(planned{last: true})
+			return
+		}
+		lo, hi := after+1, after+p.window
+		after = hi
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		items, err := loadItems(ctx, p.r.Pool, req.ID, lo, hi, []string{"pending", "publishing"})
+		var plans []plan
+		if err == nil && len(items) > 0 {
+			plans, err = p.r.planItems(ctx, req, none, items, p.exchanges)
+		}
+		cancel()
+		if err != nil {
+			send(planned{err: fmt.Errorf("read the items of replay request %d: %w", req.ID, err)})
+			return
+		}
+		if len(plans) > 0 && !send(planned{plans: plans}) {
 			return
 		}
 	}
 }
 
-func (p *preparer) prepare(n int) batch {
+// choose takes the next plans holding up to n publishable items (with the
+// skipped and failed ones among them). final is set, with the batch to
+// send, when there is nothing left or the planner failed.
+func (p *preparer) choose(n int) ([]plan, batch, bool) {
+	replays := func() int {
+		c := 0
+		for _, pl := range p.pending {
+			if pl.action == actionReplay {
+				c++
+			}
+		}
+		return c
+	}
+	for !p.drained && replays() < n {
+		w := <-p.planned
+		if w.err != nil {
+			return nil, batch{err: w.err}, true
+		}
+		p.pending = append(p.pending, w.plans...)
+		p.drained = w.last
+	}
+	// The prefix of pending with n replays, and whatever else lies in it.
+	take, seen := 0, 0
+	for take < len(p.pending) && seen < n {
+		if p.pending[take].action == actionReplay {
+			seen++
+		}
+		take++
+	}
+	if take == 0 {
+		return nil, batch{last: true}, true
+	}
+	plans := p.pending[:take:take]
+	p.pending = p.pending[take:]
+	return plans, batch{}, false
+}
+
+// mark judges the eligibility of the chosen plans' publishable items and
+// commits every item's state: skipped, failed, or publishing.
+func (p *preparer) mark(plans []plan) batch {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	req := p.st.req
-	// Ordinals run from 0 to item_count-1. Windows of n ordinals are read
-	// until one holds open items (earlier runs may have decided whole
-	// stretches) or the cohort ends.
-	var items []*runItem
-	for len(items) == 0 {
-		if p.after >= req.Items-1 {
-			return batch{last: true}
+	var candidates []*runItem
+	for _, pl := range plans {
+		if pl.action == actionReplay {
+			candidates = append(candidates, pl.item)
 		}
-		lo, hi := p.after+1, p.after+n
-		var err error
-		items, err = loadItems(ctx, p.r.Pool, req.ID, lo, hi, []string{"pending", "publishing"})
-		if err != nil {
-			return batch{err: fmt.Errorf("read the items of replay request %d: %w", req.ID, err)}
-		}
-		p.after = hi
 	}
-	// Updates name the window too, so that they read the chunk's rows by
-	// index, not every item of a large request.
-	lo, hi := items[0].ordinal, items[len(items)-1].ordinal
-	plans, err := p.r.planItems(ctx, req, p.elig, items, p.exchanges)
+	ineligible, err := p.elig.checkAll(ctx, p.r.Pool.BeginTx, candidates)
 	var eligErr *EligibilityError
 	if errors.As(err, &eligErr) {
 		return batch{halt: &HaltError{RequestID: req.ID, Condition: ConditionEligibility, Reason: eligErr.Error()}}
@@ -290,10 +417,16 @@ func (p *preparer) prepare(n int) batch {
 	if err != nil {
 		return batch{err: err}
 	}
+	// Updates name the ordinal range too, so that they read the chunk's
+	// rows by index, not every item of a large request.
+	lo, hi := plans[0].item.ordinal, plans[len(plans)-1].item.ordinal
 	b := batch{wasPublishing: map[int64]bool{}}
 	var skipIDs, failIDs, pubIDs []int64
 	var skipWhy, failWhy []string
 	for _, pl := range plans {
+		if why, no := ineligible[pl.item.id]; no {
+			pl.action, pl.reason = actionSkip, why
+		}
 		switch pl.action {
 		case actionReplay:
 			b.msgs = append(b.msgs, pl.msg)
@@ -313,6 +446,7 @@ func (p *preparer) prepare(n int) batch {
 			b.skipped = append(b.skipped, ItemOutcome{DeadLetterID: pl.item.id, State: "skipped", Reason: why})
 		}
 	}
+	var stopped Status
 	err = pgx.BeginFunc(ctx, p.r.Pool, func(tx pgx.Tx) error {
 		var status Status
 		// FOR SHARE: a cancel waits for this chunk's commit, and after it
@@ -321,7 +455,7 @@ func (p *preparer) prepare(n int) batch {
 			return err
 		}
 		if status != StatusRunning {
-			b.stopped = status
+			stopped = status
 			return nil
 		}
 		if len(skipIDs) > 0 {
@@ -353,16 +487,14 @@ func (p *preparer) prepare(n int) batch {
 		}
 		return nil
 	})
-	if err != nil {
-		var refusal *Refusal
-		if errors.As(err, &refusal) {
-			b.stopped = StatusCancelled
-			return b
-		}
+	var refusal *Refusal
+	switch {
+	case errors.As(err, &refusal):
+		return batch{stopped: StatusCancelled}
+	case err != nil:
 		return batch{err: fmt.Errorf("mark items of replay request %d publishing: %w", req.ID, err)}
-	}
-	if b.stopped != "" {
-		return batch{stopped: b.stopped}
+	case stopped != "":
+		return batch{stopped: stopped}
 	}
 	return b
 }
@@ -424,7 +556,12 @@ func (rec *recorder) loop() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	write := func() {
-		if len(buf) == 0 || rec.err != nil {
+		if len(buf) == 0 {
+			return
+		}
+		if rec.err != nil {
+			rec.unrecorded = append(rec.unrecorded, buf...)
+			buf = buf[:0]
 			return
 		}
 		if err := rec.write(buf); err != nil {
@@ -482,36 +619,42 @@ func (rec *recorder) write(buf []outcome) error {
 	ids := make([]int64, len(buf))
 	states := make([]string, len(buf))
 	whys := make([]string, len(buf))
-	var replayed []int64
 	for i, o := range buf {
 		ids[i], whys[i] = o.id, o.why
 		states[i] = "confirmed"
 		if o.failed {
 			states[i] = "failed"
-		} else {
-			replayed = append(replayed, o.id)
 		}
 	}
-	return pgx.BeginFunc(ctx, rec.r.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE expiryctl.replay_items i SET state = u.state, attempts = i.attempts + 1,
-				last_error = nullif(u.why, ''),
-				confirmed_at = CASE WHEN u.state = 'confirmed' THEN now() ELSE i.confirmed_at END
-			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, state, why)
-			WHERE i.request_id = $1 AND i.dead_letter_id = u.id AND i.state = 'publishing'`, rec.request, ids, states, whys)
+	// One statement, one round trip: the items' answers, and the letters
+	// of the confirmed ones replayed, in the same transaction.
+	var recorded int
+	err := pgx.BeginFunc(ctx, rec.r.Pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `WITH done AS (
+				UPDATE expiryctl.replay_items i SET state = u.state, attempts = i.attempts + 1,
+					last_error = nullif(u.why, ''),
+					confirmed_at = CASE WHEN u.state = 'confirmed' THEN now() ELSE i.confirmed_at END,
+					-- A confirmed item is done with its letter (now replayed),
+					-- so it no longer holds it: closing it here spares the
+					-- request's end a second write of every item.
+					open = i.open AND u.state <> 'confirmed'
+				FROM unnest($2::bigint[], $3::text[], $4::text[]) AS u(id, state, why)
+				WHERE i.request_id = $1 AND i.dead_letter_id = u.id AND i.state = 'publishing'
+				RETURNING i.dead_letter_id, i.state),
+			replayed AS (
+				UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
+				WHERE d.id = done.dead_letter_id AND done.state = 'confirmed' AND d.status = 'in_request'
+				RETURNING d.id)
+			SELECT count(*) FROM done`, rec.request, ids, states, whys).Scan(&recorded)
 		if err != nil {
 			return asRefusal(err)
 		}
-		if int(tag.RowsAffected()) != len(ids) {
-			return fmt.Errorf("recorded %d of %d broker answers for replay request %d: the items changed under the runner", tag.RowsAffected(), len(ids), rec.request)
-		}
-		if len(replayed) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM unnest($1::bigint[]) AS u(id)
-				WHERE d.id = u.id AND d.status = 'in_request'`, replayed); err != nil {
-				return err
-			}
+		if recorded != len(ids) {
+			return fmt.Errorf("recorded %d of %d broker answers for replay request %d: the items changed under the runner", recorded, len(ids), rec.request)
 		}
 		return nil
 	})
+	return err
 }
 
 // sync writes everything sent so far and reports the first write error.
@@ -547,10 +690,12 @@ type replayRun struct {
 	chunk   int
 	prep    *preparer
 	rec     *recorder
-	asked   bool
-	ended   bool // the preparer sent its last batch or stopped
-	queue   []Message
-	wasPub  map[int64]bool
+	// outstanding counts chunks asked for and not yet taken; requested
+	// sums what they asked for.
+	outstanding, requested int
+	ended                  bool // the preparer sent its last batch or stopped
+	queue                  []Message
+	wasPub                 map[int64]bool
 	// unsent are items this run marked publishing but has not published.
 	unsent    map[int64]bool
 	inflight  []flight
@@ -558,6 +703,13 @@ type replayRun struct {
 	lostCount int
 	depthQs   []string
 	lastCheck time.Time
+	// The prober reads the stop conditions' numbers off the loop's
+	// goroutine, so that a slow server never stalls publishing; probing
+	// is true while a probe is outstanding.
+	probeReq   chan struct{}
+	probeRes   chan probe
+	proberDone chan struct{}
+	probing    bool
 
 	// canaryTarget is how many publishes the canary phase makes (0: no
 	// canary phase left); canaryPublished counts them.
@@ -575,7 +727,7 @@ func burstFor(r float64) int {
 // second's worth, so that eligibility is judged at most a second or two
 // before the publish, and a crash leaves few items publishing-but-unsent.
 func chunkFor(r float64) int {
-	return int(math.Max(1, math.Min(math.Ceil(r), 500)))
+	return int(math.Max(1, math.Min(math.Ceil(r), 1000)))
 }
 
 // replay publishes the request's open items: canary, canary window, then
@@ -591,8 +743,8 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 	if err := x.initCanary(ctx); err != nil {
 		return r.interrupt(ctx, st, err, nil, 0)
 	}
-	x.prep = &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, after: -1,
-		want: make(chan int, 1), out: make(chan batch, 1)}
+	x.prep = newPreparer(r, st, x.chunk)
+	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
 	return x.run(ctx)
@@ -649,29 +801,30 @@ func (r *Runner) depthQueues(ctx context.Context, req Request) ([]string, error)
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// ask requests the next chunk from the preparer when none is outstanding
-// and no more than a chunk is queued, so that at most about two chunks (two
-// seconds of the rate, or 1,000 items) are marked publishing ahead of the
-// publisher: what a crash leaves marked but unsent is that bounded.
+// ask requests chunks from the preparer, up to markAhead at a time, while
+// no more than a chunk is queued: at most about three chunks (three seconds
+// of the rate, or 3,000 items) are marked publishing ahead of the
+// publisher, which bounds what a crash leaves marked but unsent.
 func (x *replayRun) ask() {
-	if x.asked || x.ended || len(x.queue) > x.chunk {
-		return
-	}
-	n := x.chunk
-	if x.canaryTarget > 0 {
-		n = x.canaryTarget - x.canaryPublished - len(x.queue)
-		if n <= 0 {
-			return
+	for x.outstanding < markAhead && !x.ended && len(x.queue) <= x.chunk {
+		n := x.chunk
+		if x.canaryTarget > 0 {
+			n = x.canaryTarget - x.canaryPublished - len(x.queue) - x.requested
+			if n <= 0 {
+				return
+			}
+			n = min(n, x.chunk)
 		}
-		n = min(n, x.chunk)
+		x.prep.want <- n
+		x.outstanding++
+		x.requested += n
 	}
-	x.prep.want <- n
-	x.asked = true
 }
 
 // take accepts a prepared batch.
 func (x *replayRun) take(b batch) *stopReason {
-	x.asked = false
+	x.outstanding--
+	x.requested -= b.asked
 	st := x.st
 	st.skipped += len(b.skipped)
 	for _, f := range b.failed {
@@ -790,6 +943,13 @@ func (x *replayRun) run(ctx context.Context) error {
 	}
 	x.ask()
 	for {
+		select {
+		case p := <-x.probeRes:
+			if stop := x.probed(p, phase == "canary"); stop != nil {
+				return x.finish(ctx, stop)
+			}
+		default:
+		}
 		x.settleReady()
 		if x.lost != nil {
 			return x.finish(ctx, &stopReason{err: x.lost})
@@ -806,8 +966,8 @@ func (x *replayRun) run(ctx context.Context) error {
 				x.canaryTarget = 0
 				continue
 			}
-			// Items prepared beyond the canary stay marked; they go out
-			// once the canary passed.
+			// Nothing beyond the canary was asked for (ask stops at the
+			// canary's size), so nothing else waits marked meanwhile.
 			if stop := x.canaryWait(ctx, -1); stop != nil {
 				return x.finish(ctx, stop)
 			}
@@ -824,7 +984,7 @@ func (x *replayRun) run(ctx context.Context) error {
 			headDone = x.inflight[0].pending.Done()
 		}
 		var batchC <-chan batch
-		if x.asked {
+		if x.outstanding > 0 {
 			batchC = x.prep.out
 		}
 		canPublish := len(x.queue) > 0 && len(x.inflight) < window
@@ -863,9 +1023,7 @@ func (x *replayRun) run(ctx context.Context) error {
 			}
 			x.ask()
 			if time.Since(x.lastCheck) >= r.checkInterval() {
-				if stop := x.check(ctx, phase == "canary"); stop != nil {
-					return x.finish(ctx, stop)
-				}
+				x.requestProbe()
 			}
 			continue
 		}
@@ -875,7 +1033,7 @@ func (x *replayRun) run(ctx context.Context) error {
 		case <-headDone:
 		case b, ok := <-batchC:
 			if !ok {
-				x.asked, x.ended = false, true
+				x.outstanding, x.requested, x.ended = 0, 0, true
 				continue
 			}
 			if stop := x.take(b); stop != nil {
@@ -885,7 +1043,9 @@ func (x *replayRun) run(ctx context.Context) error {
 		case <-waitC:
 			waitC, ready = nil, true
 		case <-check.C:
-			if stop := x.check(ctx, phase == "canary"); stop != nil {
+			x.requestProbe()
+		case p := <-x.probeRes:
+			if stop := x.probed(p, phase == "canary"); stop != nil {
 				return x.finish(ctx, stop)
 			}
 		}
@@ -902,16 +1062,100 @@ func (x *replayRun) recErr() error {
 	return nil
 }
 
-// check evaluates the stop conditions and whether the request still runs.
-func (x *replayRun) check(ctx context.Context, canary bool) *stopReason {
-	r, st := x.r, x.st
-	x.lastCheck = time.Now()
-	status, _, err := st.lock.status(ctx)
-	if err != nil {
-		return &stopReason{err: err}
+// probe is what one check reads from the servers: whether the request
+// still runs (through the lock session, which also shows the session still
+// stands), the depth of the target queues and how many of the request's
+// letters were captured again.
+type probe struct {
+	status Status
+	depths []queueDepth
+	redead int
+	err    error
+}
+
+type queueDepth struct {
+	queue string
+	depth int
+}
+
+func (x *replayRun) startProber() {
+	x.probeReq, x.probeRes, x.proberDone = make(chan struct{}), make(chan probe, 1), make(chan struct{})
+	go func() {
+		defer close(x.proberDone)
+		for range x.probeReq {
+			x.probeRes <- x.probeOnce()
+		}
+	}()
+}
+
+// stopProber waits for an outstanding probe and ends the prober, so that
+// nothing uses the lock session once the run lets it go.
+func (x *replayRun) stopProber() {
+	if x.probeReq == nil {
+		return
 	}
-	if status != StatusRunning {
-		return &stopReason{stopped: status}
+	if x.probing {
+		<-x.probeRes
+		x.probing = false
+	}
+	close(x.probeReq)
+	<-x.proberDone
+	x.probeReq = nil
+}
+
+func (x *replayRun) probeOnce() probe {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var p probe
+	if p.status, _, p.err = x.st.lock.status(ctx); p.err != nil || p.status != StatusRunning {
+		return p
+	}
+	for _, q := range x.depthQs {
+		depth, exists, err := x.r.Broker.QueueDepth(ctx, q)
+		if err != nil {
+			p.err = fmt.Errorf("inspect the depth of queue %s: %w", q, err)
+			return p
+		}
+		if exists {
+			p.depths = append(p.depths, queueDepth{q, depth})
+		}
+	}
+	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, x.st.req.ID).Scan(&p.redead); err != nil {
+		p.err = err
+	}
+	return p
+}
+
+// requestProbe starts a probe unless one is outstanding.
+func (x *replayRun) requestProbe() {
+	if !x.probing {
+		x.probeReq <- struct{}{}
+		x.probing = true
+	}
+}
+
+// check probes now, waiting for the answer, and judges it.
+func (x *replayRun) check(canary bool) *stopReason {
+	if x.probing {
+		<-x.probeRes
+		x.probing = false
+	}
+	x.requestProbe()
+	p := <-x.probeRes
+	return x.probed(p, canary)
+}
+
+// probed judges a probe's numbers, with this run's publish counts, against
+// the stop conditions.
+func (x *replayRun) probed(p probe, canary bool) *stopReason {
+	r, st := x.r, x.st
+	x.probing = false
+	x.lastCheck = time.Now()
+	if p.err != nil {
+		return &stopReason{err: p.err}
+	}
+	if p.status != StatusRunning {
+		return &stopReason{stopped: p.status}
 	}
 	req := st.req
 	minAttempts := r.minFailureAttempts()
@@ -921,21 +1165,13 @@ func (x *replayRun) check(ctx context.Context, canary bool) *stopReason {
 	if h := x.failureHalt(minAttempts); h != nil {
 		return &stopReason{halt: h}
 	}
-	for _, q := range x.depthQs {
-		depth, exists, err := r.Broker.QueueDepth(ctx, q)
-		if err != nil {
-			return &stopReason{err: fmt.Errorf("inspect the depth of queue %s: %w", q, err)}
-		}
-		if exists && depth > req.Stop.QueueDepth {
+	for _, d := range p.depths {
+		if d.depth > req.Stop.QueueDepth {
 			return &stopReason{halt: &HaltError{RequestID: req.ID, Condition: ConditionQueueDepth,
-				Reason: fmt.Sprintf("queue %s holds %d messages, above the stop condition of %d", q, depth, req.Stop.QueueDepth)}}
+				Reason: fmt.Sprintf("queue %s holds %d messages, above the stop condition of %d", d.queue, d.depth, req.Stop.QueueDepth)}}
 		}
 	}
-	h, err := x.redeadHalt(ctx)
-	if err != nil {
-		return &stopReason{err: err}
-	}
-	if h != nil {
+	if h := x.redeadFrom(p.redead); h != nil {
 		return &stopReason{halt: h}
 	}
 	return nil
@@ -955,24 +1191,30 @@ func (x *replayRun) failureHalt(minAttempts int) *HaltError {
 }
 
 // redeadHalt counts letters of this request captured again (dead-lettered
-// after their replay; `dlq ingest` links them by x-replay-request) since the
-// run started, over the items this run confirmed.
+// after their replay; `dlq ingest` links them by x-replay-request) and
+// judges them.
 func (x *replayRun) redeadHalt(ctx context.Context) (*HaltError, error) {
+	var n int
+	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, x.st.req.ID).Scan(&n); err != nil {
+		return nil, err
+	}
+	return x.redeadFrom(n), nil
+}
+
+// redeadFrom judges n, the request's letters captured again so far: those
+// since the run started, over the items this run confirmed.
+func (x *replayRun) redeadFrom(n int) *HaltError {
 	st := x.st
 	if st.confirmedRun == 0 {
-		return nil, nil
-	}
-	var n int
-	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, st.req.ID).Scan(&n); err != nil {
-		return nil, err
+		return nil
 	}
 	redead := n - st.redeadBase
 	ratio := float64(redead) / float64(st.confirmedRun)
 	if redead <= 0 || ratio <= st.req.Stop.RedeadRatio {
-		return nil, nil
+		return nil
 	}
 	return &HaltError{RequestID: st.req.ID, Condition: ConditionRedeadRatio,
-		Reason: fmt.Sprintf("%d of %d replayed letters died again (ratio %.3f, above the stop condition %g)", redead, st.confirmedRun, ratio, st.req.Stop.RedeadRatio)}, nil
+		Reason: fmt.Sprintf("%d of %d replayed letters died again (ratio %.3f, above the stop condition %g)", redead, st.confirmedRun, ratio, st.req.Stop.RedeadRatio)}
 }
 
 // canaryWait waits out the canary window once every canary publish has its
@@ -1004,7 +1246,7 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 	for {
 		st.canaryLeft = max(0, time.Until(end))
 		r.report(st, "canary-wait")
-		if stop := x.check(ctx, true); stop != nil {
+		if stop := x.check(true); stop != nil {
 			return stop
 		}
 		if !time.Now().Before(end) {
@@ -1043,6 +1285,7 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 	r.report(st, "stopping")
 	// Nothing more goes out; what is in flight gets its answer.
 	x.drain(30 * time.Second)
+	x.stopProber()
 	close(x.prep.want)
 	for b := range x.prep.out {
 		if b.err == nil && b.halt == nil && b.stopped == "" && !b.last {

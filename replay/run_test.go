@@ -279,6 +279,28 @@ func TestRunUnroutableItemsFailAndHalt(t *testing.T) {
 	// Halted needs a new approval.
 	_, err = b.runner(t).Run(ctx, req.ID)
 	wantRunRefusal(t, err, "approved-to-run")
+
+	// The binding is fixed and an approver approves again: the run resumes
+	// with the items still pending; the failed ones stay failed, and their
+	// letters go back to the archive when the request completes.
+	ch, err := b.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(b.queue, "no.such.binding", b.exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	if _, err := b.as("carol").Approve(ctx, req.ID, ReviewOptions{Why: "binding fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.runner(t).Run(ctx, req.ID)
+	if err != nil || res.Status != StatusCompleted || res.Confirmed != states["pending"] || res.Failed != states["failed"] || len(res.FailedItems) != states["failed"] {
+		t.Fatalf("run after the new approval: %+v, %v; want completed, %d confirmed, %d failed listed", res, err, states["pending"], states["failed"])
+	}
+	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'dead'`); n != states["failed"] {
+		t.Errorf("%d letters dead again after completion, want the %d that failed", n, states["failed"])
+	}
 }
 
 func TestRunMissingExchangeFailsItems(t *testing.T) {
@@ -670,7 +692,7 @@ func TestRunInterruptedByLostBrokerResumes(t *testing.T) {
 	}
 }
 
-func TestRewriteIdempotencyKey(t *testing.T) {
+func TestRunRewritesIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		body, want, key string
@@ -713,7 +735,7 @@ func TestReplayHeadersStripFailureBookkeeping(t *testing.T) {
 	}
 }
 
-func TestDropTopLevelMatchesAFullDecode(t *testing.T) {
+func TestRunDropTopLevelMatchesAFullDecode(t *testing.T) {
 	t.Parallel()
 	tables := []amqp.Table{
 		{},

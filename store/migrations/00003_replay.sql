@@ -205,8 +205,9 @@ BEGIN
             NEW.approval_spent := false;
             NEW.approvals := OLD.approvals + 1;
             NEW.approval_expires_at := now() + pol.approval_ttl;
-            -- A fresh approval of a halted run gets a fresh window.
-            NEW.halt_reason := CASE WHEN OLD.status = 'halted' THEN OLD.halt_reason ELSE NULL END;
+            -- Why an earlier run halted stays in the audit trail; the request
+            -- shows only its current state.
+            NEW.halt_reason := NULL;
         END IF;
         NEW.reviewed_db_role := session_user;
         NEW.reviewed_at := now();
