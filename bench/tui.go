@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -139,5 +141,59 @@ func benchTUIOnArchive(ctx context.Context, cfg *config, rep *report, a archives
 	n := count(cfg.LargeN)
 	rep.atMost(fmt.Sprintf("6 tui %s: first full frame vs dlq summary -o json", n), summary.median(), median(frames[1:]), 2)
 	rep.atMost(fmt.Sprintf("6 tui %s: one page down vs dlq list --limit 50", n), list.median(), median(pages[1:]), 2)
+	peak, err := tuiPeakRSS(ctx, cfg, a.large.URL)
+	if err != nil {
+		return err
+	}
+	rep.rss(fmt.Sprintf("6 tui %s: peak RSS of bin/expiryctl tui, 60 pages down", n), peak, 80, "")
 	return nil
+}
+
+// tuiPeakRSS runs the built binary's terminal UI in a detached tmux session
+// on the archive at dbURL, pages through the list, and returns the highest
+// resident set size the process reached.
+func tuiPeakRSS(ctx context.Context, cfg *config, dbURL string) (int64, error) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		return 0, fmt.Errorf("tmux is needed to run the TUI in a terminal (scripts/services.sh installs it)")
+	}
+	session := "expiryctl-bench-" + runID
+	env := strings.Join(cfg.binaryEnv(dbURL), " ")
+	start := exec.CommandContext(ctx, "tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+		"exec env "+env+" "+cfg.Bin+" tui --refresh 1s")
+	if out, err := start.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("tmux: %v: %s", err, out)
+	}
+	defer exec.Command("tmux", "kill-session", "-t", session).Run() //nolint:errcheck // best effort
+	pidOut, err := exec.CommandContext(ctx, "tmux", "display", "-p", "-t", session, "#{pane_pid}").Output()
+	if err != nil {
+		return 0, fmt.Errorf("tmux pane pid: %w", err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(pidOut)), &pid); err != nil {
+		return 0, fmt.Errorf("tmux pane pid %q: %w", pidOut, err)
+	}
+	keys := func(k ...string) error {
+		return exec.CommandContext(ctx, "tmux", append([]string{"send-keys", "-t", session}, k...)...).Run()
+	}
+	time.Sleep(2 * time.Second)
+	if err := keys("2"); err != nil {
+		return 0, err
+	}
+	for range 60 {
+		time.Sleep(50 * time.Millisecond)
+		if err := keys("PageDown"); err != nil {
+			return 0, err
+		}
+	}
+	time.Sleep(time.Second)
+	if err := keys("Enter"); err != nil { // open a letter's detail too
+		return 0, err
+	}
+	time.Sleep(time.Second)
+	peak := readVmHWM(pid)
+	_ = keys("q")
+	if peak == 0 {
+		return 0, fmt.Errorf("could not read the TUI's memory (pid %d): did it exit early?", pid)
+	}
+	return peak, nil
 }
