@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -193,65 +191,18 @@ func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit in
 }
 
 func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
-	headers, err := deadletter.DecodeHeaders(raw)
-	if err != nil || len(headers) == 0 {
+	lines, err := deadletter.HeaderLines(raw)
+	if err != nil || len(lines) == 0 {
 		b.WriteString("  (none)\n")
 		return
 	}
-	keys := make([]string, 0, len(headers))
-	for k := range headers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "x-death" && decodedDeaths {
-			fmt.Fprintf(b, "  %s: (decoded above)\n", termsafe.EscapeLine(k))
+	for _, h := range lines {
+		if h.Key == "x-death" && decodedDeaths {
+			fmt.Fprintf(b, "  %s: (decoded above)\n", h.Key)
 			continue
 		}
-		fmt.Fprintf(b, "  %s: %s\n", termsafe.EscapeLine(k), headerValue(headers[k]))
+		fmt.Fprintf(b, "  %s: %s\n", h.Key, h.Value)
 	}
-}
-
-// headerValue renders a decoded header value on one line, escaped once.
-func headerValue(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return `"` + termsafe.EscapeLine(x) + `"`
-	case []byte:
-		if termsafe.IsText(x) {
-			return "bytes " + termsafe.EscapeLine(string(x))
-		}
-		return fmt.Sprintf("bytes %x", x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339)
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = headerValue(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	case amqp.Table:
-		return headerTable(x)
-	case map[string]any:
-		return headerTable(x)
-	default:
-		return termsafe.EscapeLine(fmt.Sprint(x))
-	}
-}
-
-func headerTable(t map[string]any) string {
-	keys := make([]string, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = termsafe.EscapeLine(k) + "=" + headerValue(t[k])
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func writePayload(b *strings.Builder, st styleSet, payload []byte, limit int) {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -128,60 +126,18 @@ func relative(now, t time.Time) string {
 }
 
 func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
-	headers, err := deadletter.DecodeHeaders(raw)
-	if err != nil || len(headers) == 0 {
+	lines, err := deadletter.HeaderLines(raw)
+	if err != nil || len(lines) == 0 {
 		b.WriteString("  (none)\n")
 		return
 	}
-	keys := make([]string, 0, len(headers))
-	for k := range headers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "x-death" && decodedDeaths {
-			fmt.Fprintf(b, "  %s: (decoded above)\n", termsafe.EscapeLine(k))
+	for _, h := range lines {
+		if h.Key == "x-death" && decodedDeaths {
+			fmt.Fprintf(b, "  %s: (decoded above)\n", h.Key)
 			continue
 		}
-		fmt.Fprintf(b, "  %s: %s\n", termsafe.EscapeLine(k), headerValue(headers[k]))
+		fmt.Fprintf(b, "  %s: %s\n", h.Key, h.Value)
 	}
-}
-
-// headerValue renders a decoded header value on one line, escaped once.
-func headerValue(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return `"` + termsafe.EscapeLine(x) + `"`
-	case []byte:
-		if termsafe.IsText(x) {
-			return "bytes " + termsafe.EscapeLine(string(x))
-		}
-		return fmt.Sprintf("bytes %x", x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339)
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = headerValue(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	// Nested tables are amqp091.Table, a map[string]any by another name.
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Map && rv.Type().Key().Kind() == reflect.String {
-		keys := make([]string, 0, rv.Len())
-		for _, k := range rv.MapKeys() {
-			keys = append(keys, k.String())
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = termsafe.EscapeLine(k) + "=" + headerValue(rv.MapIndex(reflect.ValueOf(k).Convert(rv.Type().Key())).Interface())
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	}
-	return termsafe.EscapeLine(fmt.Sprint(v))
 }
 
 func writePayload(b *strings.Builder, th *frame.Theme, payload []byte) {
