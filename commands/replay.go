@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/termsafe"
+	"github.com/expiryctl/expiryctl/requestview"
 )
 
 // NewCmdReplay builds `expiryctl replay`, the governed replay commands.
@@ -264,58 +263,9 @@ func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
 
 func renderRequest(streams *IOStreams, d replay.Detail) error {
 	st := styles(streams)
-	var b strings.Builder
-	field := func(name, value string) { fmt.Fprintf(&b, "  %-20s %s\n", name, value) }
-	fmt.Fprintf(&b, "%s\n", st.header.Render(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, d.Status)))
-	field("requested by", fmt.Sprintf("%s (database role %s) at %s", termsafe.EscapeLine(d.RequestedBy), d.RequestedDBRole, d.CreatedAt.UTC().Format(time.RFC3339)))
-	field("why", termsafe.EscapeLine(d.Why))
-	field("review by", d.ExpiresAt.UTC().Format(time.RFC3339))
-	if d.ReviewedBy != "" {
-		field("reviewed by", fmt.Sprintf("%s (database role %s): %s", termsafe.EscapeLine(d.ReviewedBy), d.ReviewedDBRole, termsafe.EscapeLine(d.ReviewWhy)))
-	}
-	if d.ApprovalExpiresAt != nil && d.Status == replay.StatusApproved {
-		field("approval valid until", d.ApprovalExpiresAt.UTC().Format(time.RFC3339))
-	}
-	field("cohort", fmt.Sprintf("%d letters, hash %s", d.Items, d.CohortHash))
-	field("selection", termsafe.EscapeLine(string(d.Filter)))
-	cats := make([]string, 0, len(d.Categories))
-	for c, n := range d.Categories {
-		cats = append(cats, fmt.Sprintf("%s %d", c, n))
-	}
-	sort.Strings(cats)
-	field("categories", strings.Join(cats, ", "))
-	if d.Kind == replay.KindReplay {
-		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
-		field("canary", fmt.Sprintf("%d letters first, then wait up to %s for them to come back", d.Canary, d.Stop.CanaryWindow))
-		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
-			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
-		if d.ToExchange != "" || d.ToRoutingKey != "" {
-			field("fallback target", fmt.Sprintf("exchange %q routing key %q", termsafe.EscapeLine(d.ToExchange), termsafe.EscapeLine(d.ToRoutingKey)))
-		}
-		key := "kept: the worker recognises jobs it already did"
-		if d.FreshKey {
-			key = st.warn.Render("FRESH: each job gets a new idempotency key (requester confirmed eligibility); approve only with --allow-fresh-key")
-		}
-		field("idempotency key", key)
-	}
-	if len(d.States) > 0 {
-		states := make([]string, 0, len(d.States))
-		for s, n := range d.States {
-			states = append(states, fmt.Sprintf("%s %d", s, n))
-		}
-		sort.Strings(states)
-		field("items", strings.Join(states, ", "))
-	}
-	if d.HaltReason != "" {
-		field("halted because", termsafe.EscapeLine(d.HaltReason))
-	}
-	if len(d.Changes) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", st.warn.Render("Changed since frozen (approval will be refused):"))
-		for _, c := range d.Changes {
-			fmt.Fprintf(&b, "  dead letter %d: %s\n", c.DeadLetterID, c.Change)
-		}
-	}
-	if _, err := fmt.Fprint(streams.Out, b.String()); err != nil {
+	view := requestview.Render(d, requestview.Styles{Title: st.header.Render, Warn: st.warn.Render},
+		"approve only with --allow-fresh-key")
+	if _, err := fmt.Fprintln(streams.Out, view); err != nil {
 		return err
 	}
 	if len(d.Sample) == 0 {

@@ -7,7 +7,6 @@ package requests
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/requestview"
 	"github.com/expiryctl/expiryctl/termsafe"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -367,56 +367,8 @@ func (m Model) View() string {
 func Render(th *frame.Theme, d replay.Detail) string {
 	var b strings.Builder
 	esc := termsafe.EscapeLine
-	field := func(name, value string) { fmt.Fprintf(&b, "  %-20s %s\n", name, value) }
-	fmt.Fprintf(&b, "%s\n", th.Title.Render(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, d.Status)))
-	field("requested by", fmt.Sprintf("%s (database role %s) at %s", esc(d.RequestedBy), esc(d.RequestedDBRole), d.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")))
-	field("why", esc(d.Why))
-	field("review by", d.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
-	if d.ReviewedBy != "" {
-		field("reviewed by", fmt.Sprintf("%s (database role %s): %s", esc(d.ReviewedBy), esc(d.ReviewedDBRole), esc(d.ReviewWhy)))
-	}
-	if d.ApprovalExpiresAt != nil && d.Status == replay.StatusApproved {
-		field("approval valid until", d.ApprovalExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	field("cohort", fmt.Sprintf("%d letters, hash %s", d.Items, d.CohortHash))
-	field("selection", esc(string(d.Filter)))
-	cats := make([]string, 0, len(d.Categories))
-	for c, n := range d.Categories {
-		cats = append(cats, fmt.Sprintf("%s %d", c, n))
-	}
-	sort.Strings(cats)
-	field("categories", strings.Join(cats, ", "))
-	if d.Kind == replay.KindReplay {
-		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
-		field("canary", fmt.Sprintf("%d letters first, then wait up to %s for them to come back", d.Canary, d.Stop.CanaryWindow))
-		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
-			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
-		if d.ToExchange != "" || d.ToRoutingKey != "" {
-			field("fallback target", fmt.Sprintf("exchange %q routing key %q", esc(d.ToExchange), esc(d.ToRoutingKey)))
-		}
-		keyLine := "kept: the worker recognises jobs it already did"
-		if d.FreshKey {
-			keyLine = th.Warn.Render("FRESH: each job gets a new idempotency key (requester confirmed eligibility); approving asks you to allow it")
-		}
-		field("idempotency key", keyLine)
-	}
-	if len(d.States) > 0 {
-		states := make([]string, 0, len(d.States))
-		for s, n := range d.States {
-			states = append(states, fmt.Sprintf("%s %d", s, n))
-		}
-		sort.Strings(states)
-		field("items", strings.Join(states, ", "))
-	}
-	if d.HaltReason != "" {
-		field("halted because", esc(d.HaltReason))
-	}
-	if len(d.Changes) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", th.Warn.Render("Changed since frozen (approval will be refused):"))
-		for _, c := range d.Changes {
-			fmt.Fprintf(&b, "  dead letter %d: %s\n", c.DeadLetterID, esc(c.Change))
-		}
-	}
+	b.WriteString(requestview.Render(d, requestview.Styles{Title: th.Title.Render, Warn: th.Warn.Render},
+		"approving asks you to allow it") + "\n")
 	if len(d.Sample) > 0 {
 		fmt.Fprintf(&b, "\n%s\n", th.Header.Render(fmt.Sprintf("Cohort (%d of %d)", len(d.Sample), d.Items)))
 		for _, it := range d.Sample {
