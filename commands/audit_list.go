@@ -90,18 +90,8 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 	if err != nil {
 		return err
 	}
-	details := map[string]any{"filter": opts.Filter, "limit": opts.Limit}
-	if opts.Cursor != nil {
-		details["after"] = opts.Cursor.Seq
-	}
-	page, err := audit.List(ctx, pool, opts.Filter, opts.Cursor, opts.Limit)
+	page, err := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).List(ctx, opts.Filter, opts.Cursor, opts.Limit)
 	if err != nil {
-		details["error"] = err.Error()
-		_ = audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.list", Details: details, Outcome: audit.Failed})
-		return err
-	}
-	details["returned"] = len(page.Rows)
-	if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.list", Details: details}); err != nil {
 		return err
 	}
 

@@ -101,36 +101,10 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	res, verr := audit.VerifyDB(ctx, pool, opts.From, opts.Anchor)
-
-	details := map[string]any{"from": opts.From, "rows": res.Rows}
-	if opts.Anchor != nil {
-		details["anchor"] = opts.Anchor.String()
-	}
-	outcome := audit.OK
-	var chainErr *audit.ChainError
-	switch {
-	case errors.As(verr, &chainErr):
-		details["intact"] = false
-		details["first_bad_seq"] = chainErr.Seq
-		details["problem"] = chainErr.Problem
-		details["error"] = chainErr.Detail
-		outcome = audit.Failed
-	case verr != nil:
-		details["error"] = verr.Error()
-		outcome = audit.Failed
-	default:
-		details["intact"] = true
-		details["head"] = res.Head.String()
-	}
-	// The result is recorded even when verification was cancelled half-way.
-	if err := audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor(), Action: "audit.verify",
-		Details: details, Outcome: outcome}); err != nil {
-		if verr != nil {
-			fmt.Fprintln(opts.IO.ErrOut, "warning: could not record this verification:", err)
-			return verr
-		}
-		return err
+	res, verr := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).Verify(ctx, opts.From, opts.Anchor)
+	var recordErr *audit.RecordError
+	if errors.As(verr, &recordErr) {
+		return recordErr
 	}
 	if verr != nil {
 		return explainChainError(opts.IO, verr, false)

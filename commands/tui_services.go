@@ -84,8 +84,7 @@ func (a *tuiAudit) List(ctx context.Context, f tui.AuditFilter, before int64, li
 	if before > 0 {
 		after = &audit.Cursor{Seq: before}
 	}
-	filter := audit.Filter{Actor: f.Actor, Action: f.Action, Target: f.Target}
-	page, err := audit.List(ctx, a.pool, filter, after, limit)
+	page, err := a.reviewer().List(ctx, audit.Filter{Actor: f.Actor, Action: f.Action, Target: f.Target}, after, limit)
 	if err != nil {
 		return tui.AuditPage{}, err
 	}
@@ -97,26 +96,18 @@ func (a *tuiAudit) List(ctx context.Context, f tui.AuditFilter, before int64, li
 	if page.Next != nil {
 		out.Next = page.Next.Seq
 	}
-	return out, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "audit.list",
-		Details: map[string]any{"filter": f, "limit": limit, "before": before, "returned": len(out.Entries), "via": "tui"}})
+	return out, nil
 }
 
 func (a *tuiAudit) Verify(ctx context.Context) (tui.AuditCheck, error) {
-	res, err := audit.VerifyDB(ctx, a.pool, 0, nil)
+	res, err := a.reviewer().Verify(ctx, 0, nil)
 	check := tui.AuditCheck{OK: err == nil, Rows: res.Rows, Head: res.Head.Seq}
-	details := map[string]any{"rows": res.Rows, "intact": err == nil, "via": "tui"}
 	var chain *audit.ChainError
 	if errors.As(err, &chain) {
 		check.BrokenAt, check.Problem = chain.Seq, string(chain.Problem)+": "+chain.Detail
-		details["first_bad_seq"], details["problem"] = chain.Seq, string(chain.Problem)
-		err = nil
+		return check, nil
 	}
-	if err != nil {
-		return tui.AuditCheck{}, err
-	}
-	outcome := audit.OK
-	if !check.OK {
-		outcome = audit.Failed
-	}
-	return check, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "audit.verify", Details: details, Outcome: outcome})
+	return check, err
 }
+
+func (a *tuiAudit) reviewer() *audit.Reviewer { return &audit.Reviewer{Pool: a.pool, Actor: a.actor} }
