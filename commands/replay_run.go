@@ -92,22 +92,12 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 	if err != nil {
 		return err
 	}
-	runner := &replay.Runner{Pool: pool, Actor: opts.Actor(), Now: opts.Now}
-	// A discard publishes nothing, so it does not need RabbitMQ. The kind
-	// is read here only to decide that; the runner reads the request again
-	// under its lock.
-	if req, err := replay.Get(ctx, pool, opts.ID); err != nil || req.Kind != replay.KindDiscard {
-		conn, err := opts.AMQP()
-		if err != nil {
-			return err
-		}
-		b, err := replay.NewAMQPBroker(conn)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		runner.Broker = b
+	runner, closeBroker, err := newRunner(ctx, pool, opts.Actor(), opts.ID, opts.AMQP)
+	if err != nil {
+		return err
 	}
+	defer closeBroker()
+	runner.Now = opts.Now
 	if opts.DryRun {
 		return replayDryRun(ctx, opts, runner)
 	}
@@ -212,4 +202,26 @@ func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner *replay.Ru
 		res.Request.Kind, res.Request.ID, res.Request.Status, res.Counts["replay"], res.Counts["skip"], res.Counts["block"],
 		res.Counts["discard"], res.Counts["done"])
 	return nil
+}
+
+// newRunner builds the runner for request id. A discard publishes nothing,
+// so it does not dial RabbitMQ; the kind is read here only to decide that,
+// and the runner reads the request again under its lock. closeBroker
+// releases the broker's channels.
+func newRunner(ctx context.Context, pool *pgxpool.Pool, actor string, id int64,
+	dial func() (*amqp.Connection, error)) (runner *replay.Runner, closeBroker func(), err error) {
+	runner = &replay.Runner{Pool: pool, Actor: actor}
+	if req, err := replay.Get(ctx, pool, id); err == nil && req.Kind == replay.KindDiscard {
+		return runner, func() {}, nil
+	}
+	conn, err := dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := replay.NewAMQPBroker(conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	runner.Broker = b
+	return runner, func() { _ = b.Close() }, nil
 }

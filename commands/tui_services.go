@@ -25,19 +25,11 @@ func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProg
 	if err != nil {
 		return tui.RunSummary{}, err
 	}
-	runner := &replay.Runner{Pool: r.pool, Actor: r.actor}
-	if req.Kind != replay.KindDiscard {
-		conn, err := r.amqp()
-		if err != nil {
-			return tui.RunSummary{}, err
-		}
-		b, err := replay.NewAMQPBroker(conn)
-		if err != nil {
-			return tui.RunSummary{}, err
-		}
-		defer b.Close()
-		runner.Broker = b
+	runner, closeBroker, err := newRunner(ctx, r.pool, r.actor, id, r.amqp)
+	if err != nil {
+		return tui.RunSummary{}, err
 	}
+	defer closeBroker()
 	runner.Progress = func(p replay.Progress) { progress(tuiProgress(p, req)) }
 	res, err := runner.Run(ctx, id)
 	summary := tui.RunSummary{Status: res.Status, HaltReason: res.HaltReason, Final: tui.RunProgress{
