@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/audittest"
 	"github.com/expiryctl/expiryctl/internal/pgtest"
 )
 
@@ -52,65 +53,13 @@ func seedRow(seq int64) audit.ChainFields {
 	}
 }
 
-// seedChain appends n valid chained rows after the trail's current head
-// with pgx's COPY, the chain trigger disabled for the copy, so that a
-// million-row trail takes seconds rather than the minutes row-by-row
-// triggers need. It leaves audit_head at the new last row, as the trigger
-// would, and checks a sample of the rows against PostgreSQL's own
-// expiryctl.audit_canonical.
+// seedChain appends n valid chained rows of seedRow's shape after the
+// trail's current head (see audittest.SeedChain).
 func seedChain(tb testing.TB, pool *pgxpool.Pool, n int64) audit.Anchor {
 	tb.Helper()
-	ctx := context.Background()
-	var head audit.Anchor
-	var headHash []byte
-	err := pool.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_head`).Scan(&head.Seq, &headHash)
-	if err != nil && err != pgx.ErrNoRows {
-		tb.Fatal(err)
-	}
-	copy(head.Hash[:], headHash)
-	first := head.Seq + 1
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_chain`); err != nil {
-			return err
-		}
-		prev := head.Hash
-		seq := first - 1
-		src := pgx.CopyFromFunc(func() ([]any, error) {
-			if seq == first-1+n {
-				return nil, nil
-			}
-			seq++
-			f := seedRow(seq)
-			f.PrevHash = prev
-			h := f.ComputeHash()
-			prev = h
-			return []any{seq, time.UnixMicro(f.AtMicros), f.Actor, f.DBRole, f.Action, f.Target, f.Details, f.Outcome,
-				f.PrevHash[:], h[:]}, nil
-		})
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"expiryctl", "audit_log"},
-			[]string{"seq", "at", "actor", "db_role", "action", "target", "details", "outcome", "prev_hash", "hash"}, src); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_chain`); err != nil {
-			return err
-		}
-		head = audit.Anchor{Seq: seq, Hash: prev}
-		_, err := tx.Exec(ctx, `INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, $2)
-			ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, head.Seq, head.Hash[:])
-		return err
-	})
+	head, err := audittest.SeedChain(context.Background(), pool, n, seedRow)
 	if err != nil {
-		tb.Fatalf("seed %d audit rows: %v", n, err)
-	}
-	var bad int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log
-		WHERE seq BETWEEN $1 AND $1 + 999
-		  AND hash <> sha256(expiryctl.audit_canonical(seq, at, actor, db_role, action, target, details, outcome, prev_hash))`,
-		first).Scan(&bad); err != nil {
 		tb.Fatal(err)
-	}
-	if bad != 0 {
-		tb.Fatalf("seed: %d seeded rows hash differently in PostgreSQL: seedRow's details are not in jsonb's canonical form", bad)
 	}
 	return head
 }

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/audittest"
 )
 
 // benchAudit measures the audit trail against a bare COPY of the same rows,
@@ -117,64 +117,16 @@ func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) 
 	return nil
 }
 
-// seedAuditChain appends n rows with a valid chain by COPY, computing each
-// hash in Go: the insert trigger chains one row at a time, which would make
-// seeding a million rows take many minutes. The first rows are then checked
-// against PostgreSQL's own canonical encoding.
+// seedAuditChain appends n chained rows by COPY (see audittest.SeedChain):
+// the insert trigger chains one row at a time, which would make seeding a
+// million rows take many minutes.
 func seedAuditChain(ctx context.Context, pool *pgxpool.Pool, n int64) (audit.Anchor, error) {
-	var head audit.Anchor
-	var headHash []byte
-	err := pool.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_head`).Scan(&head.Seq, &headHash)
-	if err != nil && err != pgx.ErrNoRows {
-		return head, err
-	}
-	copy(head.Hash[:], headHash)
-	first := head.Seq + 1
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	actions := []string{"dlq.list", "dlq.show", "dlq.ingest.batch", "dlq.summary", "replay.request"}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_chain`); err != nil {
-			return err
-		}
-		prev := head.Hash
-		seq := first - 1
-		src := pgx.CopyFromFunc(func() ([]any, error) {
-			if seq == first-1+n {
-				return nil, nil
-			}
-			seq++
-			f := audit.ChainFields{Seq: seq, AtMicros: base + seq*1000, Actor: "oncall", DBRole: "root",
-				Action: actions[seq%int64(len(actions))], Target: fmt.Sprintf("dead_letter:%d", seq),
-				// jsonb's own text form, so that the hash PostgreSQL computes matches.
-				Details: fmt.Sprintf(`{"limit": 50, "returned": %d}`, seq%51), Outcome: "ok", PrevHash: prev}
-			h := f.ComputeHash()
-			prev = h
-			return []any{seq, time.UnixMicro(f.AtMicros), f.Actor, f.DBRole, f.Action, f.Target, f.Details, f.Outcome,
-				f.PrevHash[:], h[:]}, nil
-		})
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"expiryctl", "audit_log"},
-			[]string{"seq", "at", "actor", "db_role", "action", "target", "details", "outcome", "prev_hash", "hash"}, src); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_chain`); err != nil {
-			return err
-		}
-		head = audit.Anchor{Seq: seq, Hash: prev}
-		_, err := tx.Exec(ctx, `INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, $2)
-			ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, head.Seq, head.Hash[:])
-		return err
+	return audittest.SeedChain(ctx, pool, n, func(seq int64) audit.ChainFields {
+		return audit.ChainFields{AtMicros: base + seq*1000, Actor: "oncall", DBRole: "root",
+			Action: actions[seq%int64(len(actions))], Target: fmt.Sprintf("dead_letter:%d", seq),
+			// jsonb's own text form, so that the hash PostgreSQL computes matches.
+			Details: fmt.Sprintf(`{"limit": 50, "returned": %d}`, seq%51), Outcome: "ok"}
 	})
-	if err != nil {
-		return head, fmt.Errorf("seed %d audit rows: %w", n, err)
-	}
-	var bad int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log WHERE seq BETWEEN $1 AND $1 + 999
-		AND hash <> sha256(expiryctl.audit_canonical(seq, at, actor, db_role, action, target, details, outcome, prev_hash))`,
-		first).Scan(&bad); err != nil {
-		return head, err
-	}
-	if bad != 0 {
-		return head, fmt.Errorf("seed: %d rows hash differently in PostgreSQL", bad)
-	}
-	return head, nil
 }
