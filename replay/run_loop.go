@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -256,6 +258,7 @@ type preparer struct {
 	elig      eligibility
 	exchanges map[string]bool
 	window    int
+	queues    *depthQueues
 	want      chan int
 	out       chan batch
 
@@ -276,8 +279,8 @@ type planned struct {
 // concurrent transactions) ahead of the publisher.
 const markAhead = 2
 
-func newPreparer(r *Runner, st *runState, window int) *preparer {
-	return &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, window: window,
+func newPreparer(r *Runner, st *runState, window int, queues *depthQueues) *preparer {
+	return &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, window: window, queues: queues,
 		want: make(chan int, markAhead), out: make(chan batch, markAhead), planned: make(chan planned, 1), stop: make(chan struct{})}
 }
 
@@ -352,6 +355,9 @@ func (p *preparer) plan() {
 		after = hi
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		items, err := loadItems(ctx, p.r.Pool, req.ID, lo, hi, []string{"pending", "publishing"})
+		for _, it := range items {
+			p.queues.add(it.depthQueue(req))
+		}
 		var plans []plan
 		if err == nil && len(items) > 0 {
 			plans, err = p.r.planItems(ctx, req, none, items, p.exchanges)
@@ -725,7 +731,7 @@ type replayRun struct {
 	inflight  []flight
 	lost      error
 	lostCount int
-	depthQs   []string
+	depthQs   depthQueues
 	lastCheck time.Time
 	// The prober reads the stop conditions' numbers off the loop's
 	// goroutine, so that a slow server never stalls publishing; probing
@@ -760,14 +766,10 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 	req := st.req
 	x := &replayRun{r: r, st: st, limiter: rate.NewLimiter(rate.Limit(req.Rate), burstFor(req.Rate)),
 		chunk: chunkFor(req.Rate), wasPub: map[int64]bool{}, unsent: map[int64]bool{}}
-	var err error
-	if x.depthQs, err = r.depthQueues(ctx, req); err != nil {
-		return r.interrupt(ctx, st, err, nil, 0)
-	}
 	if err := x.initCanary(ctx); err != nil {
 		return r.interrupt(ctx, st, err, nil, 0)
 	}
-	x.prep = newPreparer(r, st, x.chunk)
+	x.prep = newPreparer(r, st, x.chunk, &x.depthQs)
 	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
@@ -805,24 +807,49 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 	return nil
 }
 
-// depthQueues are the queues the replay fills whose depth is the headroom
-// stop condition: the target queue of letters routed by queue name, and the
-// queue each letter died in.
-func (r *Runner) depthQueues(ctx context.Context, req Request) ([]string, error) {
-	rows, err := r.Pool.Query(ctx, `SELECT DISTINCT q FROM (
-		SELECT CASE
-			WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL THEN
-				CASE WHEN coalesce(d.original_exchange, '') = '' THEN d.original_routing_key ELSE d.origin_queue END
-			WHEN d.origin_queue IS NOT NULL THEN d.origin_queue
-			WHEN coalesce($2, '') = '' THEN nullif($3, '')
-		END AS q
-		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 AND i.state IN ('pending', 'publishing')) t
-		WHERE q IS NOT NULL AND q <> '' ORDER BY q LIMIT 20`, req.ID, req.ToExchange, req.ToRoutingKey)
-	if err != nil {
-		return nil, err
+// depthQueue is the queue a replay of the item fills whose depth is the
+// headroom stop condition: the target queue when the item is routed by
+// queue name, else the queue it died in; "" when neither is known.
+func (it *runItem) depthQueue(req Request) string {
+	switch {
+	case it.hasOrigin && it.exchange == "":
+		return it.routingKey
+	case it.hasOrigin || it.originQueue != "":
+		return it.originQueue
+	case req.ToExchange == "":
+		return req.ToRoutingKey
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return ""
+}
+
+// maxDepthQueues bounds the queues whose depth each check reads.
+const maxDepthQueues = 20
+
+// depthQueues collects the depth queues of the items as the planner reads
+// them, so that every item's queue is known before the item is published,
+// without a pass over the whole cohort before the first publish. The
+// planner adds, the prober reads.
+type depthQueues struct {
+	mu     sync.Mutex
+	queues []string
+}
+
+func (d *depthQueues) add(q string) {
+	if q == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queues) >= maxDepthQueues || slices.Contains(d.queues, q) {
+		return
+	}
+	d.queues = append(d.queues, q)
+}
+
+func (d *depthQueues) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.queues)
 }
 
 // ask requests chunks from the preparer, up to markAhead at a time, while
@@ -1134,7 +1161,7 @@ func (x *replayRun) probeOnce() probe {
 	if p.status, _, p.err = x.st.lock.status(ctx); p.err != nil || p.status != StatusRunning {
 		return p
 	}
-	for _, q := range x.depthQs {
+	for _, q := range x.depthQs.list() {
 		depth, exists, err := x.r.Broker.QueueDepth(ctx, q)
 		if err != nil {
 			p.err = fmt.Errorf("inspect the depth of queue %s: %w", q, err)
