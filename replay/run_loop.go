@@ -80,9 +80,14 @@ func loadItems(ctx context.Context, q interface {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*runItem, error) {
 		it := &runItem{}
 		var req int64
+		// Headers are read as plain bytes: scanned into a json.RawMessage,
+		// pgx would validate them through encoding/json, and replayHeaders
+		// decodes them anyway.
+		var headers []byte
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasOrigin, &it.exchange,
-			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.headers, &it.payload, &it.replayCount)
+			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &headers, &it.payload, &it.replayCount)
+		it.headers = headers
 		if err == nil && req != request {
 			// Cannot happen with the WHERE above; checked because publishing
 			// an item of another request would break the approval.
