@@ -77,7 +77,7 @@ func tamper(tb testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return err
 		}
-		for _, trg := range []string{"audit_log_chain", "audit_log_no_update", "audit_log_no_delete", "audit_log_no_truncate"} {
+		for _, trg := range []string{"audit_log_who_and_when", "audit_log_no_update", "audit_log_no_delete", "audit_log_no_truncate"} {
 			if _, err := tx.Exec(ctx, `ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER `+trg); err != nil {
 				return err
 			}

@@ -16,10 +16,10 @@ import (
 	"github.com/expiryctl/expiryctl/internal/pgtest"
 )
 
-// rechainFrom recomputes, in SQL, every hash from seq `from` to the end and
-// moves the head: what a careful attacker with superuser rights does after
-// changing a row, so that the chain is consistent again and only an anchor
-// kept outside the database can show the change.
+// rechainFrom relinks every row from seq `from` to the end (the database
+// regenerates each hash): what a careful attacker with superuser rights does
+// after changing a row, so that the chain is consistent again and only an
+// anchor kept outside the database can show the change.
 const rechainFrom = `DO $$
 DECLARE
     r record;
@@ -28,14 +28,14 @@ BEGIN
     SELECT hash INTO prev FROM expiryctl.audit_log WHERE seq = %[1]d - 1;
     IF prev IS NULL THEN prev := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea; END IF;
     FOR r IN SELECT * FROM expiryctl.audit_log WHERE seq >= %[1]d ORDER BY seq LOOP
-        UPDATE expiryctl.audit_log
-           SET prev_hash = prev,
-               hash = sha256(expiryctl.audit_canonical(r.seq, r.at, r.actor, r.db_role, r.action, r.target, r.details, r.outcome, prev))
-         WHERE id = r.id
+        UPDATE expiryctl.audit_log SET prev_hash = prev WHERE id = r.id
         RETURNING hash INTO prev;
     END LOOP;
-    UPDATE expiryctl.audit_head SET seq = (SELECT max(seq) FROM expiryctl.audit_log), hash = prev;
 END $$`
+
+// dropHashGeneration turns the generated hash into a plain column, which the
+// table's owner can do: after it, a changed row keeps its old hash.
+const dropHashGeneration = `ALTER TABLE expiryctl.audit_log ALTER COLUMN hash DROP EXPRESSION`
 
 // TestVerifyDBCatchesTampering tampers with a 50-row trail the ways a
 // superuser can, behind the append-only triggers, and checks that VerifyDB
@@ -51,23 +51,27 @@ func TestVerifyDBCatchesTampering(t *testing.T) {
 		wantSeq    int64
 		wantProbem audit.Problem
 	}{
+		// The database regenerates the hash of a changed row, so an edit
+		// shows as the next row's broken link.
 		{name: "edit a field", tamper: []string{`UPDATE expiryctl.audit_log SET actor = 'mallory' WHERE seq = 20`},
-			wantSeq: 20, wantProbem: audit.HashMismatch},
-		{name: "edit details", tamper: []string{`UPDATE expiryctl.audit_log SET details = details || '{"x": 1}' WHERE seq = 33`},
-			wantSeq: 33, wantProbem: audit.HashMismatch},
-		{name: "edit the time by a microsecond", tamper: []string{`UPDATE expiryctl.audit_log SET at = at + interval '1 microsecond' WHERE seq = 7`},
-			wantSeq: 7, wantProbem: audit.HashMismatch},
-		{name: "edit a field and re-hash the row", tamper: []string{`UPDATE expiryctl.audit_log SET outcome = 'refused',
-			hash = sha256(expiryctl.audit_canonical(seq, at, actor, db_role, action, target, details, 'refused', prev_hash)) WHERE seq = 20`},
 			wantSeq: 21, wantProbem: audit.BrokenLink},
+		{name: "edit details", tamper: []string{`UPDATE expiryctl.audit_log SET details = details || '{"x": 1}' WHERE seq = 33`},
+			wantSeq: 34, wantProbem: audit.BrokenLink},
+		{name: "edit the time by a microsecond", tamper: []string{`UPDATE expiryctl.audit_log SET at = at + interval '1 microsecond' WHERE seq = 7`},
+			wantSeq: 8, wantProbem: audit.BrokenLink},
+		{name: "edit the last row", tamper: []string{`UPDATE expiryctl.audit_log SET outcome = 'refused' WHERE seq = 50`},
+			useAnchor: true, wantSeq: n, wantProbem: audit.AnchorMismatch},
+		{name: "edit a field after dropping the hash's generation", tamper: []string{dropHashGeneration,
+			`UPDATE expiryctl.audit_log SET actor = 'mallory' WHERE seq = 20`},
+			wantSeq: 20, wantProbem: audit.HashMismatch},
+		{name: "made-up hash after dropping the hash's generation", tamper: []string{dropHashGeneration,
+			`UPDATE expiryctl.audit_log SET hash = sha256('forged') WHERE seq = 12`},
+			wantSeq: 12, wantProbem: audit.HashMismatch},
 		{name: "delete a middle row", tamper: []string{`DELETE FROM expiryctl.audit_log WHERE seq = 20`},
 			wantSeq: 20, wantProbem: audit.Gap},
 		{name: "delete the first row", tamper: []string{`DELETE FROM expiryctl.audit_log WHERE seq = 1`},
 			wantSeq: 1, wantProbem: audit.Gap},
 		{name: "delete the tail", tamper: []string{`DELETE FROM expiryctl.audit_log WHERE seq > 45`},
-			wantSeq: 46, wantProbem: audit.HeadMismatch},
-		{name: "delete the tail and move the head", tamper: []string{`DELETE FROM expiryctl.audit_log WHERE seq > 45`,
-			`UPDATE expiryctl.audit_head SET seq = 45, hash = (SELECT hash FROM expiryctl.audit_log WHERE seq = 45)`},
 			useAnchor: true, wantSeq: n, wantProbem: audit.AnchorMissing},
 		{name: "swap two rows' seq", tamper: []string{`UPDATE expiryctl.audit_log SET seq = -20 WHERE seq = 20`,
 			`UPDATE expiryctl.audit_log SET seq = 20 WHERE seq = 21`, `UPDATE expiryctl.audit_log SET seq = 21 WHERE seq = -20`},
@@ -75,45 +79,33 @@ func TestVerifyDBCatchesTampering(t *testing.T) {
 		{name: "swap two rows' contents", tamper: []string{`UPDATE expiryctl.audit_log a
 			SET actor = b.actor, action = b.action, target = b.target, details = b.details, at = b.at
 			FROM expiryctl.audit_log b WHERE (a.seq, b.seq) IN ((30, 31), (31, 30))`},
-			wantSeq: 30, wantProbem: audit.HashMismatch},
-		{name: "forged row with a made-up hash", tamper: []string{`INSERT INTO expiryctl.audit_log
-			(seq, at, actor, db_role, action, target, details, outcome, prev_hash, hash)
-			SELECT 51, now(), 'mallory', 'root', 'dlq.show', 'dead_letter:1', '{}', 'ok', hash, sha256('forged')
-			FROM expiryctl.audit_log WHERE seq = 50`},
-			wantSeq: 51, wantProbem: audit.HashMismatch},
-		{name: "forged row hashed correctly, head left behind", tamper: []string{`INSERT INTO expiryctl.audit_log
-			(seq, at, actor, db_role, action, target, details, outcome, prev_hash, hash)
-			SELECT 51, at, 'mallory', 'root', 'dlq.show', '', '{}', 'ok', hash,
-			       sha256(expiryctl.audit_canonical(51, at, 'mallory', 'root', 'dlq.show', '', '{}', 'ok', hash))
-			FROM expiryctl.audit_log WHERE seq = 50`},
-			wantSeq: 51, wantProbem: audit.HeadMismatch},
+			wantSeq: 31, wantProbem: audit.BrokenLink},
+		{name: "forged row linked to nothing", tamper: []string{`INSERT INTO expiryctl.audit_log
+			(seq, at, actor, db_role, action, target, details, outcome, prev_hash)
+			VALUES (51, now(), 'mallory', 'root', 'dlq.show', 'dead_letter:1', '{}', 'ok', sha256('forged'))`},
+			wantSeq: 51, wantProbem: audit.BrokenLink},
 		{name: "forged duplicate of a middle row", tamper: []string{
 			`ALTER TABLE expiryctl.audit_log DROP CONSTRAINT audit_log_seq_unique`,
-			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash, hash)
-			 SELECT seq, at, 'mallory', db_role, action, target, details, outcome, prev_hash,
-			        sha256(expiryctl.audit_canonical(seq, at, 'mallory', db_role, action, target, details, outcome, prev_hash))
+			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash)
+			 SELECT seq, at, 'mallory', db_role, action, target, details, outcome, prev_hash
 			 FROM expiryctl.audit_log WHERE seq = 25`},
 			wantSeq: 25, wantProbem: audit.DuplicateSeq},
 		{name: "row inserted in the middle, later seqs shifted and re-chained", tamper: []string{
 			`UPDATE expiryctl.audit_log SET seq = -seq WHERE seq >= 40`,
 			`UPDATE expiryctl.audit_log SET seq = -seq + 1 WHERE seq <= -40`,
-			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash, hash)
-			 SELECT 40, at, 'mallory', 'root', 'replay.approve', 'replay_request:9', '{}', 'ok', '\x00', '\x00'
+			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash)
+			 SELECT 40, at, 'mallory', 'root', 'replay.approve', 'replay_request:9', '{}', 'ok', '\x00'
 			 FROM expiryctl.audit_log WHERE seq = 39`,
 			fmt.Sprintf(rechainFrom, 40)},
 			useAnchor: true, wantSeq: n, wantProbem: audit.AnchorMismatch},
 		{name: "edit re-chained to the end: only the anchor sees it", tamper: []string{
 			`UPDATE expiryctl.audit_log SET target = 'dead_letter:666' WHERE seq = 10`, fmt.Sprintf(rechainFrom, 10)},
 			useAnchor: true, wantSeq: n, wantProbem: audit.AnchorMismatch},
-		{name: "head moved back", tamper: []string{
-			`UPDATE expiryctl.audit_head SET seq = 49, hash = (SELECT hash FROM expiryctl.audit_log WHERE seq = 49)`},
-			wantSeq: 50, wantProbem: audit.HeadMismatch},
 		{name: "from: the link row is gone", tamper: []string{`DELETE FROM expiryctl.audit_log WHERE seq = 29`},
 			from: 30, wantSeq: 29, wantProbem: audit.Gap},
-		{name: "from: a broken row after it", tamper: []string{`UPDATE expiryctl.audit_log SET action = 'x' WHERE seq = 31`},
-			from: 30, wantSeq: 31, wantProbem: audit.HashMismatch},
-		{name: "from: a re-hashed row before it breaks the first link", tamper: []string{`UPDATE expiryctl.audit_log SET outcome = 'x',
-			hash = sha256(expiryctl.audit_canonical(seq, at, actor, db_role, action, target, details, 'x', prev_hash)) WHERE seq = 29`},
+		{name: "from: a changed row after it", tamper: []string{`UPDATE expiryctl.audit_log SET action = 'x' WHERE seq = 31`},
+			from: 30, wantSeq: 32, wantProbem: audit.BrokenLink},
+		{name: "from: a changed row before it breaks the first link", tamper: []string{`UPDATE expiryctl.audit_log SET outcome = 'x' WHERE seq = 29`},
 			from: 30, wantSeq: 30, wantProbem: audit.BrokenLink},
 	}
 	for _, c := range cases {
@@ -196,7 +188,7 @@ func TestVerifyDBIntact(t *testing.T) {
 
 // TestAppendOnly checks that ordinary statements cannot change the trail,
 // also from a session in replica mode, and that the database, not the
-// client, sets seq, time, role and hashes.
+// client, sets time, role and hash.
 func TestAppendOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -222,18 +214,30 @@ func TestAppendOnly(t *testing.T) {
 				t.Errorf("%s (replica %v) = %v, want the append-only refusal", sql, replica, err)
 			}
 		}
-		// A client that names seq, time, role and hashes is overruled.
+		// A client cannot name the hash, another role or another time,
+		// nor take a seq that is already there.
+		for _, forge := range []struct{ sql, code string }{
+			{`INSERT INTO expiryctl.audit_log (actor, action, outcome, hash) VALUES ('x', 'test.forge', 'ok', '\x00')`, "428C9"},
+			{`INSERT INTO expiryctl.audit_log (actor, db_role, action, outcome) VALUES ('x', 'someone_else', 'test.forge', 'ok')`, "42501"},
+			{`INSERT INTO expiryctl.audit_log (at, actor, action, outcome) VALUES ('2000-01-01', 'x', 'test.forge', 'ok')`, "42501"},
+			{`INSERT INTO expiryctl.audit_log (seq, actor, action, outcome) VALUES (1, 'x', 'test.forge', 'ok')`, "23505"},
+		} {
+			_, err := conn.Exec(ctx, forge.sql)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != forge.code {
+				t.Errorf("%s (replica %v) = %v, want SQLSTATE %s", forge.sql, replica, err, forge.code)
+			}
+		}
 		var seq int64
 		var role string
 		var prev, hash []byte
-		err = conn.QueryRow(ctx, `INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, outcome, prev_hash, hash)
-			VALUES (1, '2000-01-01', 'x', 'someone_else', 'test.forge', 'ok', '\x00', '\x00') RETURNING seq, db_role, prev_hash, hash`).
-			Scan(&seq, &role, &prev, &hash)
+		err = conn.QueryRow(ctx, `INSERT INTO expiryctl.audit_log (actor, action, outcome) VALUES ('x', 'test.plain', 'ok')
+			RETURNING seq, db_role, prev_hash, hash`).Scan(&seq, &role, &prev, &hash)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if seq == 1 || role != "postgres" || len(prev) != 32 || len(hash) != 32 {
-			t.Errorf("a client-supplied row kept seq %d, role %q, %d/%d-byte hashes", seq, role, len(prev), len(hash))
+		if seq <= 10 || role != "postgres" || len(prev) != 32 || len(hash) != 32 {
+			t.Errorf("a plain insert got seq %d, role %q, %d/%d-byte hashes", seq, role, len(prev), len(hash))
 		}
 		if replica {
 			_, _ = conn.Exec(ctx, `RESET session_replication_role`)
@@ -245,10 +249,10 @@ func TestAppendOnly(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegeWriter checks that a role allowed only to INSERT into
-// and SELECT from audit_log can append rows (the chain trigger owns
-// audit_head), is recorded as db_role, and can neither change the trail nor
-// move its head.
+// TestLeastPrivilegeWriter checks that a role granted SELECT on audit_log and
+// INSERT on the columns a writer names (docs/governance.md) can append rows,
+// is recorded as db_role, and can neither change the trail nor name the
+// columns the database fills in.
 func TestLeastPrivilegeWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -257,7 +261,7 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 	for _, sql := range []string{
 		`CREATE ROLE ` + role + ` LOGIN`,
 		`GRANT USAGE ON SCHEMA expiryctl TO ` + role,
-		`GRANT SELECT, INSERT ON expiryctl.audit_log TO ` + role,
+		`GRANT SELECT, INSERT (actor, action, target, details, outcome) ON expiryctl.audit_log TO ` + role,
 	} {
 		if _, err := db.Pool.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
@@ -280,7 +284,8 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 		}
 	}
 	for _, sql := range []string{
-		`UPDATE expiryctl.audit_head SET seq = 1`,
+		`INSERT INTO expiryctl.audit_log (seq, actor, action, outcome) VALUES (99, 'carol', 'test.forge', 'ok')`,
+		`INSERT INTO expiryctl.audit_log (actor, action, outcome, prev_hash) VALUES ('carol', 'test.forge', 'ok', '\x00')`,
 		`UPDATE expiryctl.audit_log SET actor = 'x' WHERE seq = 2`,
 		`DELETE FROM expiryctl.audit_log WHERE seq = 2`,
 		`ALTER TABLE expiryctl.audit_log DISABLE TRIGGER ALL`,

@@ -118,8 +118,8 @@ func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) 
 }
 
 // seedAuditChain appends n chained rows by COPY (see audittest.SeedChain):
-// the insert trigger chains one row at a time, which would make seeding a
-// million rows take many minutes.
+// a million single-row INSERTs, each taking the append lock and committing,
+// would take many minutes.
 func seedAuditChain(ctx context.Context, pool *pgxpool.Pool, n int64) (audit.Anchor, error) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	actions := []string{"dlq.list", "dlq.show", "dlq.ingest.batch", "dlq.summary", "replay.request"}

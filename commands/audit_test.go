@@ -257,7 +257,8 @@ func TestAuditCommands(t *testing.T) {
 		t.Fatal("verify --file opened a database connection")
 	}
 
-	// tamper, then verify: a ChainError naming the row, and a record of it.
+	// tamper, then verify: a ChainError naming the row after the edited one
+	// (the database re-hashed the edited row), and a record of it.
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_no_update;
 		UPDATE expiryctl.audit_log SET actor = 'mallory' WHERE seq = 4;
 		ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_update`); err != nil {
@@ -266,14 +267,14 @@ func TestAuditCommands(t *testing.T) {
 	f, out, errOut = auditFactory(t, db, "reviewer")
 	err = runCmd(NewCmdAudit(f), "verify")
 	var chainErr *audit.ChainError
-	if !errors.As(err, &chainErr) || chainErr.Seq != 4 || chainErr.Problem != audit.HashMismatch {
+	if !errors.As(err, &chainErr) || chainErr.Seq != 5 || chainErr.Problem != audit.BrokenLink {
 		t.Fatalf("verify after tampering: %v", err)
 	}
-	if out.Len() != 0 || !strings.Contains(errOut.String(), "at or after seq 4") {
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "at or after seq 5") {
 		t.Fatalf("verify after tampering printed %q / %q", out, errOut)
 	}
 	action, _, outcome, details = lastAuditRow(t, db)
-	if action != "audit.verify" || outcome != "error" || details["intact"] != false || details["first_bad_seq"] != 4.0 {
+	if action != "audit.verify" || outcome != "error" || details["intact"] != false || details["first_bad_seq"] != 5.0 {
 		t.Fatalf("failed verify recorded %s (%s) %v", action, outcome, details)
 	}
 }

@@ -17,25 +17,22 @@ import (
 	"github.com/expiryctl/expiryctl/internal/pgtest"
 )
 
-// seedAuditRows appends n rows to the trail in one INSERT … SELECT with the
-// chain trigger disabled, so that a few hundred thousand take seconds. Their
-// hashes are not a valid chain (tests that export need volume, not
-// validity); audit_head is left at the last row so the trigger chains new
-// rows after them.
+// seedAuditRows appends n rows to the trail in one INSERT … SELECT that names
+// seq and prev_hash, so that a few hundred thousand take seconds. Their links
+// are not a valid chain (tests that export need volume, not validity); rows
+// written after them chain to the last one.
 func seedAuditRows(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	ctx := withTimeout(t)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, sql := range []string{
-			`ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_chain`,
-			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash, hash)
+			`ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_who_and_when`,
+			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash)
 			 SELECT g, now() - make_interval(secs => $1 - g), 'seed', 'root', 'dlq.list', 'dead_letter:' || g,
 			        jsonb_build_object('limit', 50, 'returned', g % 50, 'filter', jsonb_build_object('search', 'r-' || g)),
-			        'ok', sha256(int8send(g - 1)), sha256(int8send(g))
+			        'ok', sha256(int8send(g - 1))
 			 FROM generate_series(1, $1::int) g`,
-			`ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_chain`,
-			`INSERT INTO expiryctl.audit_head (singleton, seq, hash) VALUES (true, $1, sha256(int8send($1::bigint)))
-			 ON CONFLICT (singleton) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
+			`ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_who_and_when`,
 		} {
 			var args []any
 			if strings.Contains(sql, "$1") {
