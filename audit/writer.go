@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -69,14 +71,21 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 		e.Outcome = OK
 	}
 	var a Anchor
-	var hash []byte
+	var hash string
+	// QueryExecModeExec: one round trip. A command writes one audit row, so
+	// preparing the statement first would only add a round trip to every
+	// command. Parameters and results then travel as text: the details are
+	// sent as JSON text, and the hash comes back as hex, whatever the
+	// session's bytea_output.
 	err := q.QueryRow(ctx,
-		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4, $5)
-		 RETURNING seq, hash`,
-		e.Actor, e.Action, e.Target, details, string(e.Outcome)).Scan(&a.Seq, &hash)
+		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4::jsonb, $5)
+		 RETURNING seq, encode(hash, 'hex')`,
+		pgx.QueryExecModeExec, e.Actor, e.Action, e.Target, string(details), string(e.Outcome)).Scan(&a.Seq, &hash)
 	if err != nil {
 		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
 	}
-	copy(a.Hash[:], hash)
+	if a.Hash, err = ParseHash(hash); err != nil {
+		return Anchor{}, fmt.Errorf("audit %s: the database returned hash %q: %w", e.Action, hash, err)
+	}
 	return a, nil
 }
