@@ -28,7 +28,7 @@ BEGIN
     SELECT hash INTO prev FROM expiryctl.audit_log WHERE seq = %[1]d - 1;
     IF prev IS NULL THEN prev := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea; END IF;
     FOR r IN SELECT * FROM expiryctl.audit_log WHERE seq >= %[1]d ORDER BY seq LOOP
-        UPDATE expiryctl.audit_log SET prev_hash = prev WHERE id = r.id
+        UPDATE expiryctl.audit_log SET prev_hash = prev WHERE seq = r.seq
         RETURNING hash INTO prev;
     END LOOP;
 END $$`
@@ -85,7 +85,7 @@ func TestVerifyDBCatchesTampering(t *testing.T) {
 			VALUES (51, now(), 'mallory', 'root', 'dlq.show', 'dead_letter:1', '{}', 'ok', sha256('forged'))`},
 			wantSeq: 51, wantProbem: audit.BrokenLink},
 		{name: "forged duplicate of a middle row", tamper: []string{
-			`ALTER TABLE expiryctl.audit_log DROP CONSTRAINT audit_log_seq_unique`,
+			`ALTER TABLE expiryctl.audit_log DROP CONSTRAINT audit_log_pkey`,
 			`INSERT INTO expiryctl.audit_log (seq, at, actor, db_role, action, target, details, outcome, prev_hash)
 			 SELECT seq, at, 'mallory', db_role, action, target, details, outcome, prev_hash
 			 FROM expiryctl.audit_log WHERE seq = 25`},
