@@ -82,9 +82,16 @@ func benchAudit(ctx context.Context, cfg *config, rep *report) error {
 	return benchAuditCost(ctx, cfg, rep, db)
 }
 
-// benchAuditCost times `expiryctl dlq summary` with and without the audit
-// row, interleaved, on the same database.
+// benchAuditCost times commands with and without the audit row,
+// interleaved, on the same database: the trail seeded above and an archive
+// of cfg.SmallN letters, so that `dlq list --limit 50` lists 50 letters as it
+// does during an incident.
 func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) error {
+	took, err := seedArchive(ctx, db, cfg.SmallN, time.Now())
+	if err != nil {
+		return err
+	}
+	cfg.logf("audit: seeded %d letters in %s", cfg.SmallN, took.Round(time.Millisecond))
 	noaudit := filepath.Join(os.TempDir(), "expiryctl-bench-"+runID+"-noaudit")
 	defer os.Remove(noaudit)
 	build := exec.CommandContext(ctx, "go", "build", "-tags", "expiryctl_noaudit", "-o", noaudit, "./cmd/expiryctl")
@@ -95,7 +102,8 @@ func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) 
 		command []string
 		ceiling float64
 	}{
-		// A triage read: the command an on-call engineer runs most.
+		// A triage read: the command an on-call engineer runs most, here
+		// listing a full page.
 		{[]string{"dlq", "list", "--limit", "50", "-o", "json"}, 1.25},
 		// The lightest command there is, for reference: nearly all of it is
 		// process start and connection, so the audit row weighs the most.
