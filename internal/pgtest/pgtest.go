@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +127,7 @@ func templateName(tb testing.TB) string {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	if exists {
+		staleOnce.Do(func() { dropStaleTemplates(ctx, admin, name) })
 		return name
 	}
 	_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
@@ -144,7 +146,35 @@ func templateName(tb testing.TB) string {
 	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s IS_TEMPLATE true", name)); err != nil {
 		tb.Fatalf("pgtest: mark template: %v", err)
 	}
+	staleOnce.Do(func() { dropStaleTemplates(ctx, admin, name) })
 	return name
+}
+
+var staleOnce sync.Once
+
+// dropStaleTemplates drops the templates of earlier migrations, which
+// otherwise pile up on a developer's server each time a migration is edited.
+// A template still in use (another checkout's tests cloning it) refuses the
+// drop, and is left for next time.
+func dropStaleTemplates(ctx context.Context, admin *pgx.Conn, keep string) {
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database
+		WHERE datistemplate AND datname LIKE 'expiryctl\_template\_%' AND datname <> $1`, keep)
+	if err != nil {
+		return
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range stale {
+		ident := pgx.Identifier{name}.Sanitize()
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+ident+" IS_TEMPLATE false"); err != nil {
+			continue
+		}
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+ident); err != nil {
+			_, _ = admin.Exec(ctx, "ALTER DATABASE "+ident+" IS_TEMPLATE true")
+		}
+	}
 }
 
 func migrationsDigest() string {
