@@ -33,7 +33,7 @@ func benchExport(ctx context.Context, cfg *config, rep *report, a archives) erro
 	// rows it wrote.
 	var returned int
 	if err := a.large.Pool.QueryRow(ctx, `SELECT (details->>'returned')::int FROM expiryctl.audit_log
-		WHERE action = 'dlq.list' AND actor = 'bench-binary' ORDER BY id DESC LIMIT 1`).Scan(&returned); err != nil {
+		WHERE action = 'dlq.list' AND actor = 'bench-binary' ORDER BY seq DESC LIMIT 1`).Scan(&returned); err != nil {
 		return fmt.Errorf("read the export's audit row: %w", err)
 	}
 	if returned != cfg.LargeN {
