@@ -92,6 +92,9 @@ func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) 
 		return err
 	}
 	cfg.logf("audit: seeded %d letters in %s", cfg.SmallN, took.Round(time.Millisecond))
+	if err := db.settle(ctx, func(f string, a ...any) { cfg.logf("audit: "+f, a...) }); err != nil {
+		return err
+	}
 	noaudit := filepath.Join(os.TempDir(), "expiryctl-bench-"+runID+"-noaudit")
 	defer os.Remove(noaudit)
 	build := exec.CommandContext(ctx, "go", "build", "-tags", "expiryctl_noaudit", "-o", noaudit, "./cmd/expiryctl")

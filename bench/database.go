@@ -87,3 +87,35 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// settle waits for PostgreSQL's own background work to end before a timed
+// run: seeding leaves a checkpoint due and tables for autovacuum, and either
+// running mid-measurement lands on whichever side is timed then. It vacuums
+// and analyses the database and takes the checkpoint itself, then waits (up
+// to a minute) for autovacuum workers to finish, and reports how long that
+// took.
+func (d *benchDB) settle(ctx context.Context, logf func(string, ...any)) error {
+	start := time.Now()
+	if _, err := d.Pool.Exec(ctx, "VACUUM ANALYZE"); err != nil {
+		return fmt.Errorf("settle: vacuum: %w", err)
+	}
+	if _, err := d.Pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("settle: checkpoint: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var busy int
+		if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&busy); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		if busy == 0 || time.Now().After(deadline) {
+			logf("settled in %s (autovacuum workers still running: %d)", time.Since(start).Round(time.Millisecond), busy)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

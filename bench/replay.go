@@ -110,6 +110,9 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 	for i := range msgs {
 		msgs[i] = replayBenchMessage(i, exchange, req.ID)
 	}
+	if err := db.settle(ctx, logf); err != nil {
+		return nil, err
+	}
 
 	// (a) before, subject, (a) after: the baseline is the mean of the two
 	// around the subject, so that drift in the broker's disk speed during
