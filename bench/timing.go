@@ -42,7 +42,7 @@ func measureInterleaved(ctx context.Context, warmup, runs int, probes ...*probe)
 
 func (p *probe) median() time.Duration { return median(p.samples) }
 
-func median(samples []time.Duration) time.Duration {
+func median[T ~int64 | ~float64](samples []T) T {
 	if len(samples) == 0 {
 		return 0
 	}
