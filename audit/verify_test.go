@@ -462,3 +462,30 @@ func fixJSONCommas(lines []string) {
 		}
 	}
 }
+
+// TestMultiRowInsertChains checks that one INSERT of several rows chains them
+// in order: each row's defaults see the rows the statement inserted before it.
+func TestMultiRowInsertChains(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := newTrail(t, 3)
+	rows, err := db.Pool.Query(ctx, `INSERT INTO expiryctl.audit_log (actor, action, outcome)
+		SELECT 'bulk', 'test.bulk-' || g, 'ok' FROM generate_series(1, 5) g RETURNING seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if rows.Err() != nil || fmt.Sprint(seqs) != "[4 5 6 7 8]" {
+		t.Fatalf("one INSERT of five rows got seqs %v (%v), want 4 to 8", seqs, rows.Err())
+	}
+	if res, err := audit.VerifyDB(ctx, db.Pool, 0, nil); err != nil || res.Rows != 8 {
+		t.Fatalf("verify: %+v, %v", res, err)
+	}
+}
