@@ -55,15 +55,11 @@ type MigrationResult struct {
 // a PostgreSQL advisory lock, so running it twice or from two places at once is
 // safe.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
-	if err := createSchema(ctx, pool); err != nil {
-		return MigrationResult{}, err
-	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	provider, err := newProvider(db)
+	provider, closeDB, err := openProvider(ctx, pool)
 	if err != nil {
 		return MigrationResult{}, err
 	}
+	defer closeDB()
 	results, err := provider.Up(ctx)
 	if err != nil {
 		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
@@ -91,6 +87,21 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("migrate: create schema %s: %w", Schema, err)
 	}
 	return nil
+}
+
+// openProvider creates the schema if need be and returns a goose provider
+// over pool, with the function that releases it.
+func openProvider(ctx context.Context, pool *pgxpool.Pool) (*goose.Provider, func(), error) {
+	if err := createSchema(ctx, pool); err != nil {
+		return nil, nil, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	provider, err := newProvider(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return provider, func() { _ = db.Close() }, nil
 }
 
 func newProvider(db *sql.DB) (*goose.Provider, error) {
