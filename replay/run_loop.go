@@ -56,6 +56,13 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 const againJoin = `LEFT JOIN LATERAL (SELECT true AS found FROM expiryctl.dead_letters n
 		WHERE n.previous_id = d.id LIMIT 1) again ON true`
 
+// letterByItem reads each item's letter by its primary key. The LIMIT keeps
+// the subquery from being flattened into a join, which the planner, short of
+// statistics on a freshly frozen request, may make a hash join over a read
+// of the whole archive for every window.
+const letterByItem = `CROSS JOIN LATERAL (SELECT * FROM expiryctl.dead_letters l
+		WHERE l.id = i.dead_letter_id LIMIT 1) d`
+
 // loadItems reads the items of request whose ordinals lie in [lo, hi], in
 // ordinal order, in the given states (all states when none are given).
 // Reading by an ordinal window rather than "after ordinal, LIMIT n" keeps
@@ -66,7 +73,8 @@ const againJoin = `LEFT JOIN LATERAL (SELECT true AS found FROM expiryctl.dead_l
 func loadItems(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, request int64, lo, hi int, states []string) ([]*runItem, error) {
-	sql := `SELECT ` + itemColumns + ` FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+	sql := `SELECT ` + itemColumns + ` FROM expiryctl.replay_items i
+		` + letterByItem + `
 		` + againJoin + `
 		WHERE i.request_id = $1 AND i.ordinal BETWEEN $2 AND $3 AND (cardinality($4::text[]) = 0 OR i.state = ANY($4))
 		ORDER BY i.ordinal`
