@@ -622,8 +622,18 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	ctx := context.Background()
 	ids := b.seedN(t, 1, 40)
 	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 20}, ids)
+	// Cancelled once the first item is confirmed, not after a fixed delay:
+	// on a loaded machine the run may take longer than any delay to start.
 	go func() {
-		time.Sleep(500 * time.Millisecond)
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			var confirmed int
+			err := b.pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID).Scan(&confirmed)
+			if err == nil && confirmed > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		_, _ = b.as("carol").Cancel(ctx, req.ID, "wrong cohort")
 	}()
 	res, err := b.runner(t).Run(ctx, req.ID)
