@@ -221,6 +221,21 @@ func TestFrozenCohortCannotGrowOrShrink(t *testing.T) {
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET rate = 1 WHERE id = $1`, req.ID), "frozen-request")
 }
 
+// TestItemsMoveOnlyWhileRunning: no client marks an item published, failed
+// or skipped unless its request is running, not even after approval.
+func TestItemsMoveOnlyWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := setupGovernance(t, 3)
+	req := b.request(t, "alice", b.letters[0])
+	for _, state := range []string{"publishing", "confirmed", "failed", "skipped"} {
+		wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = $2 WHERE request_id = $1`, req.ID, state), "approved-to-run")
+	}
+	if _, err := b.as("bob").Approve(context.Background(), req.ID, replay.ReviewOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = 'confirmed' WHERE request_id = $1`, req.ID), "approved-to-run")
+}
+
 func TestApprovalIsSingleUse(t *testing.T) {
 	t.Parallel()
 	b := setupGovernance(t, 3)
