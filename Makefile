@@ -32,9 +32,12 @@ vet: ## go vet ./...
 test: services build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
 
-demo: services build ## migrate the default database and run the demo
-	$(BIN) migrate
-	$(BIN) demo
+# The demo runs governed: the schema's owner (not a superuser) migrates,
+# grants the people their groups and stages the incident; alice requests a
+# replay, bob approves it as shown, alice runs it and audrey verifies the trail.
+DEMO_DB  := postgres://%s@127.0.0.1:5432/expiryctl_demo?sslmode=disable
+demo: services build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser)
+	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) bash scripts/demo.sh $(BIN)
 
 bench: services build ## run the benchmark: make bench BENCH_ARGS='...'
 	$(GO) run ./bench $(BENCH_ARGS)

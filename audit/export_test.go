@@ -27,7 +27,7 @@ func hostileEntries() []audit.Entry {
 		{Actor: "Zoë 👩🏽‍💻", Action: "dlq.list", Target: "queue:réservation\u2028", Details: map[string]any{"why": "naïve\u0001\u001b[31m"}},
 		{Actor: "", Action: "", Target: "", Details: nil, Outcome: audit.Refused},
 		{Actor: `\.`, Action: "x\r", Target: "\n", Details: []any{1.5, "two", nil, true, 1e21}},
-		{Actor: "bob", Action: "replay.approve", Target: "replay_request:9", Details: map[string]any{"big": strings.Repeat("é\"\\", 40000)}},
+		{Actor: "bob", Action: "replay.approve", Target: "replay_request:9", Outcome: audit.Refused, Details: map[string]any{"big": strings.Repeat("é\"\\", 40000)}},
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -249,41 +248,23 @@ func TestAppendOnly(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegeWriter checks that a role granted SELECT on audit_log and
-// INSERT on the columns a writer names (docs/governance.md) can append rows,
-// is recorded as db_role, and can neither change the trail nor name the
-// columns the database fills in.
+// TestLeastPrivilegeWriter checks that a login in an expiryctl group (here
+// the auditor's) appends rows through the schema's audit_append function, is
+// recorded as db_role, and can neither insert, change nor remove a row
+// itself, nor name the columns the database fills in.
 func TestLeastPrivilegeWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := newTrail(t, 5)
-	role := "audit_writer_" + strings.TrimPrefix(db.Name, "expiryctl_test_")
-	for _, sql := range []string{
-		`CREATE ROLE ` + role + ` LOGIN`,
-		`GRANT USAGE ON SCHEMA expiryctl TO ` + role,
-		`GRANT SELECT, INSERT (actor, action, target, details, outcome) ON expiryctl.audit_log TO ` + role,
-	} {
-		if _, err := db.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		// Roles belong to the cluster, not the test's database.
-		_, _ = db.Pool.Exec(context.Background(), `DROP OWNED BY `+role)
-		_, _ = db.Pool.Exec(context.Background(), `DROP ROLE `+role)
-	})
-	u, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
-	writer := pgtest.Connect(t, u.String())
+	login := db.Login(t, "carol", "expiryctl_auditor")
+	writer, role := login.Pool, login.Name
 	for i := 0; i < 3; i++ {
 		if err := audit.Record(ctx, writer, audit.Entry{Actor: "carol", Action: "dlq.show", Target: "dead_letter:3"}); err != nil {
 			t.Fatalf("a least-privilege role cannot append: %v", err)
 		}
 	}
 	for _, sql := range []string{
+		`INSERT INTO expiryctl.audit_log (actor, action, outcome) VALUES ('carol', 'test.forge', 'ok')`,
 		`INSERT INTO expiryctl.audit_log (seq, actor, action, outcome) VALUES (99, 'carol', 'test.forge', 'ok')`,
 		`INSERT INTO expiryctl.audit_log (actor, action, outcome, prev_hash) VALUES ('carol', 'test.forge', 'ok', '\x00')`,
 		`UPDATE expiryctl.audit_log SET actor = 'x' WHERE seq = 2`,

@@ -39,6 +39,11 @@ type Entry struct {
 	Outcome Outcome
 }
 
+// Record writes e through q, by the schema's audit_append function: no
+// group may insert into audit_log itself. An "ok" row of an action that
+// changes governance state (replay.approve, policy.set, …) is refused there:
+// only the database function that makes such a change writes its row.
+//
 // Record writes e through q. Pass the transaction that holds the action's
 // state change so both commit together; pass the pool for a read.
 //
@@ -77,12 +82,10 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 	// command. Parameters and results then travel as text: the details are
 	// sent as JSON text, and the hash comes back as hex, whatever the
 	// session's bytea_output.
-	err := q.QueryRow(ctx,
-		`INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome) VALUES ($1, $2, $3, $4::jsonb, $5)
-		 RETURNING seq, encode(hash, 'hex')`,
+	err := q.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_append($1, $2, $3, $4::jsonb, $5)`,
 		pgx.QueryExecModeExec, e.Actor, e.Action, e.Target, string(details), string(e.Outcome)).Scan(&a.Seq, &hash)
 	if err != nil {
-		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
+		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, store.AsRefusal(err))
 	}
 	if a.Hash, err = ParseHash(hash); err != nil {
 		return Anchor{}, fmt.Errorf("audit %s: the database returned hash %q: %w", e.Action, hash, err)

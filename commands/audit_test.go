@@ -184,7 +184,7 @@ func TestAuditCommands(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "SEQ\tAT\tACTOR") || !strings.HasPrefix(lines[1], "7\t") {
 		t.Fatalf("list printed:\n%s", out)
 	}
-	if errOut.String() != "next page: --after 5\n" {
+	if withoutAdvisory(errOut.String()) != "next page: --after 5\n" {
 		t.Fatalf("list stderr %q", errOut)
 	}
 	action, actor, outcome, details := lastAuditRow(t, db)
@@ -207,7 +207,7 @@ func TestAuditCommands(t *testing.T) {
 	if len(rows) != 9 || !strings.Contains(rows[8], `"action":"audit.export"`) {
 		t.Fatalf("export has %d rows, last %s", len(rows), rows[len(rows)-1])
 	}
-	if !strings.HasPrefix(errOut.String(), "exported 9 rows; chain head 9 ") {
+	if !strings.HasPrefix(withoutAdvisory(errOut.String()), "exported 9 rows; chain head 9 ") {
 		t.Fatalf("export stderr %q", errOut)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
@@ -217,7 +217,7 @@ func TestAuditCommands(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("the export directory holds %d entries, want only the export", len(entries))
 	}
-	anchor := strings.Fields(errOut.String())[5] + ":" + strings.Fields(errOut.String())[6]
+	anchor := strings.Fields(withoutAdvisory(errOut.String()))[5] + ":" + strings.Fields(withoutAdvisory(errOut.String()))[6]
 
 	// export again over the same file: replaced whole.
 	f, _, _ = auditFactory(t, db, "reviewer")
@@ -270,7 +270,7 @@ func TestAuditCommands(t *testing.T) {
 	if !errors.As(err, &chainErr) || chainErr.Seq != 5 || chainErr.Problem != audit.BrokenLink {
 		t.Fatalf("verify after tampering: %v", err)
 	}
-	if out.Len() != 0 || !strings.Contains(errOut.String(), "at or after seq 5") {
+	if out.Len() != 0 || !strings.Contains(withoutAdvisory(errOut.String()), "at or after seq 5") {
 		t.Fatalf("verify after tampering printed %q / %q", out, errOut)
 	}
 	action, _, outcome, details = lastAuditRow(t, db)
@@ -293,7 +293,7 @@ func TestAuditExportToStdoutAndUnwritableOut(t *testing.T) {
 	if len(rows) != 1 || rows[0]["action"] != "audit.export" || rows[0]["seq"] != 1.0 {
 		t.Fatalf("exported %v", rows)
 	}
-	if !strings.HasPrefix(errOut.String(), "exported 1 rows; chain head 1 ") {
+	if !strings.HasPrefix(withoutAdvisory(errOut.String()), "exported 1 rows; chain head 1 ") {
 		t.Fatalf("stderr %q", errOut)
 	}
 
@@ -309,4 +309,17 @@ func TestAuditExportToStdoutAndUnwritableOut(t *testing.T) {
 	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'audit.export'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("an export refused for its --out was recorded (%d export rows, %v)", n, err)
 	}
+}
+
+// withoutAdvisory drops the line a superuser's connection prints to say
+// governance is advisory for it: these tests connect as the test server's
+// superuser.
+func withoutAdvisory(stderr string) string {
+	var kept []string
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if !strings.HasPrefix(line, "warning: connected as ") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "")
 }

@@ -2,9 +2,9 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"sync"
 	"time"
 
@@ -59,6 +59,7 @@ type Factory struct {
 	AMQPURLFlag     string
 	ActorFlag       string
 
+	warnOnce sync.Once
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
 	poolErr  error
@@ -84,15 +85,12 @@ func (f *Factory) AMQPURL() string {
 	return firstNonEmpty(f.AMQPURLFlag, f.Getenv("EXPIRYCTL_AMQP_URL"), broker.DefaultURL)
 }
 
-// Actor resolves --actor, then EXPIRYCTL_ACTOR, then the operating-system user.
+// Actor resolves --actor, then EXPIRYCTL_ACTOR. Empty means the database
+// login itself: identity rests on the login (session_user), and the actor
+// is at most a label the database records beside it (refused under
+// identity_mode db-role when it differs from the login).
 func (f *Factory) Actor() string {
-	if a := firstNonEmpty(f.ActorFlag, f.Getenv("EXPIRYCTL_ACTOR")); a != "" {
-		return a
-	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return firstNonEmpty(f.Getenv("USER"), "unknown")
+	return firstNonEmpty(f.ActorFlag, f.Getenv("EXPIRYCTL_ACTOR"))
 }
 
 // RawDB connects to PostgreSQL without checking the schema, for `migrate`.
@@ -113,7 +111,20 @@ func (f *Factory) DB(ctx context.Context) (*pgxpool.Pool, error) {
 	if err := store.CheckSchema(ctx, pool); err != nil {
 		return nil, err
 	}
+	f.warnOnce.Do(func() { f.warnAdvisory(ctx, pool) })
 	return pool, nil
+}
+
+// warnAdvisory says, on stderr, when this connection's login is a superuser
+// or the schema's owner: the rules are the database's, and such a login can
+// change the database.
+func (f *Factory) warnAdvisory(ctx context.Context, pool *pgxpool.Pool) {
+	standing, err := store.LoginStanding(ctx, pool)
+	if err != nil || standing.Governed() {
+		return
+	}
+	fmt.Fprintf(f.IO.ErrOut, "warning: connected as %s, %s: governance is advisory for this connection (four-eyes, frozen cohorts and the policy bind only logins that are neither); connect with your own login\n",
+		standing.Login, standing.What())
 }
 
 // AMQP connects to RabbitMQ.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +22,17 @@ func NewCmdPolicy(f *Factory) *cobra.Command {
 		Use:   "policy <command>",
 		Short: "Show or change the governance policy kept in the database",
 		Long: `The policy lives in PostgreSQL, so that nobody can loosen it with a local
-file: who may approve, how large and fast a replay may be, how long approvals
-last, the default stop conditions, the identity mode, the eligibility query
-and the retention window. Every change is audited with the values before and
-after.`,
+file or with psql: who may approve, how large and fast a replay may be, how
+long approvals last, the default stop conditions, the identity mode, the
+eligibility query and the retention window.
+
+A change is under four-eyes: ` + "`policy set`" + ` by a member of expiryctl_admin records a
+proposal, and it takes effect only when a different admin's login runs
+` + "`policy approve ID`" + `. The schema owner sets the first policy directly. Every
+change is audited with the values before and after.`,
 	}
-	cmd.AddCommand(NewCmdPolicyShow(f, nil), NewCmdPolicySet(f, nil))
+	cmd.AddCommand(NewCmdPolicyShow(f, nil), NewCmdPolicySet(f, nil),
+		NewCmdPolicyReview(f, true, nil), NewCmdPolicyReview(f, false, nil))
 	return cmd
 }
 
@@ -59,13 +65,24 @@ func NewCmdPolicyShow(f *Factory, runF func(context.Context, *PolicyShowOptions)
 			if err != nil {
 				return err
 			}
-			if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "policy.show", Target: "policy"}); err != nil {
+			pending, err := replay.PendingPolicyChanges(ctx, pool)
+			if err != nil {
+				return err
+			}
+			if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "policy.show", Target: "policy",
+				Details: map[string]any{"pending_changes": len(pending)}}); err != nil {
 				return err
 			}
 			if opts.Output.value == "json" {
-				return writeJSON(opts.IO.Out, p)
+				return writeJSON(opts.IO.Out, struct {
+					replay.Policy
+					Pending []replay.PolicyChange `json:"pending_changes"`
+				}{p, pending})
 			}
-			return renderPolicy(opts.IO, p)
+			if err := renderPolicy(opts.IO, p); err != nil {
+				return err
+			}
+			return renderPendingChanges(opts.IO, pending)
 		},
 	}
 	opts.Output = addOutputFlag(cmd, "table", "json")
@@ -76,7 +93,7 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t := newTable(streams, "KEY", "VALUE")
 	approvers := strings.Join(p.Approvers, ",")
 	if approvers == "" {
-		approvers = "(none: nobody can approve)"
+		approvers = "(any member of expiryctl_approver)"
 	}
 	t.addRow("approvers", approvers)
 	t.addRow("max_cohort", fmt.Sprint(p.MaxCohort))
@@ -99,6 +116,7 @@ type PolicySetOptions struct {
 	Actor   func() string
 	DB      func(context.Context) (*pgxpool.Pool, error)
 	Changes map[string]any
+	Why     string
 }
 
 // NewCmdPolicySet builds `expiryctl policy set`.
@@ -116,8 +134,9 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 	}
 	cmd := &cobra.Command{
 		Use:   "set KEY=VALUE...",
-		Short: "Change the policy (audited)",
-		Long:  "Change one or more policy keys. Keys:\n\n" + help.String(),
+		Short: "Propose a policy change (a second admin approves it)",
+		Long: "Propose a change of one or more policy keys. It takes effect when a different\n" +
+			"admin runs `expiryctl policy approve ID`; the schema owner's change applies at once.\nKeys:\n\n" + help.String(),
 		Example: `  expiryctl policy set approvers=bob,carol max_rate=50 approval_ttl=1h
   expiryctl policy set identity_mode=db-role
   expiryctl policy set eligibility_query="SELECT status = 'held', status FROM reservations.reservations WHERE id = \$1"`,
@@ -134,13 +153,20 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 			if err != nil {
 				return err
 			}
-			p, err := replay.SetPolicy(cmd.Context(), pool, opts.Actor(), changes)
+			res, err := replay.SetPolicyWhy(cmd.Context(), pool, opts.Actor(), changes, opts.Why)
 			if err != nil {
 				return err
 			}
-			return renderPolicy(opts.IO, p)
+			if !res.Applied {
+				fmt.Fprintf(opts.IO.Out, "policy change %d proposed\n", res.ChangeID)
+				fmt.Fprintf(opts.IO.ErrOut, "next: a different admin approves it with `expiryctl policy approve %d` (nothing changed yet)\n", res.ChangeID)
+				return nil
+			}
+			fmt.Fprintln(opts.IO.ErrOut, "applied at once: you are the schema owner")
+			return renderPolicy(opts.IO, res.Policy)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Why, "why", "", "why the policy should change, shown to the approving admin")
 	cmd.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		out := make([]string, len(names))
 		for i, n := range names {
@@ -148,5 +174,89 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 		}
 		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	}
+	return cmd
+}
+
+func renderPendingChanges(streams *IOStreams, pending []replay.PolicyChange) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	fmt.Fprintln(streams.Out)
+	t := newTable(streams, "CHANGE", "PROPOSED BY", "AT", "CHANGES", "WHY")
+	for _, c := range pending {
+		keys := make([]string, 0, len(c.Changes))
+		for k := range c.Changes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s=%v", k, c.Changes[k])
+		}
+		t.addRow(strconv.FormatInt(c.ID, 10), c.ProposedBy+" ("+c.ProposedDBRole+")", c.ProposedAt.UTC().Format(time.RFC3339),
+			strings.Join(parts, " "), c.Why)
+	}
+	return t.render()
+}
+
+// PolicyReviewOptions holds what `expiryctl policy approve|reject` needs.
+type PolicyReviewOptions struct {
+	IO      *IOStreams
+	Actor   func() string
+	DB      func(context.Context) (*pgxpool.Pool, error)
+	Approve bool
+	ID      int64
+	Why     string
+}
+
+// NewCmdPolicyReview builds `expiryctl policy approve` or `policy reject`.
+func NewCmdPolicyReview(f *Factory, approve bool, runF func(context.Context, *PolicyReviewOptions) error) *cobra.Command {
+	opts := &PolicyReviewOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Approve: approve}
+	verb, short := "approve", "Apply a proposed policy change (as an admin who did not propose it)"
+	if !approve {
+		verb, short = "reject", "Drop a proposed policy change"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " CHANGE",
+		Short: short,
+		Long: `Review a policy change proposed with ` + "`policy set`" + `; ` + "`policy show`" + ` lists them.
+The database refuses a review by the login that proposed it (four-eyes), and
+by anyone outside expiryctl_admin.`,
+		Example: fmt.Sprintf("  expiryctl policy show\n  expiryctl policy %s 3 --why %q", verb, "agreed in the change review"),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return flagErrorf("policy %s takes one change id, e.g. `expiryctl policy %s 3` (`expiryctl policy show` lists them)", verb, verb)
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return flagErrorf("invalid change id %q: use the number `expiryctl policy show` lists", args[0])
+			}
+			opts.ID = id
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !approve && strings.TrimSpace(opts.Why) == "" {
+				return flagErrorf("--why is required to reject: say why the policy should stay")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			pool, err := opts.DB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p, err := replay.ReviewPolicyChange(cmd.Context(), pool, opts.Actor(), opts.ID, approve, opts.Why)
+			if err != nil {
+				return err
+			}
+			if !approve {
+				fmt.Fprintf(opts.IO.Out, "policy change %d rejected: the policy is unchanged\n", opts.ID)
+				return nil
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "policy change %d applied\n", opts.ID)
+			return renderPolicy(opts.IO, p)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
 	return cmd
 }

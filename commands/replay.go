@@ -12,6 +12,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/requestview"
+	"github.com/expiryctl/expiryctl/termsafe"
 )
 
 // NewCmdReplay builds `expiryctl replay`, the governed replay commands.
@@ -362,7 +363,10 @@ type ReplayReviewOptions struct {
 	ID            int64
 	Why           string
 	AllowFreshKey bool
-	Output        *outputFormat
+	// CohortHash is the hash the approver was shown; empty means the one
+	// this command shows before it approves.
+	CohortHash string
+	Output     *outputFormat
 }
 
 // NewCmdReplayReview builds `expiryctl replay approve` or `reject`.
@@ -371,7 +375,8 @@ func NewCmdReplayReview(f *Factory, decision replay.Status, runF func(context.Co
 	verb := "approve"
 	short := "Approve a request (as an approver who is not the requester)"
 	example := `  expiryctl replay show 7
-  expiryctl replay approve 7 --why "cohort checked, payments agrees"`
+  expiryctl replay approve 7 --why "cohort checked, payments agrees"
+  expiryctl replay approve 7 --cohort-hash 3f9a… --why "as shown in the incident channel"`
 	if decision == replay.StatusRejected {
 		verb = "reject"
 		short = "Reject a request, freeing its letters"
@@ -382,10 +387,15 @@ func NewCmdReplayReview(f *Factory, decision replay.Status, runF func(context.Co
 		Short: short,
 		Long: `Review a pending request (or a halted run, which needs a new approval).
 
-Refused, with the rule named and exit code 4, when you requested it yourself
-(four-eyes), are not an approver under the policy, the request expired or was
-already reviewed, or its cohort changed since it was frozen. An approval
-authorises one run of exactly the frozen cohort.`,
+An approval names the cohort hash the approver saw: --cohort-hash, as
+` + "`replay show`" + ` printed it, or else the hash this command prints on stderr
+before it approves. A request whose hash differs is refused.
+
+Refused, with the rule named and exit code 4, when your login requested it
+(four-eyes compares database logins, whatever --actor says), you are not in
+expiryctl_approver or not an approver under the policy, the request expired
+or was already reviewed, or its cohort changed since it was frozen. An
+approval authorises one run of exactly the frozen cohort.`,
 		Example: example,
 		Args:    requestIDArg(verb),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -402,6 +412,7 @@ authorises one run of exactly the frozen cohort.`,
 	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
 	if decision == replay.StatusApproved {
 		cmd.Flags().BoolVar(&opts.AllowFreshKey, "allow-fresh-key", false, "approve a request that gives jobs a new idempotency key")
+		cmd.Flags().StringVar(&opts.CohortHash, "cohort-hash", "", "the cohort hash you were shown by `replay show` (default: the one printed before approving)")
 	}
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
@@ -412,9 +423,18 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 	if err != nil {
 		return err
 	}
-	review := replay.ReviewOptions{Why: opts.Why, AllowFreshKey: opts.AllowFreshKey}
+	review := replay.ReviewOptions{Why: opts.Why, AllowFreshKey: opts.AllowFreshKey, CohortHash: opts.CohortHash}
 	var r replay.Request
 	if opts.Decision == replay.StatusApproved {
+		if review.CohortHash == "" {
+			shown, err := svc.Show(ctx, opts.ID, 1)
+			if err != nil {
+				return err
+			}
+			review.CohortHash = shown.CohortHash
+			fmt.Fprintf(opts.IO.ErrOut, "approving %s request %d as shown: %d letters, cohort hash %s, requested by %s (%s)\n",
+				shown.Kind, shown.ID, shown.Items, shown.CohortHash, termsafe.EscapeLine(shown.RequestedBy), shown.RequestedDBRole)
+		}
 		r, err = svc.Approve(ctx, opts.ID, review)
 	} else {
 		r, err = svc.Reject(ctx, opts.ID, review)

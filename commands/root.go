@@ -31,7 +31,7 @@ func Main() int {
 		fmt.Fprintln(f.IO.ErrOut, "cancelled")
 		return code
 	}
-	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactText(err.Error()))
+	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.DatabaseURL(), f.AMQPURL()))
 	var flagErr *FlagError
 	if errors.As(err, &flagErr) && cmd != nil {
 		fmt.Fprintf(f.IO.ErrOut, "\nUsage:  %s\nRun `%s --help` for examples.\n", cmd.UseLine(), cmd.CommandPath())
@@ -68,7 +68,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 	pf.StringVar(&f.AMQPURLFlag, "amqp-url", "",
 		"RabbitMQ URL (env EXPIRYCTL_AMQP_URL; default amqp://guest:***@127.0.0.1:5672/)")
 	pf.StringVar(&f.ActorFlag, "actor", "",
-		"who you are, for the audit trail (env EXPIRYCTL_ACTOR; default the OS user)")
+		"a label for the audit trail, recorded beside your database login (env EXPIRYCTL_ACTOR; default the login itself)")
 
 	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "governance", Title: "Governance:"},
 		&cobra.Group{ID: "setup", Title: "Setup:"})
@@ -76,7 +76,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		cmd.GroupID = "triage"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f), NewCmdAudit(f)} {
+	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f), NewCmdAudit(f), NewCmdAccess(f)} {
 		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}

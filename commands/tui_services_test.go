@@ -35,7 +35,8 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 	if err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { _, err := deadletter.Insert(ctx, tx, letters); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.SetPolicy(ctx, db.Pool, "admin", map[string]any{"approvers": []string{"bob"}}); err != nil {
+	bob := db.Login(t, "bob", "expiryctl_approver")
+	if _, err := replay.SetPolicy(ctx, db.Pool, "admin", map[string]any{"approvers": []string{bob.Name}}); err != nil {
 		t.Fatal(err)
 	}
 	created, err := (&replay.Service{Pool: db.Pool, Actor: "alice"}).Create(ctx, replay.NewRequest{Kind: replay.KindDiscard,
@@ -43,7 +44,8 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&replay.Service{Pool: db.Pool, Actor: "bob"}).Approve(ctx, created.Request.ID, replay.ReviewOptions{}); err != nil {
+	if _, err := (&replay.Service{Pool: bob.Pool, Actor: "bob"}).Approve(ctx, created.Request.ID,
+		replay.ReviewOptions{CohortHash: created.Request.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
 

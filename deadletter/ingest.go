@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -296,16 +295,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res StoreResult
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		if res, err = Insert(ctx, tx, b.letters); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.ingest.batch", Target: "queue:" + opts.Queue,
-			Details: map[string]any{"letters": len(b.letters), "stored": res.Stored, "duplicates": res.Duplicates,
-				"first_id": res.FirstID, "last_id": res.LastID}})
-	})
+	// One statement: the letters and their batch's audit row commit
+	// together, inside the database function.
+	res, err := InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
 	if err != nil {
 		return StoreResult{}, &StoreError{Letters: len(b.letters), Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // PurgeOptions says what retention removes.
@@ -78,26 +79,15 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 	res.Redacted = 0
 	for {
 		var n int64
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
-				WHERE id IN (SELECT id FROM expiryctl.dead_letters
-				             WHERE dead_lettered_at < $1 AND redacted_at IS NULL AND status <> 'in_request'
-				             ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
-				RETURNING id`, res.Cutoff, opts.Batch)
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return err
-			}
+		// purge_letters redacts a batch and writes its audit row in one
+		// statement; it refuses a cutoff inside the policy's retention.
+		rows, err := pool.Query(ctx, `SELECT expiryctl.purge_letters($1, $2, $3)`, opts.Actor, res.Cutoff, opts.Batch)
+		if err == nil {
+			var ids []int64
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 			n = int64(len(ids))
-			if n == 0 {
-				return nil
-			}
-			return audit.Record(ctx, tx, audit.Entry{Actor: opts.Actor, Action: "dlq.purge.batch",
-				Details: map[string]any{"cutoff": res.Cutoff, "redacted": n, "first_id": ids[0], "last_id": ids[len(ids)-1]}})
-		})
+		}
+		err = store.AsRefusal(err)
 		if err != nil {
 			d := details()
 			d["error"] = err.Error()

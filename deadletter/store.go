@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // StoreResult says what one batch insert did.
@@ -19,11 +21,23 @@ type StoreResult struct {
 	FirstID, LastID int64
 }
 
-// Insert stores letters in one statement inside tx. A letter whose
+// Insert stores letters as InsertAs does, recorded under the login's own
+// name and the first letter's source queue.
+func Insert(ctx context.Context, q store.Querier, letters []Letter) (StoreResult, error) {
+	queue := ""
+	if len(letters) > 0 {
+		queue = letters[0].SourceQueue
+	}
+	return InsertAs(ctx, q, "", queue, letters)
+}
+
+// InsertAs stores letters through the schema's ingest_letters function, in
+// one statement, with the batch's audit row (action dlq.ingest.batch, actor
+// as the label beside the login, target the queue). A letter whose
 // fingerprint is already archived (a redelivery, or the duplicate a worker
 // crash can leave) is skipped; a letter of a job already archived links to
-// that job's latest row.
-func Insert(ctx context.Context, tx pgx.Tx, letters []Letter) (StoreResult, error) {
+// that job's latest row. The database hashes each payload itself.
+func InsertAs(ctx context.Context, q store.Querier, actor, queue string, letters []Letter) (StoreResult, error) {
 	n := len(letters)
 	var (
 		fingerprints    = make([][]byte, n)
@@ -45,11 +59,9 @@ func Insert(ctx context.Context, tx pgx.Tx, letters []Letter) (StoreResult, erro
 		headers         = make([]string, n)
 		contentTypes    = make([]*string, n)
 		payloads        = make([][]byte, n)
-		payloadHashes   = make([][]byte, n)
 		deadAts         = make([]time.Time, n)
 		replayRequests  = make([]*int64, n)
 		replayCounts    = make([]int32, n)
-		ordinals        = make([]int32, n)
 	)
 	for i := range letters {
 		l := &letters[i]
@@ -85,45 +97,21 @@ func Insert(ctx context.Context, tx pgx.Tx, letters []Letter) (StoreResult, erro
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}
-		payloadHashes[i] = l.PayloadHash[:]
 		deadAts[i] = l.DeadLetteredAt
 		replayRequests[i] = l.ReplayRequestID
 		replayCounts[i] = int32(min(l.ReplayCount, 1<<31-1))
-		ordinals[i] = int32(i)
 	}
 
-	// unnest() turns the column arrays back into rows in one round trip;
-	// ON CONFLICT on the fingerprint makes redelivery a no-op, also for two
-	// copies inside the same batch.
-	rows, err := tx.Query(ctx, `
-		INSERT INTO expiryctl.dead_letters (
-			fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-			source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-			error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-			payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id)
-		SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
-			s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
-			s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-			s.payload_sha256, length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
-			CASE WHEN s.job_key IS NOT NULL THEN
-				(SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
-			END
-		FROM unnest($1::bytea[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[],
-			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int[],
-			$16::text[], $17::text[], $18::text[], $19::bytea[], $20::bytea[], $21::timestamptz[], $22::bigint[],
-			$23::int[], $24::int[])
-			AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-			source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-			error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-			payload_sha256, dead_lettered_at, replay_request_id, replay_count, ordinal)
-		ORDER BY s.ordinal
-		ON CONFLICT (fingerprint) DO NOTHING
-		RETURNING id`,
-		fingerprints, jobKeys, messageIDs, reservationIDs, idempotencyKeys, versions, dueAts,
+	// The column arrays travel in one round trip; ON CONFLICT on the
+	// fingerprint makes redelivery a no-op, also for two copies inside the
+	// same batch.
+	rows, err := q.Query(ctx, `SELECT expiryctl.ingest_letters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
+		actor, queue, fingerprints, jobKeys, messageIDs, reservationIDs, idempotencyKeys, versions, dueAts,
 		sourceQueues, originQueues, exchanges, routingKeys, categories, errorClasses, lastErrors, attempts,
-		histories, headers, contentTypes, payloads, payloadHashes, deadAts, replayRequests, replayCounts, ordinals)
+		histories, headers, contentTypes, payloads, deadAts, replayRequests, replayCounts)
 	if err != nil {
-		return StoreResult{}, err
+		return StoreResult{}, store.AsRefusal(err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {

@@ -52,7 +52,30 @@ type result struct {
 	args   []string
 	code   int
 	stdout string
+	// stderr is what the command said on stderr, less the advisory line a
+	// superuser's or owner's connection prints (see advisory).
 	stderr string
+	// advisory is true when the command said governance is advisory for
+	// its connection.
+	advisory bool
+}
+
+// advisoryPrefix starts the line a command prints when its login is a
+// superuser or the schema's owner.
+const advisoryPrefix = "warning: connected as "
+
+// splitAdvisory takes the advisory line out of stderr.
+func splitAdvisory(stderr string) (string, bool) {
+	var kept []string
+	found := false
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(line, advisoryPrefix) && strings.Contains(line, "governance is advisory") {
+			found = true
+			continue
+		}
+		kept = append(kept, line)
+	}
+	return strings.Join(kept, ""), found
 }
 
 func (r result) String() string {
@@ -126,7 +149,8 @@ func (c *cli) start(t testing.TB, args ...string) *process {
 		if err != nil && !errors.As(err, &exitErr) {
 			code = -1
 		}
-		p.res = result{args: args, code: code, stdout: p.stdout.String(), stderr: p.stderr.String()}
+		stderr, advisory := splitAdvisory(p.stderr.String())
+		p.res = result{args: args, code: code, stdout: p.stdout.String(), stderr: stderr, advisory: advisory}
 		close(p.done)
 	}()
 	t.Cleanup(func() {

@@ -108,7 +108,11 @@ func TestIngestPostgresDownMidway(t *testing.T) {
 		stored, queued := rows(t, b.observer), b.r.settled(t, b.dlq)
 		inBatches := count(t, b.observer, `SELECT coalesce(sum((details->>'stored')::int), 0) FROM expiryctl.audit_log
 			WHERE action = 'dlq.ingest.batch'`)
-		if stored <= 400 || stored > 600 || stored != inBatches || stored+queued != b.published {
+		// A batch that committed after an earlier one failed is not acked
+		// (acks are cumulative, in order): its copies stay queued, to be
+		// skipped as duplicates when redelivered. So up to one batch may be
+		// both stored and queued; none may be neither.
+		if stored <= 400 || stored > 600 || stored != inBatches || stored+queued < b.published || stored+queued > b.published+100 {
 			t.Errorf("%d stored (%d by the batches' audit rows) + %d queued, want 401 to 600 stored in whole batches and the other %d queued: every letter not stored must still be queued",
 				stored, inBatches, queued, b.published-stored)
 		}

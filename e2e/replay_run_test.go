@@ -27,6 +27,10 @@ type replayWorld struct {
 	conn *amqp.Connection
 	topo worker.Topology
 	cli  *cli
+	// approver is a login of its own in expiryctl_approver: the requests
+	// are made as the test server's superuser, and four-eyes compares
+	// logins.
+	approver *pgtest.Login
 	// letters are the archived dead letter ids, oldest first.
 	letters []int64
 	// states is each reservation's status when the letters were made.
@@ -110,7 +114,7 @@ func newReplayWorld(t *testing.T, n int, policy ...string) *replayWorld {
 	if len(w.letters) != n {
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
-	changes, err := replay.ParsePolicyChanges(append([]string{"approvers=approver", "max_rate=1000", "max_cohort=5000"}, policy...))
+	changes, err := replay.ParsePolicyChanges(append([]string{"max_rate=1000", "max_cohort=5000"}, policy...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,15 @@ func (w *replayWorld) request(t *testing.T, nr replay.NewRequest) replay.Request
 
 func (w *replayWorld) approve(t *testing.T, id int64) {
 	t.Helper()
-	if _, err := (&replay.Service{Pool: w.db.Pool, Actor: "approver"}).Approve(withTimeout(t), id, replay.ReviewOptions{Why: "checked"}); err != nil {
+	if w.approver == nil {
+		w.approver = w.db.Login(t, "approver", "expiryctl_approver")
+	}
+	req, err := replay.Get(withTimeout(t), w.db.Pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&replay.Service{Pool: w.approver.Pool, Actor: "approver"}).Approve(withTimeout(t), id,
+		replay.ReviewOptions{Why: "checked", CohortHash: req.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -175,11 +175,15 @@ func TestTUI(t *testing.T) {
 	}
 	db := pgtest.New(t)
 	hostile := tuiSeed(t, db, 120)
-	alice := newCLI(db.URL, "alice")
-	alice.ok(t, "policy", "set", "approvers=alice,bob")
+	// Two people, two logins: four-eyes compares logins, not labels.
+	logins := map[string]*pgtest.Login{
+		"alice": db.Login(t, "alice", "expiryctl_operator", "expiryctl_approver"),
+		"bob":   db.Login(t, "bob", "expiryctl_operator", "expiryctl_approver"),
+	}
+	newCLI(db.URL, "admin").ok(t, "policy", "set", "approvers="+logins["alice"].Name+","+logins["bob"].Name)
 
 	env := func(actor string, extra ...string) []string {
-		return append([]string{"EXPIRYCTL_DATABASE_URL=" + db.URL, "EXPIRYCTL_AMQP_URL=" + amqptest.URL(),
+		return append([]string{"EXPIRYCTL_DATABASE_URL=" + logins[actor].URL, "EXPIRYCTL_AMQP_URL=" + amqptest.URL(),
 			"EXPIRYCTL_ACTOR=" + actor, "TERM=screen-256color"}, extra...)
 	}
 	tm.start("alice", env("alice", "NO_COLOR=1"))
@@ -226,7 +230,7 @@ func TestTUI(t *testing.T) {
 	tm.text("alice", "mine")
 	tm.keys("alice", "Enter")
 	s = tm.waitFor("alice", "refused by rule four-eyes")
-	if !strings.Contains(strings.ReplaceAll(s, "\n", ""), "alice requested replay request 1 and cannot review it") {
+	if squeezed := strings.Join(strings.Fields(s), ""); !strings.Contains(squeezed, logins["alice"].Name+"requestedreplayrequest1andcannotreviewit") {
 		t.Errorf("refusal:\n%s", s)
 	}
 

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,16 +10,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/store"
 )
 
 // Policy is the governance policy, one row in PostgreSQL. A requester cannot
-// loosen it with a local file: it changes only through SetPolicy, audited.
+// loosen it with a local file, nor with psql: it changes only through the
+// schema's policy_set and policy_review functions (SetPolicy,
+// ReviewPolicyChange), under four-eyes, audited.
 type Policy struct {
-	// Approvers may approve or reject requests (never their own).
+	// Approvers are the logins that may approve or reject requests (never
+	// their own); empty means every member of expiryctl_approver.
 	Approvers []string `json:"approvers"`
 	// MaxCohort bounds the letters in one request.
 	MaxCohort int `json:"max_cohort"`
@@ -153,44 +158,129 @@ func ParsePolicyChanges(args []string) (map[string]any, error) {
 	return changes, nil
 }
 
-// SetPolicy applies changes (from ParsePolicyChanges) and audits the change
-// with the values before and after, in one transaction. In db-role identity
-// mode only the database role itself may be the actor.
-func SetPolicy(ctx context.Context, pool *pgxpool.Pool, actor string, changes map[string]any) (Policy, error) {
+// PolicySetResult is what `policy set` did.
+type PolicySetResult struct {
+	// Applied is true when the change took effect at once: the caller is
+	// the schema's owner. Otherwise ChangeID names the proposal that a
+	// different admin must approve.
+	Applied  bool   `json:"applied"`
+	ChangeID int64  `json:"change_id,omitempty"`
+	Policy   Policy `json:"policy"`
+}
+
+// SetPolicy changes the policy through the schema's policy_set function.
+// An admin's change is recorded as a proposal (PolicySetResult.ChangeID)
+// and takes effect only when a different admin's login approves it
+// (ReviewPolicyChange); the owner's change, the first policy included,
+// applies at once. Either way the database audits it, with the values before
+// and after when it applies. Loosening and tightening are both changes.
+func SetPolicy(ctx context.Context, pool *pgxpool.Pool, actor string, changes map[string]any) (PolicySetResult, error) {
+	return SetPolicyWhy(ctx, pool, actor, changes, "")
+}
+
+// SetPolicyWhy is SetPolicy with the reason the proposer gives.
+func SetPolicyWhy(ctx context.Context, pool *pgxpool.Pool, actor string, changes map[string]any, why string) (PolicySetResult, error) {
+	var res PolicySetResult
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var id *int64
+		if err := tx.QueryRow(ctx, `SELECT change_id, applied FROM expiryctl.policy_set($1, $2, $3)`, actor, changes, why).Scan(&id, &res.Applied); err != nil {
+			return policyError(err)
+		}
+		if id != nil {
+			res.ChangeID = *id
+		}
+		var err error
+		res.Policy, err = LoadPolicy(ctx, tx)
+		return err
+	})
+	if err != nil {
+		recordPolicyRefusal(ctx, pool, actor, "policy.set", "policy", err, map[string]any{"changes": changes, "why": why})
+	}
+	return res, err
+}
+
+// PolicyChange is a proposed change of the policy.
+type PolicyChange struct {
+	ID             int64          `json:"id"`
+	Changes        map[string]any `json:"changes"`
+	Why            string         `json:"why"`
+	ProposedBy     string         `json:"proposed_by"`
+	ProposedDBRole string         `json:"proposed_db_role"`
+	ProposedAt     time.Time      `json:"proposed_at"`
+	Status         string         `json:"status"`
+	ReviewedBy     string         `json:"reviewed_by,omitempty"`
+	ReviewedDBRole string         `json:"reviewed_db_role,omitempty"`
+	ReviewedAt     *time.Time     `json:"reviewed_at,omitempty"`
+}
+
+// PendingPolicyChanges lists the proposals waiting for a second admin,
+// oldest first. It does not audit: callers record their own read.
+func PendingPolicyChanges(ctx context.Context, q store.Querier) ([]PolicyChange, error) {
+	rows, err := q.Query(ctx, `SELECT id, changes, why, proposed_by, proposed_db_role, proposed_at, status,
+		coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''), reviewed_at
+		FROM expiryctl.policy_changes WHERE status = 'pending' ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PolicyChange])
+	if out == nil {
+		out = []PolicyChange{}
+	}
+	return out, err
+}
+
+// ReviewPolicyChange approves (the change applies) or rejects proposal id,
+// through the schema's policy_review function. The database refuses a
+// reviewer whose login proposed it, whatever the label, and a proposal
+// already reviewed.
+func ReviewPolicyChange(ctx context.Context, pool *pgxpool.Pool, actor string, id int64, approve bool, why string) (Policy, error) {
+	decision, action := "approve", "policy.approve"
+	if !approve {
+		decision, action = "reject", "policy.reject"
+	}
 	var after Policy
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM expiryctl.policy WHERE singleton FOR UPDATE`); err != nil {
-			return err
+		if _, err := tx.Exec(ctx, `SELECT expiryctl.policy_review($1, $2, $3, $4)`, actor, id, decision, why); err != nil {
+			return policyError(err)
 		}
-		before, err := LoadPolicy(ctx, tx)
-		if err != nil {
-			return err
-		}
-		sets := []string{"updated_at = now()", "updated_by = $1"}
-		args := []any{actor}
-		keys := make([]string, 0, len(changes))
-		for k := range changes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			args = append(args, changes[k])
-			cast := ""
-			if _, isInterval := changes[k].(intervalValue); isInterval {
-				cast = "::text::interval"
-			}
-			sets = append(sets, fmt.Sprintf("%s = $%d%s", policyKeys[k].column, len(args), cast))
-		}
-		if _, err := tx.Exec(ctx, "UPDATE expiryctl.policy SET "+strings.Join(sets, ", ")+" WHERE singleton", args...); err != nil {
-			return fmt.Errorf("update policy: %w", err)
-		}
-		if after, err = LoadPolicy(ctx, tx); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx, audit.Entry{Actor: actor, Action: "policy.set", Target: "policy",
-			Details: map[string]any{"keys": keys, "before": before, "after": after}})
+		var err error
+		after, err = LoadPolicy(ctx, tx)
+		return err
 	})
+	if err != nil {
+		recordPolicyRefusal(ctx, pool, actor, action, fmt.Sprintf("policy_change:%d", id), err, map[string]any{"why": why})
+	}
 	return after, err
+}
+
+// PolicyChangeNotFoundError names a proposal that does not exist.
+type PolicyChangeNotFoundError struct{ ID int64 }
+
+func (e *PolicyChangeNotFoundError) Error() string {
+	return fmt.Sprintf("policy change %d not found: `expiryctl policy show` lists the pending ones", e.ID)
+}
+
+// Is makes errors.Is(err, deadletter.ErrNotFound) true, for the exit code.
+func (e *PolicyChangeNotFoundError) Is(target error) bool { return target == deadletter.ErrNotFound }
+
+func policyError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == store.NotFoundSQLState {
+		_, idText, _ := strings.Cut(pgErr.Detail, ":")
+		id, _ := strconv.ParseInt(idText, 10, 64)
+		return &PolicyChangeNotFoundError{ID: id}
+	}
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.ConstraintName, "policy_") &&
+		pgErr.ConstraintName != "policy_four_eyes" {
+		return refuse("policy-value", "the policy refuses that value (%s)", pgErr.ConstraintName)
+	}
+	return asRefusal(err)
+}
+
+// recordPolicyRefusal audits a policy change that was refused or failed; the
+// change rolled back, so the row goes in on its own.
+func recordPolicyRefusal(ctx context.Context, pool *pgxpool.Pool, actor, action, target string, err error, details map[string]any) {
+	(&Service{Pool: pool, Actor: actor}).recordRefusal(ctx, action, target, err, details)
 }
 
 // intervalValue is a PostgreSQL interval literal.

@@ -2,8 +2,6 @@ package replay
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,10 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Kind says what running a request does to its letters.
@@ -211,152 +211,43 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// identity checks the actor against the policy's identity mode.
-func (s *Service) identity(ctx context.Context, q pgx.Tx, pol Policy) error {
-	if pol.IdentityMode != IdentityDBRole {
-		return nil
-	}
-	var role string
-	if err := q.QueryRow(ctx, "SELECT session_user").Scan(&role); err != nil {
-		return err
-	}
-	if s.Actor != role {
-		return refuse("identity-db-role", "policy identity_mode is db-role: you act as the database role %s; drop --actor/EXPIRYCTL_ACTOR (or set it to %s)", role, role)
-	}
-	return nil
-}
-
 // expireStale marks requests whose review or approval window has passed, so
-// their letters are free again. The database decides what is stale.
-func expireStale(ctx context.Context, tx pgx.Tx, actor string) error {
-	rows, err := tx.Query(ctx, `UPDATE expiryctl.replay_requests SET status = 'expired'
-		WHERE (status = 'pending' AND expires_at <= now()) OR (status = 'approved' AND approval_expires_at <= now())
-		RETURNING id`)
-	if err != nil {
-		return asRefusal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return asRefusal(err)
-	}
-	for _, id := range ids {
-		if err := audit.Record(ctx, tx, audit.Entry{Actor: actor, Action: "replay.expire", Target: requestTarget(id),
-			Details: map[string]any{"reason": "review or approval window passed"}}); err != nil {
-			return err
-		}
-	}
-	return nil
+// their letters are free again, each with its audit row. The database
+// decides what is stale.
+func expireStale(ctx context.Context, q store.Querier, actor string) error {
+	_, err := q.Exec(ctx, `SELECT expiryctl.replay_expire_stale($1)`, actor)
+	return asRefusal(err)
 }
 
 func requestTarget(id int64) string { return "replay_request:" + strconv.FormatInt(id, 10) }
 
-// candidate is a letter considered for a new request.
-type candidate struct {
-	id                                int64
-	status                            string
-	payloadHash                       []byte
-	exchange, routingKey, originQueue string
-	redacted                          bool
-}
-
-// Create freezes a new request: the exact letters, a hash of each payload and
-// the selection as written. Letters already in another open request are
-// refused when named by id, and not matched by a filter (which selects only
-// letters waiting for a decision). The request and its audit row commit
-// together.
+// Create freezes a new request through the schema's replay_request_create
+// function: the database resolves the selection (ids, or the oldest waiting
+// letters a filter matches, bounded by Max), hashes each payload as stored,
+// numbers and counts the items, hashes the cohort, and writes the audit row,
+// all in one transaction. Nothing of the cohort comes from here. Letters
+// already in another open request are refused when named by id, and not
+// matched by a filter (which selects only letters waiting for a decision).
 func (s *Service) Create(ctx context.Context, nr NewRequest) (Created, error) {
-	if strings.TrimSpace(nr.Why) == "" {
-		return Created{}, refuse("why", "say why: --why names the incident or ticket")
+	selection, err := json.Marshal(nr.Selection)
+	if err != nil {
+		return Created{}, err
 	}
-	if nr.FreshKey && !nr.ConfirmEligible {
-		return Created{}, refuse("fresh-key", "a fresh idempotency key needs --confirm-eligible: confirm the reservations are still eligible to expire")
-	}
-	if nr.FreshKey && nr.Kind == KindDiscard {
-		return Created{}, refuse("fresh-key", "a discard does not publish, so --fresh-key does not apply")
-	}
-	if len(nr.Selection.IDs) == 0 && nr.Selection.Max <= 0 {
-		return Created{}, refuse("bounded-cohort", "a filter needs --max N: a request is bounded")
+	var canary *int32
+	if nr.Canary != nil {
+		c := int32(min(max(*nr.Canary, 0), 1<<31-1))
+		canary = &c
 	}
 	var created Created
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := expireStale(ctx, tx, s.Actor); err != nil {
-			return err
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10)`,
+			s.Actor, string(nr.Kind), string(selection), nr.Rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
+			nr.FreshKey, nr.ConfirmEligible).Scan(&id, &created.Matched); err != nil {
+			return databaseError(err)
 		}
-		pol, err := LoadPolicy(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := s.identity(ctx, tx, pol); err != nil {
-			return err
-		}
-		rate := nr.Rate
-		if rate == 0 {
-			rate = pol.MaxRate
-		}
-		if rate > pol.MaxRate {
-			return refuse("max-rate", "rate %g/s is above the policy maximum of %g/s: lower --rate", rate, pol.MaxRate)
-		}
-		if nr.Selection.Max > pol.MaxCohort {
-			return refuse("max-cohort", "--max %d is above the policy maximum of %d letters per request", nr.Selection.Max, pol.MaxCohort)
-		}
-		if len(nr.Selection.IDs) > pol.MaxCohort {
-			return refuse("max-cohort", "%d ids is above the policy maximum of %d letters per request", len(nr.Selection.IDs), pol.MaxCohort)
-		}
-		cands, matched, err := selectCandidates(ctx, tx, nr.Selection)
-		if err != nil {
-			return err
-		}
-		if len(cands) == 0 {
-			return refuse("empty-cohort", "no dead letter waiting for a decision matches: check the filter with `expiryctl dlq list` (letters already replayed, discarded or in an open request are not eligible)")
-		}
-		if err := checkCandidates(cands, nr); err != nil {
-			return err
-		}
-
-		canary := 0
-		if nr.Kind == KindReplay {
-			canary = max(1, len(cands)/10)
-		}
-		if nr.Canary != nil {
-			canary = min(*nr.Canary, len(cands))
-		}
-		selection, err := json.Marshal(nr.Selection)
-		if err != nil {
-			return err
-		}
-		ids := make([]int64, len(cands))
-		hashes := make([][]byte, len(cands))
-		ordinals := make([]int32, len(cands))
-		h := sha256.New()
-		for i, c := range cands {
-			ids[i], hashes[i], ordinals[i] = c.id, c.payloadHash, int32(i)
-			h.Write(binary.BigEndian.AppendUint64(nil, uint64(c.id)))
-			h.Write(c.payloadHash)
-		}
-		req, err := scanRequest(tx.QueryRow(ctx, `INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash,
-			rate, canary, stop_failure_ratio, stop_queue_depth, stop_redead_ratio, canary_window, fresh_key,
-			eligibility_confirmed, to_exchange, to_routing_key, why, requested_by, expires_at)
-			SELECT $1, $2, $3, $4, $5, $6, p.stop_failure_ratio, p.stop_queue_depth, p.stop_redead_ratio, p.canary_window,
-			       $7, $8, nullif($9, ''), nullif($10, ''), $11, $12, now() + p.approval_ttl
-			FROM expiryctl.policy p WHERE p.singleton
-			RETURNING `+requestColumns,
-			string(nr.Kind), selection, len(cands), h.Sum(nil), rate, canary, nr.FreshKey, nr.ConfirmEligible,
-			nr.ToExchange, nr.ToRoutingKey, nr.Why, s.Actor))
-		if err != nil {
-			return asRefusal(err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
-			SELECT $1, * FROM unnest($2::bigint[], $3::bytea[], $4::int[])`, req.ID, ids, hashes, ordinals); err != nil {
-			return asRefusal(err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY($1)`, ids); err != nil {
-			return err
-		}
-		created = Created{Request: req, Matched: matched}
-		return audit.Record(ctx, tx, audit.Entry{Actor: s.Actor, Action: "replay.request", Target: requestTarget(req.ID),
-			Details: map[string]any{"kind": nr.Kind, "selection": nr.Selection, "matched": matched, "items": ids,
-				"cohort_hash": req.CohortHash, "rate": rate, "canary": canary, "fresh_key": nr.FreshKey,
-				"to_exchange": nr.ToExchange, "to_routing_key": nr.ToRoutingKey, "why": nr.Why}})
+		created.Request, err = Get(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		s.recordRefusal(ctx, "replay.request", "", err, map[string]any{"kind": nr.Kind, "selection": nr.Selection, "why": nr.Why})
@@ -365,84 +256,21 @@ func (s *Service) Create(ctx context.Context, nr NewRequest) (Created, error) {
 	return created, nil
 }
 
-// selectCandidates locks the letters of the selection, oldest first.
-func selectCandidates(ctx context.Context, tx pgx.Tx, sel Selection) ([]candidate, int, error) {
-	const cols = `id, status, payload_sha256, coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
-		coalesce(origin_queue, ''), redacted_at IS NOT NULL`
-	scan := func(row pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		err := row.Scan(&c.id, &c.status, &c.payloadHash, &c.exchange, &c.routingKey, &c.originQueue, &c.redacted)
-		return c, err
-	}
-	if len(sel.IDs) > 0 {
-		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM expiryctl.dead_letters WHERE id = ANY($1) ORDER BY id FOR UPDATE`, sel.IDs)
-		if err != nil {
-			return nil, 0, err
+// databaseError names what the schema's functions refused or did not find.
+func databaseError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == store.NotFoundSQLState {
+		kind, idText, _ := strings.Cut(pgErr.Detail, ":")
+		id, _ := strconv.ParseInt(idText, 10, 64)
+		switch kind {
+		case "dead_letter":
+			return &deadletter.NotFoundError{ID: id}
+		case "replay_request":
+			return &NotFoundError{ID: id}
 		}
-		cands, err := pgx.CollectRows(rows, scan)
-		if err != nil {
-			return nil, 0, err
-		}
-		found := map[int64]bool{}
-		for _, c := range cands {
-			found[c.id] = true
-		}
-		var missing []string
-		for _, id := range sel.IDs {
-			if !found[id] {
-				missing = append(missing, strconv.FormatInt(id, 10))
-			}
-		}
-		if len(missing) > 0 {
-			return nil, 0, &deadletter.NotFoundError{ID: mustParse(missing[0])}
-		}
-		return cands, len(cands), nil
+		return fmt.Errorf("%s: %w", pgErr.Message, deadletter.ErrNotFound)
 	}
-	where, args := deadletter.FilterSQL(sel.Filter)
-	where = append(where, "status = 'dead'", "redacted_at IS NULL")
-	var matched int
-	if err := tx.QueryRow(ctx, "SELECT count(*) FROM expiryctl.dead_letters WHERE "+strings.Join(where, " AND "), args...).Scan(&matched); err != nil {
-		return nil, 0, err
-	}
-	args = append(args, sel.Max)
-	rows, err := tx.Query(ctx, "SELECT "+cols+" FROM expiryctl.dead_letters WHERE "+strings.Join(where, " AND ")+
-		fmt.Sprintf(" ORDER BY dead_lettered_at, id LIMIT $%d FOR UPDATE", len(args)), args...)
-	if err != nil {
-		return nil, 0, err
-	}
-	cands, err := pgx.CollectRows(rows, scan)
-	return cands, matched, err
-}
-
-func mustParse(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-
-// checkCandidates refuses letters that cannot join a request, naming them.
-func checkCandidates(cands []candidate, nr NewRequest) error {
-	var taken, done, redacted, noTarget []string
-	for _, c := range cands {
-		id := strconv.FormatInt(c.id, 10)
-		switch {
-		case c.redacted:
-			redacted = append(redacted, id)
-		case c.status == string(deadletter.StatusInRequest):
-			taken = append(taken, id)
-		case c.status != string(deadletter.StatusDead):
-			done = append(done, id+" ("+c.status+")")
-		case nr.Kind == KindReplay && c.exchange == "" && c.routingKey == "" && c.originQueue == "" && nr.ToExchange == "" && nr.ToRoutingKey == "":
-			noTarget = append(noTarget, id)
-		}
-	}
-	switch {
-	case len(taken) > 0:
-		return refuse("one-open-request", "dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)", strings.Join(taken, ", "))
-	case len(done) > 0:
-		return refuse("decided", "dead letters %s were already decided and cannot join a request", strings.Join(done, ", "))
-	case len(redacted) > 0:
-		return refuse("redacted", "dead letters %s were redacted by retention: there is no payload left to replay", strings.Join(redacted, ", "))
-	case len(noTarget) > 0:
-		return refuse("target", "dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key", strings.Join(noTarget, ", "))
-	}
-	return nil
+	return asRefusal(err)
 }
 
 // recordRefusal audits a request that was refused or failed; the state

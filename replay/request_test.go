@@ -20,6 +20,7 @@ import (
 // carol as approvers.
 type govBundle struct {
 	pool    *pgxpool.Pool
+	people  *pgtest.People
 	letters []int64
 }
 
@@ -42,7 +43,8 @@ func setupGovernance(t *testing.T, letters int) *govBundle {
 	if err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error { _, err := deadletter.Insert(ctx, tx, batch); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.SetPolicy(ctx, db.Pool, "admin", map[string]any{"approvers": []string{"bob", "carol"}}); err != nil {
+	people := db.People(t)
+	if _, err := replay.SetPolicy(ctx, db.Pool, "admin", map[string]any{"approvers": []string{people.Get("bob").Name, people.Get("carol").Name}}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := db.Pool.Query(ctx, "SELECT id FROM expiryctl.dead_letters ORDER BY id")
@@ -53,11 +55,12 @@ func setupGovernance(t *testing.T, letters int) *govBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &govBundle{pool: db.Pool, letters: ids}
+	return &govBundle{pool: db.Pool, people: people, letters: ids}
 }
 
+// as acts as the person named actor: their own login, labelled actor.
 func (b *govBundle) as(actor string) *replay.Service {
-	return &replay.Service{Pool: b.pool, Actor: actor}
+	return &replay.Service{Pool: b.people.Get(actor).Pool, Actor: actor}
 }
 
 func (b *govBundle) request(t *testing.T, actor string, ids ...int64) replay.Request {
@@ -97,7 +100,7 @@ func TestSelfApprovalIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setupGovernance(t, 3)
 	req := b.request(t, "bob", b.letters[0])
-	_, err := b.as("bob").Approve(context.Background(), req.ID, replay.ReviewOptions{})
+	_, err := b.as("bob").Approve(context.Background(), req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 	wantRefusal(t, err, "four-eyes")
 	// And by the database itself, for a client that skips the Go check.
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET status = 'approved', reviewed_by = 'bob' WHERE id = $1`, req.ID), "four-eyes")
@@ -108,7 +111,7 @@ func TestApproverMustBeInPolicy(t *testing.T) {
 	t.Parallel()
 	b := setupGovernance(t, 3)
 	req := b.request(t, "alice", b.letters[0])
-	_, err := b.as("mallory").Approve(context.Background(), req.ID, replay.ReviewOptions{})
+	_, err := b.as("mallory").Approve(context.Background(), req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 	wantRefusal(t, err, "approvers")
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET status = 'approved', reviewed_by = 'mallory' WHERE id = $1`, req.ID), "approvers")
 }
@@ -122,7 +125,7 @@ func TestExpiredRequestIsRefused(t *testing.T) {
 	}
 	req := b.request(t, "alice", b.letters[0])
 	time.Sleep(50 * time.Millisecond)
-	_, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{})
+	_, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 	wantRefusal(t, err, "approval-ttl")
 	got, err := replay.Get(ctx, b.pool, req.ID)
 	if err != nil || got.Status != replay.StatusExpired {
@@ -137,10 +140,10 @@ func TestAlreadyReviewedIsRefused(t *testing.T) {
 	b := setupGovernance(t, 3)
 	ctx := context.Background()
 	req := b.request(t, "alice", b.letters[0])
-	if _, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{}); err != nil {
+	if _, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.as("carol").Approve(ctx, req.ID, replay.ReviewOptions{})
+	_, err := b.as("carol").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 	wantRefusal(t, err, "single-review")
 	_, err = b.as("carol").Reject(ctx, req.ID, replay.ReviewOptions{Why: "no"})
 	wantRefusal(t, err, "single-review")
@@ -165,7 +168,7 @@ func TestChangedCohortIsRefused(t *testing.T) {
 			if _, err := b.pool.Exec(ctx, change, b.letters[1]); err != nil {
 				t.Fatal(err)
 			}
-			_, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{})
+			_, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 			wantRefusal(t, err, "cohort-frozen")
 		})
 	}
@@ -227,13 +230,15 @@ func TestItemsMoveOnlyWhileRunning(t *testing.T) {
 	t.Parallel()
 	b := setupGovernance(t, 3)
 	req := b.request(t, "alice", b.letters[0])
-	for _, state := range []string{"publishing", "confirmed", "failed", "skipped"} {
+	for _, state := range []string{"publishing", "failed", "skipped"} {
 		wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = $2 WHERE request_id = $1`, req.ID, state), "approved-to-run")
 	}
-	if _, err := b.as("bob").Approve(context.Background(), req.ID, replay.ReviewOptions{}); err != nil {
+	// pending -> confirmed is no move at all for a replay.
+	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = 'confirmed' WHERE request_id = $1`, req.ID), "item-states")
+	if _, err := b.as("bob").Approve(context.Background(), req.ID, replay.ReviewOptions{CohortHash: req.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
-	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = 'confirmed' WHERE request_id = $1`, req.ID), "approved-to-run")
+	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1`, req.ID), "approved-to-run")
 }
 
 func TestApprovalIsSingleUse(t *testing.T) {
@@ -242,7 +247,7 @@ func TestApprovalIsSingleUse(t *testing.T) {
 	ctx := context.Background()
 	req := b.request(t, "alice", b.letters[0])
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET status = 'running' WHERE id = $1`, req.ID), "approved-to-run")
-	if _, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{}); err != nil {
+	if _, err := b.as("bob").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(ctx, `UPDATE expiryctl.replay_requests SET status = 'running' WHERE id = $1`, req.ID); err != nil {
@@ -253,7 +258,7 @@ func TestApprovalIsSingleUse(t *testing.T) {
 	}
 	// Spent: no way back to running, and no second approval of a finished request.
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET status = 'running' WHERE id = $1`, req.ID), "approved-to-run")
-	_, err := b.as("carol").Approve(ctx, req.ID, replay.ReviewOptions{})
+	_, err := b.as("carol").Approve(ctx, req.ID, replay.ReviewOptions{CohortHash: req.CohortHash})
 	wantRefusal(t, err, "single-review")
 	wantRefusal(t, b.asDatabaseRefusal(t, `UPDATE expiryctl.replay_requests SET approval_spent = false WHERE id = $1`, req.ID), "single-use-approval")
 }
@@ -269,9 +274,9 @@ func TestFreshKeyNeedsConfirmationAndConsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.as("bob").Approve(ctx, created.Request.ID, replay.ReviewOptions{})
+	_, err = b.as("bob").Approve(ctx, created.Request.ID, replay.ReviewOptions{CohortHash: created.Request.CohortHash})
 	wantRefusal(t, err, "fresh-key")
-	if _, err := b.as("bob").Approve(ctx, created.Request.ID, replay.ReviewOptions{AllowFreshKey: true}); err != nil {
+	if _, err := b.as("bob").Approve(ctx, created.Request.ID, replay.ReviewOptions{AllowFreshKey: true, CohortHash: created.Request.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -285,12 +290,23 @@ func TestDBRoleIdentityMode(t *testing.T) {
 	}
 	_, err := b.as("alice").Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: b.letters[:1]}, Why: "x"})
 	wantRefusal(t, err, "identity-db-role")
-	var role string
-	if err := b.pool.QueryRow(ctx, "SELECT session_user").Scan(&role); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.as(role).Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: b.letters[:1]}, Why: "x"}); err != nil {
-		t.Fatalf("create as the database role: %v", err)
+	// The label may be the login itself, or left out (then it is the login).
+	alice := b.people.Get("alice")
+	for _, label := range []string{alice.Name, ""} {
+		created, err := (&replay.Service{Pool: alice.Pool, Actor: label}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay,
+			Selection: replay.Selection{IDs: b.letters[:1]}, Why: "x"})
+		if err != nil {
+			t.Fatalf("create as the database role, label %q: %v", label, err)
+		}
+		if created.Request.RequestedBy != alice.Name {
+			t.Errorf("requested_by = %q, want the login %s", created.Request.RequestedBy, alice.Name)
+		}
+		if _, err := b.as("bob").Cancel(ctx, created.Request.ID, "again"); err == nil {
+			t.Fatal("bob's label differs from his login: cancel should be refused")
+		}
+		if _, err := (&replay.Service{Pool: alice.Pool}).Cancel(ctx, created.Request.ID, "again"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -2,9 +2,8 @@ package replay
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,103 +17,60 @@ type ReviewOptions struct {
 	// AllowFreshKey is the approver's explicit consent to a request that
 	// gives replayed jobs a new idempotency key.
 	AllowFreshKey bool
+	// CohortHash is the cohort hash (hex) the approver was shown; an
+	// approval of a request whose hash differs is refused (rule
+	// cohort-hash).
+	CohortHash string
 }
 
-// Approve approves request id as the service's actor. The database refuses
-// self-approval, approvers not in the policy, expired or already reviewed
-// requests and cohorts that changed since they were frozen; the refusal comes
-// back as a *Refusal naming the rule. An approval authorises one run.
+// Approve approves request id as the service's login, through the schema's
+// replay_review function. The database refuses self-approval (by login,
+// whatever the label), approvers outside the policy, expired or already
+// reviewed requests, a cohort hash other than the one shown and cohorts
+// that changed since they were frozen; the refusal comes back as a *Refusal
+// naming the rule. An approval authorises one run.
 func (s *Service) Approve(ctx context.Context, id int64, opts ReviewOptions) (Request, error) {
 	return s.review(ctx, id, StatusApproved, opts)
 }
 
 // Reject rejects request id; its letters are free again. Why is required.
 func (s *Service) Reject(ctx context.Context, id int64, opts ReviewOptions) (Request, error) {
-	if strings.TrimSpace(opts.Why) == "" {
-		err := refuse("why", "say why you reject it: --why")
-		s.recordRefusal(ctx, "replay.reject", requestTarget(id), err, map[string]any{})
-		return Request{}, err
-	}
 	return s.review(ctx, id, StatusRejected, opts)
 }
 
 func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOptions) (Request, error) {
-	action := "replay.approve"
+	action, decision := "replay.approve", "approve"
 	if to == StatusRejected {
-		action = "replay.reject"
+		action, decision = "replay.reject", "reject"
+	}
+	var shown []byte
+	if opts.CohortHash != "" {
+		var err error
+		if shown, err = hex.DecodeString(opts.CohortHash); err != nil {
+			err = refuse("cohort-hash", "cohort hash %q is not hex: copy it from `expiryctl replay show %d`", opts.CohortHash, id)
+			s.recordRefusal(ctx, action, requestTarget(id), err, map[string]any{"why": opts.Why})
+			return Request{}, err
+		}
 	}
 	var out Request
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		req, err := Get(ctx, tx, id)
-		if err != nil {
-			return err
+		if _, err := tx.Exec(ctx, `SELECT expiryctl.replay_review($1, $2, $3, $4, $5, $6)`,
+			s.Actor, id, decision, opts.Why, opts.AllowFreshKey, shown); err != nil {
+			return databaseError(err)
 		}
-		pol, err := LoadPolicy(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if err := s.identity(ctx, tx, pol); err != nil {
-			return err
-		}
-		// Said here first to give the clearest message; the database checks
-		// the same rules again and is what cannot be bypassed.
-		if req.Status != StatusPending && req.Status != StatusHalted {
-			by := ""
-			if req.ReviewedBy != "" {
-				by = " by " + req.ReviewedBy
-			}
-			return refuse("single-review", "replay request %d is %s: it was already reviewed%s", id, req.Status, by)
-		}
-		if req.RequestedBy == s.Actor {
-			return refuse("four-eyes", "%s requested replay request %d and cannot review it: ask another approver (%s)",
-				s.Actor, id, strings.Join(otherApprovers(pol.Approvers, s.Actor), ", "))
-		}
-		if !slices.Contains(pol.Approvers, s.Actor) {
-			return refuse("approvers", "%s is not an approver under the policy (approvers: %s)", s.Actor, listOrNone(pol.Approvers))
-		}
-		if to == StatusApproved && req.FreshKey && !opts.AllowFreshKey {
-			return refuse("fresh-key", "replay request %d gives every job a new idempotency key, so the worker will not recognise a job it already did: approve with --allow-fresh-key if that is what you want", id)
-		}
-		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests
-			SET status = $2, reviewed_by = $3, review_why = nullif($4, '') WHERE id = $1 RETURNING `+requestColumns,
-			id, string(to), s.Actor, opts.Why))
-		if err != nil {
-			return asRefusal(err)
-		}
-		return audit.Record(ctx, tx, audit.Entry{Actor: s.Actor, Action: action, Target: requestTarget(id),
-			Details: map[string]any{"why": opts.Why, "cohort_hash": out.CohortHash, "items": out.Items,
-				"fresh_key": out.FreshKey, "allow_fresh_key": opts.AllowFreshKey, "requested_by": out.RequestedBy,
-				"approval_expires_at": out.ApprovalExpiresAt}})
+		var err error
+		out, err = Get(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		s.recordRefusal(ctx, action, requestTarget(id), err, map[string]any{"why": opts.Why})
 		// A request refused for expiry is marked so, for everyone to see.
 		if r, ok := err.(*Refusal); ok && r.Rule == "approval-ttl" {
-			_ = pgx.BeginFunc(context.WithoutCancel(ctx), s.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, s.Actor) })
+			_ = expireStale(context.WithoutCancel(ctx), s.Pool, s.Actor)
 		}
 		return Request{}, err
 	}
 	return out, nil
-}
-
-func otherApprovers(approvers []string, me string) []string {
-	var out []string
-	for _, a := range approvers {
-		if a != me {
-			out = append(out, a)
-		}
-	}
-	if len(out) == 0 {
-		return []string{"none configured: `expiryctl policy set approvers=...`"}
-	}
-	return out
-}
-
-func listOrNone(items []string) string {
-	if len(items) == 0 {
-		return "none configured: `expiryctl policy set approvers=...`"
-	}
-	return strings.Join(items, ", ")
 }
 
 // Cancel stops a pending, approved, running or halted request. A running
@@ -123,23 +79,12 @@ func listOrNone(items []string) string {
 func (s *Service) Cancel(ctx context.Context, id int64, why string) (Request, error) {
 	var out Request
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		pol, err := LoadPolicy(ctx, tx)
-		if err != nil {
-			return err
+		if _, err := tx.Exec(ctx, `SELECT expiryctl.replay_cancel($1, $2, $3)`, s.Actor, id, why); err != nil {
+			return databaseError(err)
 		}
-		if err := s.identity(ctx, tx, pol); err != nil {
-			return err
-		}
-		if _, err := Get(ctx, tx, id); err != nil {
-			return err
-		}
-		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests SET status = 'cancelled',
-			halt_reason = $2 WHERE id = $1 RETURNING `+requestColumns, id, "cancelled by "+s.Actor))
-		if err != nil {
-			return asRefusal(err)
-		}
-		return audit.Record(ctx, tx, audit.Entry{Actor: s.Actor, Action: "replay.cancel", Target: requestTarget(id),
-			Details: map[string]any{"why": why}})
+		var err error
+		out, err = Get(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		s.recordRefusal(ctx, "replay.cancel", requestTarget(id), err, map[string]any{"why": why})

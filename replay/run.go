@@ -11,8 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/expiryctl/expiryctl/audit"
 )
 
 // Runner runs approved requests: it publishes a replay's frozen cohort back
@@ -307,7 +305,10 @@ func (l *runLock) release() {
 
 // runState is one run's bookkeeping.
 type runState struct {
-	req     Request
+	req Request
+	// label is the name the run records beside its login (the actor, or
+	// the login itself) and sends as x-replayed-by.
+	label   string
 	pol     Policy
 	lock    *runLock
 	resumed bool
@@ -343,36 +344,22 @@ func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
 func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
 	st := &runState{}
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		req, err := scanRequest(tx.QueryRow(ctx, "SELECT "+requestColumns+" FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE", id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return &NotFoundError{ID: id}
+		// replay_run_start spends the approval (or takes over a running
+		// request whose runner is gone) and writes the start's audit row;
+		// it refuses anything else, and a caller whose login does not hold
+		// the runner lock.
+		var label string
+		if err := tx.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2)`, r.Actor, id).Scan(&st.resumed, &label); err != nil {
+			return databaseError(err)
 		}
+		st.label = label
+		req, err := Get(ctx, tx, id)
 		if err != nil {
 			return err
 		}
 		pol, err := LoadPolicy(ctx, tx)
 		if err != nil {
 			return err
-		}
-		svc := &Service{Pool: r.Pool, Actor: r.Actor}
-		if err := svc.identity(ctx, tx, pol); err != nil {
-			return err
-		}
-		switch req.Status {
-		case StatusApproved:
-			req, err = scanRequest(tx.QueryRow(ctx, `UPDATE expiryctl.replay_requests SET status = 'running'
-				WHERE id = $1 RETURNING `+requestColumns, id))
-			if err != nil {
-				return asRefusal(err)
-			}
-		case StatusRunning:
-			st.resumed = true
-		case StatusPending:
-			return refuse("approved-to-run", "replay request %d is pending approval: ask an approver to run `expiryctl replay approve %d`", id, id)
-		case StatusHalted:
-			return refuse("approved-to-run", "replay request %d was halted (%s): it needs a new approval before it runs again: ask an approver to run `expiryctl replay approve %d`", id, req.HaltReason, id)
-		default:
-			return refuse("terminal", "replay request %d is %s: it is over and cannot run; make a new request with `expiryctl replay request`", id, req.Status)
 		}
 		st.req, st.pol, st.status = req, pol, StatusRunning
 		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM expiryctl.replay_items WHERE request_id = $1 GROUP BY state`, id)
@@ -396,13 +383,7 @@ func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, id).Scan(&st.redeadBase); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&st.maxOrdinal); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.start", Target: requestTarget(id),
-			Details: map[string]any{"resume": st.resumed, "approval": req.Approvals, "approved_by": req.ReviewedBy,
-				"kind": req.Kind, "items": req.Items, "states": states, "rate": req.Rate, "canary": req.Canary,
-				"stop_conditions": req.Stop, "fresh_key": req.FreshKey}})
+		return tx.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&st.maxOrdinal)
 	})
 	if err != nil {
 		return nil, err
@@ -446,34 +427,12 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 		var n int
 		var stopped Status
 		bg := context.WithoutCancel(ctx)
-		err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-			var status Status
-			if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, id).Scan(&status); err != nil {
-				return err
-			}
-			if status != StatusRunning {
-				stopped = status
-				return nil
-			}
-			rows, err := tx.Query(bg, `UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(),
-				attempts = attempts + 1, open = false
-				WHERE request_id = $1 AND ordinal BETWEEN $2 AND $3 AND state IN ('pending', 'publishing')
-				RETURNING dead_letter_id`, id, lo, lo+chunk-1)
-			if err != nil {
-				return asRefusal(err)
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return asRefusal(err)
-			}
-			n = len(ids)
-			if n == 0 {
-				return nil
-			}
-			_, err = tx.Exec(bg, `UPDATE expiryctl.dead_letters d SET status = 'discarded' FROM unnest($1::bigint[]) AS u(id)
-				WHERE d.id = u.id AND d.status = 'in_request'`, ids)
-			return err
-		})
+		var status Status
+		err := r.Pool.QueryRow(bg, `SELECT status, decided FROM expiryctl.replay_discard_window($1, $2, $3)`, id, lo, lo+chunk-1).Scan(&status, &n)
+		err = databaseError(err)
+		if err == nil && status != StatusRunning {
+			stopped = status
+		}
 		if err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}
@@ -492,18 +451,13 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsent []int64, unconfirmed int) error {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-		if len(unsent) > 0 {
-			if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_items SET state = 'pending'
-				WHERE request_id = $1 AND dead_letter_id = ANY($2) AND state = 'publishing'`, st.req.ID, unsent); err != nil {
-				return err
-			}
-		}
-		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.interrupted", Target: requestTarget(st.req.ID),
-			Outcome: audit.Failed, Details: map[string]any{"error": cause.Error(), "published": st.published,
-				"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
-				"skipped": st.skipped, "failed": st.failed}})
-	})
+	if unsent == nil {
+		unsent = []int64{}
+	}
+	details := map[string]any{"error": cause.Error(), "published": st.published,
+		"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
+		"skipped": st.skipped, "failed": st.failed}
+	_, _ = r.Pool.Exec(bg, `SELECT expiryctl.replay_run_interrupted($1, $2, $3, $4)`, r.Actor, st.req.ID, unsent, details)
 	return &InterruptedError{RequestID: st.req.ID, Unconfirmed: unconfirmed, Err: cause}
 }
 
@@ -525,36 +479,24 @@ func (r *Runner) stopped(ctx context.Context, st *runState, status Status) error
 func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []int64, details map[string]any) error {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["condition"], details["reason"] = h.Condition, h.Reason
+	details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
+	details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
+	details["stop_conditions"] = st.req.Stop
+	if unsent == nil {
+		unsent = []int64{}
+	}
 	var stoppedAs Status
-	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-		var status Status
-		if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE`, st.req.ID).Scan(&status); err != nil {
-			return err
-		}
-		if status != StatusRunning {
-			stoppedAs = status
-			return nil
-		}
-		if len(unsent) > 0 {
-			if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_items SET state = 'pending'
-				WHERE request_id = $1 AND dead_letter_id = ANY($2) AND state = 'publishing'`, st.req.ID, unsent); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_requests SET status = 'halted', halt_reason = $2 WHERE id = $1`,
-			st.req.ID, h.Condition+": "+h.Reason); err != nil {
-			return asRefusal(err)
-		}
-		if details == nil {
-			details = map[string]any{}
-		}
-		details["condition"], details["reason"] = h.Condition, h.Reason
-		details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
-		details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
-		details["stop_conditions"] = st.req.Stop
-		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.halt", Target: requestTarget(st.req.ID),
-			Details: details})
-	})
+	var status Status
+	err := r.Pool.QueryRow(bg, `SELECT expiryctl.replay_run_halt($1, $2, $3, $4, $5)`,
+		r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details).Scan(&status)
+	err = databaseError(err)
+	if err == nil && status != StatusHalted {
+		stoppedAs = status
+	}
 	if err != nil {
 		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)
 	}
@@ -572,57 +514,43 @@ func (r *Runner) complete(ctx context.Context, st *runState) error {
 	defer cancel()
 	var stoppedAs Status
 	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
+		// replay_run_complete refuses while items are left to publish and
+		// records every item's outcome in the audit row it writes.
 		var status Status
-		if err := tx.QueryRow(bg, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR UPDATE`, st.req.ID).Scan(&status); err != nil {
-			return err
+		if err := tx.QueryRow(bg, `SELECT expiryctl.replay_run_complete($1, $2, $3)`, r.Actor, st.req.ID, map[string]any{
+			"kind": st.req.Kind, "published": st.published, "republished": st.republished, "resumed": st.resumed,
+			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}).Scan(&status); err != nil {
+			return databaseError(err)
 		}
-		if status != StatusRunning {
+		if status != StatusCompleted {
 			stoppedAs = status
 			return nil
 		}
 		rows, err := tx.Query(bg, `SELECT dead_letter_id, state, coalesce(last_error, '') FROM expiryctl.replay_items
-			WHERE request_id = $1 ORDER BY ordinal`, st.req.ID)
+			WHERE request_id = $1 AND state <> 'confirmed' ORDER BY ordinal`, st.req.ID)
 		if err != nil {
 			return err
 		}
-		var confirmed []int64
-		skipped, failed := []ItemOutcome{}, []ItemOutcome{}
-		open := 0
-		for rows.Next() {
-			var o ItemOutcome
-			if err := rows.Scan(&o.DeadLetterID, &o.State, &o.Reason); err != nil {
-				rows.Close()
-				return err
-			}
-			switch o.State {
-			case "confirmed":
-				confirmed = append(confirmed, o.DeadLetterID)
-			case "skipped":
-				skipped = append(skipped, o)
-			case "failed":
-				failed = append(failed, o)
-			default:
-				open++
-			}
-		}
-		if err := rows.Err(); err != nil {
+		outcomes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ItemOutcome])
+		if err != nil {
 			return err
 		}
-		if open > 0 {
-			return fmt.Errorf("replay request %d still has %d items not yet published: not completing it", st.req.ID, open)
+		failed := []ItemOutcome{}
+		skipped := 0
+		for _, o := range outcomes {
+			if o.State == "failed" {
+				failed = append(failed, o)
+			} else {
+				skipped++
+			}
 		}
-		if _, err := tx.Exec(bg, `UPDATE expiryctl.replay_requests SET status = 'completed' WHERE id = $1`, st.req.ID); err != nil {
-			return asRefusal(err)
+		var total int
+		if err := tx.QueryRow(bg, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1`, st.req.ID).Scan(&total); err != nil {
+			return err
 		}
-		st.confirmed, st.skipped, st.failed = len(confirmed), len(skipped), len(failed)
+		st.confirmed, st.skipped, st.failed = total-len(outcomes), skipped, len(failed)
 		st.failedItems = failed
-		if confirmed == nil {
-			confirmed = []int64{}
-		}
-		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.complete", Target: requestTarget(st.req.ID),
-			Details: map[string]any{"kind": st.req.Kind, "confirmed": confirmed, "skipped": skipped, "failed": failed,
-				"published": st.published, "republished": st.republished, "resumed": st.resumed,
-				"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}})
+		return nil
 	})
 	if err != nil {
 		return r.interrupt(ctx, st, fmt.Errorf("completing failed: %w", err), nil, 0)

@@ -88,7 +88,7 @@ func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
 		}
 		byID := map[int64]plan{}
 		if req.Kind == KindReplay && len(open) > 0 {
-			plans, err := r.planItems(ctx, req, elig, open, exchanges)
+			plans, err := r.planItems(ctx, req, r.Actor, elig, open, exchanges)
 			var eligErr *EligibilityError
 			if errors.As(err, &eligErr) {
 				// Shown as the block it would halt the run with.

@@ -19,6 +19,7 @@ import (
 // queue bound to it by runKey, and a policy with approvers bob and carol.
 type runBundle struct {
 	db       *pgtest.Database
+	people   *pgtest.People
 	pool     *pgxpool.Pool
 	conn     *amqp.Connection
 	exchange string
@@ -35,7 +36,7 @@ func setupRun(t *testing.T, policy ...string) *runBundle {
 	t.Helper()
 	db := pgtest.New(t)
 	conn := amqptest.Dial(t)
-	b := &runBundle{db: db, pool: db.Pool, conn: conn, exchange: amqptest.Name(t, ".x"), queue: amqptest.Name(t, ".q")}
+	b := &runBundle{db: db, people: db.People(t), pool: db.Pool, conn: conn, exchange: amqptest.Name(t, ".x"), queue: amqptest.Name(t, ".q")}
 	amqptest.DeleteOnCleanup(t, []string{b.queue}, []string{b.exchange})
 	ch, err := conn.Channel()
 	if err != nil {
@@ -51,7 +52,8 @@ func setupRun(t *testing.T, policy ...string) *runBundle {
 	if err := ch.QueueBind(b.queue, runKey, b.exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	changes, err := ParsePolicyChanges(append([]string{"approvers=bob,carol", "max_rate=10000", "canary_window=200ms"}, policy...))
+	changes, err := ParsePolicyChanges(append([]string{"approvers=" + b.people.Get("bob").Name + "," + b.people.Get("carol").Name,
+		"max_rate=10000", "canary_window=200ms"}, policy...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +151,16 @@ func (b *runBundle) seedN(t *testing.T, first, n int) []int64 {
 	return b.seed(t, msgs...)
 }
 
-func (b *runBundle) as(actor string) *Service { return &Service{Pool: b.pool, Actor: actor} }
+// as acts as the person named actor: their own login, labelled actor.
+func (b *runBundle) as(actor string) *Service {
+	return &Service{Pool: b.people.Get(actor).Pool, Actor: actor}
+}
 
 // approved creates nr as alice (filling in ids and why) and has bob approve it.
 func (b *runBundle) approved(t *testing.T, nr NewRequest, ids []int64) Request {
 	t.Helper()
 	req := b.pending(t, nr, ids)
-	got, err := b.as("bob").Approve(context.Background(), req.ID, ReviewOptions{Why: "ok", AllowFreshKey: nr.FreshKey})
+	got, err := b.as("bob").Approve(context.Background(), req.ID, ReviewOptions{Why: "ok", AllowFreshKey: nr.FreshKey, CohortHash: req.CohortHash})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,6 +97,11 @@ func loadItems(ctx context.Context, q interface {
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasOrigin, &it.exchange,
 			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &headers, &it.payload, &it.replayCount)
 		it.headers = headers
+		// The hash of the bytes about to be published, not the stored
+		// column: a payload changed behind the archive's back is refused
+		// item by item (changed says so), whatever the columns claim.
+		sum := sha256.Sum256(it.payload)
+		it.hash = sum[:]
 		if err == nil && req != request {
 			// Cannot happen with the WHERE above; checked because publishing
 			// an item of another request would break the approval.
@@ -167,7 +173,8 @@ func describeTarget(exchange, key string) string {
 // unreadable), failed (target exchange missing), skipped (not eligible) or
 // replayed, with the message it would be. Eligibility runs last, only for
 // items that would otherwise be replayed.
-func (r *Runner) planItems(ctx context.Context, req Request, elig eligibility, items []*runItem, exchanges map[string]bool) ([]plan, error) {
+// replayedBy is the name sent as x-replayed-by: the run's label.
+func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, elig eligibility, items []*runItem, exchanges map[string]bool) ([]plan, error) {
 	plans := make([]plan, len(items))
 	var candidates []*runItem
 	idx := map[int64]int{}
@@ -199,7 +206,7 @@ func (r *Runner) planItems(ctx context.Context, req Request, elig eligibility, i
 			plans[i].action, plans[i].reason = actionFail, fmt.Sprintf("exchange %q does not exist on the broker", exchange)
 			continue
 		}
-		headers, err := replayHeaders(it.headers, req, r.Actor, it.id, it.replayCount)
+		headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount)
 		if err != nil {
 			plans[i].action, plans[i].reason = actionBlock, "stored headers cannot be decoded: "+err.Error()
 			continue
@@ -373,7 +380,7 @@ func (p *preparer) plan() {
 		}
 		var plans []plan
 		if err == nil && len(items) > 0 {
-			plans, err = p.r.planItems(ctx, req, none, items, p.exchanges)
+			plans, err = p.r.planItems(ctx, req, p.st.label, none, items, p.exchanges)
 		}
 		cancel()
 		if err != nil {
@@ -472,50 +479,19 @@ func (p *preparer) mark(plans []plan) batch {
 			b.skipped = append(b.skipped, ItemOutcome{DeadLetterID: pl.item.id, State: "skipped", Reason: why})
 		}
 	}
+	// replay_items_mark commits the window's decisions in one statement,
+	// unless the request stopped running (a cancel), which it reports.
 	var stopped Status
-	err = pgx.BeginFunc(ctx, p.r.Pool, func(tx pgx.Tx) error {
-		var status Status
-		// FOR SHARE: a cancel waits for this chunk's commit, and after it
-		// the runner sees the cancel at its next check.
-		if err := tx.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1 FOR SHARE`, req.ID).Scan(&status); err != nil {
-			return err
-		}
-		if status != StatusRunning {
-			stopped = status
-			return nil
-		}
-		if len(skipIDs) > 0 {
-			if err := updateItems(ctx, tx, req.ID, lo, hi, skipIDs, skipWhy, "skipped", false); err != nil {
-				return err
-			}
-		}
-		if len(failIDs) > 0 {
-			if err := updateItems(ctx, tx, req.ID, lo, hi, failIDs, failWhy, "failed", true); err != nil {
-				return err
-			}
-		}
-		if len(pubIDs) == 0 {
-			return nil
-		}
-		rows, err := tx.Query(ctx, `UPDATE expiryctl.replay_items i SET state = 'publishing'
-			WHERE i.request_id = $1 AND i.ordinal BETWEEN $3 AND $4 AND i.dead_letter_id = ANY($2)
-			  AND i.state IN ('pending', 'publishing')
-			RETURNING i.dead_letter_id`, req.ID, pubIDs, lo, hi)
-		if err != nil {
-			return asRefusal(err)
-		}
-		marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return asRefusal(err)
-		}
-		if len(marked) != len(pubIDs) {
-			return fmt.Errorf("marked %d of %d items of replay request %d publishing: the items changed under the runner", len(marked), len(pubIDs), req.ID)
-		}
-		return nil
-	})
+	var status Status
+	err = p.r.Pool.QueryRow(ctx, `SELECT expiryctl.replay_items_mark($1, $2, $3, $4, $5, $6, $7, $8)`,
+		req.ID, lo, hi, nonNil(pubIDs), nonNil(skipIDs), nonNilText(skipWhy), nonNil(failIDs), nonNilText(failWhy)).Scan(&status)
+	err = asRefusal(err)
+	if err == nil && status != StatusRunning {
+		stopped = status
+	}
 	var refusal *Refusal
 	switch {
-	case errors.As(err, &refusal):
+	case errors.As(err, &refusal) && refusal.Rule == "approved-to-run":
 		return batch{stopped: StatusCancelled}
 	case err != nil:
 		return batch{err: fmt.Errorf("mark items of replay request %d publishing: %w", req.ID, err)}
@@ -525,22 +501,18 @@ func (p *preparer) mark(plans []plan) batch {
 	return b
 }
 
-// updateItems moves items of request, whose ordinals lie in [lo, hi], to
-// state with a reason each.
-func updateItems(ctx context.Context, tx pgx.Tx, request int64, lo, hi int, ids []int64, why []string, state string, attempt bool) error {
-	tag, err := tx.Exec(ctx, `UPDATE expiryctl.replay_items i SET state = $4, last_error = u.why,
-			attempts = i.attempts + CASE WHEN $5 THEN 1 ELSE 0 END
-		FROM unnest($2::bigint[], $3::text[]) AS u(id, why)
-		WHERE i.request_id = $1 AND i.ordinal BETWEEN $6 AND $7 AND i.dead_letter_id = u.id
-		  AND i.state IN ('pending', 'publishing')`,
-		request, ids, why, state, attempt, lo, hi)
-	if err != nil {
-		return asRefusal(err)
+func nonNil(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
 	}
-	if int(tag.RowsAffected()) != len(ids) {
-		return fmt.Errorf("moved %d of %d items of replay request %d to %s: the items changed under the runner", tag.RowsAffected(), len(ids), request, state)
+	return ids
+}
+
+func nonNilText(texts []string) []string {
+	if texts == nil {
+		return []string{}
 	}
-	return nil
+	return texts
 }
 
 // outcome is one broker answer for the recorder.
@@ -658,45 +630,11 @@ func (rec *recorder) write(buf []outcome) error {
 	// joining an unnest: the items table is rarely analysed during a run,
 	// and a cached generic plan then joins the unnest by nested loop, a
 	// thousand comparisons per item.
-	return pgx.BeginFunc(ctx, rec.r.Pool, func(tx pgx.Tx) error {
-		if len(confirmed) > 0 {
-			// The items confirmed and their letters replayed, in one
-			// statement. A confirmed item is done with its letter, so it no
-			// longer holds it: closing it here spares the request's end a
-			// second write of every item.
-			var recorded int
-			err := tx.QueryRow(ctx, `WITH done AS (
-					UPDATE expiryctl.replay_items i SET state = 'confirmed', attempts = i.attempts + 1,
-						last_error = NULL, confirmed_at = now(), open = false
-					WHERE i.request_id = $1 AND i.ordinal BETWEEN $3 AND $4 AND i.dead_letter_id = ANY($2)
-					  AND i.state = 'publishing'
-					RETURNING i.dead_letter_id),
-				replayed AS (
-					UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
-					WHERE d.id = done.dead_letter_id AND d.status = 'in_request')
-				SELECT count(*) FROM done`, rec.request, confirmed, lo, hi).Scan(&recorded)
-			if err != nil {
-				return asRefusal(err)
-			}
-			if recorded != len(confirmed) {
-				return fmt.Errorf("recorded %d of %d confirms for replay request %d: the items changed under the runner", recorded, len(confirmed), rec.request)
-			}
-		}
-		if len(failed) > 0 {
-			tag, err := tx.Exec(ctx, `UPDATE expiryctl.replay_items i SET state = 'failed', attempts = i.attempts + 1,
-					last_error = nullif(u.why, '')
-				FROM unnest($2::bigint[], $3::text[]) AS u(id, why)
-				WHERE i.request_id = $1 AND i.ordinal BETWEEN $4 AND $5 AND i.dead_letter_id = ANY($2)
-				  AND i.dead_letter_id = u.id AND i.state = 'publishing'`, rec.request, failed, whys, lo, hi)
-			if err != nil {
-				return asRefusal(err)
-			}
-			if int(tag.RowsAffected()) != len(failed) {
-				return fmt.Errorf("recorded %d of %d failed publishes for replay request %d: the items changed under the runner", tag.RowsAffected(), len(failed), rec.request)
-			}
-		}
-		return nil
-	})
+	// replay_items_record writes confirms (and the letters replayed) and
+	// failures in one statement; a confirm only of an item publishing.
+	_, err := rec.r.Pool.Exec(ctx, `SELECT expiryctl.replay_items_record($1, $2, $3, $4, $5, $6)`,
+		rec.request, lo, hi, nonNil(confirmed), nonNil(failed), nonNilText(whys))
+	return asRefusal(err)
 }
 
 // sync writes everything sent so far and reports the first write error.
@@ -1420,13 +1358,5 @@ func (x *replayRun) recordUnrecorded(ctx context.Context) {
 	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	r := x.r
-	_ = pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(bg, `UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id = ANY($1) AND status = 'dead'`, acked); err != nil {
-			return err
-		}
-		return audit.Record(bg, tx, audit.Entry{Actor: r.Actor, Action: "replay.run.cancelled", Target: requestTarget(x.st.req.ID),
-			Details: map[string]any{"published_before_cancel_seen": acked,
-				"note": "published and acked while the cancel committed; their letters are marked replayed"}})
-	})
+	_, _ = x.r.Pool.Exec(bg, `SELECT expiryctl.replay_run_acked_after_cancel($1, $2, $3)`, x.r.Actor, x.st.req.ID, acked)
 }

@@ -291,7 +291,7 @@ func TestRunUnroutableItemsFailAndHalt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = ch.Close()
-	if _, err := b.as("carol").Approve(ctx, req.ID, ReviewOptions{Why: "binding fixed"}); err != nil {
+	if _, err := b.as("carol").Approve(ctx, req.ID, ReviewOptions{Why: "binding fixed", CohortHash: req.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
 	res, err = b.runner(t).Run(ctx, req.ID)
@@ -586,6 +586,7 @@ func TestRunResumesAfterACrash(t *testing.T) {
 	// (perhaps sent them) and died.
 	for _, sql := range []string{
 		`UPDATE expiryctl.replay_requests SET status = 'running' WHERE id = $1`,
+		`UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1 AND ordinal < 2`,
 		`UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(), attempts = 1 WHERE request_id = $1 AND ordinal < 2`,
 		`UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id IN (SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND ordinal < 2)`,
 		`UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1 AND ordinal BETWEEN 2 AND 4`,

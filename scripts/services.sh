@@ -26,6 +26,8 @@ export LC_ALL=C
 readonly PG_HOST=127.0.0.1
 readonly PG_PORT=5432
 readonly PG_DB=expiryctl
+readonly PG_OWNER=expiryctl_owner
+readonly PG_DB_GOVERNED=expiryctl_demo
 readonly PG_ROLE=root
 readonly AMQP_HOST=127.0.0.1
 readonly AMQP_PORT=5672
@@ -198,6 +200,37 @@ ensure_postgres_role_and_db() {
 	fi
 }
 
+# ensure_governed_people creates what a governed deployment has: the schema's
+# owner, a login that is not a superuser (CREATEROLE, to create expiryctl's
+# groups and grant them), owning database $PG_DB_GOVERNED; and the demo's
+# people as plain logins: alice (requests and runs), bob and carol (approve),
+# audrey (audits). `expiryctl migrate` and `expiryctl access grant`, run as
+# the owner, give them their groups (see `make demo`).
+ensure_governed_people() {
+	local sql="
+		do \$\$
+		declare p text;
+		begin
+		  if not exists (select 1 from pg_roles where rolname = '$PG_OWNER') then
+		    create role $PG_OWNER login createrole nosuperuser;
+		  end if;
+		  foreach p in array array['alice', 'bob', 'carol', 'audrey'] loop
+		    if not exists (select 1 from pg_roles where rolname = p) then
+		      execute format('create role %I login nosuperuser nocreaterole nocreatedb', p);
+		    end if;
+		  end loop;
+		end \$\$;"
+	psql_admin -c "$sql" >/dev/null 2>&1 || psql_admin -c "$sql" >/dev/null ||
+		die "could not create the owner role $PG_OWNER and the demo's logins"
+	if ! psql_admin -c "select 1 from pg_database where datname = '$PG_DB_GOVERNED'" | grep -q 1; then
+		step "postgresql: creating database $PG_DB_GOVERNED owned by $PG_OWNER (not a superuser)"
+		psql_admin -c "create database $PG_DB_GOVERNED owner $PG_OWNER" >/dev/null 2>&1 ||
+			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_GOVERNED'" | grep -q 1 ||
+			die "could not create database $PG_DB_GOVERNED"
+	fi
+	step "postgresql: owner $PG_OWNER and logins alice, bob, carol, audrey exist"
+}
+
 # ------------------------------------------------------------------ RabbitMQ
 
 # amqp_probe opens an AMQP 0-9-1 connection as guest/guest to vhost "/" and
@@ -350,6 +383,7 @@ main() {
 	ensure_postgres_running
 	ensure_postgres_tcp_login
 	ensure_postgres_role_and_db
+	ensure_governed_people
 	ensure_rabbitmq_running
 	ensure_guest_login
 	ensure_shovel

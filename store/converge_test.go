@@ -72,7 +72,9 @@ func TestMigrationConvergesTheEarlyReplaySchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Pool.Exec(ctx, `UPDATE expiryctl.replay_items SET state = 'confirmed' WHERE request_id = $1`, request)
+	// publishing, not confirmed: pending -> confirmed is refused sooner, by
+	// the item state machine of 00008, whatever the request's status.
+	_, err = db.Pool.Exec(ctx, `UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1`, request)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "EG001" || pgErr.Detail != "rule: approved-to-run" {
 		t.Errorf("moving an item of a pending request: %v; want refused by rule approved-to-run", err)

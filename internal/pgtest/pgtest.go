@@ -87,6 +87,80 @@ func NewUnmigrated(tb testing.TB, template string) *Database {
 	return &Database{URL: dbURL, Pool: pool, Name: name}
 }
 
+// Owner is the login that owns every test database and its expiryctl
+// schema: CREATEROLE (to create the groups and grant them) and not a
+// superuser.
+const Owner = "expiryctl_test_owner"
+
+// ensureOwner creates Owner once per cluster; the caller holds the template
+// lock, so no two test binaries race on it.
+func ensureOwner(ctx context.Context, admin *pgx.Conn) error {
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", Owner).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	_, err := admin.Exec(ctx, "CREATE ROLE "+Owner+" LOGIN CREATEROLE NOSUPERUSER")
+	return err
+}
+
+// Login is a per-person PostgreSQL login made for one test: neither a
+// superuser nor the owner, a member of the groups it was made with.
+type Login struct {
+	// Name is the role's name (the person's name and a random suffix).
+	Name string
+	// URL reaches the test's database as this login.
+	URL string
+	// Pool is connected as this login and closed in cleanup.
+	Pool *pgxpool.Pool
+}
+
+// Login creates a login role for person (a name such as "alice"), a
+// member of groups (full names, e.g. "expiryctl_operator"), connected to
+// db. The role is dropped when tb ends.
+func (db *Database) Login(tb testing.TB, person string, groups ...string) *Login {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := connectAdmin(ctx, tb)
+	defer admin.Close(ctx)
+	name := person + "_" + randomSuffix()
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB"); err != nil {
+		tb.Fatalf("pgtest: create login %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		admin := connectAdmin(ctx, tb)
+		defer admin.Close(ctx)
+		// Its sessions go first: the database is still in use by others.
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
+		if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+ident); err != nil {
+			tb.Errorf("pgtest: drop login %s: %v", name, err)
+		}
+	})
+	for _, g := range groups {
+		if _, err := admin.Exec(ctx, "GRANT "+pgx.Identifier{g}.Sanitize()+" TO "+ident); err != nil {
+			tb.Fatalf("pgtest: grant %s to %s: %v", g, name, err)
+		}
+	}
+	url := WithUser(db.URL, name)
+	return &Login{Name: name, URL: url, Pool: Connect(tb, url)}
+}
+
+// WithUser returns rawURL with its user replaced by user (and no password).
+func WithUser(rawURL, user string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: bad URL: %v", err))
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
 // WithDatabase returns rawURL pointing at database name.
 func WithDatabase(rawURL, name string) string {
 	u, err := url.Parse(rawURL)
@@ -131,10 +205,16 @@ func templateName(tb testing.TB) string {
 		return name
 	}
 	_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
+	// The schema's owner is a login that is not a superuser, as in a real
+	// deployment: the SECURITY DEFINER functions then run with no more than
+	// an owner's rights, and tests see what such an owner cannot do.
+	if err := ensureOwner(ctx, admin); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0 OWNER %s", name, Owner)); err != nil {
 		tb.Fatalf("pgtest: create template: %v", err)
 	}
-	pool, err := store.Open(ctx, WithDatabase(AdminURL(), name))
+	pool, err := store.Open(ctx, WithUser(WithDatabase(AdminURL(), name), Owner))
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
@@ -196,4 +276,35 @@ func Connect(tb testing.TB, url string) *pgxpool.Pool {
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// People hands out one login per person's name in a test, made on first
+// use, each a member of every expiryctl group: tests of behaviour act as
+// distinct people (four-eyes compares logins) without spelling out roles.
+// Tests of who may do what make their logins with Login and exact groups.
+type People struct {
+	tb testing.TB
+	db *Database
+	mu sync.Mutex
+	by map[string]*Login
+}
+
+// AllGroups are expiryctl's five groups.
+var AllGroups = []string{"expiryctl_ingester", "expiryctl_operator", "expiryctl_approver", "expiryctl_auditor", "expiryctl_admin"}
+
+// People returns the test's people on db.
+func (db *Database) People(tb testing.TB) *People {
+	return &People{tb: tb, db: db, by: map[string]*Login{}}
+}
+
+// Get returns person's login, making it the first time.
+func (p *People) Get(person string) *Login {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.by[person]; ok {
+		return l
+	}
+	l := p.db.Login(p.tb, person, AllGroups...)
+	p.by[person] = l
+	return l
 }

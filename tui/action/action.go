@@ -205,9 +205,12 @@ func ReviewSpec(svc backend.Services, r replay.Request, approve bool) form.Spec 
 				return nil
 			}})
 	}
-	id := r.ID
+	id, hash := r.ID, r.CohortHash
+	if approve {
+		lines = append(lines, "cohort hash "+r.CohortHash+": you approve exactly these letters")
+	}
 	return form.Spec{Title: title, Lines: lines, Fields: fields, Submit: func(v form.Values) tea.Cmd {
-		opts := replay.ReviewOptions{Why: v["why"], AllowFreshKey: v["fresh"] == "yes"}
+		opts := replay.ReviewOptions{Why: v["why"], AllowFreshKey: v["fresh"] == "yes", CohortHash: hash}
 		return func() tea.Msg {
 			ctx, cancel := frame.Call()
 			defer cancel()

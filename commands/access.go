@@ -1,0 +1,153 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/access"
+)
+
+// NewCmdAccess builds `expiryctl access`.
+func NewCmdAccess(f *Factory) *cobra.Command {
+	var groups strings.Builder
+	for _, g := range access.Groups() {
+		fmt.Fprintf(&groups, "  %-19s %s\n", g.Name, g.May)
+	}
+	cmd := &cobra.Command{
+		Use:   "access <command>",
+		Short: "Manage which logins belong to which expiryctl group",
+		Long: `Each person connects with their own PostgreSQL login; what the login may do
+is its membership of expiryctl's groups, which ` + "`expiryctl migrate`" + ` creates:
+
+` + groups.String() + `
+No group writes a table directly: every change goes through the schema's
+functions, which check the caller's login and write the audit row. Only the
+schema owner grants and revokes; every change is audited.`,
+	}
+	cmd.AddCommand(NewCmdAccessChange(f, true, nil), NewCmdAccessChange(f, false, nil), NewCmdAccessList(f, nil))
+	return cmd
+}
+
+// AccessChangeOptions holds what `expiryctl access grant|revoke` needs.
+type AccessChangeOptions struct {
+	IO     *IOStreams
+	Actor  func() string
+	DB     func(context.Context) (*pgxpool.Pool, error)
+	Grant  bool
+	Login  string
+	Groups []string
+}
+
+// NewCmdAccessChange builds `expiryctl access grant` or `access revoke`.
+func NewCmdAccessChange(f *Factory, grant bool, runF func(context.Context, *AccessChangeOptions) error) *cobra.Command {
+	opts := &AccessChangeOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Grant: grant}
+	verb, short, example := "grant", "Make a login a member of groups (schema owner only)",
+		"  expiryctl access grant alice expiryctl_operator\n  expiryctl access grant bob expiryctl_approver expiryctl_auditor"
+	if !grant {
+		verb, short, example = "revoke", "End a login's membership of groups (schema owner only)",
+			"  expiryctl access revoke alice expiryctl_operator"
+	}
+	names := make([]string, 0, 5)
+	for _, g := range access.Groups() {
+		names = append(names, g.Name)
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " LOGIN GROUP...",
+		Short:   short,
+		Example: example,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return flagErrorf("access %s takes a login and one or more groups, e.g. `expiryctl access %s alice expiryctl_operator`", verb, verb)
+			}
+			if err := access.CheckGroups(args[1:]); err != nil {
+				return &FlagError{Err: err}
+			}
+			opts.Login, opts.Groups = args[0], args[1:]
+			return nil
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			pool, err := opts.DB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			svc := &access.Service{Pool: pool, Actor: opts.Actor()}
+			if grant {
+				err = svc.Grant(cmd.Context(), opts.Login, opts.Groups)
+			} else {
+				err = svc.Revoke(cmd.Context(), opts.Login, opts.Groups)
+			}
+			if err != nil {
+				return err
+			}
+			done := "granted to"
+			if !grant {
+				done = "revoked from"
+			}
+			fmt.Fprintf(opts.IO.Out, "%s %s %s\n", strings.Join(opts.Groups, ", "), done, opts.Login)
+			return nil
+		},
+	}
+	return cmd
+}
+
+// AccessListOptions holds what `expiryctl access list` needs.
+type AccessListOptions struct {
+	IO     *IOStreams
+	Actor  func() string
+	DB     func(context.Context) (*pgxpool.Pool, error)
+	Output *outputFormat
+}
+
+// NewCmdAccessList builds `expiryctl access list`.
+func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions) error) *cobra.Command {
+	opts := &AccessListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the logins in each expiryctl group",
+		Example: "  expiryctl access list\n  expiryctl access list -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			pool, err := opts.DB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			members, err := (&access.Service{Pool: pool, Actor: opts.Actor()}).List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if opts.Output.value == "json" {
+				return writeJSON(opts.IO.Out, members)
+			}
+			t := newTable(opts.IO, "LOGIN", "GROUPS", "NOTE")
+			for _, m := range members {
+				note := ""
+				switch {
+				case m.Superuser:
+					note = "superuser: governance is advisory for this login"
+				case !m.CanLogin:
+					note = "cannot log in"
+				}
+				t.addRow(m.Login, strings.Join(m.Groups, ", "), note)
+			}
+			return t.render()
+		},
+	}
+	opts.Output = addOutputFlag(cmd, "table", "json")
+	return cmd
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# scripts/demo.sh BIN runs `make demo`: the governed flow, each step as the
+# person who would take it. EXPIRYCTL_DATABASE_URL reaches the demo database
+# as its owner; the people's URLs differ only in the user.
+set -euo pipefail
+bin=$1
+owner_url=$EXPIRYCTL_DATABASE_URL
+as() { local who=$1; shift; EXPIRYCTL_DATABASE_URL=${owner_url/expiryctl_owner@/$who@} "$bin" "$@"; }
+
+"$bin" migrate
+"$bin" access grant alice expiryctl_operator expiryctl_ingester
+"$bin" access grant bob expiryctl_approver
+"$bin" access grant carol expiryctl_approver
+"$bin" access grant audrey expiryctl_auditor
+# The owner stages the incident (it creates the reservation tables) and
+# captures the dead letters.
+"$bin" demo
+echo
+echo "== alice requests a replay of five transient failures"
+out=$(as alice replay request --reason transient-exhausted --max 5 --rate 20 --why "demo: INC-1 database failover" -o json)
+id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$id" --sample 5
+echo
+echo "== alice may not approve her own request, whatever she calls herself"
+if as alice --actor bob replay approve "$id" --why "mine" 2>&1; then
+	echo "demo: alice approved her own request" >&2
+	exit 1
+fi
+echo
+echo "== bob approves exactly the cohort he was shown"
+as bob replay approve "$id" --why "checked the cohort"
+echo
+echo "== alice runs it"
+as alice replay run "$id"
+echo
+echo "== audrey verifies the trail"
+as audrey audit verify

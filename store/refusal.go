@@ -1,0 +1,80 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Refusal is a governance rule saying no. Rule is the rule's short name (as
+// in docs/governance.md); the message says what to do instead. The database
+// raises it (SQLSTATE EG001, the rule in the detail), so that any client,
+// not only expiryctl, hears which rule refused.
+type Refusal struct {
+	Rule    string
+	Message string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("refused by rule %s: %s", r.Rule, r.Message) }
+
+// RefusalSQLState is the SQLSTATE the database raises for a governance refusal.
+const RefusalSQLState = "EG001"
+
+// NotFoundSQLState is the SQLSTATE the database's functions raise for an
+// object that does not exist; the detail names it as kind:id.
+const NotFoundSQLState = "EG002"
+
+// functionGroups says which group may call each function of the schema's
+// API, for the message when PostgreSQL refuses EXECUTE to a login in none.
+var functionGroups = map[string]string{
+	"ingest_letters":                "expiryctl_ingester",
+	"purge_letters":                 "expiryctl_operator or expiryctl_admin",
+	"replay_request_create":         "expiryctl_operator",
+	"replay_run_start":              "expiryctl_operator",
+	"replay_items_mark":             "expiryctl_operator",
+	"replay_items_record":           "expiryctl_operator",
+	"replay_run_interrupted":        "expiryctl_operator",
+	"replay_run_halt":               "expiryctl_operator",
+	"replay_run_complete":           "expiryctl_operator",
+	"replay_discard_window":         "expiryctl_operator",
+	"replay_run_acked_after_cancel": "expiryctl_operator",
+	"replay_cancel":                 "expiryctl_operator or expiryctl_approver",
+	"replay_review":                 "expiryctl_approver",
+	"policy_set":                    "expiryctl_admin",
+	"policy_review":                 "expiryctl_admin",
+	"access_change":                 "the schema owner",
+}
+
+// AsRefusal turns the database's governance exception, and PostgreSQL's own
+// refusal of a privilege, into a *Refusal; other errors come back as they
+// are.
+func AsRefusal(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch {
+	case pgErr.Code == RefusalSQLState:
+		return &Refusal{Rule: strings.TrimPrefix(pgErr.Detail, "rule: "), Message: pgErr.Message}
+	case pgErr.Code == "23505" && pgErr.ConstraintName == "replay_items_one_open_request":
+		return &Refusal{Rule: "one-open-request", Message: "a dead letter in this cohort joined another open request meanwhile: try again"}
+	case pgErr.Code == "23514" && (strings.HasPrefix(pgErr.ConstraintName, "four_eyes") || pgErr.ConstraintName == "policy_four_eyes"):
+		return &Refusal{Rule: "four-eyes", Message: "the requester cannot review their own request: another approver must"}
+	case pgErr.Code == "42501":
+		return &Refusal{Rule: "role", Message: privilegeMessage(pgErr.Message)}
+	}
+	return err
+}
+
+// privilegeMessage says what a refused privilege means for an expiryctl user.
+func privilegeMessage(msg string) string {
+	const prefix = "permission denied for function "
+	if name, ok := strings.CutPrefix(msg, prefix); ok {
+		if group, known := functionGroups[name]; known {
+			return fmt.Sprintf("%s: your login is not a member of %s; ask the schema owner (`expiryctl access grant LOGIN GROUP`)", msg, group)
+		}
+	}
+	return msg + ": no expiryctl group writes a table directly; expiryctl's commands go through the schema's functions, and `expiryctl access list` shows who is in which group"
+}
