@@ -19,13 +19,21 @@ const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 type ConnectError struct {
 	Address string
 	Err     error
+	// cause is Err's message with the URL's password scrubbed, set by Dial,
+	// which knows the URL. It is kept instead of the secrets themselves so
+	// that printing the struct cannot show them.
+	cause string
 }
 
 func (e *ConnectError) Error() string {
+	cause := e.cause
+	if cause == "" {
+		cause = dsn.RedactText(e.Err.Error())
+	}
 	return fmt.Sprintf("cannot reach RabbitMQ at %s: %s\n"+
 		"start it with `scripts/services.sh` (or `rabbitmq-server -detached`), "+
 		"or point --amqp-url / EXPIRYCTL_AMQP_URL at a running broker",
-		e.Address, dsn.RedactText(e.Err.Error()))
+		e.Address, cause)
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
@@ -40,9 +48,9 @@ func Dial(url string) (*amqp.Connection, error) {
 	})
 	if err != nil {
 		if isURIError(url) {
-			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactText(err.Error()))
+			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
 		}
-		return nil, &ConnectError{Address: dsn.Address(url), Err: err}
+		return nil, &ConnectError{Address: dsn.Address(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
 	}
 	return conn, nil
 }

@@ -31,7 +31,7 @@ func Main() int {
 		fmt.Fprintln(f.IO.ErrOut, "cancelled")
 		return code
 	}
-	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactText(err.Error()))
+	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.DatabaseURL(), f.AMQPURL()))
 	var flagErr *FlagError
 	if errors.As(err, &flagErr) && cmd != nil {
 		fmt.Fprintf(f.IO.ErrOut, "\nUsage:  %s\nRun `%s --help` for examples.\n", cmd.UseLine(), cmd.CommandPath())

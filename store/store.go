@@ -27,13 +27,21 @@ const Schema = "expiryctl"
 type ConnectError struct {
 	Address string
 	Err     error
+	// cause is Err's message with the URL's password scrubbed, set by Open,
+	// which knows the URL. It is kept instead of the secrets themselves so
+	// that printing the struct cannot show them.
+	cause string
 }
 
 func (e *ConnectError) Error() string {
+	cause := e.cause
+	if cause == "" {
+		cause = dsn.RedactText(rootCause(e.Err))
+	}
 	return fmt.Sprintf("cannot reach PostgreSQL at %s: %s\n"+
 		"start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`), "+
 		"or point --database-url / EXPIRYCTL_DATABASE_URL at a running server",
-		e.Address, dsn.RedactText(rootCause(e.Err)))
+		e.Address, cause)
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
@@ -67,7 +75,7 @@ func rootCause(err error) string {
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactText(err.Error()))
+		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
@@ -75,13 +83,24 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, &ConnectError{Address: address(cfg), Err: err}
+		return nil, connectError(url, cfg, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, &ConnectError{Address: address(cfg), Err: err}
+		return nil, connectError(url, cfg, err)
 	}
 	return pool, nil
+}
+
+// connectError reports err, scrubbing the password of url from the address
+// and the message: pgx reads a raw "@" in a password as the end of the
+// userinfo, so the rest of the password becomes the host it names.
+func connectError(url string, cfg *pgxpool.Config, err error) *ConnectError {
+	return &ConnectError{
+		Address: dsn.RedactTextFor(address(cfg), url),
+		Err:     err,
+		cause:   dsn.RedactTextFor(rootCause(err), url),
+	}
 }
 
 func address(cfg *pgxpool.Config) string {
