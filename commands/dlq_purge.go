@@ -35,11 +35,13 @@ func NewCmdDLQPurge(f *Factory, runF func(context.Context, *DLQPurgeOptions) err
 		Short: "Redact payloads and headers past the retention window",
 		Long: `Redact the payload and headers of dead letters older than the retention
 window. Identity, category, error class, attempt history, the payload's sha256
-and size, and the audit trail stay; nothing is deleted. Letters held by an open
-replay or discard request are left alone.
+and size, and the audit trail stay; nothing is deleted. A frozen cohort cannot
+lose a payload, so an open replay or discard request holding such a letter is
+voided (cancelled, audited) first.
 
 The window defaults to the policy's retention (` + "`expiryctl policy show`" + `), kept
-in the database rather than in a local file. Without --yes, purge asks on a
+in the database rather than in a local file; a shorter one is refused (rule
+retention). Purging needs expiryctl_operator or expiryctl_admin. Without --yes, purge asks on a
 terminal and refuses otherwise.`,
 		Example: `  expiryctl dlq purge --dry-run
   expiryctl dlq purge --older-than 30d --yes`,
@@ -130,7 +132,11 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 	}
 	fmt.Fprintf(opts.IO.Out, "%s %d letters dead-lettered before %s", verb, res.Redacted, res.Cutoff.Format(time.RFC3339))
 	if res.InRequest > 0 {
-		fmt.Fprintf(opts.IO.Out, "; kept %d held by open requests", res.InRequest)
+		voided := "which the purge voided"
+		if opts.DryRun {
+			voided = "which the purge would void"
+		}
+		fmt.Fprintf(opts.IO.Out, "; %d of them held by open requests, %s", res.InRequest, voided)
 	}
 	fmt.Fprintln(opts.IO.Out)
 	return nil

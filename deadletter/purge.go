@@ -30,8 +30,9 @@ type PurgeOptions struct {
 type PurgeResult struct {
 	Cutoff   time.Time `json:"cutoff"`
 	Redacted int64     `json:"redacted"`
-	// InRequest counts old letters left alone because an open replay or
-	// discard request holds them: redacting them would change a frozen cohort.
+	// InRequest counts old letters that an open replay or discard request
+	// holds: a frozen cohort cannot lose a payload, so the purge voids
+	// (cancels) those requests, audited, and then redacts the letters.
 	InRequest int64 `json:"in_request"`
 	DryRun    bool  `json:"dry_run"`
 }
@@ -47,7 +48,7 @@ func PurgePreview(ctx context.Context, pool *pgxpool.Pool, olderThan time.Durati
 	}
 	res.Cutoff = res.Cutoff.UTC()
 	err := pool.QueryRow(ctx, `SELECT
-			count(*) FILTER (WHERE status <> 'in_request'),
+			count(*),
 			count(*) FILTER (WHERE status = 'in_request')
 		FROM expiryctl.dead_letters WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
 	return res, err
@@ -71,7 +72,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 	res.DryRun = opts.DryRun
 	details := func() map[string]any {
 		return map[string]any{"older_than": opts.OlderThan.String(), "cutoff": res.Cutoff, "redacted": res.Redacted,
-			"in_request_kept": res.InRequest, "dry_run": opts.DryRun}
+			"in_request_voided": res.InRequest, "dry_run": opts.DryRun}
 	}
 	if opts.DryRun {
 		return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})

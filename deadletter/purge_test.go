@@ -25,9 +25,12 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 		letters = append(letters, l)
 	}
 	seed(t, db.Pool, letters...)
-	// One old letter is held by an open request: redacting it would change a
-	// frozen cohort.
-	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE reservation_id = 'r-0'`); err != nil {
+	// One old letter is held by an open request: a frozen cohort cannot lose
+	// a payload, so the purge voids the request and then redacts the letter.
+	var request int64
+	if err := db.Pool.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('ops', 'discard',
+			jsonb_build_object('ids', ARRAY(SELECT id FROM expiryctl.dead_letters WHERE reservation_id = 'r-0')),
+			0, NULL, '', '', 'old news', false, false)`).Scan(&request); err != nil {
 		t.Fatal(err)
 	}
 
@@ -35,8 +38,8 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if preview.Redacted != 19 || preview.InRequest != 1 {
-		t.Fatalf("dry run = %+v, want 19 to redact and 1 kept", preview)
+	if preview.Redacted != 20 || preview.InRequest != 1 {
+		t.Fatalf("dry run = %+v, want 20 to redact, 1 of them held by a request", preview)
 	}
 	var redacted int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE redacted_at IS NOT NULL`).Scan(&redacted); err != nil || redacted != 0 {
@@ -47,8 +50,15 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Redacted != 19 {
-		t.Fatalf("purge redacted %d, want 19", res.Redacted)
+	if res.Redacted != 20 {
+		t.Fatalf("purge redacted %d, want 20", res.Redacted)
+	}
+	var status string
+	var voided int
+	if err := db.Pool.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.cancel'
+			AND target = 'replay_request:' || $1::bigint AND details->>'why' LIKE 'voided by dlq purge%')
+		FROM expiryctl.replay_requests WHERE id = $1`, request).Scan(&status, &voided); err != nil || status != "cancelled" || voided != 1 {
+		t.Fatalf("the request holding an old letter is %s with %d void audit rows (%v), want cancelled and 1", status, voided, err)
 	}
 	var emptied, kept, batches int
 	err = db.Pool.QueryRow(ctx, `SELECT
@@ -60,8 +70,8 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if emptied != 19 || kept != 11 || batches != 3 {
-		t.Fatalf("%d redacted with identity kept, %d untouched, %d batch audit rows; want 19, 11, 3", emptied, kept, batches)
+	if emptied != 20 || kept != 10 || batches != 3 {
+		t.Fatalf("%d redacted with identity kept, %d untouched, %d batch audit rows; want 20, 10, 3", emptied, kept, batches)
 	}
 	// Running it again finds nothing left.
 	again, err := deadletter.Purge(ctx, db.Pool, deadletter.PurgeOptions{Actor: "ops", OlderThan: 90 * 24 * time.Hour})

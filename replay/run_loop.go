@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
 
-	"github.com/expiryctl/expiryctl/audit"
 )
 
 // runItem is one frozen item of a request with its letter, as read for a
@@ -732,9 +731,11 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 	if req.Canary <= 0 {
 		return nil
 	}
+	// Only replay_canary_record writes these rows "ok" (audit_append
+	// refuses to), so a forged one cannot shorten or skip the canary.
 	var passed bool
 	if err := x.r.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
-		AND action = 'replay.canary.pass' AND (details->>'approval')::int = $2)`, requestTarget(req.ID), req.Approvals).Scan(&passed); err != nil {
+		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, requestTarget(req.ID), req.Approvals).Scan(&passed); err != nil {
 		return err
 	}
 	if passed {
@@ -742,7 +743,7 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 	}
 	var waited float64
 	err := x.r.Pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
-		WHERE target = $1 AND action = 'replay.canary.start' AND (details->>'approval')::int = $2
+		WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
 		ORDER BY seq DESC LIMIT 1`, requestTarget(req.ID), req.Approvals).Scan(&waited)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -1235,9 +1236,8 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 	}
 	if waited < 0 {
 		waited = 0
-		err := audit.Record(ctx, r.Pool, audit.Entry{Actor: r.Actor, Action: "replay.canary.start", Target: requestTarget(req.ID),
-			Details: map[string]any{"approval": req.Approvals, "published": x.canaryPublished, "confirmed": st.confirmedRun,
-				"failed": st.failedRun, "window_seconds": req.Stop.CanaryWindow.Seconds()}})
+		err := recordCanary(ctx, r, req.ID, false, map[string]any{"published": x.canaryPublished, "confirmed": st.confirmedRun,
+			"failed": st.failedRun, "window_seconds": req.Stop.CanaryWindow.Seconds()})
 		if err != nil {
 			return &stopReason{err: err}
 		}
@@ -1271,13 +1271,20 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 	if err := r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID).Scan(&redead); err != nil {
 		return &stopReason{err: err}
 	}
-	err := audit.Record(ctx, r.Pool, audit.Entry{Actor: r.Actor, Action: "replay.canary.pass", Target: requestTarget(req.ID),
-		Details: map[string]any{"approval": req.Approvals, "confirmed": st.confirmedRun, "failed": st.failedRun,
-			"redead": redead - st.redeadBase, "window_seconds": req.Stop.CanaryWindow.Seconds()}})
+	err := recordCanary(ctx, r, req.ID, true, map[string]any{"confirmed": st.confirmedRun, "failed": st.failedRun,
+		"redead": redead - st.redeadBase, "window_seconds": req.Stop.CanaryWindow.Seconds()})
 	if err != nil {
 		return &stopReason{err: err}
 	}
 	return nil
+}
+
+// recordCanary writes the canary's start or pass through the schema's
+// replay_canary_record function: a resumed run trusts these rows (a pass
+// skips the canary), so only the request's runner may write them.
+func recordCanary(ctx context.Context, r *Runner, request int64, passed bool, details map[string]any) error {
+	_, err := r.Pool.Exec(ctx, `SELECT expiryctl.replay_canary_record($1, $2, $3, $4)`, r.Actor, request, passed, details)
+	return asRefusal(err)
 }
 
 // finish stops the pipeline and settles the request: completed, halted, or

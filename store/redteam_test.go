@@ -302,6 +302,7 @@ func TestRedTeamRun(t *testing.T) {
 	rt.approve(t, rt.bob, req)
 	// Nobody holds the runner lock: the run functions refuse.
 	refused(t, rt.alice.Pool, "single-runner", `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID)
+	refused(t, rt.alice.Pool, "approved-to-run", `SELECT expiryctl.replay_canary_record('', $1, true, '{}')`, req.ID)
 	// alice takes the lock on one session and starts the run.
 	lock, err := pgx.Connect(ctx, rt.alice.URL)
 	if err != nil {
@@ -344,6 +345,7 @@ func TestRedTeamRun(t *testing.T) {
 	other := rt.db.Login(t, "oscar", "expiryctl_operator")
 	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[1:2])
 	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_run_halt('', $1, 'x', '{}', '{}')`, req.ID)
+	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_canary_record('', $1, true, '{}')`, req.ID)
 	// The approver and the auditor run nothing.
 	refused(t, rt.bob.Pool, "privilege", `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[1:2])
 	refused(t, rt.audrey.Pool, "privilege", `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID)
@@ -359,6 +361,10 @@ func TestRedTeamAuditAndAccess(t *testing.T) {
 	// database's to write.
 	refused(t, rt.alice.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('bob', 'replay.approve', 'replay_request:1', '{}', 'ok')`)
 	refused(t, rt.dave.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('', 'policy.set', 'policy', '{}', 'ok')`)
+	// A resumed run trusts its canary rows: a forged pass would skip the
+	// canary, a forged start shorten its wait.
+	refused(t, rt.alice.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('', 'replay.canary.pass', 'replay_request:1', '{"approval": 1}', 'ok')`)
+	refused(t, rt.alice.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('', 'replay.canary.start', 'replay_request:1', '{"approval": 1}', 'ok')`)
 	// Whatever label is declared, the row records the login.
 	var seq int64
 	if err := rt.alice.Pool.QueryRow(ctx, `SELECT seq FROM expiryctl.audit_append('bob', 'dlq.list', '', '{}', 'ok')`).Scan(&seq); err != nil {

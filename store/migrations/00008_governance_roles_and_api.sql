@@ -120,6 +120,7 @@ CREATE FUNCTION expiryctl.audit_reserved(action text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
     SELECT action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel', 'replay.expire',
                       'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
+                      'replay.canary.start', 'replay.canary.pass',
                       'replay.complete', 'policy.set', 'policy.propose', 'policy.approve', 'policy.reject',
                       'access.grant', 'access.revoke', 'dlq.ingest.batch', 'dlq.purge.batch', 'migrate.governance')
 $$;
@@ -266,8 +267,9 @@ $$;
 -- +goose StatementBegin
 -- purge_letters redacts the payload and headers of up to batch letters
 -- dead-lettered before cutoff, which must lie outside the policy's
--- retention window. Letters an open request holds are left alone: their
--- cohort is frozen. Returns the ids redacted.
+-- retention window. A frozen cohort cannot lose a payload, so an open
+-- request holding such a letter is voided first (cancelled, audited).
+-- Returns the ids redacted.
 CREATE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamptz, batch integer)
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -275,6 +277,7 @@ DECLARE
     label text;
     keep interval;
     ids bigint[];
+    rid bigint;
 BEGIN
     PERFORM expiryctl.require_role('dlq purge', 'expiryctl_operator', 'expiryctl_admin');
     label := expiryctl.actor_label(actor);
@@ -284,6 +287,18 @@ BEGIN
             'the policy keeps letters for %s: a purge may redact only letters dead-lettered before %s, not before %s',
             keep, now() - keep, cutoff));
     END IF;
+    FOR rid IN SELECT DISTINCT i.request_id FROM expiryctl.replay_items i
+                 JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+                WHERE i.open AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
+                ORDER BY 1 LOOP
+        UPDATE expiryctl.replay_requests SET status = 'cancelled',
+               halt_reason = 'voided: dlq purge redacted letters past retention that it held'
+         WHERE id = rid AND status IN ('pending', 'approved', 'running', 'halted');
+        IF FOUND THEN
+            PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || rid, jsonb_build_object(
+                'why', 'voided by dlq purge: letters it held passed the retention window', 'cutoff', cutoff));
+        END IF;
+    END LOOP;
     WITH redacted AS (
         UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
          WHERE id IN (SELECT id FROM expiryctl.dead_letters
@@ -1119,6 +1134,31 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
+-- replay_canary_record writes a running request's canary milestones: a
+-- resumed run reads them to know how long the canary already waited, or
+-- that it passed, so only the request's runner writes them.
+CREATE FUNCTION expiryctl.replay_canary_record(actor text, request bigint, passed boolean, details jsonb)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    label text;
+    req expiryctl.replay_requests%ROWTYPE;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF req.status IS DISTINCT FROM 'running' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s: a canary belongs to a running request', request, coalesce(req.status, 'missing')));
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    PERFORM expiryctl.audit_write(label, CASE WHEN passed THEN 'replay.canary.pass' ELSE 'replay.canary.start' END,
+        'replay_request:' || request, coalesce(details, '{}') || jsonb_build_object('approval', req.approvals));
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 -- replay_run_acked_after_cancel records items the broker acked after the
 -- request was cancelled under its runner: they were published, so their
 -- letters are marked replayed. Only items of the request that were being
@@ -1375,7 +1415,8 @@ GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(text, text, jsonb, num
     expiryctl.replay_run_halt(text, bigint, text, bigint[], jsonb),
     expiryctl.replay_run_complete(text, bigint, jsonb),
     expiryctl.replay_discard_window(bigint, integer, integer),
-    expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[])
+    expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[]),
+    expiryctl.replay_canary_record(text, bigint, boolean, jsonb)
     TO expiryctl_operator;
 GRANT EXECUTE ON FUNCTION expiryctl.replay_cancel(text, bigint, text) TO expiryctl_operator, expiryctl_approver;
 GRANT EXECUTE ON FUNCTION expiryctl.replay_review(text, bigint, text, text, boolean, bytea) TO expiryctl_approver;
@@ -1394,6 +1435,7 @@ DROP FUNCTION expiryctl.policy_review(text, bigint, text, text);
 DROP FUNCTION expiryctl.policy_set(text, jsonb, text);
 DROP FUNCTION expiryctl.policy_apply(jsonb, text);
 DROP TABLE expiryctl.policy_changes;
+DROP FUNCTION expiryctl.replay_canary_record(text, bigint, boolean, jsonb);
 DROP FUNCTION expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[]);
 DROP FUNCTION expiryctl.replay_discard_window(bigint, integer, integer);
 DROP FUNCTION expiryctl.replay_run_complete(text, bigint, jsonb);
