@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/time/rate"
-
 )
 
 // runItem is one frozen item of a request with its letter, as read for a
