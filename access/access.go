@@ -104,7 +104,7 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 			outcome = audit.Refused
 		}
 		_ = audit.Record(context.WithoutCancel(ctx), s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: "login:" + login,
-			Outcome: outcome, Details: map[string]any{"login": login, "groups": groups, "error": err.Error()}})
+			Outcome: outcome, Details: map[string]any{"login": login, "groups": groups, "error": audit.ErrorText(err)}})
 	}
 	return err
 }

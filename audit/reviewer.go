@@ -23,7 +23,7 @@ func (r *Reviewer) List(ctx context.Context, f Filter, after *Cursor, limit int)
 	}
 	page, err := List(ctx, r.Pool, f, after, limit)
 	if err != nil {
-		details["error"] = err.Error()
+		details["error"] = ErrorText(err)
 		_ = Record(ctx, r.Pool, Entry{Actor: r.Actor, Action: "audit.list", Details: details, Outcome: Failed})
 		return Page{}, err
 	}
@@ -60,7 +60,7 @@ func (r *Reviewer) Verify(ctx context.Context, from int64, anchor *Anchor) (Resu
 		details["error"] = chainErr.Detail
 		outcome = Failed
 	case verr != nil:
-		details["error"] = verr.Error()
+		details["error"] = ErrorText(verr)
 		outcome = Failed
 	default:
 		details["intact"] = true

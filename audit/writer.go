@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -92,3 +93,8 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 	}
 	return a, nil
 }
+
+// ErrorText is err's message as an audit row records it: with the password
+// of any connection URL it quotes masked, as everywhere else expiryctl
+// prints an error.
+func ErrorText(err error) string { return dsn.RedactText(err.Error()) }

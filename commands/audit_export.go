@@ -127,7 +127,7 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 		err = file.commit()
 	}
 	if err != nil {
-		details["error"] = err.Error()
+		details["error"] = audit.ErrorText(err)
 		details["rows_written"] = res.Rows
 		details["export_seq"] = own.Seq
 		// A cancelled context must not stop the failure from being recorded.

@@ -369,7 +369,7 @@ func (a *Archive) Show(ctx context.Context, id int64) (Detail, error) {
 			outcome = audit.Refused
 		}
 		_ = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.show", Target: target,
-			Details: map[string]any{"error": err.Error()}, Outcome: outcome})
+			Details: map[string]any{"error": audit.ErrorText(err)}, Outcome: outcome})
 		return Detail{}, err
 	}
 	return d, audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: "dlq.show", Target: target,
@@ -424,7 +424,7 @@ func (a *Archive) fail(ctx context.Context, action, target string, details map[s
 	if details == nil {
 		details = map[string]any{}
 	}
-	details["error"] = err.Error()
+	details["error"] = audit.ErrorText(err)
 	_ = audit.Record(ctx, a.pool, audit.Entry{Actor: a.actor, Action: action, Target: target, Details: details, Outcome: audit.Failed})
 	return err
 }

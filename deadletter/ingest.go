@@ -178,7 +178,7 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 			"batches": stats.Batches, "follow": opts.Follow}}
 	if err != nil {
 		summary.Outcome = audit.Failed
-		summary.Details.(map[string]any)["error"] = err.Error()
+		summary.Details.(map[string]any)["error"] = audit.ErrorText(err)
 	}
 	auditCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

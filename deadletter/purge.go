@@ -91,7 +91,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 		err = store.AsRefusal(err)
 		if err != nil {
 			d := details()
-			d["error"] = err.Error()
+			d["error"] = audit.ErrorText(err)
 			_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: d, Outcome: audit.Failed})
 			return res, err
 		}

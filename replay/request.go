@@ -282,7 +282,7 @@ func (s *Service) recordRefusal(ctx context.Context, action, target string, err 
 		outcome = audit.Refused
 		details["rule"] = refusal.Rule
 	}
-	details["error"] = err.Error()
+	details["error"] = audit.ErrorText(err)
 	_ = audit.Record(context.WithoutCancel(ctx), s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: target,
 		Details: details, Outcome: outcome})
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/audit"
 )
 
 // Runner runs approved requests: it publishes a replay's frozen cohort back
@@ -454,7 +456,7 @@ func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsen
 	if unsent == nil {
 		unsent = []int64{}
 	}
-	details := map[string]any{"error": cause.Error(), "published": st.published,
+	details := map[string]any{"error": audit.ErrorText(cause), "published": st.published,
 		"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
 		"skipped": st.skipped, "failed": st.failed}
 	_, _ = r.Pool.Exec(bg, `SELECT expiryctl.replay_run_interrupted($1, $2, $3, $4)`, r.Actor, st.req.ID, unsent, details)
