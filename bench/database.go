@@ -25,6 +25,46 @@ type benchDB struct {
 	URL      string
 	Pool     *pgxpool.Pool
 	adminURL string
+	// operator is the replay scenario's operator login: it requests and
+	// runs.
+	operator *pgxpool.Pool
+	// logins are the roles login made, dropped with the database.
+	logins []string
+	pools  []*pgxpool.Pool
+}
+
+// login creates a login role for person in groups (full names) and returns
+// a pool connected to the database as it: the benchmark acts as people,
+// as a deployment does, so the functions' membership checks are paid for
+// as they would be.
+func (d *benchDB) login(ctx context.Context, person string, groups ...string) (*pgxpool.Pool, error) {
+	admin, err := pgx.Connect(ctx, d.adminURL)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(ctx)
+	name := "expiryctl_bench_" + runID + "_" + person + "_" + randomSuffix()[:4]
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+ident+" LOGIN"); err != nil {
+		return nil, fmt.Errorf("create login %s: %w", name, err)
+	}
+	d.logins = append(d.logins, name)
+	for _, g := range groups {
+		if _, err := admin.Exec(ctx, "GRANT "+pgx.Identifier{g}.Sanitize()+" TO "+ident); err != nil {
+			return nil, fmt.Errorf("grant %s to %s: %w", g, name, err)
+		}
+	}
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		return nil, err
+	}
+	u.User = url.User(name)
+	pool, err := store.Open(ctx, u.String())
+	if err != nil {
+		return nil, err
+	}
+	d.pools = append(d.pools, pool)
+	return pool, nil
 }
 
 // createDB creates a database named after purpose with a random suffix, so
@@ -59,6 +99,9 @@ func (d *benchDB) drop() error {
 	if d.Pool != nil {
 		d.Pool.Close()
 	}
+	for _, p := range d.pools {
+		p.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, d.adminURL)
@@ -68,6 +111,11 @@ func (d *benchDB) drop() error {
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("drop database %s: %w", d.Name, err)
+	}
+	for _, name := range d.logins {
+		if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("drop login %s: %w", name, err)
+		}
 	}
 	return nil
 }

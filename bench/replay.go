@@ -101,7 +101,16 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 	// A benchmark database: the policy lets one request hold the whole
 	// cohort at a rate the limiter never reaches, and the target queue fill
 	// up without halting the run.
-	changes, err := replay.ParsePolicyChanges([]string{"approvers=bench-approver", fmt.Sprintf("max_cohort=%d", n+rateN),
+	operator, err := db.login(ctx, "operator", "expiryctl_operator")
+	if err != nil {
+		return nil, err
+	}
+	db.operator = operator
+	approver, err := db.login(ctx, "approver", "expiryctl_approver")
+	if err != nil {
+		return nil, err
+	}
+	changes, err := replay.ParsePolicyChanges([]string{fmt.Sprintf("max_cohort=%d", n+rateN),
 		"max_rate=1000000000", "stop_queue_depth=100000000", "canary_window=1ms"})
 	if err != nil {
 		return nil, err
@@ -118,7 +127,7 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 	for i := range reqs {
 		// Each request freezes the n oldest letters still waiting: the next
 		// n after the last request's.
-		if reqs[i], err = replayBenchRequest(ctx, db.Pool, n, 1e9); err != nil {
+		if reqs[i], err = replayBenchRequest(ctx, operator, approver, n, 1e9); err != nil {
 			return nil, err
 		}
 	}
@@ -208,7 +217,7 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 	if err := replayBenchSeed(ctx, db.Pool, exchange, 1_000_000, rateN); err != nil {
 		return nil, err
 	}
-	rateReq, err := replayBenchRequest(ctx, db.Pool, rateN, ratePerSec)
+	rateReq, err := replayBenchRequest(ctx, operator, approver, rateN, ratePerSec)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +226,7 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 		return nil, err
 	}
 	timed := &replayBenchTimed{Broker: b}
-	runner := &replay.Runner{Pool: db.Pool, Broker: timed, Actor: "bench"}
+	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench"}
 	res, err := runner.Run(ctx, rateReq.ID)
 	_ = b.Close()
 	if err != nil {
@@ -275,7 +284,7 @@ func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB,
 		return 0, 0, err
 	}
 	defer clock.stop()
-	runner := &replay.Runner{Pool: db.Pool, Broker: b, Actor: "bench"}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench"}
 	cpu := startCPU()
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
@@ -359,10 +368,11 @@ func replayBenchSeed(ctx context.Context, pool *pgxpool.Pool, exchange string, f
 }
 
 // replayBenchRequest freezes the n oldest waiting letters into a request at
-// rate, with no canary, and approves it as a second actor.
-func replayBenchRequest(ctx context.Context, pool *pgxpool.Pool, n int, rate float64) (replay.Request, error) {
-	svc := &replay.Service{Pool: pool, Actor: "bench-requester"}
-	approver := &replay.Service{Pool: pool, Actor: "bench-approver"}
+// rate, with no canary, as the operator's login, and approves it as the
+// approver's.
+func replayBenchRequest(ctx context.Context, operator, approverLogin *pgxpool.Pool, n int, rate float64) (replay.Request, error) {
+	svc := &replay.Service{Pool: operator, Actor: "bench-requester"}
+	approver := &replay.Service{Pool: approverLogin, Actor: "bench-approver"}
 	zero := 0
 	created, err := svc.Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{Max: n},
 		Rate: rate, Canary: &zero, Why: "benchmark"})
@@ -372,7 +382,7 @@ func replayBenchRequest(ctx context.Context, pool *pgxpool.Pool, n int, rate flo
 	if created.Request.Items != n {
 		return replay.Request{}, fmt.Errorf("the request froze %d letters, want %d", created.Request.Items, n)
 	}
-	req, err := approver.Approve(ctx, created.Request.ID, replay.ReviewOptions{Why: "benchmark"})
+	req, err := approver.Approve(ctx, created.Request.ID, replay.ReviewOptions{Why: "benchmark", CohortHash: created.Request.CohortHash})
 	if err != nil {
 		return replay.Request{}, fmt.Errorf("approve the replay request: %w", err)
 	}
