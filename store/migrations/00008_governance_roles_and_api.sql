@@ -111,35 +111,32 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
--- The actions whose "ok" rows only the functions below write: each records a
--- state change together with the change. A client may still record that
--- such an action was refused or failed (the refused transaction rolled back,
--- taking nothing with it).
--- +goose StatementBegin
-CREATE FUNCTION expiryctl.audit_reserved(action text) RETURNS boolean
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel', 'replay.expire',
-                      'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
-                      'replay.canary.start', 'replay.canary.pass',
-                      'replay.complete', 'policy.set', 'policy.propose', 'policy.approve', 'policy.reject',
-                      'access.grant', 'access.revoke', 'dlq.ingest.batch', 'dlq.purge.batch', 'migrate.governance')
-$$;
--- +goose StatementEnd
+-- The actions whose "ok" rows only the functions below write (each records
+-- a state change together with the change) are listed in audit_append. A
+-- client may still record that such an action was refused or failed (the
+-- refused transaction rolled back, taking nothing with it).
 
 -- +goose StatementBegin
 -- audit_append is how a command records what it did: reads, and the
--- refusals and failures of anything. One plain-SQL statement, so that the
--- audit row of a read command costs no PL/pgSQL load.
+-- refusals and failures of anything. It is on every command's path, and a
+-- command runs in a new session, where every catalog it touches is read
+-- afresh: so it is one plain-SQL statement, membership is left to EXECUTE
+-- (granted to the five groups only), the policy is read only for a label
+-- that is not the login, and PL/pgSQL loads only for a refusal.
 CREATE FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text)
 RETURNS TABLE (seq bigint, hash text)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome)
-    SELECT CASE WHEN expiryctl.caller_in('expiryctl_ingester', 'expiryctl_operator', 'expiryctl_approver',
-                                         'expiryctl_auditor', 'expiryctl_admin')
-                THEN expiryctl.actor_label(actor)
-                ELSE expiryctl.refuse_text('role', format('the login %s is in no expiryctl group: ask the schema owner to run `expiryctl access grant %s GROUP`',
-                                                          session_user, session_user)) END,
-           CASE WHEN outcome = 'ok' AND expiryctl.audit_reserved(action)
+    SELECT CASE
+               WHEN coalesce(btrim(actor), '') = '' THEN session_user::text
+               WHEN actor = session_user THEN actor
+               ELSE expiryctl.actor_label(actor)
+           END,
+           CASE WHEN outcome = 'ok' AND action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel',
+                    'replay.expire', 'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
+                    'replay.canary.start', 'replay.canary.pass', 'replay.complete', 'policy.set', 'policy.propose',
+                    'policy.approve', 'policy.reject', 'access.grant', 'access.revoke', 'dlq.ingest.batch',
+                    'dlq.purge.batch', 'migrate.governance')
                 THEN expiryctl.refuse_text('audit-reserved', format(
                     'an "ok" %s row is written only by the database function that makes the change, in the same transaction', action))
                 ELSE action END,
@@ -1467,7 +1464,6 @@ DROP TRIGGER dead_letters_immutable ON expiryctl.dead_letters;
 DROP FUNCTION expiryctl.dead_letters_refuse_change();
 DROP FUNCTION expiryctl.audit_write(text, text, text, jsonb, text);
 DROP FUNCTION expiryctl.audit_append(text, text, text, jsonb, text);
-DROP FUNCTION expiryctl.audit_reserved(text);
 DROP FUNCTION expiryctl.actor_label(text);
 DROP FUNCTION expiryctl.refuse_text(text, text);
 DROP FUNCTION expiryctl.require_role(text, text[]);
