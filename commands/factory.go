@@ -59,7 +59,6 @@ type Factory struct {
 	AMQPURLFlag     string
 	ActorFlag       string
 
-	warnOnce sync.Once
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
 	poolErr  error
@@ -97,6 +96,9 @@ func (f *Factory) Actor() string {
 func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
 	f.poolOnce.Do(func() {
 		f.pool, f.poolErr = store.Open(ctx, f.DatabaseURL())
+		if f.poolErr == nil {
+			f.warnAdvisory(ctx, f.pool)
+		}
 	})
 	return f.pool, f.poolErr
 }
@@ -111,7 +113,6 @@ func (f *Factory) DB(ctx context.Context) (*pgxpool.Pool, error) {
 	if err := store.CheckSchema(ctx, pool); err != nil {
 		return nil, err
 	}
-	f.warnOnce.Do(func() { f.warnAdvisory(ctx, pool) })
 	return pool, nil
 }
 
