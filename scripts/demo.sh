@@ -7,6 +7,24 @@ bin=$1
 owner_url=$EXPIRYCTL_DATABASE_URL
 as() { local who=$1; shift; EXPIRYCTL_DATABASE_URL=${owner_url/expiryctl_owner@/$who@} "$bin" "$@"; }
 
+# drain_work_queue runs the reference worker until the work queue is empty
+# (at most 60 s), so that the replayed jobs are done and the next demo finds
+# the queue idle.
+drain_work_queue() {
+	"$bin" worker >/dev/null 2>&1 &
+	local worker=$! left
+	for _ in $(seq 60); do
+		left=$(rabbitmqctl -q list_queues name messages 2>/dev/null | awk '$1 == "reservation-expiry" { print $2 }')
+		[[ ${left:-0} == 0 ]] && break
+		sleep 1
+	done
+	kill -INT "$worker" 2>/dev/null || true
+	wait "$worker" 2>/dev/null || true
+	echo "work queue reservation-expiry holds ${left:-0} messages"
+}
+
+# A queue left busy by an earlier demo's replay is drained first.
+drain_work_queue >/dev/null
 "$bin" migrate
 "$bin" access grant alice expiryctl_operator expiryctl_ingester
 "$bin" access grant bob expiryctl_approver
@@ -32,6 +50,9 @@ as bob replay approve "$id" --why "checked the cohort"
 echo
 echo "== alice runs it"
 as alice replay run "$id"
+echo
+echo "== the reference worker takes the replayed jobs (same idempotency keys)"
+drain_work_queue
 echo
 echo "== audrey verifies the trail"
 as audrey audit verify
