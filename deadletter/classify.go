@@ -47,6 +47,10 @@ var defaultClassRules = map[Category][]string{
 		"db_timeout", "timeout", "connection_lost", "connection_refused", "connection_reset",
 		"unavailable", "throttled", "rate_limited", "too_many_requests", "429", "deadlock",
 		"lock_timeout", "lock_not_available", "serialization_failure", "transient", "broker_unavailable",
+		// Node.js system error codes (err.code), which Node.js workers
+		// often send as the class: the network failed, not the job.
+		"etimedout", "esockettimedout", "econnrefused", "econnreset", "econnaborted",
+		"ehostunreach", "eai_again", "epipe", "enotfound",
 	},
 	Validation: {"validation", "invalid", "bad_request", "schema"},
 	NotFound:   {"not_found", "missing", "404"},
@@ -64,6 +68,11 @@ var defaultPatterns = []struct {
 }{
 	{`(?i)version.*(conflict|mismatch)|(conflict|mismatch).*version|optimistic.?lock`, Conflict},
 	{`(?i)timeout|timed out|deadline exceeded`, TransientExhausted},
+	// Node.js system error codes, as err.message carries them ("connect
+	// ECONNREFUSED 10.0.0.1:5432", "getaddrinfo ENOTFOUND db"). Case
+	// sensitive: Node.js writes them in capitals, and "epipe" in lowercase
+	// prose is more likely a word than an error code.
+	{`\bE(TIMEDOUT|SOCKETTIMEDOUT|CONNREFUSED|CONNRESET|CONNABORTED|HOSTUNREACH|AI_AGAIN|PIPE|NOTFOUND)\b`, TransientExhausted},
 	{`(?i)connection (refused|reset|lost|closed)`, TransientExhausted},
 	{`(?i)deadlock`, TransientExhausted},
 	{`(?i)serializ`, TransientExhausted},

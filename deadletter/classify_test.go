@@ -34,6 +34,11 @@ func TestDefaultClassifierErrorClasses(t *testing.T) {
 		// Unlisted classes fall through to the patterns, tried on the class too.
 		"upstream_timeout": TransientExhausted, "validation_failed": Validation,
 		"payment_gateway_down": Unknown, "500": Unknown,
+		// Node.js system error codes, as err.code gives them.
+		"ETIMEDOUT": TransientExhausted, "ESOCKETTIMEDOUT": TransientExhausted, "ECONNREFUSED": TransientExhausted,
+		"ECONNRESET": TransientExhausted, "ECONNABORTED": TransientExhausted, "EHOSTUNREACH": TransientExhausted,
+		"EAI_AGAIN": TransientExhausted, "EPIPE": TransientExhausted, "ENOTFOUND": TransientExhausted,
+		"econnrefused": TransientExhausted,
 	}
 	c := DefaultClassifier()
 	for class, want := range tests {
@@ -74,6 +79,18 @@ func TestDefaultClassifierErrorText(t *testing.T) {
 		"request blocked by policy":                                  Unknown, // "blocked" is not a lock
 		"reservation r-84291 failed":                                 Unknown, // nor is a 429 inside an id
 		"panic: runtime error: index out of range [3] with length 3": Unknown,
+		// Node.js err.message texts that carry a system error code.
+		"connect ETIMEDOUT 10.0.0.1:5432":             TransientExhausted,
+		"connect ECONNREFUSED 127.0.0.1:5432":         TransientExhausted,
+		"read ECONNRESET":                             TransientExhausted,
+		"getaddrinfo EAI_AGAIN db.internal":           TransientExhausted,
+		"write EPIPE":                                 TransientExhausted,
+		"getaddrinfo ENOTFOUND db.internal":           TransientExhausted, // DNS, not a missing reservation
+		"Error: ESOCKETTIMEDOUT":                      TransientExhausted,
+		"socket hang up (ECONNABORTED)":               TransientExhausted,
+		"connect EHOSTUNREACH 10.0.0.9:5432":          TransientExhausted,
+		"Error: ECONNREFUSEDX is not a code":          Unknown, // whole codes only
+		"epipe welding crew reported the reservation": Unknown,
 	}
 	c := DefaultClassifier()
 	for text, want := range tests {
