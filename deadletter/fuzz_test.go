@@ -46,13 +46,25 @@ func fuzzMessage(body []byte, class, lastError, key, reason string, count, shape
 		delete(h, "x-last-error")
 		h["x-delivery-count"] = int32(shape)
 	}
+	// The shapes Node.js producers and workers send: the history as JSON
+	// text, retry counters, times in milliseconds.
+	if shape&4 != 0 {
+		h["x-attempt-history"] = lastError
+		h["x-retry-count"] = class
+		h["x-attempt"] = count
+		h["x-retries"] = float64(count) / 7
+	}
+	ts := time.Unix(count, shape)
+	if shape&8 != 0 {
+		ts = time.UnixMilli(count).Add(time.Duration(shape))
+	}
 	return Message{
 		Queue:       key,
 		Body:        body,
 		Headers:     h,
 		ContentType: class,
 		MessageID:   messageID,
-		Timestamp:   time.Unix(count, shape),
+		Timestamp:   ts,
 	}
 }
 
@@ -62,6 +74,9 @@ func FuzzParse(f *testing.F) {
 		"", "", "x-death", "expired", int64(1), int64(3), "")
 	f.Add([]byte(`{"reservation_id":"r-\u0000","idempotency_key":"k\\x00"}`), "a\x00b", "caf\xe9", "$bytes", "maxlen", int64(-1), int64(1), "m\x00")
 	f.Add([]byte{}, "", "", "", "", int64(0), int64(0), "")
+	f.Add([]byte(`{"reservationId":"r-1","holdUntil":1796041200000,"notBefore":1796041200}`), "3",
+		`[{"timestamp":"2026-11-30T12:18:00.000Z","errorClass":"ECONNREFUSED","message":"connect ECONNREFUSED"},{"time":1796041200000},{"at":1.7e9}]`,
+		"x-retries", "rejected", int64(1796041200000), int64(12), "")
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00, 0xff}, "validation", "\xff\xfe", "$key:AA==", "delivery_limit", int64(1<<62), int64(2), "\xff")
 	f.Fuzz(func(t *testing.T, body []byte, class, lastError, key, reason string, count, shape int64, messageID string) {
 		m := fuzzMessage(body, class, lastError, key, reason, count, shape, messageID)

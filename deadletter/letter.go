@@ -104,7 +104,8 @@ type Letter struct {
 	ReservationID   string
 	IdempotencyKey  string
 	ExpectedVersion *int64
-	// DueAt is the business deadline (hold_until) the job was to act on.
+	// DueAt is the business deadline (hold_until) the job was to act on,
+	// given as RFC 3339 or as unix seconds or milliseconds.
 	DueAt *time.Time
 
 	// SourceQueue is the DLQ it was captured from; OriginQueue the queue it
@@ -118,10 +119,13 @@ type Letter struct {
 	Category   Category
 	ErrorClass string
 	LastError  string
-	// Attempts is the best count of processing attempts any source gives.
+	// Attempts is the best count of processing attempts any source gives:
+	// the body's attempt, x-attempt-history, x-death rejections,
+	// x-delivery-count and the retry counters (x-attempt, x-retry-count,
+	// x-retries, retry-count), whichever says most.
 	Attempts int
 	// AttemptHistory is the timeline: the worker's attempts and the broker's
-	// dead-letterings, oldest first.
+	// dead-letterings, oldest first, then those whose time is unknown.
 	AttemptHistory []AttemptEvent
 	// Deaths is the decoded x-death header, as RabbitMQ wrote it.
 	Deaths []Death
@@ -142,7 +146,9 @@ type Letter struct {
 
 // AttemptEvent is one entry of a letter's timeline.
 type AttemptEvent struct {
-	At time.Time `json:"at"`
+	// At is when it happened; the zero time means unknown, and is left out
+	// of the JSON rather than written as year 1.
+	At time.Time `json:"at,omitzero"`
 	// Source is "worker" for x-attempt-history entries and "broker" for x-death.
 	Source     string `json:"source"`
 	ErrorClass string `json:"error_class,omitempty"`
@@ -155,10 +161,12 @@ type AttemptEvent struct {
 
 // Death is one entry of RabbitMQ's x-death header.
 type Death struct {
-	Count       int64     `json:"count"`
-	Reason      string    `json:"reason"`
-	Queue       string    `json:"queue"`
-	Exchange    string    `json:"exchange"`
-	RoutingKeys []string  `json:"routing_keys"`
-	Time        time.Time `json:"time"`
+	Count       int64    `json:"count"`
+	Reason      string   `json:"reason"`
+	Queue       string   `json:"queue"`
+	Exchange    string   `json:"exchange"`
+	RoutingKeys []string `json:"routing_keys"`
+	// Time is the entry's time; the zero time means unknown, and is left
+	// out of the JSON.
+	Time time.Time `json:"time,omitzero"`
 }

@@ -38,6 +38,21 @@ const (
 	headerReplayCount      = "x-replay-count"
 )
 
+// attemptCounters are the counters producers and Node.js retry libraries put
+// on a message instead of x-death or x-attempt-history. x-attempt numbers the
+// attempt, so it is a count of attempts; the others count retries, and a job
+// retried n times was attempted n+1 times. Parse uses them only when they
+// say more than x-death, the history and the body do.
+var attemptCounters = []struct {
+	header  string
+	retries bool
+}{
+	{"x-attempt", false},
+	{"x-retry-count", true},
+	{"x-retries", true},
+	{"retry-count", true},
+}
+
 // Parse turns a message from a dead-letter queue into a classified Letter.
 //
 // Parse never fails and never panics: a missing field or a header of the
@@ -105,14 +120,38 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 	for _, d := range l.Deaths {
 		history = append(history, AttemptEvent{At: d.Time, Source: "broker", Reason: d.Reason, Queue: d.Queue, Count: d.Count})
 	}
-	slices.SortStableFunc(history, func(a, b AttemptEvent) int { return a.At.Compare(b.At) })
+	// Oldest first; an event whose time is unknown goes last, in the order
+	// it came, rather than first as the zero time would sort.
+	slices.SortStableFunc(history, func(a, b AttemptEvent) int {
+		switch az, bz := a.At.IsZero(), b.At.IsZero(); {
+		case az && bz:
+			return 0
+		case az:
+			return 1
+		case bz:
+			return -1
+		}
+		return a.At.Compare(b.At)
+	})
 	l.AttemptHistory = history
 
 	l.ErrorClass, _ = headerText(h[headerErrorClass])
 	l.LastError, _ = headerText(h[headerLastError])
 	// Without the top-level headers, the newest worker entry that says
-	// anything is the best account of why the job died.
-	for i := len(history) - 1; i >= 0; i-- {
+	// anything is the best account of why the job died: the newest of those
+	// with a time, else the last of those without one.
+	known := slices.IndexFunc(history, func(e AttemptEvent) bool { return e.At.IsZero() })
+	if known < 0 {
+		known = len(history)
+	}
+	order := make([]int, 0, len(history))
+	for i := known - 1; i >= 0; i-- {
+		order = append(order, i)
+	}
+	for i := len(history) - 1; i >= known; i-- {
+		order = append(order, i)
+	}
+	for _, i := range order {
 		e := history[i]
 		if e.Source != "worker" || (e.ErrorClass == "" && e.Error == "") {
 			continue
@@ -136,6 +175,16 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 	}
 	deliveryCount, _ := headerInt(h[headerDeliveryCount], false)
 	attempts := max(b.attempt, int64(len(worker)), deathCount, deliveryCount, 0)
+	for _, c := range attemptCounters {
+		n, ok := headerInt(h[c.header], true)
+		if !ok || n < 0 {
+			continue
+		}
+		if c.retries {
+			n = saturatingAdd(n, 1)
+		}
+		attempts = max(attempts, n)
+	}
 	l.Attempts = int(min(attempts, math.MaxInt32))
 
 	if id, ok := headerInt(h[headerReplayRequest], true); ok {
@@ -145,7 +194,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		l.ReplayCount = int(min(n, math.MaxInt32))
 	}
 
-	l.DeadLetteredAt = deadLetteredAt(m.Timestamp, workerPublished(h), l.Deaths, history, ingestedAt)
+	l.DeadLetteredAt = deadLetteredAt(amqpTimestamp(m.Timestamp), workerPublished(h), l.Deaths, history, ingestedAt)
 	l.JobKey = firstNonEmpty(l.IdempotencyKey, l.MessageID, l.ReservationID)
 	l.Category = c.Classify(&l, malformed)
 	return l
@@ -165,7 +214,7 @@ func fallbackLetter(m Message, ingestedAt time.Time, cause any) Letter {
 		Deaths:         []Death{},
 		Category:       Unknown,
 		LastError:      SafeText(fmt.Sprintf("expiryctl could not parse this letter: %v", cause)),
-		DeadLetteredAt: validTimeOr(m.Timestamp, ingestedAt.UTC()),
+		DeadLetteredAt: validTimeOr(amqpTimestamp(m.Timestamp), ingestedAt.UTC()),
 	}
 	func() {
 		defer func() { _ = recover() }()
@@ -232,11 +281,8 @@ func decodeBody(body []byte) (jobBody, bool) {
 	}
 	// notBefore is when a job may run, not the business deadline, so only
 	// hold_until becomes DueAt.
-	if s := jsonText(field("hold_until", "holdUntil")); s != "" {
-		if t, err := time.Parse(time.RFC3339, s); err == nil && validTime(t) {
-			t = t.UTC()
-			b.dueAt = &t
-		}
+	if t, ok := jsonTime(field("hold_until", "holdUntil")); ok {
+		b.dueAt = &t
 	}
 	if n, ok := jsonInt(field("attempt", "attempt")); ok && n > 0 {
 		b.attempt = n
@@ -263,6 +309,30 @@ func jsonText(raw json.RawMessage) string {
 		return SafeText(n.String())
 	}
 	return ""
+}
+
+// jsonTime reads a point in time sent as an RFC 3339 string, or as a unix
+// time in a JSON number or a numeric string, in seconds or milliseconds (see
+// unixTime). Node.js producers send Date.now(), or Date.toISOString() and
+// strings with an offset.
+func jsonTime(raw json.RawMessage) (time.Time, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return time.Time{}, false
+	}
+	var s string
+	if raw[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return time.Time{}, false
+		}
+	} else {
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return time.Time{}, false
+		}
+		s = n.String()
+	}
+	return textTime(s)
 }
 
 // jsonInt reads an integer sent as a JSON number or a numeric string.
@@ -363,38 +433,100 @@ func headerInt(v any, allowStrings bool) (int64, bool) {
 	return 0, false
 }
 
-// headerTime reads a point in time: an AMQP timestamp, an RFC 3339 string,
-// or a unix time in seconds. A number too large to be seconds (after year
-// 5138) is taken as milliseconds, which is what JavaScript's Date.now()
-// gives. A time outside years 1-9999 counts as absent: encoding/json cannot
-// write it, and the timeline is stored as JSON.
+// headerTime reads a point in time: an AMQP timestamp (seconds, or
+// milliseconds mistaken for seconds, see amqpTimestamp), an RFC 3339 string,
+// or a unix time in seconds or milliseconds (see unixTime) as a number or a
+// numeric string. A time outside years 1-9999 counts as absent: encoding/json
+// cannot write it, and the timeline is stored as JSON.
 func headerTime(v any) (time.Time, bool) {
 	var t time.Time
 	switch x := v.(type) {
 	case time.Time:
-		t = x
+		t = amqpTimestamp(x)
 	case string, []byte:
 		s, _ := headerText(x)
-		p, err := time.Parse(time.RFC3339, strings.TrimSpace(s))
-		if err != nil {
-			return time.Time{}, false
-		}
-		t = p
+		return textTime(s)
+	case float32:
+		return floatTime(float64(x))
+	case float64:
+		return floatTime(x)
 	default:
 		n, ok := headerInt(v, false)
 		if !ok {
 			return time.Time{}, false
 		}
-		if n >= 1e11 || n <= -1e11 {
-			t = time.UnixMilli(n)
-		} else {
-			t = time.Unix(n, 0)
-		}
+		t = unixTime(n)
 	}
 	if !validTime(t) {
 		return time.Time{}, false
 	}
 	return t.UTC(), true
+}
+
+// millisFrom is the magnitude from which a unix time is taken as
+// milliseconds: 1e11 seconds is in the year 5138, and 1e11 milliseconds is
+// March 1973, so each side of it has only one plausible reading.
+const millisFrom = 1e11
+
+// unixTime reads a unix time whose unit its magnitude tells: seconds below
+// millisFrom, milliseconds (JavaScript's Date.now()) from it.
+func unixTime(n int64) time.Time {
+	if n >= millisFrom || n <= -millisFrom {
+		return time.UnixMilli(n)
+	}
+	return time.Unix(n, 0)
+}
+
+// floatTime is unixTime for a number with a fraction, such as
+// Date.now()/1000, which some clients send as a double.
+func floatTime(f float64) (time.Time, bool) {
+	if n, ok := floatInt(f); ok {
+		return validUTC(unixTime(n))
+	}
+	// Beyond 1e15 (milliseconds in the year 33658) no reading is valid, and
+	// converting to int64 would not be exact.
+	if math.IsNaN(f) || math.Abs(f) >= 1e15 {
+		return time.Time{}, false
+	}
+	if math.Abs(f) >= millisFrom {
+		f /= 1000
+	}
+	sec := math.Floor(f)
+	return validUTC(time.Unix(int64(sec), int64((f-sec)*1e9)))
+}
+
+// textTime reads an RFC 3339 string (any offset, fractional seconds
+// allowed) or a numeric string holding a unix time (see unixTime).
+func textTime(s string) (time.Time, bool) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return validUTC(t)
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return validUTC(unixTime(n))
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return floatTime(f)
+	}
+	return time.Time{}, false
+}
+
+func validUTC(t time.Time) (time.Time, bool) {
+	if !validTime(t) {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// amqpTimestamp undoes a mistake amqplib lets Node.js producers make: it
+// writes the timestamp property as given, and Date.now() is milliseconds,
+// so the 64-bit seconds value arrives a thousand times too large. A second
+// count from millisFrom on (after the year 5138) is read as milliseconds.
+func amqpTimestamp(t time.Time) time.Time {
+	if s := t.Unix(); s >= millisFrom || s <= -millisFrom {
+		return time.UnixMilli(s)
+	}
+	return t
 }
 
 func validTime(t time.Time) bool {
@@ -471,9 +603,19 @@ func decodeDeaths(v any) []Death {
 	return deaths
 }
 
-// decodeAttemptHistory reads the worker's x-attempt-history. The contract
-// says error_class; errorClass is accepted for Node.js workers.
+// decodeAttemptHistory reads the worker's x-attempt-history: an array of
+// tables, or the same array as JSON text, which is what a Node.js worker
+// that calls JSON.stringify on it sends. The contract says at, error_class
+// and error; timestamp or time, errorClass and message are accepted too, in
+// that order of preference. An entry without a readable time keeps the zero
+// time, which means unknown.
 func decodeAttemptHistory(v any) []AttemptEvent {
+	switch x := v.(type) {
+	case string:
+		v = jsonHeaderValue([]byte(x))
+	case []byte:
+		v = jsonHeaderValue(x)
+	}
 	list, _ := headerList(v)
 	events := make([]AttemptEvent, 0, len(list))
 	for _, e := range list {
@@ -482,15 +624,62 @@ func decodeAttemptHistory(v any) []AttemptEvent {
 			continue
 		}
 		ev := AttemptEvent{Source: "worker"}
-		ev.At, _ = headerTime(t["at"])
-		var found bool
-		if ev.ErrorClass, found = headerText(t["error_class"]); !found {
-			ev.ErrorClass, _ = headerText(t["errorClass"])
+		for _, k := range []string{"at", "timestamp", "time"} {
+			if at, ok := headerTime(t[k]); ok {
+				ev.At = at
+				break
+			}
 		}
-		ev.Error, _ = headerText(t["error"])
+		ev.ErrorClass = firstHeaderText(t, "error_class", "errorClass")
+		ev.Error = firstHeaderText(t, "error", "message")
 		events = append(events, ev)
 	}
 	return events
+}
+
+// firstHeaderText is the first of keys that t holds as text.
+func firstHeaderText(t map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if s, ok := headerText(t[k]); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// jsonHeaderValue decodes JSON text into the value types amqp091-go gives
+// for a header (integers as int64, other numbers as float64), or nil if it
+// is not JSON.
+func jsonHeaderValue(text []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	var convert func(any) any
+	convert = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+			if f, err := x.Float64(); err == nil {
+				return f
+			}
+			return x.String()
+		case []any:
+			for i := range x {
+				x[i] = convert(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = convert(x[k])
+			}
+		}
+		return v
+	}
+	return convert(v)
 }
 
 // workerPublished reports whether a worker dead-lettered the message the

@@ -497,8 +497,10 @@ func TestParseWrongTypedHeaders(t *testing.T) {
 				for _, e := range l.AttemptHistory {
 					got = append(got, e.Error+"@"+e.At.Format(time.RFC3339))
 				}
+				// An unknown time sorts last; a timestamp a thousand
+				// times too large is milliseconds.
 				died := testDied.UTC().Format(time.RFC3339)
-				want := []string{"a@0001-01-01T00:00:00Z", "c@0001-01-01T00:00:00Z", "b@" + died, "d@" + died}
+				want := []string{"c@2004-11-03T19:53:47Z", "b@" + died, "d@" + died, "a@0001-01-01T00:00:00Z"}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("history = %q, want %q", got, want)
 				}
@@ -769,5 +771,266 @@ func TestSafeText(t *testing.T) {
 		if got := SafeText(tt.in); got != tt.want {
 			t.Errorf("SafeText(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestParseDueAtShapes(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		body string
+		want *time.Time
+	}{
+		{"RFC 3339 in UTC", `{"hold_until": "2026-11-30T12:20:00Z"}`, &due},
+		{"RFC 3339 with an offset", `{"holdUntil": "2026-11-30T13:20:00+01:00"}`, &due},
+		{"Date.toISOString", `{"holdUntil": "2026-11-30T12:20:00.000Z"}`, &due},
+		{"epoch milliseconds", `{"holdUntil": 1796041200000}`, &due},
+		{"epoch seconds", `{"hold_until": 1796041200}`, &due},
+		{"epoch seconds with a fraction", `{"hold_until": 1796041200.25}`, ptr(due.Add(250 * time.Millisecond))},
+		{"epoch milliseconds as a float", `{"hold_until": 1.7960412e12}`, &due},
+		{"epoch milliseconds in a string", `{"holdUntil": "1796041200000"}`, &due},
+		{"epoch seconds in a string", `{"holdUntil": " 1796041200 "}`, &due},
+		{"snake_case wins", `{"hold_until": 1796041200, "holdUntil": 0}`, &due},
+		// 1e11 is the boundary: seconds below it, milliseconds from it.
+		{"just below the boundary is seconds", `{"hold_until": 99999999999}`, ptr(time.Unix(99999999999, 0).UTC())},
+		{"the boundary is milliseconds", `{"hold_until": 100000000000}`, ptr(time.UnixMilli(1e11).UTC())},
+		{"beyond year 9999 as milliseconds", `{"hold_until": 1e17}`, nil},
+		{"not a number", `{"hold_until": 1e400}`, nil},
+		{"a boolean", `{"hold_until": true}`, nil},
+		{"an object", `{"hold_until": {"$date": 1796041200000}}`, nil},
+		{"null", `{"hold_until": null}`, nil},
+		// not_before is when the job may run, not its deadline.
+		{"notBefore in milliseconds is not the deadline", `{"notBefore": 1796041200000, "not_before": 1796041200}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := Parse(testMessage(tt.body, nil), nil, testIngested)
+			switch {
+			case tt.want == nil && l.DueAt != nil:
+				t.Errorf("DueAt = %v, want none", *l.DueAt)
+			case tt.want != nil && (l.DueAt == nil || !l.DueAt.Equal(*tt.want) || l.DueAt.Location() != time.UTC):
+				t.Errorf("DueAt = %v, want %v in UTC", l.DueAt, *tt.want)
+			}
+			if string(l.Payload) != tt.body {
+				t.Errorf("Payload = %s, want it as received", l.Payload)
+			}
+		})
+	}
+}
+
+// nodeHistory is x-attempt-history as a Node.js worker that calls
+// JSON.stringify on it sends it.
+const nodeHistory = `[{"timestamp": "2026-11-30T12:18:00.000Z", "errorClass": "ECONNREFUSED", "message": "connect ECONNREFUSED 10.0.0.1:5432"},
+ {"time": 1796041140000, "errorClass": "ECONNREFUSED", "message": "attempt 2"},
+ {"at": 1796041200, "errorClass": "ETIMEDOUT", "message": "connect ETIMEDOUT 10.0.0.1:5432"}]`
+
+func TestParseAttemptHistoryShapes(t *testing.T) {
+	t.Parallel()
+	at := func(min, sec int) time.Time { return time.Date(2026, 11, 30, 12, min, sec, 0, time.UTC) }
+	type event struct {
+		at          time.Time
+		class, text string
+	}
+	nodeEvents := []event{
+		{at(18, 0), "ECONNREFUSED", "connect ECONNREFUSED 10.0.0.1:5432"},
+		{at(19, 0), "ECONNREFUSED", "attempt 2"},
+		{at(20, 0), "ETIMEDOUT", "connect ETIMEDOUT 10.0.0.1:5432"},
+	}
+	tests := []struct {
+		name     string
+		history  any
+		want     []event
+		class    string
+		lastErr  string
+		category Category
+	}{
+		{"JSON text in a longstr", nodeHistory, nodeEvents, "ETIMEDOUT", "connect ETIMEDOUT 10.0.0.1:5432", TransientExhausted},
+		{"JSON text in a byte array", []byte(nodeHistory), nodeEvents, "ETIMEDOUT", "connect ETIMEDOUT 10.0.0.1:5432", TransientExhausted},
+		{"tables with Node.js keys", []any{
+			amqp.Table{"timestamp": at(18, 0).Format(time.RFC3339Nano), "error_class": "db_timeout", "message": "one"},
+			amqp.Table{"time": at(19, 0).UnixMilli(), "error_class": "db_timeout", "message": "two"},
+			amqp.Table{"at": float64(at(20, 0).UnixMilli()) / 1000, "error_class": "db_timeout", "error": "three"},
+		}, []event{{at(18, 0), "db_timeout", "one"}, {at(19, 0), "db_timeout", "two"}, {at(20, 0), "db_timeout", "three"}},
+			"db_timeout", "three", TransientExhausted},
+		{"at wins over timestamp, error over message", []any{
+			amqp.Table{"at": at(20, 0), "timestamp": at(10, 0), "error": "the error", "message": "the message"},
+		}, []event{{at(20, 0), "", "the error"}}, "", "the error", Unknown},
+		{"an unreadable at falls back to timestamp", []any{
+			amqp.Table{"at": "later", "timestamp": "2026-11-30T13:20:00+01:00", "error": "x"},
+		}, []event{{at(20, 0), "", "x"}}, "", "x", Unknown},
+		{"JSON text with an offset and seconds as a string", `[{"time": "2026-11-30T13:19:00+01:00", "message": "a"}, {"time": "1796041200", "message": "b"}]`,
+			[]event{{at(19, 0), "", "a"}, {at(20, 0), "", "b"}}, "", "b", Unknown},
+		{"JSON text that is not an array", `{"at": 1796042400, "message": "x"}`, []event{}, "", "", Unknown},
+		{"text that is not JSON", `attempt 1 failed; attempt 2 failed`, []event{}, "", "", Unknown},
+		{"JSON text with entries of the wrong type", `[1, "x", null, {"at": "soon", "message": 7, "errorClass": ["a"]}]`,
+			[]event{{}}, "", "", Unknown},
+		// An unknown time is unknown: it sorts after every known one and
+		// is not taken for the newest when a known entry says something.
+		{"unknown times sort last", []any{
+			amqp.Table{"error_class": "validation", "error": "no time"},
+			amqp.Table{"at": at(20, 0), "error_class": "db_timeout", "error": "newest known"},
+			amqp.Table{"at": at(19, 0), "error_class": "db_timeout", "error": "older"},
+		}, []event{{at(19, 0), "db_timeout", "older"}, {at(20, 0), "db_timeout", "newest known"}, {time.Time{}, "validation", "no time"}},
+			"db_timeout", "newest known", TransientExhausted},
+		{"only unknown times keep header order", `[{"message": "first", "errorClass": "a"}, {"message": "second", "errorClass": "validation"}]`,
+			[]event{{time.Time{}, "a", "first"}, {time.Time{}, "validation", "second"}}, "validation", "second", Validation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := testMessage(testJob, amqp.Table{"x-attempt-history": tt.history})
+			l := Parse(m, nil, testIngested)
+			got := []event{}
+			for _, e := range l.AttemptHistory {
+				if e.Source != "worker" {
+					t.Errorf("event from %q", e.Source)
+				}
+				got = append(got, event{e.At, e.ErrorClass, e.Error})
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("history = %+v\nwant %+v", got, tt.want)
+			}
+			if l.ErrorClass != tt.class || l.LastError != tt.lastErr || l.Category != tt.category {
+				t.Errorf("ErrorClass, LastError, Category = %q, %q, %s; want %q, %q, %s",
+					l.ErrorClass, l.LastError, l.Category, tt.class, tt.lastErr, tt.category)
+			}
+			if l.Attempts != max(len(tt.want), 2) {
+				t.Errorf("Attempts = %d, want %d", l.Attempts, max(len(tt.want), 2))
+			}
+			stored, err := DecodeHeaders(l.Headers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(stored["x-attempt-history"], tt.history) {
+				t.Errorf("stored x-attempt-history = %#v, want it as received", stored["x-attempt-history"])
+			}
+		})
+	}
+}
+
+func TestAttemptEventUnknownTimeInJSON(t *testing.T) {
+	t.Parallel()
+	h := amqp.Table{
+		"x-attempt-history": `[{"message": "no time"}]`,
+		"x-death":           []any{amqp.Table{"count": int64(1), "reason": "rejected", "queue": testWorkQueue}},
+	}
+	l := Parse(testMessage(testJob, h), nil, testIngested)
+	history, err := json.Marshal(l.AttemptHistory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaths, err := json.Marshal(l.Deaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{history, deaths} {
+		if bytes.Contains(b, []byte("0001-01-01")) || bytes.Contains(b, []byte(`"at"`)) || bytes.Contains(b, []byte(`"time"`)) {
+			t.Errorf("an unknown time is written: %s", b)
+		}
+	}
+	var back []AttemptEvent
+	if err := json.Unmarshal(history, &back); err != nil || len(back) != 2 || !back[0].At.IsZero() || !back[1].At.IsZero() {
+		t.Errorf("read back %+v, %v; want two events of unknown time", back, err)
+	}
+	// A time stored as null, as a hand-written row might have it, is unknown too.
+	var ev AttemptEvent
+	if err := json.Unmarshal([]byte(`{"at": null, "source": "worker"}`), &ev); err != nil || !ev.At.IsZero() {
+		t.Errorf("null at = %v, %v", ev.At, err)
+	}
+	if !l.DeadLetteredAt.Equal(testIngested) {
+		t.Errorf("DeadLetteredAt = %v, want the capture time when no time is known", l.DeadLetteredAt)
+	}
+}
+
+func TestParseRetryCounters(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		headers amqp.Table
+		want    int
+	}{
+		{"x-retry-count counts retries", amqp.Table{"x-retry-count": int64(4)}, 5},
+		{"x-retries", amqp.Table{"x-retries": int32(5)}, 6},
+		{"retry-count as a string", amqp.Table{"retry-count": "6"}, 7},
+		{"x-attempt counts attempts", amqp.Table{"x-attempt": float64(7)}, 7},
+		{"x-attempt in a byte array", amqp.Table{"x-attempt": []byte("7")}, 7},
+		{"the body's attempt when a counter says less", amqp.Table{"x-retry-count": int64(0)}, 2},
+		{"x-death when a counter says less", amqp.Table{"x-retry-count": int64(1), "x-death": []any{testDeath("rejected", testWorkQueue, 6, testDied)}}, 6},
+		{"the history when a counter says less", amqp.Table{"x-retries": int64(1), "x-attempt-history": `[{}, {}, {}, {}]`}, 4},
+		{"the largest counter", amqp.Table{"x-attempt": int64(3), "x-retry-count": int64(8), "x-retries": int64(2)}, 9},
+		{"negative and wrong types are ignored", amqp.Table{"x-retry-count": int64(-9), "x-retries": "many", "x-attempt": 2.5, "retry-count": []any{int64(9)}}, 2},
+		{"absurd counts are capped", amqp.Table{"x-retry-count": int64(1<<63 - 1)}, 1<<31 - 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// testJob says attempt 2.
+			l := Parse(testMessage(testJob, tt.headers), nil, testIngested)
+			if l.Attempts != tt.want {
+				t.Errorf("Attempts = %d, want %d", l.Attempts, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseMillisecondAMQPTimestamp(t *testing.T) {
+	t.Parallel()
+	// amqp091-go reads the timestamp property as seconds; amqplib lets a
+	// producer put Date.now() there.
+	sent := time.Date(2026, 11, 30, 12, 21, 0, 500_000_000, time.UTC)
+	tests := []struct {
+		name      string
+		timestamp time.Time
+		headers   amqp.Table
+		want      time.Time
+	}{
+		{"milliseconds on a worker copy", time.Unix(sent.UnixMilli(), 0), amqp.Table{"x-error-class": "ETIMEDOUT"}, sent},
+		{"milliseconds without x-death", time.Unix(sent.UnixMilli(), 0), nil, sent},
+		{"seconds stay seconds", time.Unix(sent.Unix(), 0), amqp.Table{"x-error-class": "ETIMEDOUT"}, sent.Truncate(time.Second)},
+		{"just below the boundary is seconds", time.Unix(99999999999, 0), nil, time.Unix(99999999999, 0)},
+		{"milliseconds in an x-death time", time.Time{}, testBrokerHeaders(testDeath("expired", testWorkQueue, 1, time.Unix(sent.UnixMilli(), 0))), sent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := testMessage(testJob, tt.headers)
+			m.Timestamp = tt.timestamp
+			l := Parse(m, nil, testIngested)
+			if !l.DeadLetteredAt.Equal(tt.want) || l.DeadLetteredAt.Location() != time.UTC {
+				t.Errorf("DeadLetteredAt = %v, want %v in UTC", l.DeadLetteredAt, tt.want)
+			}
+		})
+	}
+
+	// The fingerprint covers the property as received, not as read: a
+	// copy with the timestamp in seconds is another message.
+	asSent, asRead := testMessage(testJob, nil), testMessage(testJob, nil)
+	asSent.Timestamp, asRead.Timestamp = time.Unix(sent.UnixMilli(), 0), sent
+	if Parse(asSent, nil, testIngested).Fingerprint == Parse(asRead, nil, testIngested).Fingerprint {
+		t.Errorf("the fingerprint hashes the corrected timestamp, not the one received")
+	}
+}
+
+func TestParseNodeErrorCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		headers amqp.Table
+	}{
+		{"x-error-class", amqp.Table{"x-error-class": "ECONNREFUSED", "x-last-error": "connect ECONNREFUSED 10.0.0.1:5432"}},
+		{"x-last-error only", amqp.Table{"x-last-error": "Error: connect ETIMEDOUT 10.0.0.1:5432\n    at TCPConnectWrap.afterConnect"}},
+		{"a generic class and a code in the text", amqp.Table{"x-error-class": "Error", "x-last-error": "getaddrinfo EAI_AGAIN db.internal"}},
+		{"the history only", amqp.Table{"x-attempt-history": `[{"at": 1796042400000, "errorClass": "ECONNRESET", "message": "read ECONNRESET"}]`}},
+		{"over broker-expired retry hops", amqp.Table{"x-error-class": "EPIPE", "x-death": []any{testDeath("expired", testRetry, 3, testDied)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if l := Parse(testMessage(testJob, tt.headers), nil, testIngested); l.Category != TransientExhausted {
+				t.Errorf("Category = %s, want %s", l.Category, TransientExhausted)
+			}
+		})
 	}
 }
