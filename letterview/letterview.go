@@ -89,7 +89,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if ev.Source == "broker" {
 			what = fmt.Sprintf("%s ×%d in %s", esc(ev.Reason), ev.Count, esc(ev.Queue))
 		}
-		line := fmt.Sprintf("  %s  %-6s  %s", ev.At.UTC().Format(time.RFC3339), esc(ev.Source), what)
+		line := fmt.Sprintf("  %-20s  %-6s  %s", timeOrUnknown(ev.At), esc(ev.Source), what)
 		if ev.Error != "" {
 			line += "  " + esc(ev.Error)
 		}
@@ -105,7 +105,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 			}
 			fmt.Fprintf(&b, "  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s\n", i+1,
 				esc(death.Reason), death.Count, esc(death.Queue), esc(death.Exchange), strings.Join(keys, ","),
-				death.Time.UTC().Format(time.RFC3339))
+				timeOrUnknown(death.Time))
 		}
 	}
 
@@ -146,6 +146,15 @@ func (st Styles) withDefaults() Styles {
 		st.Warn = plain
 	}
 	return st
+}
+
+// timeOrUnknown formats t, or says "unknown" for the zero time, which is how
+// a letter records a time its message did not give.
+func timeOrUnknown(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func relative(now, t time.Time) string {
