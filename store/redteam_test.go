@@ -400,3 +400,47 @@ func TestRedTeamAuditAndAccess(t *testing.T) {
 		t.Errorf("%d letters whose stored hash is not their payload's (%v)", mismatched, err)
 	}
 }
+
+// TestRedTeamSessionObjects: a caller shapes their own session (temporary
+// tables, functions and triggers in pg_temp) before calling a function that
+// runs as the owner. Nothing of theirs may run with the owner's rights or
+// bend what the function computes.
+func TestRedTeamSessionObjects(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, rt.alice.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{
+		`CREATE FUNCTION pg_temp.as_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN UPDATE expiryctl.policy SET max_rate = 999999; RETURN NEW; END $$`,
+		`CREATE TEMP TABLE replay_cohort (ordinal integer, id bigint, status text, payload_sha256 bytea, stored_sha256 bytea,
+			has_target boolean, redacted boolean)`,
+		`CREATE TRIGGER hijack BEFORE INSERT ON pg_temp.replay_cohort FOR EACH ROW EXECUTE FUNCTION pg_temp.as_owner()`,
+		`CREATE TEMP TABLE dead_letters (id bigint)`,
+		`CREATE TEMP TABLE replay_items (id bigint)`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var id int64
+	if err := conn.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, '', '', 'x', false, false)`,
+		fmt.Sprintf(`{"ids": [%d]}`, rt.letters[0])).Scan(&id); err != nil {
+		t.Fatalf("request in a session with look-alike objects: %v", err)
+	}
+	p, err := replay.LoadPolicy(ctx, rt.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxRate == 999999 {
+		t.Fatal("the caller's trigger ran with the owner's rights and changed the policy")
+	}
+	var items int
+	if err := rt.owner.QueryRow(ctx, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&items); err != nil || items != 1 {
+		t.Fatalf("the request holds %d items (%v), want 1", items, err)
+	}
+}

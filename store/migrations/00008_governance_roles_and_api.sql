@@ -95,6 +95,22 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
+-- not_found raises "no such object" (SQLSTATE EG002, the detail kind:id)
+-- for expiryctl to name it, with the command that lists the ones there are.
+CREATE FUNCTION expiryctl.not_found(kind text, id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION '%', CASE kind
+            WHEN 'dead_letter' THEN format('dead letter %s not found: `expiryctl dlq list` shows the ids there are', id)
+            WHEN 'replay_request' THEN format('replay request %s not found: `expiryctl replay list` shows the requests there are', id)
+            WHEN 'policy_change' THEN format('policy change %s not found: `expiryctl policy show` lists the pending ones', id)
+            ELSE format('%s %s not found', kind, id) END
+        USING ERRCODE = 'EG002', DETAIL = kind || ':' || id;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 -- actor_label is the label an audit row and a request record beside the
 -- login: the one the client declared, else the login itself. Under
 -- identity_mode db-role a declared label must be the login.
@@ -627,12 +643,16 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
     pol expiryctl.policy%ROWTYPE;
-    ids bigint[];
     wanted bigint[];
+    c_ids bigint[];
+    c_hashes bytea[];
     bound integer;
     n integer;
-    found_n integer;
-    bad text;
+    bad_redacted text;
+    bad_taken text;
+    bad_decided text;
+    bad_changed text;
+    bad_target text;
     eff_rate numeric;
     eff_canary integer;
     rid bigint;
@@ -672,68 +692,62 @@ BEGIN
         PERFORM expiryctl.replay_refuse('max-cohort', format('%s ids is above the policy maximum of %s letters per request', cardinality(wanted), pol.max_cohort));
     END IF;
 
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.replay_cohort (
-        ordinal integer, id bigint, status text, payload_sha256 bytea, stored_sha256 bytea,
-        has_target boolean, redacted boolean) ON COMMIT DROP;
-    TRUNCATE pg_temp.replay_cohort;
+    -- The cohort is c_ids in run order (ordinal = position - 1), locked,
+    -- with c_hashes the sha256 of each stored payload. Arrays, not a
+    -- temporary table: a table in pg_temp could be the caller's own, with
+    -- their triggers on it.
     IF cardinality(wanted) > 0 THEN
-        INSERT INTO pg_temp.replay_cohort
-        SELECT (row_number() OVER (ORDER BY d.id))::integer - 1, d.id, d.status, sha256(d.payload), d.payload_sha256,
-               d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL OR d.origin_queue IS NOT NULL,
-               d.redacted_at IS NOT NULL
-          FROM (SELECT * FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
-        SELECT count(*) INTO found_n FROM pg_temp.replay_cohort;
-        IF found_n < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
-            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x NOT IN (SELECT id FROM pg_temp.replay_cohort);
-            RAISE EXCEPTION 'dead letter % not found: `expiryctl dlq list` shows the ids there are', rid
-                USING ERRCODE = 'EG002', DETAIL = 'dead_letter:' || rid;
+        SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}') INTO c_ids
+          FROM (SELECT id FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
+        IF cardinality(c_ids) < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
+            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x <> ALL (c_ids);
+            PERFORM expiryctl.not_found('dead_letter', rid);
         END IF;
-        matched := found_n;
+        matched := cardinality(c_ids);
     ELSE
         SELECT count(*) INTO matched FROM expiryctl.letters_matching(selection->'filter');
-        INSERT INTO pg_temp.replay_cohort
-        SELECT (row_number() OVER (ORDER BY m.dead_lettered_at, m.id))::integer - 1, m.id, m.status, sha256(m.payload),
-               m.payload_sha256,
-               m.original_exchange IS NOT NULL OR m.original_routing_key IS NOT NULL OR m.origin_queue IS NOT NULL,
-               m.redacted_at IS NOT NULL
-          FROM (SELECT d.* FROM expiryctl.letters_matching(selection->'filter') l
+        SELECT coalesce(array_agg(m.id ORDER BY m.dead_lettered_at, m.id), '{}') INTO c_ids
+          FROM (SELECT d.id, d.dead_lettered_at FROM expiryctl.letters_matching(selection->'filter') l
                   JOIN expiryctl.dead_letters d ON d.id = l.id
                  ORDER BY l.dead_lettered_at, l.id LIMIT bound FOR UPDATE OF d) m;
     END IF;
-    SELECT count(*) INTO n FROM pg_temp.replay_cohort;
+    n := cardinality(c_ids);
     IF n = 0 THEN
         PERFORM expiryctl.replay_refuse('empty-cohort', 'no dead letter waiting for a decision matches: check the filter with `expiryctl dlq list` (letters already replayed, discarded or in an open request are not eligible)');
     END IF;
+    SELECT array_agg(sha256(d.payload) ORDER BY c.ord) INTO c_hashes
+      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
 
-    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE redacted;
-    IF bad IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad));
+    SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.status = 'in_request'),
+           string_agg(d.id || ' (' || d.status || ')', ', ' ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
+               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL)
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target
+      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id;
+    IF bad_redacted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
     END IF;
-    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE status = 'in_request';
-    IF bad IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad));
+    IF bad_taken IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad_taken));
     END IF;
-    SELECT string_agg(id || ' (' || status || ')', ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE status <> 'dead';
-    IF bad IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad));
+    IF bad_decided IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad_decided));
     END IF;
-    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE payload_sha256 <> stored_sha256;
-    IF bad IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad));
+    IF bad_changed IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
     END IF;
-    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' THEN
-        SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE NOT has_target;
-        IF bad IS NOT NULL THEN
-            PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad));
-        END IF;
+    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
     END IF;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
     IF canary IS NOT NULL THEN
         eff_canary := least(greatest(canary, 0), n);
     END IF;
-    SELECT sha256(string_agg(int8send(c.id) || c.payload_sha256, ''::bytea ORDER BY c.ordinal)), array_agg(c.id ORDER BY c.ordinal)
-      INTO chash, ids FROM pg_temp.replay_cohort c;
+    SELECT sha256(string_agg(int8send(c.id) || c.h, ''::bytea ORDER BY c.ord)) INTO chash
+      FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
 
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
@@ -743,10 +757,10 @@ BEGIN
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
-    SELECT rid, c.id, c.payload_sha256, c.ordinal FROM pg_temp.replay_cohort c;
-    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (ids);
+    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (c_ids);
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
-        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(ids),
+        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why));
     request_id := rid;
@@ -775,8 +789,7 @@ BEGIN
     END IF;
     SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
-            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
+        PERFORM expiryctl.not_found('replay_request', request);
     END IF;
     IF decision = 'reject' AND coalesce(btrim(why), '') = '' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why you reject it: --why');
@@ -821,8 +834,7 @@ BEGIN
     label := expiryctl.actor_label(actor);
     UPDATE expiryctl.replay_requests SET status = 'cancelled', halt_reason = 'cancelled by ' || label WHERE id = request;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
-            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
+        PERFORM expiryctl.not_found('replay_request', request);
     END IF;
     PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || request,
                                   jsonb_build_object('why', coalesce(why, '')));
@@ -869,8 +881,7 @@ BEGIN
     label := expiryctl.actor_label(actor);
     SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
-            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
+        PERFORM expiryctl.not_found('replay_request', request);
     END IF;
     PERFORM expiryctl.replay_run_lease(request);
     CASE req.status
@@ -1299,8 +1310,7 @@ BEGIN
     label := expiryctl.actor_label(actor);
     SELECT * INTO c FROM expiryctl.policy_changes WHERE id = change FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'policy change % not found: `expiryctl policy show` lists the pending ones', change
-            USING ERRCODE = 'EG002', DETAIL = 'policy_change:' || change;
+        PERFORM expiryctl.not_found('policy_change', change);
     END IF;
     IF c.status <> 'pending' THEN
         PERFORM expiryctl.replay_refuse('single-review', format('policy change %s is %s: it was already reviewed by %s',
@@ -1465,6 +1475,7 @@ DROP FUNCTION expiryctl.dead_letters_refuse_change();
 DROP FUNCTION expiryctl.audit_write(text, text, text, jsonb, text);
 DROP FUNCTION expiryctl.audit_append(text, text, text, jsonb, text);
 DROP FUNCTION expiryctl.actor_label(text);
+DROP FUNCTION expiryctl.not_found(text, bigint);
 DROP FUNCTION expiryctl.refuse_text(text, text);
 DROP FUNCTION expiryctl.require_role(text, text[]);
 DROP FUNCTION expiryctl.caller_in(text[]);
