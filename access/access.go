@@ -99,12 +99,8 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 		return store.AsRefusal(err)
 	})
 	if err != nil {
-		outcome := audit.Failed
-		if _, refused := err.(*store.Refusal); refused {
-			outcome = audit.Refused
-		}
-		_ = audit.Record(context.WithoutCancel(ctx), s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: "login:" + login,
-			Outcome: outcome, Details: map[string]any{"login": login, "groups": groups, "error": audit.ErrorText(err)}})
+		_ = audit.RecordFailure(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: "login:" + login,
+			Details: map[string]any{"login": login, "groups": groups}}, err)
 	}
 	return err
 }

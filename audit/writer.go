@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -98,3 +99,23 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 // of any connection URL it quotes masked, as everywhere else expiryctl
 // prints an error.
 func ErrorText(err error) string { return dsn.RedactText(err.Error()) }
+
+// RecordFailure writes e for an action that err ended: outcome Refused, with
+// the rule, when a governance rule refused it, else Failed; the error text
+// goes in the details either way. The action's own transaction rolled back,
+// so the row goes in on its own, even after the caller's context ended.
+func RecordFailure(ctx context.Context, q store.Querier, e Entry, err error) error {
+	details, _ := e.Details.(map[string]any)
+	if details == nil {
+		details = map[string]any{}
+	}
+	e.Outcome = Failed
+	var refusal *store.Refusal
+	if errors.As(err, &refusal) {
+		e.Outcome = Refused
+		details["rule"] = refusal.Rule
+	}
+	details["error"] = ErrorText(err)
+	e.Details = details
+	return Record(context.WithoutCancel(ctx), q, e)
+}

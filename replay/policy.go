@@ -265,16 +265,11 @@ func (e *PolicyChangeNotFoundError) Is(target error) bool { return target == dea
 
 func policyError(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == store.NotFoundSQLState {
-		_, idText, _ := strings.Cut(pgErr.Detail, ":")
-		id, _ := strconv.ParseInt(idText, 10, 64)
-		return &PolicyChangeNotFoundError{ID: id}
-	}
 	if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.ConstraintName, "policy_") &&
 		pgErr.ConstraintName != "policy_four_eyes" {
 		return refuse("policy-value", "the policy refuses that value (%s)", pgErr.ConstraintName)
 	}
-	return asRefusal(err)
+	return databaseError(err)
 }
 
 // recordPolicyRefusal audits a policy change that was refused or failed; the

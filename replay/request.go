@@ -267,6 +267,8 @@ func databaseError(err error) error {
 			return &deadletter.NotFoundError{ID: id}
 		case "replay_request":
 			return &NotFoundError{ID: id}
+		case "policy_change":
+			return &PolicyChangeNotFoundError{ID: id}
 		}
 		return fmt.Errorf("%s: %w", pgErr.Message, deadletter.ErrNotFound)
 	}
@@ -276,13 +278,5 @@ func databaseError(err error) error {
 // recordRefusal audits a request that was refused or failed; the state
 // change rolled back, so the row goes in on its own.
 func (s *Service) recordRefusal(ctx context.Context, action, target string, err error, details map[string]any) {
-	outcome := audit.Failed
-	var refusal *Refusal
-	if errors.As(err, &refusal) {
-		outcome = audit.Refused
-		details["rule"] = refusal.Rule
-	}
-	details["error"] = audit.ErrorText(err)
-	_ = audit.Record(context.WithoutCancel(ctx), s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: target,
-		Details: details, Outcome: outcome})
+	_ = audit.RecordFailure(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: target, Details: details}, err)
 }
