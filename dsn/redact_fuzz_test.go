@@ -2,10 +2,10 @@ package dsn
 
 import (
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/internal/secrettest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -46,52 +46,8 @@ var fuzzShapes = []fuzzShape{
 	{name: "raw query", build: func(pw string) string { return "postgres://127.0.0.1:1/db?sslmode=disable&password=" + pw },
 		skip: func(pw string) bool { return strings.Contains(pw, "&") }},
 	{name: "key/value", escaped: true, build: func(pw string) string {
-		return "host=127.0.0.1 port=1 user=u password='" + keyValueEscape(pw) + "' dbname=db"
+		return "host=127.0.0.1 port=1 user=u password='" + secrettest.KeyValueEscape(pw) + "' dbname=db"
 	}},
-}
-
-func keyValueEscape(pw string) string {
-	return strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pw)
-}
-
-// passwordForms returns what a reader would recognise as pw: as typed,
-// percent-decoded, percent-encoded the ways net/url writes it, escaped for a
-// key/value string, and, when pw was typed raw into a URL, the runs before
-// and after each "@", "/", "?" and "#" that a misreading parser prints as a
-// host, port or path; each of those at least minLen bytes long, and also as
-// Go's %q and %+q write it. It is written apart from Secrets so that the test
-// does not trust what it checks.
-func passwordForms(pw string, raw bool, minLen int) []string {
-	plain := []string{pw, keyValueEscape(pw)}
-	if dec, err := url.PathUnescape(pw); err == nil {
-		plain = append(plain, dec)
-	}
-	for _, s := range plain {
-		plain = append(plain, url.PathEscape(s), url.QueryEscape(s), strings.TrimPrefix(url.UserPassword("", s).String(), ":"))
-	}
-	for i := 0; raw && i < len(pw); i++ {
-		if strings.IndexByte("@/?#", pw[i]) >= 0 {
-			plain = append(plain, pw[:i], pw[i+1:])
-		}
-	}
-	var out []string
-	for _, s := range plain {
-		if s != "" && len(s) >= minLen {
-			q, a := strconv.Quote(s), strconv.QuoteToASCII(s)
-			out = append(out, s, q[1:len(q)-1], a[1:len(a)-1])
-		}
-	}
-	return out
-}
-
-// countOutsideMasks counts the occurrences of form in text that no
-// "xxxxx" touches, nor the ":" that pgx writes before its own mask.
-func countOutsideMasks(text, form string) int {
-	n := 0
-	for _, seg := range strings.Split(strings.ReplaceAll(text, ":"+redactedPassword, redactedPassword), redactedPassword) {
-		n += strings.Count(seg, form)
-	}
-	return n
 }
 
 // checkHidden fails when text, a message that may quote the connection
@@ -104,7 +60,7 @@ func checkHidden(t *testing.T, what, text, pw string, forms []string) {
 		forms = []string{":" + pw + "@", "'" + pw + "'"}
 	}
 	for _, form := range forms {
-		if countOutsideMasks(text, form) > 0 {
+		if secrettest.CountOutsideMasks(text, form) > 0 {
 			t.Errorf("%s shows %q of password %q:\n%s", what, form, pw, text)
 			return
 		}
@@ -140,15 +96,15 @@ func FuzzRedactHidesPassword(f *testing.F) {
 			if sh.skip != nil && sh.skip(pw) {
 				continue
 			}
-			forms := passwordForms(pw, !sh.escaped, minSecretLen)
+			forms := secrettest.Forms(pw, !sh.escaped, minSecretLen)
 			raw := sh.build(pw)
 
 			// Redact masks the password whatever its length: it may show a form
 			// of it only as often as it shows that form with a placeholder
 			// password.
 			got, skeleton := Redact(raw), Redact(sh.build(placeholder))
-			for _, form := range passwordForms(pw, !sh.escaped, 1) {
-				if countOutsideMasks(got, form) > countOutsideMasks(skeleton, form) {
+			for _, form := range secrettest.Forms(pw, !sh.escaped, 1) {
+				if secrettest.CountOutsideMasks(got, form) > secrettest.CountOutsideMasks(skeleton, form) {
 					t.Errorf("%s: Redact(%q) = %q shows %q", sh.name, raw, got, form)
 					break
 				}

@@ -3,16 +3,14 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/internal/secrettest"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -66,7 +64,7 @@ func TestOpenRedactsPassword(t *testing.T) {
 				pool.Close()
 				t.Fatalf("Open(%q) succeeded", c.url)
 			}
-			for _, text := range []string{err.Error(), goSyntax(err)} {
+			for _, text := range []string{err.Error(), secrettest.GoSyntax(err)} {
 				for _, h := range c.hidden {
 					if strings.Contains(text, h) {
 						t.Errorf("error shows %q:\n%s", h, text)
@@ -78,32 +76,6 @@ func TestOpenRedactsPassword(t *testing.T) {
 			}
 		})
 	}
-}
-
-// recognisable returns what a reader would recognise as password: as typed,
-// percent-decoded and -encoded, as %q and %+q write it, and, when it was typed
-// raw into a URL, the runs before and after each "@", "/", "?" and "#", which
-// pgx prints as a host, port or database when it ends the password there.
-// Forms shorter than four bytes are left out: they cannot be told from the
-// rest of a message.
-func recognisable(password string, raw bool) []string {
-	plain := []string{password, url.PathEscape(password), url.QueryEscape(password)}
-	if dec, err := url.PathUnescape(password); err == nil {
-		plain = append(plain, dec)
-	}
-	for i := 0; raw && i < len(password); i++ {
-		if strings.IndexByte("@/?#", password[i]) >= 0 {
-			plain = append(plain, password[:i], password[i+1:])
-		}
-	}
-	var out []string
-	for _, s := range plain {
-		if len(s) >= 4 {
-			q, a := strconv.Quote(s), strconv.QuoteToASCII(s)
-			out = append(out, s, q[1:len(q)-1], a[1:len(a)-1])
-		}
-	}
-	return out
 }
 
 // hermetic reports whether every host pgx would dial for cfg is this
@@ -164,33 +136,13 @@ func FuzzOpenRedactsPassword(f *testing.F) {
 				pool.Close()
 				continue
 			}
-			for _, text := range []string{err.Error(), goSyntax(err)} {
-				for _, form := range recognisable(pw, shape.raw) {
-					if showsOutsideMasks(text, form) && !strings.Contains(fixed, form) {
+			for _, text := range []string{err.Error(), secrettest.GoSyntax(err)} {
+				for _, form := range secrettest.Forms(pw, shape.raw, 4) {
+					if secrettest.CountOutsideMasks(text, form) > 0 && !strings.Contains(fixed, form) {
 						t.Errorf("store.Open(%q) shows %q:\n%s", raw, form, text)
 					}
 				}
 			}
 		}
 	})
-}
-
-// goSyntax returns err as %#v prints it, without the pointer values, whose
-// hex digits may spell a piece of any password.
-func goSyntax(err error) string {
-	return pointer.ReplaceAllString(fmt.Sprintf("%#v", err), "0x…")
-}
-
-var pointer = regexp.MustCompile(`0x[0-9a-f]+`)
-
-// showsOutsideMasks reports whether form appears in text where no "xxxxx"
-// touches it, nor the ":" that pgx writes before its own mask: a password
-// "xxxx" is no leak.
-func showsOutsideMasks(text, form string) bool {
-	for _, seg := range strings.Split(strings.ReplaceAll(text, ":xxxxx", "xxxxx"), "xxxxx") {
-		if strings.Contains(seg, form) {
-			return true
-		}
-	}
-	return false
 }
