@@ -349,6 +349,8 @@ func TestRedTeamRun(t *testing.T) {
 	// The approver and the auditor run nothing.
 	refused(t, rt.bob.Pool, "privilege", `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[1:2])
 	refused(t, rt.audrey.Pool, "privilege", `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID)
+	// Stopping a run is the operators' call, not the approvers'.
+	refused(t, rt.bob.Pool, "privilege", `SELECT expiryctl.replay_cancel('', $1, 'stop')`, req.ID)
 }
 
 func TestRedTeamAuditAndAccess(t *testing.T) {

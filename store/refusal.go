@@ -40,7 +40,7 @@ var functionGroups = map[string]string{
 	"replay_run_complete":           "expiryctl_operator",
 	"replay_discard_window":         "expiryctl_operator",
 	"replay_run_acked_after_cancel": "expiryctl_operator",
-	"replay_cancel":                 "expiryctl_operator or expiryctl_approver",
+	"replay_cancel":                 "expiryctl_operator",
 	"replay_review":                 "expiryctl_approver",
 	"policy_set":                    "expiryctl_admin",
 	"policy_review":                 "expiryctl_admin",

@@ -830,7 +830,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
 BEGIN
-    PERFORM expiryctl.require_role('replay cancel', 'expiryctl_operator', 'expiryctl_approver');
+    PERFORM expiryctl.require_role('replay cancel', 'expiryctl_operator');
     label := expiryctl.actor_label(actor);
     UPDATE expiryctl.replay_requests SET status = 'cancelled', halt_reason = 'cancelled by ' || label WHERE id = request;
     IF NOT FOUND THEN
@@ -1425,7 +1425,7 @@ GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(text, text, jsonb, num
     expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[]),
     expiryctl.replay_canary_record(text, bigint, boolean, jsonb)
     TO expiryctl_operator;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_cancel(text, bigint, text) TO expiryctl_operator, expiryctl_approver;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_cancel(text, bigint, text) TO expiryctl_operator;
 GRANT EXECUTE ON FUNCTION expiryctl.replay_review(text, bigint, text, text, boolean, bytea) TO expiryctl_approver;
 GRANT EXECUTE ON FUNCTION expiryctl.policy_set(text, jsonb, text), expiryctl.policy_review(text, bigint, text, text)
     TO expiryctl_admin;
