@@ -39,7 +39,7 @@ out=$(as alice replay request --reason transient-exhausted --max 5 --rate 20 --w
 id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
 as alice replay show "$id" --sample 5
 echo
-echo "== alice may not approve her own request, whatever she calls herself"
+echo "== alice may not approve it, even calling herself bob: she is no approver, and it is her own request"
 if as alice --actor bob replay approve "$id" --why "mine" 2>&1; then
 	echo "demo: alice approved her own request" >&2
 	exit 1
