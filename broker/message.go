@@ -10,11 +10,20 @@ import (
 // broker-neutral form the deadletter package parses.
 func DeadLetterMessage(queue string, d *amqp.Delivery) deadletter.Message {
 	return deadletter.Message{
-		Queue:       queue,
-		Body:        d.Body,
-		Headers:     d.Headers,
-		ContentType: d.ContentType,
-		MessageID:   d.MessageId,
-		Timestamp:   d.Timestamp,
+		Queue:           queue,
+		Body:            d.Body,
+		Headers:         d.Headers,
+		ContentType:     d.ContentType,
+		ContentEncoding: d.ContentEncoding,
+		DeliveryMode:    d.DeliveryMode,
+		Priority:        d.Priority,
+		CorrelationID:   d.CorrelationId,
+		ReplyTo:         d.ReplyTo,
+		Expiration:      d.Expiration,
+		MessageID:       d.MessageId,
+		Timestamp:       d.Timestamp,
+		Type:            d.Type,
+		UserID:          d.UserId,
+		AppID:           d.AppId,
 	}
 }

@@ -340,20 +340,23 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // Detail is everything known about one dead letter.
 type Detail struct {
 	Row
-	OriginQueue        string          `json:"origin_queue"`
-	OriginalExchange   string          `json:"original_exchange"`
-	OriginalRoutingKey string          `json:"original_routing_key"`
-	ExpectedVersion    *int64          `json:"expected_version"`
-	ContentType        string          `json:"content_type"`
-	AttemptHistory     []AttemptEvent  `json:"attempt_history"`
-	Deaths             []Death         `json:"x_death"`
-	Headers            json.RawMessage `json:"headers"`
-	Payload            []byte          `json:"payload"`
-	PayloadSize        int             `json:"payload_size"`
-	PayloadSHA256      string          `json:"payload_sha256"`
-	IngestedAt         time.Time       `json:"ingested_at"`
-	ReplayCount        int             `json:"replay_count"`
-	RedactedAt         *time.Time      `json:"redacted_at"`
+	OriginQueue        string         `json:"origin_queue"`
+	OriginalExchange   string         `json:"original_exchange"`
+	OriginalRoutingKey string         `json:"original_routing_key"`
+	ExpectedVersion    *int64         `json:"expected_version"`
+	ContentType        string         `json:"content_type"`
+	AttemptHistory     []AttemptEvent `json:"attempt_history"`
+	Deaths             []Death        `json:"x_death"`
+	// Properties are the AMQP basic properties as received; null for a
+	// letter captured before they were recorded.
+	Properties    *Properties     `json:"properties"`
+	Headers       json.RawMessage `json:"headers"`
+	Payload       []byte          `json:"payload"`
+	PayloadSize   int             `json:"payload_size"`
+	PayloadSHA256 string          `json:"payload_sha256"`
+	IngestedAt    time.Time       `json:"ingested_at"`
+	ReplayCount   int             `json:"replay_count"`
+	RedactedAt    *time.Time      `json:"redacted_at"`
 	// Incarnations are the other dead-letterings of the same job, oldest first.
 	Incarnations []Row `json:"incarnations"`
 }
@@ -381,15 +384,16 @@ func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
 	var history []byte
 	var payloadHash []byte
 	var jobKey *string
+	var properties []byte
 	err := a.pool.QueryRow(ctx, "SELECT "+listColumns+`,
 		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
 		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
-		payload_sha256, ingested_at, replay_count, redacted_at, job_key
+		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties
 		FROM expiryctl.dead_letters WHERE id = $1`, id).Scan(
 		&d.ID, &d.MessageID, &d.ReservationID, &d.IdempotencyKey, &d.Category, &d.ErrorClass,
 		&d.Attempts, &d.Status, &d.SourceQueue, &d.DeadLetteredAt, &d.DueAt, &d.LastError, &d.PreviousID, &d.ReplayRequestID,
 		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
-		&history, &d.Headers, &d.Payload, &d.PayloadSize, &payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt, &jobKey)
+		&history, &d.Headers, &d.Payload, &d.PayloadSize, &payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt, &jobKey, &properties)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Detail{}, &NotFoundError{ID: id}
 	}
@@ -401,6 +405,13 @@ func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
 	d.PayloadSHA256 = fmt.Sprintf("%x", payloadHash)
 	if err := json.Unmarshal(history, &d.AttemptHistory); err != nil {
 		return Detail{}, fmt.Errorf("dead letter %d: attempt history: %w", id, err)
+	}
+	if properties != nil {
+		p, err := DecodeProperties(properties)
+		if err != nil {
+			return Detail{}, fmt.Errorf("dead letter %d: %w", id, err)
+		}
+		d.Properties = &p
 	}
 	if headers, err := DecodeHeaders(d.Headers); err == nil {
 		d.Deaths = Parse(Message{Headers: headers}, DefaultClassifier(), d.IngestedAt).Deaths

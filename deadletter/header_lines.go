@@ -40,6 +40,51 @@ func HeaderLines(raw json.RawMessage) ([]HeaderLine, error) {
 	return lines, nil
 }
 
+// PropertyLines returns the properties p holds as display lines, in the
+// order of the AMQP spec, escaped as HeaderLines escapes headers. A
+// timestamp is shown as its wire value and as the time it is read as.
+func PropertyLines(p Properties) []HeaderLine {
+	var lines []HeaderLine
+	text := func(key, v string) {
+		if v != "" {
+			lines = append(lines, HeaderLine{Key: key, Value: `"` + termsafe.EscapeLine(v) + `"`})
+		}
+	}
+	text("content_type", p.ContentType)
+	text("content_encoding", p.ContentEncoding)
+	switch p.DeliveryMode {
+	case 0:
+	case 1:
+		lines = append(lines, HeaderLine{Key: "delivery_mode", Value: "1 (transient)"})
+	case 2:
+		lines = append(lines, HeaderLine{Key: "delivery_mode", Value: "2 (persistent)"})
+	default:
+		lines = append(lines, HeaderLine{Key: "delivery_mode", Value: fmt.Sprint(p.DeliveryMode)})
+	}
+	if p.Priority != 0 {
+		lines = append(lines, HeaderLine{Key: "priority", Value: fmt.Sprint(p.Priority)})
+	}
+	text("correlation_id", p.CorrelationID)
+	text("reply_to", p.ReplyTo)
+	text("expiration", p.Expiration)
+	text("message_id", p.MessageID)
+	if p.Timestamp != nil {
+		value := fmt.Sprint(*p.Timestamp)
+		if t := amqpTimestamp(p.Time()); validTime(t) {
+			unit := "seconds"
+			if !t.Equal(p.Time()) {
+				unit = "milliseconds"
+			}
+			value += fmt.Sprintf(" (%s, read as %s)", t.UTC().Format(time.RFC3339Nano), unit)
+		}
+		lines = append(lines, HeaderLine{Key: "timestamp", Value: value})
+	}
+	text("type", p.Type)
+	text("user_id", p.UserID)
+	text("app_id", p.AppID)
+	return lines
+}
+
 func headerDisplay(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -53,6 +98,9 @@ func headerDisplay(v any) string {
 		return fmt.Sprintf("bytes %x", x)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339)
+	case int8, uint8, int16, uint16, int32, uint32, float32:
+		// Longs and doubles, the types most headers have, go unmarked.
+		return fmt.Sprintf("%v (%T)", x, x)
 	case []any:
 		parts := make([]string, len(x))
 		for i, e := range x {

@@ -31,6 +31,20 @@ const (
 	keyTagPrefix   = "$key:"
 )
 
+// The tags of the AMQP wire types that JSON would otherwise widen: a plain
+// JSON integer is a long ('l') and a plain number with a point a double
+// ('d'), so only the narrower types need saying, and a replay sends each
+// header with the type it arrived with.
+const (
+	tagInt8    = "$int8"    // 'b', signed byte
+	tagUint8   = "$uint8"   // 'B', unsigned byte
+	tagInt16   = "$int16"   // 's', short
+	tagUint16  = "$uint16"  // 'u', unsigned short
+	tagInt32   = "$int32"   // 'I', int
+	tagUint32  = "$uint32"  // 'i', unsigned int
+	tagFloat32 = "$float32" // 'f', float, as its shortest decimal text
+)
+
 // maxHeaderDepth bounds the nesting EncodeHeaders follows. amqp091-go refuses
 // deeper than 32 levels on the wire, so only a Go caller can exceed it, and
 // the bound turns a self-referencing map into a tag instead of a stack
@@ -51,8 +65,17 @@ const maxHeaderDepth = 64
 //	{"$string":"<base64>"}                 string that is not UTF-8 or holds NUL
 //	{"$time":"<RFC 3339, UTC>"}            time.Time ("@<unix>.<nanos>" outside years 0-9999)
 //	{"$decimal":{"scale":N,"value":N}}     amqp091.Decimal
-//	{"$float":"NaN"|"+Inf"|"-Inf"|"-0"}    floats JSON or numeric cannot hold
+//	{"$float":"NaN"|"+Inf"|"-Inf"|"-0"}    doubles JSON or numeric cannot hold
+//	{"$int8":N} {"$uint8":N}               AMQP 'b' and 'B' (int8, uint8)
+//	{"$int16":N} {"$uint16":N}             AMQP 's' and 'u' (int16, uint16)
+//	{"$int32":N} {"$uint32":N}             AMQP 'I' and 'i' (int32, uint32)
+//	{"$float32":"<shortest text>"}         AMQP 'f' (float32), NaN and Inf too
 //	{"$unsupported":"<Go type>"}           not an AMQP value; decodes to nil
+//
+// A plain integer is a long ('l', int64) and a plain number with a point a
+// double ('d', float64), so every wire type comes back as it was received.
+// Archives written before the narrow tags existed hold plain numbers for
+// every integer; those decode as longs.
 //
 // A key that is not UTF-8 or holds NUL is written "$key:<base64>", and a key
 // that begins with "$" gets a second "$". The output is deterministic (keys
@@ -67,6 +90,11 @@ type headerEntry struct {
 	key   string // the header's own name, as received
 	json  []byte // `"<encoded key>":<encoded value>`
 	order string // the encoded key, which fixes the order
+	// untyped is the entry as it was encoded before the narrow wire types
+	// had tags, set only where that differs: the fingerprint hashes it, so
+	// that a copy captured again after an upgrade still matches the copy
+	// captured before.
+	untyped []byte
 }
 
 // encodeHeaderEntries encodes each top-level header on its own, sorted, so
@@ -78,8 +106,14 @@ func encodeHeaderEntries(h map[string]any) []headerEntry {
 		ek := encodeKey(k)
 		b := appendJSONString(make([]byte, 0, 64), ek)
 		b = append(b, ':')
-		b = appendTree(b, encodeValue(v, 1))
-		entries = append(entries, headerEntry{key: k, json: b, order: ek})
+		prefix := len(b)
+		tree := encodeValue(v, 1)
+		b = appendTree(b, tree)
+		e := headerEntry{key: k, json: b, order: ek}
+		if hasWireTypeTag(tree) {
+			e.untyped = appendTree(append([]byte(nil), b[:prefix]...), untypedTree(tree))
+		}
+		entries = append(entries, e)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].order < entries[j].order })
 	return entries
@@ -88,6 +122,16 @@ func encodeHeaderEntries(h map[string]any) []headerEntry {
 // joinHeaderEntries writes the entries as one JSON object, leaving out the
 // keys skip names.
 func joinHeaderEntries(entries []headerEntry, skip map[string]bool) json.RawMessage {
+	return joinEntries(entries, skip, false)
+}
+
+// joinUntypedEntries is joinHeaderEntries in the encoding that had no
+// narrow wire-type tags, for the fingerprint.
+func joinUntypedEntries(entries []headerEntry, skip map[string]bool) json.RawMessage {
+	return joinEntries(entries, skip, true)
+}
+
+func joinEntries(entries []headerEntry, skip map[string]bool, untyped bool) json.RawMessage {
 	size := 2
 	for _, e := range entries {
 		size += len(e.json) + 1
@@ -103,9 +147,73 @@ func joinHeaderEntries(entries []headerEntry, skip map[string]bool) json.RawMess
 			out = append(out, ',')
 		}
 		first = false
-		out = append(out, e.json...)
+		if untyped && e.untyped != nil {
+			out = append(out, e.untyped...)
+		} else {
+			out = append(out, e.json...)
+		}
 	}
 	return append(out, '}')
+}
+
+// hasWireTypeTag reports whether a tree built by encodeValue holds a
+// narrow integer or float32 tag anywhere.
+func hasWireTypeTag(v any) bool {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if hasWireTypeTag(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		if len(x) == 1 {
+			for k := range x {
+				if _, narrow := narrowInts[k]; narrow || k == tagFloat32 {
+					return true
+				}
+			}
+		}
+		for _, e := range x {
+			if hasWireTypeTag(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// untypedTree rewrites the narrow wire-type tags of a tree built by
+// encodeValue as plain numbers, as the encoding wrote them before it had
+// those tags. Keys that begin with "$" are escaped, so a one-key object
+// whose key is a tag is always a tag.
+func untypedTree(v any) any {
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = untypedTree(e)
+		}
+		return out
+	case map[string]any:
+		if len(x) == 1 {
+			for k, e := range x {
+				if _, narrow := narrowInts[k]; narrow {
+					return e
+				}
+				if k == tagFloat32 {
+					f, _ := strconv.ParseFloat(e.(string), 32)
+					return encodeFloat(f)
+				}
+			}
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = untypedTree(e)
+		}
+		return out
+	}
+	return v
 }
 
 // appendTree writes a value built by encodeValue as JSON: objects with
@@ -241,25 +349,25 @@ func encodeValue(v any, depth int) any {
 	case int:
 		return json.Number(strconv.FormatInt(int64(x), 10))
 	case int8:
-		return json.Number(strconv.FormatInt(int64(x), 10))
+		return tagged(tagInt8, json.Number(strconv.FormatInt(int64(x), 10)))
 	case int16:
-		return json.Number(strconv.FormatInt(int64(x), 10))
+		return tagged(tagInt16, json.Number(strconv.FormatInt(int64(x), 10)))
 	case int32:
-		return json.Number(strconv.FormatInt(int64(x), 10))
+		return tagged(tagInt32, json.Number(strconv.FormatInt(int64(x), 10)))
 	case int64:
 		return json.Number(strconv.FormatInt(x, 10))
 	case uint8:
-		return json.Number(strconv.FormatUint(uint64(x), 10))
+		return tagged(tagUint8, json.Number(strconv.FormatUint(uint64(x), 10)))
 	case uint16:
-		return json.Number(strconv.FormatUint(uint64(x), 10))
+		return tagged(tagUint16, json.Number(strconv.FormatUint(uint64(x), 10)))
 	case uint32:
-		return json.Number(strconv.FormatUint(uint64(x), 10))
+		return tagged(tagUint32, json.Number(strconv.FormatUint(uint64(x), 10)))
 	case uint64:
 		return json.Number(strconv.FormatUint(x, 10))
 	case uint:
 		return json.Number(strconv.FormatUint(uint64(x), 10))
 	case float32:
-		return encodeFloat(float64(x))
+		return tagged(tagFloat32, strconv.FormatFloat(float64(x), 'g', -1, 32))
 	case float64:
 		return encodeFloat(x)
 	case time.Time:
@@ -366,12 +474,13 @@ func formatHeaderTime(t time.Time) string {
 
 // DecodeHeaders reverses EncodeHeaders, also after a round trip through
 // jsonb (which reorders keys and reformats whitespace), returning values that
-// amqp091-go can publish again: int64 for integral numbers, float64 for
-// numbers with a fraction or exponent, string, []byte, bool, nil, time.Time
-// in UTC, amqp091.Decimal, amqp091.Table for nested tables and []any for
-// arrays. Narrower integer types and float32 therefore come back widened.
-// An integer beyond int64 (only a Go caller can put a uint64 there) comes
-// back as float64, and an $unsupported value as nil.
+// amqp091-go publishes as the wire type they were received as: int8, uint8,
+// int16, uint16, int32, uint32 and float32 from their tags, int64 for plain
+// integers, float64 for plain numbers with a fraction or exponent, string,
+// []byte, bool, nil, time.Time in UTC, amqp091.Decimal, amqp091.Table for
+// nested tables and []any for arrays. An integer beyond int64 (only a Go
+// caller can put a uint64 there) comes back as float64, and an $unsupported
+// value as nil.
 //
 // JSON null decodes to a nil table. Anything else that EncodeHeaders cannot
 // have produced, such as an unknown tag or bad base64, is an error.
@@ -410,7 +519,8 @@ func tagOf(obj map[string]any) (string, bool) {
 	}
 	for k := range obj {
 		switch k {
-		case tagBytes, tagString, tagTime, tagDecimal, tagFloat, tagUnsupported:
+		case tagBytes, tagString, tagTime, tagDecimal, tagFloat, tagUnsupported,
+			tagInt8, tagUint8, tagInt16, tagUint16, tagInt32, tagUint32, tagFloat32:
 			return k, true
 		}
 	}
@@ -505,6 +615,13 @@ func decodeNumber(n json.Number, path string) (any, error) {
 }
 
 func decodeTagged(tag string, v any) (any, error) {
+	if n, ok := narrowInts[tag]; ok {
+		i, err := decodeBoundedInt(v, n.lo, n.hi)
+		if err != nil {
+			return nil, err
+		}
+		return n.typed(i), nil
+	}
 	if tag == tagDecimal {
 		obj, ok := v.(map[string]any)
 		if !ok || len(obj) != 2 {
@@ -551,10 +668,30 @@ func decodeTagged(tag string, v any) (any, error) {
 			return math.Copysign(0, -1), nil
 		}
 		return nil, fmt.Errorf("unknown special float %q", s)
+	case tagFloat32:
+		f, err := strconv.ParseFloat(s, 32)
+		if err != nil {
+			return nil, fmt.Errorf("bad float %q", s)
+		}
+		return float32(f), nil
 	case tagUnsupported:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown tag %q", tag)
+}
+
+// narrowInts are the integer tags: their range and the Go type amqp091-go
+// writes as that wire type.
+var narrowInts = map[string]struct {
+	lo, hi int64
+	typed  func(int64) any
+}{
+	tagInt8:   {math.MinInt8, math.MaxInt8, func(i int64) any { return int8(i) }},
+	tagUint8:  {0, math.MaxUint8, func(i int64) any { return uint8(i) }},
+	tagInt16:  {math.MinInt16, math.MaxInt16, func(i int64) any { return int16(i) }},
+	tagUint16: {0, math.MaxUint16, func(i int64) any { return uint16(i) }},
+	tagInt32:  {math.MinInt32, math.MaxInt32, func(i int64) any { return int32(i) }},
+	tagUint32: {0, math.MaxUint32, func(i int64) any { return uint32(i) }},
 }
 
 func decodeBoundedInt(v any, lo, hi int64) (int64, error) {

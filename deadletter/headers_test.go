@@ -67,27 +67,13 @@ func roundTripHeaders() map[string]any {
 	}
 }
 
-// wantDecoded is what DecodeHeaders should return for v: the documented
-// widening of integers and float32, UTC times, amqp.Table for every table
-// and []any for every array.
+// wantDecoded is what DecodeHeaders should return for v: every AMQP wire
+// type as it was (a Go int, which is no wire type, as a long), UTC times,
+// amqp.Table for every table and []any for every array.
 func wantDecoded(v any) any {
 	switch x := v.(type) {
-	case byte:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
 	case int:
 		return int64(x)
-	case uint16:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case float32:
-		return float64(x)
 	case time.Time:
 		return x.UTC()
 	case map[string]any:
@@ -214,7 +200,13 @@ func TestEncodeHeadersFormat(t *testing.T) {
 	}{
 		{"nil table", nil, `{}`},
 		{"plain values", map[string]any{"s": "x<y", "b": false, "n": nil, "i": int32(3), "f": 3.0, "g": 0.25},
-			`{"b":false,"f":3.0,"g":0.25,"i":3,"n":null,"s":"x<y"}`},
+			`{"b":false,"f":3.0,"g":0.25,"i":{"$int32":3},"n":null,"s":"x<y"}`},
+		{"wire types", map[string]any{"b": int8(-8), "B": uint8(200), "s": int16(-300), "u": uint16(65535),
+			"I": int32(-70000), "i": uint32(4000000000), "l": int64(1) << 40, "f": float32(0.1), "d": 0.1,
+			"fn": float32(math.NaN()), "fz": float32(math.Copysign(0, -1))},
+			`{"B":{"$uint8":200},"I":{"$int32":-70000},"b":{"$int8":-8},"d":0.1,"f":{"$float32":"0.1"},` +
+				`"fn":{"$float32":"NaN"},"fz":{"$float32":"-0"},"i":{"$uint32":4000000000},"l":1099511627776,` +
+				`"s":{"$int16":-300},"u":{"$uint16":65535}}`},
 		{"bytes", map[string]any{"x": []byte("hi")}, `{"x":{"$bytes":"aGk="}}`},
 		{"string with NUL", map[string]any{"x": "a\x00"}, `{"x":{"$string":"YQA="}}`},
 		{"invalid utf-8", map[string]any{"x": "\xff"}, `{"x":{"$string":"/w=="}}`},
@@ -318,6 +310,13 @@ func TestDecodeHeadersRejectsWhatEncodeCannotWrite(t *testing.T) {
 		`{"$key:!!":1}`,
 		`{"$$a":1,"$key:JGE=":2}`,
 		`{"x":1e999}`,
+		`{"x":{"$int8":128}}`,
+		`{"x":{"$uint8":-1}}`,
+		`{"x":{"$int16":"1"}}`,
+		`{"x":{"$uint32":4294967296}}`,
+		`{"x":{"$int32":1.5}}`,
+		`{"x":{"$float32":1.5}}`,
+		`{"x":{"$float32":"one"}}`,
 	} {
 		if got, err := DecodeHeaders(json.RawMessage(raw)); err == nil {
 			t.Errorf("DecodeHeaders(%s) = %#v, want an error", raw, got)

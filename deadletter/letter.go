@@ -85,10 +85,21 @@ type Message struct {
 	// nil, bool, byte, int8, int16, int32, int64, float32, float64, string,
 	// []byte, time.Time, amqp091.Decimal, nested tables and []any.
 	Headers map[string]any
-	// ContentType, MessageID and Timestamp are the AMQP basic properties.
-	ContentType string
-	MessageID   string
-	Timestamp   time.Time
+	// The AMQP basic properties, as amqp091-go's Delivery has them: an
+	// empty string or a zero number was not sent, and the zero time is no
+	// timestamp.
+	ContentType     string
+	ContentEncoding string
+	DeliveryMode    uint8
+	Priority        uint8
+	CorrelationID   string
+	ReplyTo         string
+	Expiration      string
+	MessageID       string
+	Timestamp       time.Time
+	Type            string
+	UserID          string
+	AppID           string
 }
 
 // Letter is a parsed, classified dead letter, ready to be stored.
@@ -134,6 +145,10 @@ type Letter struct {
 	// (see EncodeHeaders).
 	Headers     json.RawMessage
 	ContentType string
+	// Properties are all the basic properties as received, which replay
+	// sends again; nil for a letter stored without them, as letters
+	// captured before they were recorded are.
+	Properties  *Properties
 	Payload     []byte
 	PayloadHash [32]byte
 

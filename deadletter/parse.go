@@ -2,11 +2,13 @@ package deadletter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -84,6 +86,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		MessageID:      SafeText(m.MessageID),
 		SourceQueue:    SafeText(m.Queue),
 		ContentType:    SafeText(m.ContentType),
+		Properties:     m.properties(),
 		Payload:        clonePayload(m.Body),
 		PayloadHash:    sha256.Sum256(m.Body),
 		AttemptHistory: []AttemptEvent{},
@@ -94,7 +97,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 	worker := decodeAttemptHistory(m.Headers[headerAttemptHistory])
 	l.Fingerprint = fingerprint(m, entries, worker)
 
-	b, ok := decodeBody(m.Body)
+	b, ok := decodeBody(readableBody(m))
 	malformed := !ok
 	l.ReservationID = b.reservationID
 	l.IdempotencyKey = b.idempotencyKey
@@ -207,6 +210,7 @@ func fallbackLetter(m Message, ingestedAt time.Time, cause any) Letter {
 		MessageID:      SafeText(m.MessageID),
 		SourceQueue:    SafeText(m.Queue),
 		ContentType:    SafeText(m.ContentType),
+		Properties:     m.properties(),
 		Payload:        clonePayload(m.Body),
 		PayloadHash:    sha256.Sum256(m.Body),
 		Headers:        json.RawMessage(`{}`),
@@ -257,6 +261,24 @@ type jobBody struct {
 // decodeBody reads the job fields from a payload, reporting false when the
 // payload is malformed. Fields of the wrong type are skipped, not fatal: the
 // category then comes from the headers.
+// readableBody is the body as its fields are read: a gzip content encoding
+// undone, up to MaxDecodedPayload. The payload is stored as it came either
+// way; a body that does not inflate is read as it is, and found malformed.
+func readableBody(m Message) []byte {
+	if !strings.EqualFold(strings.TrimSpace(m.ContentEncoding), "gzip") {
+		return m.Body
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(m.Body))
+	if err != nil {
+		return m.Body
+	}
+	inflated, err := io.ReadAll(io.LimitReader(zr, MaxDecodedPayload))
+	if err != nil {
+		return m.Body
+	}
+	return inflated
+}
+
 func decodeBody(body []byte) (jobBody, bool) {
 	var b jobBody
 	if len(body) == 0 || len(body) >= MaxDecodedPayload || !utf8.Valid(body) {
@@ -776,7 +798,7 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	}
 	writeField(h, ts)
 	writeField(h, m.Body)
-	writeField(h, joinHeaderEntries(entries, volatileHeaders))
+	writeField(h, joinUntypedEntries(entries, volatileHeaders))
 	for _, e := range workerHistory {
 		writeField(h, []byte(e.ErrorClass))
 	}

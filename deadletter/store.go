@@ -62,6 +62,7 @@ func InsertAs(ctx context.Context, q store.Querier, actor, queue string, letters
 		deadAts         = make([]time.Time, n)
 		replayRequests  = make([]*int64, n)
 		replayCounts    = make([]int32, n)
+		properties      = make([]*string, n)
 	)
 	for i := range letters {
 		l := &letters[i]
@@ -100,16 +101,20 @@ func InsertAs(ctx context.Context, q store.Querier, actor, queue string, letters
 		deadAts[i] = l.DeadLetteredAt
 		replayRequests[i] = l.ReplayRequestID
 		replayCounts[i] = int32(min(l.ReplayCount, 1<<31-1))
+		if l.Properties != nil {
+			p := string(EncodeProperties(*l.Properties))
+			properties[i] = &p
+		}
 	}
 
 	// The column arrays travel in one round trip; ON CONFLICT on the
 	// fingerprint makes redelivery a no-op, also for two copies inside the
 	// same batch.
 	rows, err := q.Query(ctx, `SELECT expiryctl.ingest_letters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
+			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
 		actor, queue, fingerprints, jobKeys, messageIDs, reservationIDs, idempotencyKeys, versions, dueAts,
 		sourceQueues, originQueues, exchanges, routingKeys, categories, errorClasses, lastErrors, attempts,
-		histories, headers, contentTypes, payloads, deadAts, replayRequests, replayCounts)
+		histories, headers, contentTypes, payloads, deadAts, replayRequests, replayCounts, properties)
 	if err != nil {
 		return StoreResult{}, store.AsRefusal(err)
 	}

@@ -109,6 +109,9 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		}
 	}
 
+	section("Properties")
+	writeProperties(&b, d.Properties)
+
 	section("Headers")
 	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
 
@@ -163,6 +166,20 @@ func relative(now, t time.Time) string {
 		return "in " + (-d).Round(time.Second).String()
 	}
 	return d.Round(time.Second).String() + " ago"
+}
+
+func writeProperties(b *strings.Builder, p *deadletter.Properties) {
+	if p == nil {
+		b.WriteString("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)\n")
+		return
+	}
+	lines := deadletter.PropertyLines(*p)
+	if len(lines) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, l := range lines {
+		fmt.Fprintf(b, "  %s: %s\n", l.Key, l.Value)
+	}
 }
 
 func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
