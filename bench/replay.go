@@ -226,7 +226,7 @@ func benchReplay(ctx context.Context, quick bool) ([]line, error) {
 		return nil, err
 	}
 	timed := &replayBenchTimed{Broker: b}
-	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench"}
+	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench", PublishAs: b.User()}
 	res, err := runner.Run(ctx, rateReq.ID)
 	_ = b.Close()
 	if err != nil {
@@ -284,7 +284,7 @@ func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB,
 		return 0, 0, err
 	}
 	defer clock.stop()
-	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench"}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User()}
 	cpu := startCPU()
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)

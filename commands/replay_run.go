@@ -222,6 +222,6 @@ func newRunner(ctx context.Context, pool *pgxpool.Pool, actor string, id int64,
 	if err != nil {
 		return nil, nil, err
 	}
-	runner.Broker = b
+	runner.Broker, runner.PublishAs = b, b.User()
 	return runner, func() { _ = b.Close() }, nil
 }

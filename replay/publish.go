@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // Message is one replayed job as the runner hands it to a Broker.
@@ -17,10 +19,12 @@ type Message struct {
 	Item int64
 	// Exchange and RoutingKey are where it goes ("" is the default exchange,
 	// where the routing key names a queue).
-	Exchange, RoutingKey   string
-	ContentType, MessageID string
-	Headers                map[string]any
-	Body                   []byte
+	Exchange, RoutingKey string
+	// Properties are the basic properties it is sent with (see
+	// replayProperties).
+	Properties deadletter.Properties
+	Headers    map[string]any
+	Body       []byte
 }
 
 // Broker is what the runner needs from RabbitMQ. AMQPBroker is the
@@ -114,18 +118,43 @@ func NewAMQPBroker(conn *amqp.Connection) (*AMQPBroker, error) {
 		returned: map[int64]amqp.Return{}}, nil
 }
 
+// User returns the RabbitMQ user the connection authenticated as, which
+// is the only user_id RabbitMQ lets it publish; "" when its mechanism names
+// none (EXTERNAL, a client certificate).
+func (b *AMQPBroker) User() string {
+	for _, a := range b.conn.Config.SASL {
+		switch auth := a.(type) {
+		case *amqp.PlainAuth:
+			return auth.Username
+		case *amqp.AMQPlainAuth:
+			return auth.Username
+		}
+	}
+	return ""
+}
+
 // Publish implements Broker.
 func (b *AMQPBroker) Publish(ctx context.Context, m Message) (Pending, error) {
 	headers := amqp.Table(m.Headers)
 	if headers == nil {
 		headers = amqp.Table{}
 	}
+	p := m.Properties
 	dc, err := b.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, true, false, amqp.Publishing{
-		Headers:      headers,
-		ContentType:  m.ContentType,
-		MessageId:    m.MessageID,
-		DeliveryMode: amqp.Persistent,
-		Body:         m.Body,
+		Headers:         headers,
+		ContentType:     p.ContentType,
+		ContentEncoding: p.ContentEncoding,
+		DeliveryMode:    amqp.Persistent,
+		Priority:        p.Priority,
+		CorrelationId:   p.CorrelationID,
+		ReplyTo:         p.ReplyTo,
+		Expiration:      p.Expiration,
+		MessageId:       p.MessageID,
+		Timestamp:       p.Time(),
+		Type:            p.Type,
+		UserId:          p.UserID,
+		AppId:           p.AppID,
+		Body:            m.Body,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // ReviewOptions are what an approver adds to a review.
@@ -119,6 +120,25 @@ type Detail struct {
 	// Changes lists letters whose state no longer matches the frozen cohort;
 	// approval is refused while there are any.
 	Changes []CohortChange `json:"cohort_changes"`
+	// Properties says where the replayed messages' properties will differ
+	// from those the letters were received with.
+	Properties PropertyNotes `json:"properties"`
+}
+
+// PropertyNotes counts the letters of a cohort whose properties a replay
+// cannot send as they were received (see replayProperties).
+type PropertyNotes struct {
+	// NotRecorded counts letters captured before expiryctl recorded
+	// properties: they are sent with content type and message id only.
+	NotRecorded int `json:"not_recorded"`
+	// MadePersistent counts letters that were not persistent (delivery mode
+	// 1 or none); they are sent persistent.
+	MadePersistent int `json:"made_persistent"`
+	// UserIDs counts the letters per user_id. RabbitMQ accepts a user_id
+	// only from a connection of that user, so each is kept when the run
+	// publishes as that user and otherwise moves to the
+	// x-original-user-id header.
+	UserIDs map[string]int `json:"user_ids"`
 }
 
 // CohortChange is a letter that changed since its request was frozen.
@@ -188,6 +208,9 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 	if err != nil {
 		return Detail{}, err
 	}
+	if d.Properties, err = propertyNotes(ctx, s.Pool, id); err != nil {
+		return Detail{}, err
+	}
 	if req.Open() {
 		rows, err = s.Pool.Query(ctx, `SELECT dead_letter_id, change FROM expiryctl.replay_cohort_changes($1) ORDER BY 1`, id)
 		if err != nil {
@@ -199,6 +222,45 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 		}
 	}
 	return d, nil
+}
+
+func propertyNotes(ctx context.Context, q store.Querier, id int64) (PropertyNotes, error) {
+	notes := PropertyNotes{UserIDs: map[string]int{}}
+	// The user_id is read back through DecodeProperties, which undoes the
+	// tag a user_id that is not plain UTF-8 is stored with.
+	rows, err := q.Query(ctx, `SELECT d.properties IS NULL,
+		       d.properties IS NOT NULL AND coalesce(d.properties->>'delivery_mode', '') <> '2',
+		       CASE WHEN d.properties ? 'user_id' THEN jsonb_build_object('user_id', d.properties->'user_id')::text END,
+		       count(*)
+		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		WHERE i.request_id = $1 GROUP BY 1, 2, 3`, id)
+	if err != nil {
+		return PropertyNotes{}, err
+	}
+	for rows.Next() {
+		var missing, transient bool
+		var user *string
+		var n int
+		if err := rows.Scan(&missing, &transient, &user, &n); err != nil {
+			rows.Close()
+			return PropertyNotes{}, err
+		}
+		if missing {
+			notes.NotRecorded += n
+		}
+		if transient {
+			notes.MadePersistent += n
+		}
+		if user != nil {
+			p, err := deadletter.DecodeProperties([]byte(*user))
+			if err != nil {
+				rows.Close()
+				return PropertyNotes{}, err
+			}
+			notes.UserIDs[p.UserID] += n
+		}
+	}
+	return notes, rows.Err()
 }
 
 func nullIfEmpty(s string) any {

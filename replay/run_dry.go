@@ -116,7 +116,7 @@ func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
 					d.Action = actionBlock
 				}
 				if d.Action == actionReplay {
-					d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.MessageID
+					d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.Properties.MessageID
 					if p.newKey != "" {
 						d.IdempotencyKey = p.newKey
 					}

@@ -191,7 +191,7 @@ func (b *runBundle) runner(t *testing.T) *Runner {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = br.Close() })
-	return &Runner{Pool: b.pool, Broker: br, Actor: "oncall", checkEvery: 50 * time.Millisecond}
+	return &Runner{Pool: b.pool, Broker: br, Actor: "oncall", PublishAs: br.User(), checkEvery: 50 * time.Millisecond}
 }
 
 // drain takes every message from queue, waiting up to timeout for want of

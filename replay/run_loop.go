@@ -35,6 +35,7 @@ type runItem struct {
 	originQueue     string
 	contentType     string
 	messageID       string
+	properties      []byte // nil when the letter's were not recorded
 	headers         json.RawMessage
 	payload         []byte
 	replayCount     int
@@ -47,7 +48,7 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 	coalesce(d.reservation_id, ''), coalesce(d.idempotency_key, ''), d.expected_version,
 	d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL,
 	coalesce(d.original_exchange, ''), coalesce(d.original_routing_key, ''), coalesce(d.origin_queue, ''),
-	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.headers, d.payload, d.replay_count`
+	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count`
 
 // againJoin finds a newer letter of the same job (the letter died again
 // since it was frozen). A lateral LIMIT 1 probes the partial index on
@@ -93,7 +94,7 @@ func loadItems(ctx context.Context, q interface {
 		var headers []byte
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasOrigin, &it.exchange,
-			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &headers, &it.payload, &it.replayCount)
+			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount)
 		it.headers = headers
 		// The hash of the bytes about to be published, not the stored
 		// column: a payload changed behind the archive's back is refused
@@ -204,12 +205,17 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 			plans[i].action, plans[i].reason = actionFail, fmt.Sprintf("exchange %q does not exist on the broker", exchange)
 			continue
 		}
-		headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount)
+		props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
+		if err != nil {
+			plans[i].action, plans[i].reason = actionBlock, "stored properties cannot be decoded: "+err.Error()
+			continue
+		}
+		headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount, r.now(), moved)
 		if err != nil {
 			plans[i].action, plans[i].reason = actionBlock, "stored headers cannot be decoded: "+err.Error()
 			continue
 		}
-		body, messageID := it.payload, it.messageID
+		body, messageID := it.payload, props.MessageID
 		if req.FreshKey {
 			var newKey string
 			body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID)
@@ -223,8 +229,9 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 			}
 		}
 		plans[i].action = actionReplay
-		plans[i].msg = Message{Item: it.id, Exchange: exchange, RoutingKey: key, ContentType: it.contentType,
-			MessageID: messageID, Headers: headers, Body: body}
+		props.MessageID = messageID
+		plans[i].msg = Message{Item: it.id, Exchange: exchange, RoutingKey: key, Properties: props,
+			Headers: headers, Body: body}
 		candidates = append(candidates, it)
 	}
 	ineligible, err := elig.checkAll(ctx, r.Pool.BeginTx, candidates)

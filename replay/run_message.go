@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -26,7 +27,20 @@ const (
 	HeaderApprovedBy = "x-approved-by"
 	// HeaderReplayItem is the dead letter id the message replays (int64).
 	HeaderReplayItem = "x-replay-item"
+	// HeaderReplayedAt is when the run sent the message (an AMQP
+	// timestamp): the timestamp property keeps the original's time.
+	HeaderReplayedAt = "x-replayed-at"
+	// HeaderOriginalUserID carries a user_id that RabbitMQ would refuse
+	// from the replaying connection, which may only claim its own user.
+	HeaderOriginalUserID = "x-original-user-id"
+	// HeaderOriginalReplyTo carries a reply_to of RabbitMQ's direct
+	// reply-to pseudo-queue, which only a channel consuming it may send.
+	HeaderOriginalReplyTo = "x-original-reply-to"
 )
+
+// directReplyTo is RabbitMQ's direct reply-to pseudo-queue: a publish that
+// names it as reply_to on a channel not consuming from it closes the channel.
+const directReplyTo = "amq.rabbitmq.reply-to"
 
 // strippedHeaders are the broker's and the worker's failure bookkeeping. A
 // replayed job starts afresh: left in place, x-attempt-history would tell the
@@ -38,6 +52,12 @@ var strippedHeaders = map[string]bool{
 	"x-error-class":     true,
 	"x-last-error":      true,
 	"x-attempt-history": true,
+	// The attempt and retry counters workers and retry libraries keep:
+	// like the history, they would spend the replayed job's budget.
+	"x-attempt":     true,
+	"x-retry-count": true,
+	"x-retries":     true,
+	"retry-count":   true,
 }
 
 // strippedPrefixes are RabbitMQ's x-first-death-* and x-last-death-* (3.13+).
@@ -56,9 +76,10 @@ func stripped(key string) bool {
 }
 
 // replayHeaders rebuilds the header table of a replayed job: the stored
-// original headers, decoded losslessly, minus failure bookkeeping, plus the
-// headers naming the replay.
-func replayHeaders(stored json.RawMessage, req Request, actor string, item int64, replayCount int) (map[string]any, error) {
+// original headers, decoded losslessly with their wire types, minus failure
+// bookkeeping, plus the headers naming the replay and those carrying the
+// properties that could not be sent as properties (moved).
+func replayHeaders(stored json.RawMessage, req Request, actor string, item int64, replayCount int, at time.Time, moved map[string]any) (map[string]any, error) {
 	// The bookkeeping is most of a dead letter's headers (x-death and
 	// x-attempt-history are nested tables with times), so it is cut out of
 	// the stored JSON before decoding.
@@ -76,8 +97,47 @@ func replayHeaders(stored json.RawMessage, req Request, actor string, item int64
 	h[HeaderReplayedBy] = actor
 	h[HeaderApprovedBy] = req.ReviewedBy
 	h[HeaderReplayItem] = item
+	h[HeaderReplayedAt] = at.UTC().Truncate(time.Second)
+	for k, v := range moved {
+		h[k] = v
+	}
 	return h, nil
 }
+
+// replayProperties returns the properties a replayed job is sent with: the
+// ones it was received with, except that it is always persistent (the run
+// marks a letter replayed on the broker's confirm, which a transient
+// message does not outlive a broker restart), and that a user_id other
+// than publishAs, the run's RabbitMQ user, and a reply_to of the direct
+// reply-to pseudo-queue are left out, because RabbitMQ would close the
+// channel over them; they are returned as moved, the headers that carry
+// them instead. A letter captured before properties were recorded (stored
+// is nil) has only its content type and message id.
+func replayProperties(stored []byte, contentType, messageID, publishAs string) (p deadletter.Properties, moved map[string]any, err error) {
+	if stored != nil {
+		if p, err = deadletter.DecodeProperties(stored); err != nil {
+			return deadletter.Properties{}, nil, err
+		}
+	} else {
+		p = deadletter.Properties{ContentType: contentType, MessageID: messageID}
+	}
+	p.DeliveryMode = amqpPersistent
+	if p.UserID != "" && p.UserID != publishAs {
+		moved = map[string]any{HeaderOriginalUserID: p.UserID}
+		p.UserID = ""
+	}
+	if p.ReplyTo == directReplyTo {
+		if moved == nil {
+			moved = map[string]any{}
+		}
+		moved[HeaderOriginalReplyTo] = p.ReplyTo
+		p.ReplyTo = ""
+	}
+	return p, moved, nil
+}
+
+// amqpPersistent is AMQP's delivery mode 2.
+const amqpPersistent = 2
 
 // idempotencyKeyFields are the body fields that hold the idempotency key, in
 // the contract's two spellings.

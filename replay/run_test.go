@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -128,8 +129,8 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 				t.Errorf("item %d: header %s was replayed; failure bookkeeping must be stripped", id, k)
 			}
 		}
-		if d.Headers["x-tenant"] != "acme-eu-1" || !bytes.Equal(d.Headers["x-trace"].([]byte), []byte{0, 1, 2, 0xff}) || d.Headers["x-priority-hint"] != int64(7) {
-			t.Errorf("item %d: producer headers not kept: %v", id, d.Headers)
+		if d.Headers["x-tenant"] != "acme-eu-1" || !bytes.Equal(d.Headers["x-trace"].([]byte), []byte{0, 1, 2, 0xff}) || d.Headers["x-priority-hint"] != int32(7) {
+			t.Errorf("item %d: producer headers not kept with their wire types: %#v", id, d.Headers)
 		}
 		wantCount := int64(1)
 		if i == 2 {
@@ -163,6 +164,74 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 	var confirmed int
 	if err := b.pool.QueryRow(ctx, `SELECT jsonb_array_length(details->'confirmed') FROM expiryctl.audit_log WHERE action = 'replay.complete'`).Scan(&confirmed); err != nil || confirmed != 3 {
 		t.Errorf("replay.complete lists %d confirmed items (%v), want 3", confirmed, err)
+	}
+}
+
+func TestRunSendsThePropertiesTheLetterDiedWith(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	br, err := NewAMQPBroker(b.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publisher := br.User()
+	_ = br.Close()
+	millis := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC).UnixMilli()
+	full := runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey})
+	full.ContentEncoding, full.CorrelationID, full.ReplyTo = "gzip", "corr-16", "booking.replies"
+	full.Type, full.AppID, full.Priority, full.UserID = "reservation.expire.v1", "booking-api@4.2.0", 5, publisher
+	full.DeliveryMode, full.Expiration = 1, "60000"
+	// amqplib passes Date.now() through: milliseconds where seconds belong.
+	full.Timestamp = time.Unix(millis, 0)
+	foreign := runLetter(2, runLetterOpts{exchange: b.exchange, key: runKey})
+	foreign.UserID, foreign.ReplyTo = "booking-svc", "amq.rabbitmq.reply-to"
+	ids := b.seed(t, full, foreign)
+	// A letter captured before properties were recorded.
+	legacy := deadletter.Parse(runLetter(3, runLetterOpts{exchange: b.exchange, key: runKey}), nil, time.Now())
+	legacy.Properties = nil
+	stored, err := deadletter.Insert(context.Background(), b.pool, []deadletter.Letter{legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, stored.FirstID)
+
+	req := b.approved(t, NewRequest{Canary: intPtr(0)}, ids)
+	detail, err := b.as("bob").Show(context.Background(), req.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotes := PropertyNotes{NotRecorded: 1, MadePersistent: 2, UserIDs: map[string]int{publisher: 1, "booking-svc": 1}}
+	if !reflect.DeepEqual(detail.Properties, wantNotes) {
+		t.Errorf("replay show's property notes %+v, want %+v", detail.Properties, wantNotes)
+	}
+	if _, err := b.runner(t).Run(context.Background(), req.ID); err != nil {
+		t.Fatal(err)
+	}
+	byItem := map[int64]amqp.Delivery{}
+	for _, d := range runDrain(t, b.conn, b.queue, 3, 5*time.Second) {
+		byItem[d.Headers[HeaderReplayItem].(int64)] = d
+	}
+	d := byItem[ids[0]]
+	got := [...]any{d.ContentType, d.ContentEncoding, d.CorrelationId, d.ReplyTo, d.Type, d.AppId, d.Priority, d.UserId,
+		d.DeliveryMode, d.Expiration, d.MessageId, d.Timestamp.Unix()}
+	want := [...]any{"application/json", "gzip", "corr-16", "booking.replies", "reservation.expire.v1", "booking-api@4.2.0",
+		uint8(5), publisher, uint8(amqp.Persistent), "60000", "expire:r-1:v3", millis}
+	if got != want {
+		t.Errorf("properties of the full letter:\n got %v\nwant %v", got, want)
+	}
+	if _, ok := d.Headers[HeaderOriginalUserID]; ok {
+		t.Errorf("a user_id the run may send was moved to a header: %v", d.Headers)
+	}
+	if at, ok := d.Headers[HeaderReplayedAt].(time.Time); !ok || time.Since(at) > time.Minute {
+		t.Errorf("x-replayed-at = %#v, want the time of the run", d.Headers[HeaderReplayedAt])
+	}
+	if d := byItem[ids[1]]; d.UserId != "" || d.Headers[HeaderOriginalUserID] != "booking-svc" ||
+		d.ReplyTo != "" || d.Headers[HeaderOriginalReplyTo] != "amq.rabbitmq.reply-to" {
+		t.Errorf("foreign user_id and direct reply-to: properties %q %q, headers %v; want them in headers", d.UserId, d.ReplyTo, d.Headers)
+	}
+	if d := byItem[ids[2]]; d.ContentType != "application/json" || d.MessageId != "expire:r-3:v3" || !d.Timestamp.IsZero() ||
+		d.DeliveryMode != amqp.Persistent || d.CorrelationId != "" {
+		t.Errorf("legacy letter sent with %+v, want content type, message id and persistent only", d)
 	}
 }
 
@@ -729,13 +798,18 @@ func TestReplayHeadersStripFailureBookkeeping(t *testing.T) {
 	t.Parallel()
 	stored := deadletter.EncodeHeaders(amqp.Table{"x-death": []any{}, "x-first-death-queue": "q", "x-last-death-reason": "expired",
 		"x-delivery-count": int64(3), "x-error-class": "e", "x-last-error": "e", "x-attempt-history": []any{},
-		"x-original-exchange": "ex", "custom": amqp.Decimal{Scale: 2, Value: 1234}, "x-replay-count": int64(4)})
-	h, err := replayHeaders(stored, Request{ID: 5, ReviewedBy: "bob"}, "alice", 77, 4)
+		"x-attempt": int8(3), "x-retry-count": int16(2), "x-retries": "2", "retry-count": int64(2),
+		"x-original-exchange": "ex", "custom": amqp.Decimal{Scale: 2, Value: 1234}, "x-replay-count": int64(4),
+		"narrow": uint16(7)})
+	at := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	h, err := replayHeaders(stored, Request{ID: 5, ReviewedBy: "bob"}, "alice", 77, 4, at.Add(300*time.Millisecond),
+		map[string]any{HeaderOriginalUserID: "svc-booking"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"x-original-exchange": "ex", "custom": amqp.Decimal{Scale: 2, Value: 1234},
-		HeaderReplayRequest: int64(5), HeaderReplayCount: int64(5), HeaderReplayedBy: "alice", HeaderApprovedBy: "bob", HeaderReplayItem: int64(77)}
+	want := map[string]any{"x-original-exchange": "ex", "custom": amqp.Decimal{Scale: 2, Value: 1234}, "narrow": uint16(7),
+		HeaderReplayRequest: int64(5), HeaderReplayCount: int64(5), HeaderReplayedBy: "alice", HeaderApprovedBy: "bob", HeaderReplayItem: int64(77),
+		HeaderReplayedAt: at, HeaderOriginalUserID: "svc-booking"}
 	if len(h) != len(want) {
 		t.Errorf("headers %v, want %v", h, want)
 	}

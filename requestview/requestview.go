@@ -57,6 +57,13 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 			keyLine = st.Warn("FRESH: each job gets a new idempotency key (requester confirmed eligibility); " + freshKeyHint)
 		}
 		field("idempotency key", keyLine)
+		for i, line := range propertyLines(d.Properties, st) {
+			name := ""
+			if i == 0 {
+				name = "properties"
+			}
+			field(name, line)
+		}
 	}
 	if len(d.States) > 0 {
 		field("items", counts(d.States))
@@ -71,6 +78,32 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// propertyLines says how the replayed messages' properties will differ
+// from the letters': all are kept but for what these lines name.
+func propertyLines(n replay.PropertyNotes, st Styles) []string {
+	lines := []string{"kept as received (timestamp too; the replay's time goes in x-replayed-at), except:"}
+	if n.NotRecorded > 0 {
+		lines = append(lines, st.Warn(fmt.Sprintf("%d letters were captured before properties were recorded: sent with content type and message id only", n.NotRecorded)))
+	}
+	if n.MadePersistent > 0 {
+		lines = append(lines, fmt.Sprintf("%d letters were not persistent: sent persistent, so that a confirmed replay survives a broker restart", n.MadePersistent))
+	}
+	users := make([]string, 0, len(n.UserIDs))
+	for u := range n.UserIDs {
+		users = append(users, u)
+	}
+	sort.Strings(users)
+	for _, u := range users {
+		name := termsafe.EscapeLine(u)
+		lines = append(lines, st.Warn(fmt.Sprintf(`user_id "%s" on %d letters: kept only if `+"`replay run`"+` connects to RabbitMQ as "%s", `+
+			"otherwise sent as header x-original-user-id (RabbitMQ refuses another user's user_id)", name, n.UserIDs[u], name)))
+	}
+	if len(lines) == 1 {
+		lines[0] = "kept as received (timestamp too; the replay's time goes in x-replayed-at)"
+	}
+	return lines
 }
 
 // counts lists "name n" pairs sorted by name.
