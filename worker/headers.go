@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -31,14 +33,21 @@ const (
 // make the dead-letter publish itself fail.
 const maxErrorText = 1024
 
-// priorHistory returns the x-attempt-history entries a delivery carries. A
-// header of the wrong shape is replaced rather than trusted: the history only
-// informs the budget and the operator, and a foreign value must not stop the
-// job from being dead-lettered.
+// priorHistory returns the x-attempt-history entries a delivery carries:
+// an array of tables, or a string holding the same array as JSON, as
+// Node.js producers send it (JSON.stringify). A header of the wrong shape
+// is replaced rather than trusted: the history only informs the budget and
+// the operator, and a foreign value must not stop the job from being
+// dead-lettered.
 func priorHistory(h amqp.Table) []any {
-	list, ok := h[HeaderAttemptHistory].([]any)
-	if !ok {
-		return nil
+	var list []any
+	switch v := h[HeaderAttemptHistory].(type) {
+	case []any:
+		list = v
+	case string:
+		list = historyFromJSON(v)
+	case []byte:
+		list = historyFromJSON(string(v))
 	}
 	entries := make([]any, 0, len(list)+1)
 	for _, e := range list {
@@ -47,6 +56,49 @@ func priorHistory(h amqp.Table) []any {
 		}
 	}
 	return entries
+}
+
+// historyFromJSON reads a JSON array of objects as tables, their numbers as
+// longs where they are whole and doubles otherwise, which is how the
+// worker then sends them on; nil when s is not such an array.
+func historyFromJSON(s string) []any {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var entries []map[string]any
+	if err := dec.Decode(&entries); err != nil {
+		return nil
+	}
+	out := make([]any, 0, len(entries))
+	for _, e := range entries {
+		if e != nil {
+			out = append(out, jsonToAMQP(e))
+		}
+	}
+	return out
+}
+
+func jsonToAMQP(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		t := make(amqp.Table, len(x))
+		for k, e := range x {
+			t[k] = jsonToAMQP(e)
+		}
+		return t
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonToAMQP(e)
+		}
+		return out
+	}
+	return v
 }
 
 func historyEntry(at time.Time, jobErr *JobError) amqp.Table {
