@@ -34,3 +34,36 @@ func TestRenderTimes(t *testing.T) {
 		t.Errorf("the zero time is shown:\n%s", out)
 	}
 }
+
+func TestRenderProperties(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	millis := at.UnixMilli()
+	var d deadletter.Detail
+	d.DeadLetteredAt, d.IngestedAt = at, at
+	d.Headers = deadletter.EncodeHeaders(map[string]any{"x-retry-count": int8(2), "x-trace": int64(7)})
+	d.Properties = &deadletter.Properties{ContentEncoding: "gzip", DeliveryMode: 2, Priority: 5,
+		CorrelationID: "corr-\x1b]0;pwned\x07", Timestamp: &millis, UserID: "guest"}
+	out := Render(d, Styles{}, Options{Now: at})
+	for _, want := range []string{
+		"  content_encoding: \"gzip\"\n",
+		"  delivery_mode: 2 (persistent)\n",
+		"  priority: 5\n",
+		`  correlation_id: "corr-\x1b]0;pwned\x07"` + "\n",
+		"  timestamp: 1796041200000 (2026-11-30T12:20:00Z, read as milliseconds)\n",
+		"  user_id: \"guest\"\n",
+		"  x-retry-count: 2 (int8)\n",
+		"  x-trace: 7\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("a property drove the terminal:\n%q", out)
+	}
+	d.Properties = nil
+	if out := Render(d, Styles{}, Options{Now: at}); !strings.Contains(out, "(not recorded: captured before expiryctl kept them") {
+		t.Errorf("a letter without recorded properties does not say so:\n%s", out)
+	}
+}
