@@ -8,18 +8,22 @@
 GO       ?= go
 BIN      := bin/expiryctl
 SERVICES ?= bash scripts/services.sh
+NODE     ?= bash scripts/node.sh
 FUZZTIME ?= 60s
 BENCH_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services build test vet demo bench lint docs fuzz clean
+.PHONY: help services node build test vet demo bench lint docs fuzz clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 services: ## start (or install) PostgreSQL and RabbitMQ on this machine
 	$(SERVICES)
+
+node: ## install Node.js and the npm packages of the Node.js interop test (e2e/node)
+	$(NODE)
 
 build: ## build bin/expiryctl
 	$(GO) build -o $(BIN) ./cmd/expiryctl
@@ -29,7 +33,7 @@ vet: ## go vet ./...
 
 # End-to-end tests run the binary built here, the way a user would; they find it
 # through EXPIRYCTL_BIN.
-test: services build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
+test: services node build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
 
 # The demo runs governed: the schema's owner (not a superuser) migrates,
