@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"time"
 )
@@ -76,77 +75,116 @@ func (p *Properties) propertyStrings() []struct {
 // EncodeProperties returns p as the archive stores it: a JSON object of the
 // properties that were sent, by their AMQP names in snake case, with string
 // values that are not valid UTF-8 or hold NUL tagged as in EncodeHeaders,
-// so that each comes back byte for byte.
+// so that each comes back byte for byte. It runs for every captured
+// letter, so it appends rather than building a map to sort.
 func EncodeProperties(p Properties) json.RawMessage {
-	obj := map[string]any{}
+	out := make([]byte, 0, 160)
+	out = append(out, '{')
+	member := func(name string) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, name...)
+		out = append(out, '"', ':')
+	}
 	for _, s := range p.propertyStrings() {
-		if *s.v != "" {
-			obj[s.name] = encodeValue(*s.v, 1)
+		if *s.v == "" {
+			continue
+		}
+		member(s.name)
+		if jsonbSafe(*s.v) {
+			out = appendJSONString(out, *s.v)
+		} else {
+			out = appendTree(out, encodeValue(*s.v, 1))
 		}
 	}
 	if p.DeliveryMode != 0 {
-		obj["delivery_mode"] = json.Number(strconv.Itoa(int(p.DeliveryMode)))
+		member("delivery_mode")
+		out = strconv.AppendUint(out, uint64(p.DeliveryMode), 10)
 	}
 	if p.Priority != 0 {
-		obj["priority"] = json.Number(strconv.Itoa(int(p.Priority)))
+		member("priority")
+		out = strconv.AppendUint(out, uint64(p.Priority), 10)
 	}
 	if p.Timestamp != nil {
-		obj["timestamp"] = json.Number(strconv.FormatInt(*p.Timestamp, 10))
+		member("timestamp")
+		out = strconv.AppendInt(out, *p.Timestamp, 10)
 	}
-	return appendTree(nil, obj)
+	return append(out, '}')
 }
 
-// DecodeProperties reverses EncodeProperties.
+// storedProperties is EncodeProperties' object as encoding/json reads it;
+// the strings stay raw because one may be a tag.
+type storedProperties struct {
+	ContentType     json.RawMessage `json:"content_type"`
+	ContentEncoding json.RawMessage `json:"content_encoding"`
+	CorrelationID   json.RawMessage `json:"correlation_id"`
+	ReplyTo         json.RawMessage `json:"reply_to"`
+	Expiration      json.RawMessage `json:"expiration"`
+	MessageID       json.RawMessage `json:"message_id"`
+	Type            json.RawMessage `json:"type"`
+	UserID          json.RawMessage `json:"user_id"`
+	AppID           json.RawMessage `json:"app_id"`
+	DeliveryMode    *uint8          `json:"delivery_mode"`
+	Priority        *uint8          `json:"priority"`
+	Timestamp       *int64          `json:"timestamp"`
+}
+
+// DecodeProperties reverses EncodeProperties; an unknown property or a
+// value of the wrong type is an error.
 func DecodeProperties(raw []byte) (Properties, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
+	dec.DisallowUnknownFields()
+	var sp storedProperties
+	if err := dec.Decode(&sp); err != nil {
 		return Properties{}, fmt.Errorf("decode properties: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Properties{}, errors.New("decode properties: unexpected data after the object")
 	}
-	var p Properties
-	known := map[string]bool{}
-	for _, s := range p.propertyStrings() {
-		known[s.name] = true
-		v, ok := obj[s.name]
-		if !ok {
+	p := Properties{Timestamp: sp.Timestamp}
+	if sp.DeliveryMode != nil {
+		p.DeliveryMode = *sp.DeliveryMode
+	}
+	if sp.Priority != nil {
+		p.Priority = *sp.Priority
+	}
+	raws := []json.RawMessage{sp.ContentType, sp.ContentEncoding, sp.CorrelationID, sp.ReplyTo, sp.Expiration,
+		sp.MessageID, sp.Type, sp.UserID, sp.AppID}
+	for i, s := range p.propertyStrings() {
+		if raws[i] == nil {
 			continue
 		}
-		d, err := decodeValue(v, s.name)
-		text, isText := d.(string)
-		if err != nil || !isText {
-			return Properties{}, fmt.Errorf("decode properties: %s: want a string, got %s", s.name, jsonKind(v))
+		text, err := decodePropertyString(raws[i])
+		if err != nil {
+			return Properties{}, fmt.Errorf("decode properties: %s: %w", s.name, err)
 		}
 		*s.v = text
 	}
-	small := map[string]*uint8{"delivery_mode": &p.DeliveryMode, "priority": &p.Priority}
-	for name, dst := range small {
-		known[name] = true
-		if v, ok := obj[name]; ok {
-			n, err := decodeBoundedInt(v, 0, 255)
-			if err != nil {
-				return Properties{}, fmt.Errorf("decode properties: %s: %w", name, err)
-			}
-			*dst = uint8(n)
-		}
-	}
-	known["timestamp"] = true
-	if v, ok := obj["timestamp"]; ok {
-		n, err := decodeBoundedInt(v, math.MinInt64, math.MaxInt64)
-		if err != nil {
-			return Properties{}, fmt.Errorf("decode properties: timestamp: %w", err)
-		}
-		p.Timestamp = &n
-	}
-	for name := range obj {
-		if !known[name] {
-			return Properties{}, fmt.Errorf("decode properties: unknown property %q", name)
-		}
-	}
 	return p, nil
+}
+
+// decodePropertyString reads a plain JSON string or a $string tag.
+func decodePropertyString(raw json.RawMessage) (string, error) {
+	var text string
+	if len(raw) > 0 && raw[0] == '"' {
+		err := json.Unmarshal(raw, &text)
+		return text, err
+	}
+	var tag map[string]string
+	if err := json.Unmarshal(raw, &tag); err != nil || len(tag) != 1 {
+		return "", errors.New("want a string")
+	}
+	b64, ok := tag[tagString]
+	if !ok {
+		return "", errors.New("want a string")
+	}
+	d, err := decodeTagged(tagString, b64)
+	if err != nil {
+		return "", err
+	}
+	return d.(string), nil
 }
 
 // MarshalJSON writes p as EncodeProperties does, so that `-o json` shows
