@@ -50,6 +50,23 @@ func (r *Reviewer) Verify(ctx context.Context, from int64, anchor *Anchor) (Resu
 	if anchor != nil {
 		details["anchor"] = anchor.String()
 	}
+	return res, r.recordVerify(ctx, details, res, verr)
+}
+
+// VerifyCheckpoint is VerifyAgainstCheckpoint, audited as "audit.verify"
+// with the checkpoint's size and signer and the result.
+func (r *Reviewer) VerifyCheckpoint(ctx context.Context, cp Checkpoint) (Result, Consistency, error) {
+	res, cons, verr := VerifyAgainstCheckpoint(ctx, r.Pool, cp)
+	details := map[string]any{"from": 1, "rows": res.Rows, "checkpoint": map[string]any{
+		"tree_size": cp.Size, "root_hash": cp.Root.String(), "signer": cp.Signer}}
+	return res, cons, r.recordVerify(ctx, details, res, verr)
+}
+
+// recordVerify writes the audit.verify row of a verification that found
+// verr. When the verification itself failed, that error is returned and a
+// failure to record it is dropped; otherwise a failure to record is a
+// *RecordError.
+func (r *Reviewer) recordVerify(ctx context.Context, details map[string]any, res Result, verr error) error {
 	outcome := OK
 	var chainErr *ChainError
 	switch {
@@ -68,10 +85,10 @@ func (r *Reviewer) Verify(ctx context.Context, from int64, anchor *Anchor) (Resu
 	}
 	err := Record(context.WithoutCancel(ctx), r.Pool, Entry{Actor: r.Actor, Action: "audit.verify", Details: details, Outcome: outcome})
 	if verr != nil {
-		return res, verr
+		return verr
 	}
 	if err != nil {
-		return res, &RecordError{Err: err}
+		return &RecordError{Err: err}
 	}
-	return res, nil
+	return nil
 }

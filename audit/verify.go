@@ -43,6 +43,15 @@ const (
 	// AnchorMismatch: the row at the anchor's seq has a different hash than
 	// the anchor. The chain up to the anchor was rewritten.
 	AnchorMismatch Problem = "anchor-mismatch"
+	// CheckpointOrigin: the checkpoint is of another trail.
+	CheckpointOrigin Problem = "checkpoint-origin"
+	// CheckpointTruncated: the trail has fewer rows than a checkpoint
+	// signed: its tail was removed.
+	CheckpointTruncated Problem = "checkpoint-truncated"
+	// CheckpointMismatch: the trail's first rows, as many as a checkpoint
+	// signed, no longer hash to its root: rows before it were rewritten,
+	// inserted or removed, even if every hash was recomputed.
+	CheckpointMismatch Problem = "checkpoint-mismatch"
 )
 
 // ChainError reports a trail that is not intact: the first bad seq and what
@@ -263,6 +272,12 @@ func missingRows(from, to int64) string {
 // VerifyDB does not write an audit row itself; `audit verify` records
 // `audit.verify` with the result.
 func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor) (Result, error) {
+	return verifyDB(ctx, pool, from, anchor, nil)
+}
+
+// verifyDB is VerifyDB; when tree is given (from must then be 1), every row
+// that verified is also added to it as a record.
+func verifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor, tree *memoryTree) (Result, error) {
 	c := newChain("the database", VerifyOptions{From: from, Anchor: anchor})
 	from = c.opts.From
 	ctx, cancel := context.WithCancel(ctx)
@@ -317,6 +332,9 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Ancho
 			if ce := add(c, r.seq, r.atMicros, r.actor, r.dbRole, r.action, r.target, r.details, r.outcome, r.prevHash, r.hash); ce != nil {
 				chainErr = ce
 				return ce
+			}
+			if tree != nil {
+				return tree.add(r.seq-1, r.hash)
 			}
 			return nil
 		})

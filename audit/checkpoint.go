@@ -1,0 +1,121 @@
+package audit
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/expiryctl/expiryctl/store"
+)
+
+// Checkpoint is a signed tree head: the trail's origin, its tree size and
+// root hash, as transparency logs write a checkpoint, in a signed note.
+type Checkpoint struct {
+	TreeHead
+	// Note is the signed note, text and signature lines, as printed.
+	Note []byte
+	// Signer is the name of the key that signed it.
+	Signer string
+}
+
+// GenerateKey makes an Ed25519 signing key for checkpoints named name,
+// returning the private key (for --key) and the public verifier key (for
+// --verifier), both in the signed-note key format.
+func GenerateKey(name string) (signerKey, verifierKey string, err error) {
+	signerKey, verifierKey, err = note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		return "", "", fmt.Errorf("generate a checkpoint key named %q: %w (a name is letters, digits and . - _, with no spaces or +)", name, err)
+	}
+	return signerKey, verifierKey, nil
+}
+
+// checkpointText is the checkpoint body: origin, size and root hash in
+// base64, one per line.
+func checkpointText(head TreeHead) string {
+	return head.Origin + "\n" + strconv.FormatInt(head.Size, 10) + "\n" + head.Root.String() + "\n"
+}
+
+// parseCheckpointText reads checkpointText; lines after the third are
+// extensions, which are ignored.
+func parseCheckpointText(text string) (TreeHead, error) {
+	lines := strings.SplitN(text, "\n", 4)
+	if len(lines) < 4 || lines[0] == "" {
+		return TreeHead{}, errors.New("not a checkpoint: want an origin line, a tree size and a root hash")
+	}
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || size < 0 || lines[1] != strconv.FormatInt(size, 10) {
+		return TreeHead{}, fmt.Errorf("not a checkpoint: tree size %q", lines[1])
+	}
+	root, err := tlog.ParseHash(lines[2])
+	if err != nil {
+		return TreeHead{}, fmt.Errorf("not a checkpoint: root hash %q", lines[2])
+	}
+	return TreeHead{Origin: lines[0], Size: size, Root: root}, nil
+}
+
+// SignCheckpoint extends the tree to the trail's end, signs its head with
+// signerKey and stores the checkpoint, audited as audit.checkpoint by
+// actor. The checkpoint's own audit row comes after the head it signs.
+func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string) (Checkpoint, error) {
+	signer, err := note.NewSigner(strings.TrimSpace(signerKey))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("read the checkpoint key: %w (it must be a key written by `expiryctl audit keygen`)", err)
+	}
+	head, err := ExtendTree(ctx, pool)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	msg, err := note.Sign(&note.Note{Text: checkpointText(head)}, signer)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT expiryctl.audit_checkpoint_record($1, $2, $3, $4)`,
+		actor, head.Size, head.Root[:], string(msg)); err != nil {
+		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", store.AsRefusal(err))
+	}
+	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name()}, nil
+}
+
+// OpenCheckpoint checks the signature of a checkpoint note against
+// verifierKey and reads it.
+func OpenCheckpoint(msg []byte, verifierKey string) (Checkpoint, error) {
+	v, err := note.NewVerifier(strings.TrimSpace(verifierKey))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("read the verifier key: %w (it is the line `expiryctl audit keygen` printed)", err)
+	}
+	n, err := note.Open(msg, note.VerifierList(v))
+	if err != nil {
+		var unverified *note.UnverifiedNoteError
+		if errors.As(err, &unverified) {
+			return Checkpoint{}, fmt.Errorf("the checkpoint is not signed by %s: it carries no signature of that key", v.Name())
+		}
+		return Checkpoint{}, fmt.Errorf("the checkpoint does not verify: %w", err)
+	}
+	head, err := parseCheckpointText(n.Text)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	return Checkpoint{TreeHead: head, Note: msg, Signer: n.Sigs[0].Name}, nil
+}
+
+// LatestCheckpoint returns the newest stored checkpoint note, or nil when
+// none was made.
+func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
+	var msg string
+	err := q.QueryRow(ctx, `SELECT signed_note FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1`).Scan(&msg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []byte(msg), nil
+}

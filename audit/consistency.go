@@ -1,0 +1,106 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Consistency is what a verification against a checkpoint proved: the
+// trail of Size rows, whose tree has root Root, extends the checkpoint's.
+type Consistency struct {
+	Checkpoint Checkpoint
+	Size       int64
+	Root       tlog.Hash
+}
+
+// VerifyAgainstCheckpoint checks the whole chain, as VerifyDB does, and
+// then that the trail extends the signed checkpoint cp: the tree of its
+// rows, computed here from the rows and nothing the database stored, holds
+// the checkpointed tree (a tlog consistency proof from cp's head to
+// today's). A trail cut below the checkpoint's size, or whose rows before it
+// were rewritten, inserted or removed, even with every hash recomputed,
+// fails with a *ChainError; where the tree the database stored still holds
+// the original rows, it names the first row that differs.
+func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpoint) (Result, Consistency, error) {
+	var origin string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(origin, '') FROM expiryctl.audit_trail WHERE singleton`).Scan(&origin); err != nil {
+		return Result{}, Consistency{}, fmt.Errorf("audit verify: read the trail's origin: %w", err)
+	}
+	if cp.Origin != origin {
+		return Result{}, Consistency{}, &ChainError{Problem: CheckpointOrigin, Source: "the database",
+			Detail: fmt.Sprintf("the checkpoint is of %q, this database holds %q", cp.Origin, origin)}
+	}
+	tree := &memoryTree{}
+	res, err := verifyDB(ctx, pool, 1, nil, tree)
+	if err != nil {
+		return res, Consistency{}, err
+	}
+	size := res.Head.Seq
+	fail := func(seq int64, p Problem, format string, args ...any) *ChainError {
+		return &ChainError{Seq: seq, Problem: p, Detail: fmt.Sprintf(format, args...), Verified: min(res.Rows, max(seq-1, 0)), Source: "the database"}
+	}
+	if size < cp.Size {
+		return res, Consistency{}, fail(size+1, CheckpointTruncated,
+			"the checkpoint signed by %s covers %d rows, the trail has %d: %s missing, removed from the tail",
+			cp.Signer, cp.Size, size, missingRows(size+1, cp.Size))
+	}
+	root, err := tlog.TreeHash(cp.Size, tree)
+	if err != nil {
+		return res, Consistency{}, fmt.Errorf("audit verify: %w", err)
+	}
+	if root != cp.Root {
+		seq, where := firstStoredDifference(ctx, pool, tree, cp.Size)
+		return res, Consistency{}, fail(seq, CheckpointMismatch,
+			"the first %d rows hash to %s, the checkpoint signed by %s says %s: rows up to seq %d were rewritten, inserted or removed; %s",
+			cp.Size, root, cp.Signer, cp.Root, cp.Size, where)
+	}
+	now, err := tlog.TreeHash(size, tree)
+	if err != nil {
+		return res, Consistency{}, fmt.Errorf("audit verify: %w", err)
+	}
+	proof, err := tlog.ProveTree(size, cp.Size, tree)
+	if err == nil {
+		err = tlog.CheckTree(proof, size, now, cp.Size, cp.Root)
+	}
+	if err != nil {
+		return res, Consistency{}, fail(cp.Size, CheckpointMismatch, "the trail does not extend the checkpoint: %v", err)
+	}
+	return res, Consistency{Checkpoint: cp, Size: size, Root: now}, nil
+}
+
+// firstStoredDifference compares the tree computed from today's rows with
+// the one the database stored as the rows came, over the first size
+// records, and names the first row whose stored leaf differs: the first row
+// changed since. Someone who rewrote the stored tree as well leaves nothing
+// to compare, which it says.
+func firstStoredDifference(ctx context.Context, pool *pgxpool.Pool, tree *memoryTree, size int64) (int64, string) {
+	rows, err := pool.Query(ctx, `SELECT idx, hash FROM expiryctl.audit_tree WHERE idx < $1 ORDER BY idx`, tlog.StoredHashCount(size))
+	if err != nil {
+		return size, "the stored tree could not be read to say where: " + err.Error()
+	}
+	defer rows.Close()
+	var want int64
+	for rows.Next() {
+		var idx int64
+		var h []byte
+		if err := rows.Scan(&idx, &h); err != nil {
+			return size, "the stored tree could not be read to say where: " + err.Error()
+		}
+		if idx != want || idx >= int64(len(tree.hashes)) {
+			break
+		}
+		want++
+		if tlog.Hash(h) == tree.hashes[idx] {
+			continue
+		}
+		level, n := tlog.SplitStoredHashIndex(idx)
+		if level == 0 {
+			return n + 1, fmt.Sprintf("seq %d is the first row that is not the one the tree recorded when it was extended", n+1)
+		}
+		return size, fmt.Sprintf("the stored tree itself was changed (level %d, record %d)", level, n)
+	}
+	return size, "the stored tree was rewritten with the rows, so which row changed first cannot be told"
+}
