@@ -25,9 +25,13 @@ docs/audit.md specifies the hash so that anyone can write their own verifier.`,
 		Example: `  expiryctl audit list --since 2h --action dlq.show
   expiryctl audit export --out trail.ndjson
   expiryctl audit verify --anchor 4812:3f9a…
-  expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…`,
+  expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
+  expiryctl audit keygen --out audit.key > audit.vkey
+  expiryctl audit checkpoint --key audit.key --out checkpoint.txt
+  expiryctl audit verify --checkpoint checkpoint.txt --verifier audit.vkey`,
 	}
-	cmd.AddCommand(NewCmdAuditList(f, nil), NewCmdAuditExport(f, nil), NewCmdAuditVerify(f, nil))
+	cmd.AddCommand(NewCmdAuditList(f, nil), NewCmdAuditExport(f, nil), NewCmdAuditVerify(f, nil),
+		NewCmdAuditKeygen(f, nil), NewCmdAuditCheckpoint(f, nil))
 	return cmd
 }
 

@@ -25,7 +25,11 @@ type AuditVerifyOptions struct {
 	// File is an export to verify instead of the database; "-" is stdin.
 	File      string
 	AllowGaps bool
-	Output    *outputFormat
+	// Checkpoint is a signed checkpoint file the trail must extend, checked
+	// with the Verifier key (the key, or a file holding it).
+	Checkpoint string
+	Verifier   string
+	Output     *outputFormat
 }
 
 // NewCmdAuditVerify builds `expiryctl audit verify`.
@@ -46,11 +50,19 @@ rewritten by someone who recomputed every hash. An anchor can: a SEQ:HASH
 printed by an earlier export or verify and kept outside the database. With
 --anchor, the row with that seq must still exist with that hash.
 
+A signed checkpoint (` + "`audit checkpoint`" + `) proves more than an anchor, to someone
+who does not trust the database's administrators: with --checkpoint and
+--verifier, the tree of today's rows, computed here from the rows alone, must
+contain the checkpointed tree unchanged. A cut tail, or any row before the
+checkpoint rewritten, inserted or removed, even with every hash recomputed,
+fails, naming the first row that differs where the database can still tell.
+
 The database verification is recorded as an audit.verify row with its result;
 a --file verification touches no database and so records nothing.`,
 		Example: `  expiryctl audit verify
   expiryctl audit verify --anchor 4812:3f9a…
   expiryctl audit verify --from 4000
+  expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey
   expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
   expiryctl audit verify --file november.csv --allow-gaps`,
 		Args: cobra.NoArgs,
@@ -68,6 +80,12 @@ a --file verification touches no database and so records nothing.`,
 			if opts.AllowGaps && opts.File == "" {
 				return flagErrorf("--allow-gaps is for --file (a filtered export); the database's chain never has gaps")
 			}
+			if (opts.Checkpoint == "") != (opts.Verifier == "") {
+				return flagErrorf("--checkpoint and --verifier go together: the signed checkpoint, and the key it must be signed by")
+			}
+			if opts.Checkpoint != "" && (opts.File != "" || opts.From > 1 || opts.Anchor != nil) {
+				return flagErrorf("--checkpoint verifies the database's whole trail: leave out --file, --from and --anchor")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -79,6 +97,8 @@ a --file verification touches no database and so records nothing.`,
 	fl.StringVar(&opts.AnchorText, "anchor", "", "SEQ:HASH that must still be in the chain (from an earlier export or verify)")
 	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
 	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
+	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail must extend")
+	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint: the verifier key it must be signed by, or a file holding it")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
 }
@@ -97,6 +117,9 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 	if opts.File != "" {
 		return auditVerifyFile(ctx, opts)
 	}
+	if opts.Checkpoint != "" {
+		return auditVerifyCheckpoint(ctx, opts)
+	}
 	pool, err := opts.DB(ctx)
 	if err != nil {
 		return err
@@ -110,6 +133,50 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 		return explainChainError(opts.IO, verr, false)
 	}
 	return printVerified(opts, "database", res)
+}
+
+func auditVerifyCheckpoint(ctx context.Context, opts *AuditVerifyOptions) error {
+	msg, err := os.ReadFile(opts.Checkpoint)
+	if err != nil {
+		return fmt.Errorf("cannot read --checkpoint: %w", err)
+	}
+	vkey, err := readVerifierKey(opts.Verifier)
+	if err != nil {
+		return err
+	}
+	cp, err := audit.OpenCheckpoint(msg, vkey)
+	if err != nil {
+		return &FlagError{Err: fmt.Errorf("--checkpoint %s: %w", opts.Checkpoint, err)}
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	res, cons, verr := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).VerifyCheckpoint(ctx, cp)
+	var recordErr *audit.RecordError
+	if errors.As(verr, &recordErr) {
+		return recordErr
+	}
+	if verr != nil {
+		return explainChainError(opts.IO, verr, false)
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, checkpointReport{verifyReport: verifyReport{Source: "database", Rows: res.Rows, From: res.From,
+			HeadSeq: res.Head.Seq, HeadHash: res.Head.Hash.String()}, CheckpointSize: cp.Size, CheckpointSigner: cp.Signer,
+			TreeSize: cons.Size, TreeRoot: cons.Root.String()})
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows, head %d %s; they extend the checkpoint of %d rows signed by %s (tree root now %s)\n",
+		res.Rows, res.Head.Seq, res.Head.Hash, cp.Size, cp.Signer, cons.Root)
+	return err
+}
+
+// checkpointReport is `audit verify --checkpoint -o json`.
+type checkpointReport struct {
+	verifyReport
+	CheckpointSize   int64  `json:"checkpoint_tree_size"`
+	CheckpointSigner string `json:"checkpoint_signer"`
+	TreeSize         int64  `json:"tree_size"`
+	TreeRoot         string `json:"tree_root"`
 }
 
 func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {

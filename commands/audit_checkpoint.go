@@ -1,0 +1,165 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
+
+// AuditKeygenOptions holds what `expiryctl audit keygen` needs.
+type AuditKeygenOptions struct {
+	IO   *IOStreams
+	Out  string
+	Name string
+}
+
+// NewCmdAuditKeygen builds `expiryctl audit keygen`.
+func NewCmdAuditKeygen(f *Factory, runF func(*AuditKeygenOptions) error) *cobra.Command {
+	opts := &AuditKeygenOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "keygen --out FILE",
+		Short: "Make a key that signs checkpoints of the audit trail",
+		Long: `Make an Ed25519 signing key for ` + "`audit checkpoint`" + ` and print its public
+verifier key. The signing key goes to --out, readable by you alone; an existing
+file is never overwritten. Give the verifier key to everyone who reviews the
+trail: ` + "`audit verify --verifier`" + ` takes it, as text or as a file holding it.
+
+Keep the signing key away from the database's administrators: a checkpoint
+proves the trail to someone who does not trust them only if they cannot sign.`,
+		Example: `  expiryctl audit keygen --out ~/.config/expiryctl/audit.key > audit.vkey
+  expiryctl audit keygen --out audit.key --name payments-audit`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Out == "" {
+				return flagErrorf("--out is required: the file the signing key is written to")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return auditKeygenRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Out, "out", "", "write the signing key to this new file (mode 0600)")
+	cmd.Flags().StringVar(&opts.Name, "name", "expiryctl-audit", "the key's name, shown in every checkpoint it signs")
+	return cmd
+}
+
+func auditKeygenRun(opts *AuditKeygenOptions) error {
+	skey, vkey, err := audit.GenerateKey(opts.Name)
+	if err != nil {
+		return &FlagError{Err: err}
+	}
+	f, err := os.OpenFile(opts.Out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return flagErrorf("--out %s exists: keygen never overwrites a key; name a new file", opts.Out)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write --out: %w", err)
+	}
+	if _, err := fmt.Fprintln(f, skey); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write --out %s: %w", opts.Out, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write --out %s: %w", opts.Out, err)
+	}
+	fmt.Fprintln(opts.IO.Out, vkey)
+	fmt.Fprintf(opts.IO.ErrOut, "wrote the signing key to %s; the line above is its verifier key, for `expiryctl audit verify --verifier`\n", opts.Out)
+	return nil
+}
+
+// AuditCheckpointOptions holds what `expiryctl audit checkpoint` needs.
+type AuditCheckpointOptions struct {
+	IO    *IOStreams
+	Actor func() string
+	DB    func(context.Context) (*pgxpool.Pool, error)
+	Key   string
+	Out   string
+}
+
+// NewCmdAuditCheckpoint builds `expiryctl audit checkpoint`.
+func NewCmdAuditCheckpoint(f *Factory, runF func(context.Context, *AuditCheckpointOptions) error) *cobra.Command {
+	opts := &AuditCheckpointOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	cmd := &cobra.Command{
+		Use:   "checkpoint --key FILE",
+		Short: "Sign the audit trail's current tree head",
+		Long: `Bring the trail's Merkle tree up to its last row and sign its head (the trail's
+origin, its size and its root hash) with the key from ` + "`audit keygen`" + `. The
+signed checkpoint is stored in the database, audited as audit.checkpoint, and
+printed (or written to --out). Keep a copy outside the database: ` + "`audit verify\n--checkpoint FILE --verifier KEY`" + ` proves later that the trail still holds every
+row the checkpoint covers, unchanged, whatever was recomputed since.`,
+		Example: `  expiryctl audit checkpoint --key ~/.config/expiryctl/audit.key --out checkpoint-2026-12-01.txt
+  expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Key == "" {
+				return flagErrorf("--key is required: the signing key file from `expiryctl audit keygen`")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return auditCheckpointRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Key, "key", "", "the signing key file written by `expiryctl audit keygen`")
+	cmd.Flags().StringVar(&opts.Out, "out", "", "write the signed checkpoint to this file instead of standard output")
+	return cmd
+}
+
+func auditCheckpointRun(ctx context.Context, opts *AuditCheckpointOptions) error {
+	key, err := os.ReadFile(opts.Key)
+	if err != nil {
+		return fmt.Errorf("cannot read --key: %w", err)
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	cp, err := audit.SignCheckpoint(ctx, pool, opts.Actor(), string(key))
+	if err != nil {
+		return err
+	}
+	if opts.Out == "" {
+		_, err = opts.IO.Out.Write(cp.Note)
+	} else {
+		err = writeAtomically(opts.Out, cp.Note)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "signed checkpoint of %d rows by %s, root %s\n", cp.Size, cp.Signer, cp.Root)
+	return nil
+}
+
+// writeAtomically puts data at path complete or not at all.
+func writeAtomically(path string, data []byte) error {
+	f, err := createAtomic(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.abort()
+		return fmt.Errorf("write --out %s: %w", path, err)
+	}
+	return f.commit()
+}
+
+// readVerifierKey takes --verifier as the key itself or as a file holding it.
+func readVerifierKey(value string) (string, error) {
+	if _, err := os.Stat(value); err != nil {
+		return value, nil
+	}
+	b, err := os.ReadFile(value)
+	if err != nil {
+		return "", fmt.Errorf("cannot read --verifier: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

@@ -1,0 +1,93 @@
+package e2e_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/internal/pgtest"
+)
+
+// TestAuditCheckpointAsPeople: an auditor makes a key and signs a
+// checkpoint; the trail verifies against it as it grows; the owner cuts
+// the tail behind the guards and the checkpoint catches it (exit 7),
+// naming the rows; a checkpoint checked with another key is refused.
+func TestAuditCheckpointAsPeople(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	dir := t.TempDir()
+	key, vkeyFile, cpFile := filepath.Join(dir, "audit.key"), filepath.Join(dir, "audit.vkey"), filepath.Join(dir, "cp.txt")
+
+	r := audrey.ok(t, "audit", "keygen", "--out", key, "--name", "audrey-audit")
+	vkey := strings.TrimSpace(r.stdout)
+	if !strings.HasPrefix(vkey, "audrey-audit+") {
+		t.Fatalf("keygen printed %q, want a verifier key named audrey-audit", r.stdout)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the signing key file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	if r := audrey.exits(t, 2, "audit", "keygen", "--out", key); !strings.Contains(r.stderr, "never overwrites") {
+		t.Errorf("keygen over an existing key: %s", r)
+	}
+	if err := os.WriteFile(vkeyFile, []byte(vkey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 3 {
+		alice.ok(t, "dlq", "summary")
+	}
+	r = audrey.ok(t, "audit", "checkpoint", "--key", key, "--out", cpFile)
+	if !strings.Contains(r.stderr, "signed checkpoint of") {
+		t.Errorf("checkpoint: %s", r)
+	}
+	if r := alice.run(t, "audit", "checkpoint", "--key", key); r.code != 4 {
+		t.Errorf("an operator signed a checkpoint: %s", r)
+	}
+	alice.ok(t, "dlq", "summary")
+	r = audrey.ok(t, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkeyFile)
+	if !strings.Contains(r.stdout, "extend the checkpoint of") || !strings.Contains(r.stdout, "signed by audrey-audit") {
+		t.Errorf("verify against the checkpoint: %s", r)
+	}
+	// The key as text works as well as the file.
+	audrey.ok(t, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkey)
+
+	_, otherKey := keygen(t, audrey, filepath.Join(dir, "other.key"))
+	if r := audrey.exits(t, 2, "audit", "verify", "--checkpoint", cpFile, "--verifier", otherKey); !strings.Contains(r.stderr, "not signed by") {
+		t.Errorf("a checkpoint checked with another key: %s", r)
+	}
+
+	// The owner cuts the tail behind the append-only guards.
+	ctx := withTimeout(t)
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		for _, sql := range []string{`ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_no_delete`,
+			`DELETE FROM expiryctl.audit_log WHERE seq > 2`,
+			`ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_delete`} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The chain alone cannot see a cut tail; its own audit row now takes
+	// seq 3, where the checkpoint recorded another.
+	audrey.ok(t, "audit", "verify")
+	r = audrey.exits(t, 7, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkeyFile)
+	if !strings.Contains(r.stderr, "first bad seq 3 (checkpoint-mismatch)") ||
+		!strings.Contains(r.stderr, "seq 3 is the first row that is not the one the tree recorded") {
+		t.Errorf("a cut tail against the checkpoint: %s", r)
+	}
+}
+
+func keygen(t *testing.T, c *cli, path string) (string, string) {
+	t.Helper()
+	r := c.ok(t, "audit", "keygen", "--out", path)
+	return path, strings.TrimSpace(r.stdout)
+}
