@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -118,4 +119,41 @@ func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(msg), nil
+}
+
+// CheckpointEvery signs a checkpoint every interval until ctx is done, for a
+// long-running process (`dlq ingest --follow --checkpoint-key`), and calls
+// report with each one or with why it failed; a failure does not stop the
+// next. A checkpoint of a tree that has not grown since the last one is
+// not signed again.
+func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string, interval time.Duration, report func(Checkpoint, error)) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var last int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		var rows int64
+		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM expiryctl.audit_log`).Scan(&rows); err != nil {
+			if ctx.Err() == nil {
+				report(Checkpoint{}, err)
+			}
+			continue
+		}
+		// The last checkpoint's own audit row is the only one since.
+		if rows <= last+1 {
+			continue
+		}
+		cp, err := SignCheckpoint(ctx, pool, actor, signerKey)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			last = cp.Size
+		}
+		report(cp, err)
+	}
 }

@@ -3,12 +3,14 @@ package commands
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -26,7 +28,11 @@ type DLQIngestOptions struct {
 	Prefetch    int
 	Follow      bool
 	ClassesFile string
-	Output      *outputFormat
+	// CheckpointKey, with Follow, signs a checkpoint of the audit trail
+	// every CheckpointEvery.
+	CheckpointKey   string
+	CheckpointEvery time.Duration
+	Output          *outputFormat
 }
 
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
@@ -54,6 +60,9 @@ Several ingest processes may run on the same queue at once.`,
   # keep capturing during an incident
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow
 
+  # and sign a checkpoint of the audit trail every 5 minutes meanwhile
+  expiryctl dlq ingest --queue reservation-expiry.dlq --follow --checkpoint-key audit.key --checkpoint-every 5m
+
   # map your own error classes to categories
   expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
 		Args: cobra.NoArgs,
@@ -70,6 +79,12 @@ Several ingest processes may run on the same queue at once.`,
 			if opts.ClassesFile == "" {
 				opts.ClassesFile = opts.Getenv("EXPIRYCTL_CLASSES")
 			}
+			if opts.CheckpointKey != "" && !opts.Follow {
+				return flagErrorf("--checkpoint-key is for --follow: a run that ends can be followed by `expiryctl audit checkpoint`")
+			}
+			if opts.CheckpointEvery < time.Second {
+				return flagErrorf("invalid --checkpoint-every %s: use 1s or more, e.g. 5m", opts.CheckpointEvery)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -81,6 +96,8 @@ Several ingest processes may run on the same queue at once.`,
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
 	cmd.Flags().StringVar(&opts.ClassesFile, "classes", "", "JSON file mapping error classes to categories (env EXPIRYCTL_CLASSES)")
+	cmd.Flags().StringVar(&opts.CheckpointKey, "checkpoint-key", "", "with --follow: sign a checkpoint of the audit trail with this key (from `audit keygen`) periodically")
+	cmd.Flags().DurationVar(&opts.CheckpointEvery, "checkpoint-every", 5*time.Minute, "with --checkpoint-key: how often")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	_ = cmd.MarkFlagFilename("classes", "json")
 	return cmd
@@ -110,6 +127,22 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		return err
 	}
 	defer src.Close()
+
+	if opts.CheckpointKey != "" {
+		key, err := os.ReadFile(opts.CheckpointKey)
+		if err != nil {
+			return fmt.Errorf("cannot read --checkpoint-key: %w", err)
+		}
+		checkpoints, stop := context.WithCancel(ctx)
+		defer stop()
+		go audit.CheckpointEvery(checkpoints, pool, opts.Actor(), string(key), opts.CheckpointEvery, func(cp audit.Checkpoint, err error) {
+			if err != nil {
+				fmt.Fprintf(opts.IO.ErrOut, "warning: no audit checkpoint this time: %v\n", err)
+				return
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "signed audit checkpoint of %d rows by %s, root %s\n", cp.Size, cp.Signer, cp.Root)
+		})
+	}
 
 	progress := func(deadletter.IngestStats) {}
 	if opts.IO.StderrTTY {

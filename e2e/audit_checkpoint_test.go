@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -90,4 +92,44 @@ func keygen(t *testing.T, c *cli, path string) (string, string) {
 	t.Helper()
 	r := c.ok(t, "audit", "keygen", "--out", path)
 	return path, strings.TrimSpace(r.stdout)
+}
+
+// TestIngestFollowSignsCheckpoints: a long-running capture, on the
+// ingester's own login, signs checkpoints as it goes, and they verify.
+func TestIngestFollowSignsCheckpoints(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ingester := newCLI(db.Login(t, "ingest-svc", "expiryctl_ingester").URL, "")
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	r := newRabbit(t)
+	dlq := r.queue(t, ".dlq", nil)
+	dir := t.TempDir()
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	audrey.ok(t, "audit", "list") // a trail to checkpoint: the capture of an empty queue writes none
+
+	p := ingester.start(t, "dlq", "ingest", "--queue", dlq, "--follow", "--checkpoint-key", key, "--checkpoint-every", "1s")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.stderr.String(), "signed audit checkpoint of") {
+		if time.Now().After(deadline) || p.exited() {
+			p.signal(syscall.SIGTERM)
+			t.Fatalf("no checkpoint signed within 20 s: %s", p.wait(10*time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.signal(syscall.SIGTERM)
+	if res := p.wait(10 * time.Second); res.code != 0 {
+		t.Fatalf("ingest --follow did not stop cleanly: %s", res)
+	}
+	ctx := withTimeout(t)
+	var note string
+	if err := db.Pool.QueryRow(ctx, `SELECT signed_note FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1`).Scan(&note); err != nil {
+		t.Fatalf("no stored checkpoint: %v", err)
+	}
+	cpFile := filepath.Join(dir, "cp.txt")
+	if err := os.WriteFile(cpFile, []byte(note), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := audrey.ok(t, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkey); !strings.Contains(r.stdout, "extend the checkpoint") {
+		t.Errorf("the ingester's checkpoint does not verify: %s", r)
+	}
 }

@@ -123,6 +123,9 @@ $$;
 REVOKE ALL ON expiryctl.audit_trail, expiryctl.audit_tree, expiryctl.audit_checkpoints FROM PUBLIC;
 GRANT SELECT ON expiryctl.audit_trail, expiryctl.audit_tree, expiryctl.audit_checkpoints
     TO expiryctl_ingester, expiryctl_operator, expiryctl_approver, expiryctl_auditor, expiryctl_admin;
+-- The ingester signs periodic checkpoints (dlq ingest --follow
+-- --checkpoint-key), which read the rows' place and hash, and nothing else.
+GRANT SELECT (seq, hash) ON expiryctl.audit_log TO expiryctl_ingester;
 REVOKE EXECUTE ON FUNCTION expiryctl.audit_tree_extend(bigint, bigint, bytea[]),
     expiryctl.audit_checkpoint_record(text, bigint, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION expiryctl.audit_tree_extend(bigint, bigint, bytea[]),
@@ -130,6 +133,7 @@ GRANT EXECUTE ON FUNCTION expiryctl.audit_tree_extend(bigint, bigint, bytea[]),
     TO expiryctl_auditor, expiryctl_admin, expiryctl_ingester;
 
 -- +goose Down
+REVOKE SELECT (seq, hash) ON expiryctl.audit_log FROM expiryctl_ingester;
 DROP FUNCTION expiryctl.audit_checkpoint_record(text, bigint, bytea, text);
 DROP FUNCTION expiryctl.audit_tree_extend(bigint, bigint, bytea[]);
 DROP TABLE expiryctl.audit_checkpoints;
