@@ -52,6 +52,9 @@ const (
 	// signed, no longer hash to its root: rows before it were rewritten,
 	// inserted or removed, even if every hash was recomputed.
 	CheckpointMismatch Problem = "checkpoint-mismatch"
+	// InclusionFailed: a row of an evidence export is not in the tree its
+	// checkpoint signs: it was changed, or it is from another trail.
+	InclusionFailed Problem = "inclusion-failed"
 )
 
 // ChainError reports a trail that is not intact: the first bad seq and what

@@ -27,6 +27,9 @@ type AuditExportOptions struct {
 	Filter     audit.Filter
 	// Out is the file to write; "" writes to stdout.
 	Out string
+	// formatChosen is whether --format was given: a filtered export is
+	// evidence otherwise, when the trail has a checkpoint.
+	formatChosen bool
 }
 
 // NewCmdAuditExport builds `expiryctl audit export`.
@@ -51,18 +54,28 @@ it, ` + "`audit verify --file F --anchor SEQ:HASH`" + ` proves the file unchange
 
 With --out the file appears complete or not at all: it is written to a
 temporary file in the same directory, synced, then renamed into place.
-Filters make an export that is not a contiguous chain; see docs/audit.md.
-Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
+Filters make an export that is not a contiguous chain. Once the trail has a
+signed checkpoint (` + "`audit checkpoint`" + `), a filtered export is written as evidence
+unless --format says otherwise: the matching rows, each with its inclusion
+proof in the newest checkpoint, which the file carries too. A reviewer checks
+it alone, with no database: ` + "`audit verify --file F --verifier KEY`" + `. See
+docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
 		Example: `  expiryctl audit export --out trail.ndjson
   expiryctl audit export --format csv --since 2026-11-01 --until 2026-12-01 --out november.csv
-  expiryctl audit export --action replay.approve | jq -r .actor`,
+  expiryctl audit export --action replay.approve | jq -r .actor
+  expiryctl audit export --target replay_request:7 --out request-7.evidence
+  expiryctl audit verify --file request-7.evidence --verifier audit.vkey`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := audit.ParseFormat(opts.FormatText)
+			if opts.FormatText == string(audit.Evidence) {
+				format, err = audit.Evidence, nil
+			}
 			if err != nil {
-				return &FlagError{Err: err}
+				return &FlagError{Err: fmt.Errorf("%w, or evidence", err)}
 			}
 			opts.Format = format
+			opts.formatChosen = cmd.Flags().Changed("format")
 			if err := resolveAuditTimes(opts.Since, opts.Until, opts.Now, &opts.Filter); err != nil {
 				return err
 			}
@@ -77,10 +90,10 @@ Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
 	}
 	addAuditFilterFlags(cmd, &opts.Since, &opts.Until, &opts.Filter)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "ndjson, json or csv")
+	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "ndjson, json, csv, or evidence (rows with inclusion proofs; the default for a filtered export once a checkpoint exists)")
 	fl.StringVar(&opts.Out, "out", "", "write to this file, atomically (default: stdout)")
 	formats := []string{}
-	for _, f := range audit.Formats() {
+	for _, f := range append(audit.Formats(), audit.Evidence) {
 		formats = append(formats, string(f))
 	}
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
@@ -91,6 +104,11 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	pool, err := opts.DB(ctx)
 	if err != nil {
 		return err
+	}
+	if !opts.formatChosen && !opts.Filter.IsZero() {
+		if cp, err := audit.LatestCheckpoint(ctx, pool); err == nil && cp != nil {
+			opts.Format = audit.Evidence
+		}
 	}
 	var (
 		w    io.Writer = opts.IO.Out
@@ -122,7 +140,14 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	filter := opts.Filter
 	filter.ThroughSeq = own.Seq
 
-	res, err := audit.Export(ctx, pool, w, opts.Format, filter)
+	var res audit.ExportResult
+	var evidence audit.EvidenceResult
+	if opts.Format == audit.Evidence {
+		evidence, err = audit.ExportEvidence(ctx, pool, w, filter)
+		res.Rows = evidence.Rows
+	} else {
+		res, err = audit.Export(ctx, pool, w, opts.Format, filter)
+	}
 	if err == nil && file != nil {
 		err = file.commit()
 	}
@@ -136,20 +161,30 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 		return err
 	}
 
+	if opts.Format == audit.Evidence {
+		fmt.Fprintf(opts.IO.ErrOut, "exported %d rows as evidence: %d with inclusion proofs in the checkpoint of %d rows, %d newer than it; "+
+			"`expiryctl audit verify --file %s --verifier KEY` checks it with no database\n",
+			evidence.Rows, evidence.Proved, evidence.Checkpoint.Size, evidence.Rows-evidence.Proved, orFILE(opts.Out))
+		return nil
+	}
 	if res.Rows == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "exported 0 rows: nothing matches")
 		return nil
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "exported %d rows; chain head %d %s\n", res.Rows, res.Head.Seq, res.Head.Hash)
 	if opts.Filter.IsZero() {
-		name := opts.Out
-		if name == "" {
-			name = "FILE"
-		}
 		fmt.Fprintf(opts.IO.ErrOut, "keep the anchor %s apart from the file: `expiryctl audit verify --file %s --anchor %s` checks the file with it\n",
-			res.Head, name, res.Head)
+			res.Head, orFILE(opts.Out), res.Head)
 	} else {
 		fmt.Fprintln(opts.IO.ErrOut, "filtered: the rows in between are left out, so verify it with --allow-gaps (each row is checked on its own)")
 	}
 	return nil
+}
+
+// orFILE names the output file in a hint, or FILE for stdout.
+func orFILE(out string) string {
+	if out == "" {
+		return "FILE"
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -80,11 +81,14 @@ a --file verification touches no database and so records nothing.`,
 			if opts.AllowGaps && opts.File == "" {
 				return flagErrorf("--allow-gaps is for --file (a filtered export); the database's chain never has gaps")
 			}
-			if (opts.Checkpoint == "") != (opts.Verifier == "") {
-				return flagErrorf("--checkpoint and --verifier go together: the signed checkpoint, and the key it must be signed by")
+			if opts.Checkpoint != "" && opts.Verifier == "" {
+				return flagErrorf("--checkpoint needs --verifier: the key it must be signed by")
 			}
 			if opts.Checkpoint != "" && (opts.File != "" || opts.From > 1 || opts.Anchor != nil) {
 				return flagErrorf("--checkpoint verifies the database's whole trail: leave out --file, --from and --anchor")
+			}
+			if opts.Verifier != "" && opts.Checkpoint == "" && opts.File == "" {
+				return flagErrorf("--verifier checks a --checkpoint, or the checkpoint an evidence --file carries")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -98,7 +102,7 @@ a --file verification touches no database and so records nothing.`,
 	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
 	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
 	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail must extend")
-	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint: the verifier key it must be signed by, or a file holding it")
+	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint or an evidence --file: the verifier key the checkpoint must be signed by, or a file holding it")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
 }
@@ -190,11 +194,43 @@ func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
 		defer f.Close()
 		r, name = f, opts.File
 	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	r = br
+	if audit.IsEvidence(br) {
+		return auditVerifyEvidence(ctx, opts, br, name)
+	}
+	if opts.Verifier != "" {
+		return flagErrorf("--file %s is not an evidence export (it carries no checkpoint for --verifier to check): make one with a filtered `audit export` once the trail has a checkpoint", name)
+	}
 	res, err := audit.VerifyFile(ctx, r, name, audit.VerifyOptions{From: opts.From, Anchor: opts.Anchor, AllowGaps: opts.AllowGaps})
 	if err != nil {
 		return explainChainError(opts.IO, err, true)
 	}
 	return printVerified(opts, name, res)
+}
+
+func auditVerifyEvidence(ctx context.Context, opts *AuditVerifyOptions, r io.Reader, name string) error {
+	if opts.Verifier == "" {
+		return flagErrorf("--file %s is an evidence export: pass --verifier KEY, the key its checkpoint must be signed by", name)
+	}
+	if opts.Anchor != nil || opts.From > 1 || opts.AllowGaps {
+		return flagErrorf("an evidence export is checked by its proofs: leave out --anchor, --from and --allow-gaps")
+	}
+	vkey, err := readVerifierKey(opts.Verifier)
+	if err != nil {
+		return err
+	}
+	res, err := audit.VerifyEvidence(ctx, r, name, vkey)
+	if err != nil {
+		return explainChainError(opts.IO, err, true)
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, map[string]any{"source": name, "rows": res.Rows, "proved": res.Proved,
+			"checkpoint_tree_size": res.Checkpoint.Size, "checkpoint_signer": res.Checkpoint.Signer})
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows of %s: %d proved in the checkpoint of %d rows signed by %s, %d newer than it (unproven)\n",
+		res.Rows, name, res.Proved, res.Checkpoint.Size, res.Checkpoint.Signer, res.Rows-res.Proved)
+	return err
 }
 
 // explainChainError tells a person what to do about a broken chain; the

@@ -63,6 +63,20 @@ func TestAuditCheckpointAsPeople(t *testing.T) {
 		t.Errorf("a checkpoint checked with another key: %s", r)
 	}
 
+	// A filtered export is evidence a reviewer checks with no database.
+	evidence := filepath.Join(dir, "summaries.evidence")
+	r = audrey.ok(t, "audit", "export", "--action", "dlq.summary", "--out", evidence)
+	if !strings.Contains(r.stderr, "exported 4 rows as evidence: 3 with inclusion proofs") {
+		t.Errorf("a filtered export after a checkpoint: %s", r)
+	}
+	r = newCLI("postgres://nobody@127.0.0.1:1/none?sslmode=disable", "").ok(t, "audit", "verify", "--file", evidence, "--verifier", vkeyFile)
+	if !strings.Contains(r.stdout, "verified 4 rows of "+evidence+": 3 proved in the checkpoint") {
+		t.Errorf("the evidence offline: %s", r)
+	}
+	if r := audrey.exits(t, 2, "audit", "verify", "--file", evidence); !strings.Contains(r.stderr, "pass --verifier") {
+		t.Errorf("evidence without a verifier: %s", r)
+	}
+
 	// The owner cuts the tail behind the append-only guards.
 	ctx := withTimeout(t)
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {

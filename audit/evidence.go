@@ -1,0 +1,325 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Evidence is the export format a reviewer verifies alone: a header line
+// (the newest signed checkpoint, the filter, and the seqs it matched), then
+// one ndjson row per matched row, as NDJSON writes it plus "proof", the
+// row's tlog inclusion proof in the checkpointed tree (absent for rows
+// newer than the checkpoint).
+const Evidence Format = "evidence"
+
+// evidenceHeader is the first line of an evidence export.
+type evidenceHeader struct {
+	// Version marks the file as evidence; it is 1.
+	Version    int    `json:"expiryctl_audit_evidence"`
+	Origin     string `json:"origin"`
+	Checkpoint string `json:"checkpoint"`
+	Filter     Filter `json:"filter"`
+	// Matched lists the seqs of every row the filter matched, oldest
+	// first: a row removed from the file is missing from this list's rows.
+	Matched []int64 `json:"matched"`
+}
+
+// evidenceRow is one row of an evidence export.
+type evidenceRow struct {
+	fileRow
+	Proof []string `json:"proof,omitempty"`
+}
+
+// EvidenceResult says what an evidence export wrote, or what verifying
+// one proved.
+type EvidenceResult struct {
+	// Rows is the rows written (or read); Proved those with an inclusion
+	// proof in the checkpoint, the rest being newer than it.
+	Rows, Proved int64
+	Checkpoint   Checkpoint
+}
+
+// loadThreshold is the number of rows from which an export reads the whole
+// stored tree once rather than O(log n) hashes per row.
+const loadThreshold = 2048
+
+// ExportEvidence writes the rows matching f as an evidence export, with
+// inclusion proofs in the newest stored checkpoint. Without a checkpoint
+// there is nothing to prove against, and it says how to make one.
+func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (EvidenceResult, error) {
+	msg, err := LatestCheckpoint(ctx, pool)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: read the newest checkpoint: %w", err)
+	}
+	if msg == nil {
+		return EvidenceResult{}, errors.New("audit export: the trail has no signed checkpoint to prove rows against: sign one with `expiryctl audit checkpoint --key FILE` first")
+	}
+	n, err := noteText(msg)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
+	}
+	head, err := parseCheckpointText(n)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
+	}
+	cp := Checkpoint{TreeHead: head, Note: msg}
+
+	where, args := filterSQL(f)
+	params, err := textParams(args)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	matched := []int64{}
+	sql := "SELECT seq FROM expiryctl.audit_log"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	rows, err := pool.Query(ctx, sql+" ORDER BY seq", args...)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+	}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+		}
+		matched = append(matched, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+	}
+	// The rows streamed below are those listed: no later one.
+	where = append(where, "seq <= "+strconv.FormatInt(lastOr(matched, 0), 10))
+
+	var reader tlog.HashReader = &storedTree{ctx: ctx, q: pool}
+	if len(matched) >= loadThreshold {
+		if reader, err = loadStoredTree(ctx, pool, cp.Size); err != nil {
+			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+		}
+	}
+
+	bw := bufio.NewWriterSize(w, 256<<10)
+	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(msg), Filter: f, Matched: matched})
+	if err != nil {
+		return EvidenceResult{}, err
+	}
+	if _, err := bw.Write(append(header, '\n')); err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+	}
+	defer conn.Release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
+	res := EvidenceResult{Checkpoint: cp}
+	line := make([]byte, 0, 4096)
+	err = streamRows(ctx, conn.Conn().PgConn(), streamSQL(where), params, func(r *rawRow) error {
+		row := enc.row(r, true)
+		line = append(line[:0], row[:len(row)-2]...) // without "}\n"
+		if r.seq <= cp.Size {
+			proof, err := tlog.ProveRecord(cp.Size, r.seq-1, reader)
+			if err != nil {
+				return fmt.Errorf("prove seq %d: %w", r.seq, err)
+			}
+			line = append(line, `,"proof":[`...)
+			for i, h := range proof {
+				if i > 0 {
+					line = append(line, ',')
+				}
+				line = append(line, '"')
+				line = base64.StdEncoding.AppendEncode(line, h[:])
+				line = append(line, '"')
+			}
+			line = append(line, ']')
+			res.Proved++
+		}
+		line = append(line, "}\n"...)
+		res.Rows++
+		_, err := bw.Write(line)
+		return err
+	})
+	if err != nil {
+		cancel()
+		return res, fmt.Errorf("audit export: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return res, fmt.Errorf("audit export: %w", err)
+	}
+	return res, nil
+}
+
+func lastOr(s []int64, empty int64) int64 {
+	if len(s) == 0 {
+		return empty
+	}
+	return s[len(s)-1]
+}
+
+// loadStoredTree reads the stored hashes of a tree of size records into
+// memory, in one streamed query.
+func loadStoredTree(ctx context.Context, pool *pgxpool.Pool, size int64) (*memoryTree, error) {
+	want := tlog.StoredHashCount(size)
+	m := &memoryTree{hashes: make([]tlog.Hash, 0, want)}
+	rows, err := pool.Query(ctx, `SELECT idx, hash FROM expiryctl.audit_tree WHERE idx < $1 ORDER BY idx`, want)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int64
+		var h []byte
+		if err := rows.Scan(&idx, &h); err != nil {
+			return nil, err
+		}
+		if idx != int64(len(m.hashes)) || len(h) != tlog.HashSize {
+			return nil, fmt.Errorf("the stored tree lacks hash %d", len(m.hashes))
+		}
+		m.hashes = append(m.hashes, tlog.Hash(h))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if int64(len(m.hashes)) != want {
+		return nil, fmt.Errorf("the stored tree holds %d hashes of the %d a tree of %d rows has", len(m.hashes), want, size)
+	}
+	return m, nil
+}
+
+// noteText returns the text of a signed note, unverified: the exporter
+// passes the checkpoint on, and the reviewer checks its signature.
+func noteText(msg []byte) (string, error) {
+	i := bytes.LastIndex(msg, []byte("\n\n"))
+	if i < 0 {
+		return "", errors.New("not a signed note")
+	}
+	return string(msg[:i+1]), nil
+}
+
+// IsEvidence reports whether the file br begins with is an evidence export.
+func IsEvidence(br *bufio.Reader) bool {
+	b, _ := br.Peek(64)
+	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n\xef\xbb\xbf"), []byte(`{"expiryctl_audit_evidence":`))
+}
+
+// VerifyEvidence verifies an evidence export read from r with no database:
+// the checkpoint's signature against verifierKey; each row's hash against
+// its fields; each proof against the checkpoint's root; and that the file
+// holds exactly the rows its header lists. name is used in messages.
+//
+// It proves that every row it proved is, unchanged, in the trail the
+// checkpoint's signer vouched for. It cannot prove that the filter matched
+// no other row: the list of matched rows is the exporter's word.
+func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) (EvidenceResult, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var lineBuf []byte
+	fail := func(seq int64, p Problem, verified int64, format string, args ...any) *ChainError {
+		return &ChainError{Seq: seq, Problem: p, Detail: fmt.Sprintf(format, args...), Verified: verified, Source: name}
+	}
+	first, err := readLine(br, &lineBuf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return EvidenceResult{}, fmt.Errorf("audit verify %s: %w", name, err)
+	}
+	var header evidenceHeader
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimLeft(first, "\xef\xbb\xbf")))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&header); err != nil || header.Version != 1 {
+		return EvidenceResult{}, fail(0, Malformed, 0, "line 1: not the header of an expiryctl evidence export (%v)", err)
+	}
+	cp, err := OpenCheckpoint([]byte(header.Checkpoint), verifierKey)
+	if err != nil {
+		return EvidenceResult{}, fail(0, CheckpointOrigin, 0, "the export's checkpoint: %v", err)
+	}
+	if cp.Origin != header.Origin {
+		return EvidenceResult{}, fail(0, CheckpointOrigin, 0, "the header says trail %q, its checkpoint %q", header.Origin, cp.Origin)
+	}
+	res := EvidenceResult{Checkpoint: cp}
+	listed := make(map[int64]bool, len(header.Matched))
+	for _, s := range header.Matched {
+		listed[s] = false
+	}
+	var canonical []byte
+	for line := 2; ; line++ {
+		if line%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+		}
+		b, err := readLine(br, &lineBuf)
+		if len(b) == 0 && errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return res, fmt.Errorf("audit verify %s: %w", name, err)
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var row evidenceRow
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&row); err != nil || dec.More() {
+			return res, fail(0, Malformed, res.Rows, "line %d: not a row of an evidence export (%v)", line, err)
+		}
+		seen, ok := listed[row.Seq]
+		switch {
+		case !ok:
+			return res, fail(row.Seq, Malformed, res.Rows, "line %d: seq %d is not among the rows the header lists", line, row.Seq)
+		case seen:
+			return res, fail(row.Seq, DuplicateSeq, res.Rows, "line %d: seq %d is listed twice", line, row.Seq)
+		}
+		listed[row.Seq] = true
+		at, err := parseExportTime(row.At)
+		prevHash, err1 := hex.DecodeString(row.PrevHash)
+		hash, err2 := hex.DecodeString(row.Hash)
+		if err != nil || err1 != nil || err2 != nil || len(hash) != sha256.Size || len(prevHash) != sha256.Size {
+			return res, fail(row.Seq, Malformed, res.Rows, "line %d: bad time or hashes", line)
+		}
+		canonical = appendCanonical(canonical[:0], row.Seq, at, row.Actor, row.DBRole, row.Action, row.Target, row.Details, row.Outcome, prevHash)
+		if sum := sha256.Sum256(canonical); !bytes.Equal(sum[:], hash) {
+			return res, fail(row.Seq, HashMismatch, res.Rows, "line %d: stored hash %x, computed %x: a field of the row was changed", line, hash, sum)
+		}
+		res.Rows++
+		if row.Seq > cp.Size {
+			if row.Proof != nil {
+				return res, fail(row.Seq, Malformed, res.Rows, "line %d: a proof for seq %d, newer than the checkpoint of %d rows", line, row.Seq, cp.Size)
+			}
+			continue
+		}
+		proof := make(tlog.RecordProof, len(row.Proof))
+		for i, p := range row.Proof {
+			h, err := tlog.ParseHash(p)
+			if err != nil {
+				return res, fail(row.Seq, Malformed, res.Rows, "line %d: proof hash %d: %v", line, i, err)
+			}
+			proof[i] = h
+		}
+		if err := tlog.CheckRecord(proof, cp.Size, cp.Root, row.Seq-1, tlog.RecordHash(hash)); err != nil {
+			return res, fail(row.Seq, InclusionFailed, res.Rows-1,
+				"line %d: seq %d is not in the trail the checkpoint of %d rows signed by %s vouches for: %v", line, row.Seq, cp.Size, cp.Signer, err)
+		}
+		res.Proved++
+	}
+	for _, s := range header.Matched {
+		if !listed[s] {
+			return res, fail(s, Gap, res.Rows, "seq %d is in the export's list of matched rows but not in the file: it was removed", s)
+		}
+	}
+	return res, nil
+}
