@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/reconcile"
 )
 
 // AuditVerifyOptions holds what `expiryctl audit verify` needs.
@@ -30,7 +31,9 @@ type AuditVerifyOptions struct {
 	// with the Verifier key (the key, or a file holding it).
 	Checkpoint string
 	Verifier   string
-	Output     *outputFormat
+	// Reconcile compares the governance tables with the trail's events.
+	Reconcile bool
+	Output    *outputFormat
 }
 
 // NewCmdAuditVerify builds `expiryctl audit verify`.
@@ -58,12 +61,20 @@ contain the checkpointed tree unchanged. A cut tail, or any row before the
 checkpoint rewritten, inserted or removed, even with every hash recomputed,
 fails, naming the first row that differs where the database can still tell.
 
+With --reconcile, the trail's governance events (requests, reviews, runs,
+item outcomes, policy changes) are replayed and compared with the tables
+they changed: a state with no event behind it, such as a request approved
+with no approval row, an item confirmed with no run that recorded it, or a
+policy value nobody proposed and approved, is reported with its table, key
+and column (exit 7).
+
 The database verification is recorded as an audit.verify row with its result;
 a --file verification touches no database and so records nothing.`,
 		Example: `  expiryctl audit verify
   expiryctl audit verify --anchor 4812:3f9a…
   expiryctl audit verify --from 4000
   expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey
+  expiryctl audit verify --reconcile
   expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
   expiryctl audit verify --file november.csv --allow-gaps`,
 		Args: cobra.NoArgs,
@@ -87,6 +98,9 @@ a --file verification touches no database and so records nothing.`,
 			if opts.Checkpoint != "" && (opts.File != "" || opts.From > 1 || opts.Anchor != nil) {
 				return flagErrorf("--checkpoint verifies the database's whole trail: leave out --file, --from and --anchor")
 			}
+			if opts.Reconcile && opts.File != "" {
+				return flagErrorf("--reconcile compares the database's tables with its trail: leave out --file")
+			}
 			if opts.Verifier != "" && opts.Checkpoint == "" && opts.File == "" {
 				return flagErrorf("--verifier checks a --checkpoint, or the checkpoint an evidence --file carries")
 			}
@@ -101,6 +115,7 @@ a --file verification touches no database and so records nothing.`,
 	fl.StringVar(&opts.AnchorText, "anchor", "", "SEQ:HASH that must still be in the chain (from an earlier export or verify)")
 	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
 	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
+	fl.BoolVar(&opts.Reconcile, "reconcile", false, "also compare requests, items and the policy with the trail's governance events")
 	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail must extend")
 	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint or an evidence --file: the verifier key the checkpoint must be signed by, or a file holding it")
 	opts.Output = addOutputFlag(cmd, "text", "json")
@@ -122,7 +137,10 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 		return auditVerifyFile(ctx, opts)
 	}
 	if opts.Checkpoint != "" {
-		return auditVerifyCheckpoint(ctx, opts)
+		if err := auditVerifyCheckpoint(ctx, opts); err != nil {
+			return err
+		}
+		return reconcileIfAsked(ctx, opts)
 	}
 	pool, err := opts.DB(ctx)
 	if err != nil {
@@ -136,7 +154,42 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 	if verr != nil {
 		return explainChainError(opts.IO, verr, false)
 	}
-	return printVerified(opts, "database", res)
+	if err := printVerified(opts, "database", res); err != nil {
+		return err
+	}
+	return reconcileIfAsked(ctx, opts)
+}
+
+// reconcileIfAsked runs --reconcile after the chain verified, and lists
+// what it found.
+func reconcileIfAsked(ctx context.Context, opts *AuditVerifyOptions) error {
+	if !opts.Reconcile {
+		return nil
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	rep, err := reconcile.Audited(ctx, pool, opts.Actor())
+	var mismatch *reconcile.MismatchError
+	if errors.As(err, &mismatch) {
+		t := newTable(opts.IO, "TABLE", "KEY", "COLUMN", "FINDING")
+		for _, f := range mismatch.Findings {
+			t.addRow(f.Table, f.Key, f.Column, f.Detail)
+		}
+		if ferr := t.render(); ferr != nil {
+			return ferr
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "%d governance states have no event behind them: they were written around the rules; "+
+			"keep the evidence and report it to whoever governs this database\n", len(mismatch.Findings))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "reconciled %d requests and the policy with %d governance events: every state has an event behind it\n",
+		rep.Requests, rep.Events)
+	return err
 }
 
 func auditVerifyCheckpoint(ctx context.Context, opts *AuditVerifyOptions) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
@@ -60,7 +61,7 @@ func ExitCode(err error) int {
 		return ExitSchema
 	case errors.As(err, new(*replay.HaltError)):
 		return ExitHalted
-	case errors.As(err, new(*audit.ChainError)):
+	case errors.As(err, new(*audit.ChainError)), errors.As(err, new(*reconcile.MismatchError)):
 		return ExitTampered
 	case errors.As(err, &refusal):
 		return ExitRefused

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/pgtest"
 )
 
@@ -145,5 +148,47 @@ func TestIngestFollowSignsCheckpoints(t *testing.T) {
 	}
 	if r := audrey.ok(t, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkey); !strings.Contains(r.stdout, "extend the checkpoint") {
 		t.Errorf("the ingester's checkpoint does not verify: %s", r)
+	}
+}
+
+// TestReconcileCatchesAnApprovalByHand: a request the owner approved in
+// psql, with no approval event, is named by `audit verify --reconcile`
+// (exit 7), table, key and column.
+func TestReconcileCatchesAnApprovalByHand(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	letters := make([]deadletter.Letter, 2)
+	for i := range letters {
+		body := fmt.Appendf(nil, `{"reservation_id":"r-%d","idempotency_key":"k-%d"}`, i, i)
+		letters[i] = deadletter.Letter{Fingerprint: sha256.Sum256(body), JobKey: fmt.Sprintf("k-%d", i), SourceQueue: "q.dlq",
+			OriginalExchange: "reservations", OriginalRoutingKey: "reservation.expire", Category: deadletter.TransientExhausted,
+			Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, i, 0, time.UTC)}
+	}
+	if _, err := deadletter.Insert(withTimeout(t), db.Pool, letters); err != nil {
+		t.Fatal(err)
+	}
+	alice.ok(t, "replay", "request", "--id", "1", "--id", "2", "--why", "INC-5")
+	if r := audrey.ok(t, "audit", "verify", "--reconcile"); !strings.Contains(r.stdout, "every state has an event behind it") {
+		t.Fatalf("an untouched database does not reconcile: %s", r)
+	}
+	ctx := withTimeout(t)
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		for _, sql := range []string{`SET LOCAL session_replication_role = replica`,
+			`UPDATE expiryctl.replay_requests SET status = 'approved', reviewed_by = 'bob', reviewed_db_role = 'bob' WHERE id = 1`} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := audrey.exits(t, 7, "audit", "verify", "--reconcile")
+	if !strings.Contains(r.stdout, "replay_requests") || !strings.Contains(r.stdout, "id 1") || !strings.Contains(r.stdout, "status") ||
+		!strings.Contains(r.stderr, "have no event behind them") {
+		t.Errorf("an approval by hand: %s", r)
 	}
 }

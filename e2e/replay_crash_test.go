@@ -148,6 +148,11 @@ func TestReplayRunCrashResume(t *testing.T) {
 	if c := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'in_request'`); c != 0 {
 		t.Errorf("%d letters are still held by the request after it completed", c)
 	}
+	// However often the runner was killed, every state it left has an event
+	// behind it.
+	if r := w.cli.run(t, "audit", "verify", "--reconcile"); r.code != 0 || !strings.Contains(r.stdout, "every state has an event behind it") {
+		t.Errorf("the trail does not reconcile after the kills: %s", r)
+	}
 }
 
 // status reads a request's status.

@@ -54,5 +54,5 @@ echo
 echo "== the reference worker takes the replayed jobs (same idempotency keys)"
 drain_work_queue
 echo
-echo "== audrey verifies the trail"
-as audrey audit verify
+echo "== audrey verifies the trail, and that the governance tables match it"
+as audrey audit verify --reconcile
