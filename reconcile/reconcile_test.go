@@ -114,8 +114,8 @@ func TestReconcileCleanAfterGovernedWork(t *testing.T) {
 func TestReconcileReportsHandEdits(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name                string
-		sql                 func(ids map[string]int64) string
+		name               string
+		sql                func(ids map[string]int64) string
 		table, key, column string
 	}{
 		{"a pending request approved by hand", func(ids map[string]int64) string {
