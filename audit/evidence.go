@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -22,7 +23,9 @@ import (
 // (the newest signed checkpoint, the filter, and the seqs it matched), then
 // one ndjson row per matched row, as NDJSON writes it plus "proof", the
 // row's tlog inclusion proof in the checkpointed tree (absent for rows
-// newer than the checkpoint).
+// newer than the checkpoint): its hashes, bottom up, concatenated and
+// base64-encoded as one string, which a reader decodes at a fraction of
+// the cost of a JSON array of strings.
 const Evidence Format = "evidence"
 
 // evidenceHeader is the first line of an evidence export.
@@ -40,7 +43,7 @@ type evidenceHeader struct {
 // evidenceRow is one row of an evidence export.
 type evidenceRow struct {
 	fileRow
-	Proof []string `json:"proof,omitempty"`
+	Proof *string `json:"proof,omitempty"`
 }
 
 // EvidenceResult says what an evidence export wrote, or what verifying
@@ -130,6 +133,7 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
 	res := EvidenceResult{Checkpoint: cp}
 	line := make([]byte, 0, 4096)
+	var concatenated []byte
 	err = streamRows(ctx, conn.Conn().PgConn(), streamSQL(where), params, func(r *rawRow) error {
 		row := enc.row(r, true)
 		line = append(line[:0], row[:len(row)-2]...) // without "}\n"
@@ -138,16 +142,13 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 			if err != nil {
 				return fmt.Errorf("prove seq %d: %w", r.seq, err)
 			}
-			line = append(line, `,"proof":[`...)
-			for i, h := range proof {
-				if i > 0 {
-					line = append(line, ',')
-				}
-				line = append(line, '"')
-				line = base64.StdEncoding.AppendEncode(line, h[:])
-				line = append(line, '"')
+			concatenated = concatenated[:0]
+			for _, h := range proof {
+				concatenated = append(concatenated, h[:]...)
 			}
-			line = append(line, ']')
+			line = append(line, `,"proof":"`...)
+			line = base64.StdEncoding.AppendEncode(line, concatenated)
+			line = append(line, '"')
 			res.Proved++
 		}
 		line = append(line, "}\n"...)
@@ -212,6 +213,37 @@ func noteText(msg []byte) (string, error) {
 	return string(msg[:i+1]), nil
 }
 
+// proofTail is how ExportEvidence ends a row that has a proof.
+var proofTail = []byte(`,"proof":"`)
+
+// decodeEvidenceRow reads one row. A row as ExportEvidence writes it ends
+// with its proof, a base64 string, which is cut off and taken as it is, so
+// that only the fields go through the strict JSON decoder; any other
+// spelling of a row is decoded whole, as strictly.
+func decodeEvidenceRow(b []byte, buf *[]byte) (evidenceRow, error) {
+	var row evidenceRow
+	if i := bytes.LastIndex(b, proofTail); i > 0 && bytes.HasSuffix(b, []byte(`"}`)) {
+		proof := b[i+len(proofTail) : len(b)-2]
+		if bytes.IndexByte(proof, '"') < 0 && bytes.IndexByte(proof, '\\') < 0 {
+			*buf = append(append((*buf)[:0], b[:i]...), '}')
+			if err := decodeStrict(*buf, &row.fileRow); err == nil {
+				text := string(proof)
+				row.Proof = &text
+				return row, nil
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&row); err != nil {
+		return evidenceRow{}, err
+	}
+	if dec.More() {
+		return evidenceRow{}, errors.New("more than one JSON value on the line")
+	}
+	return row, nil
+}
+
 // IsEvidence reports whether the file br begins with is an evidence export.
 func IsEvidence(br *bufio.Reader) bool {
 	b, _ := br.Peek(64)
@@ -250,11 +282,25 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		return EvidenceResult{}, fail(0, CheckpointOrigin, 0, "the header says trail %q, its checkpoint %q", header.Origin, cp.Origin)
 	}
 	res := EvidenceResult{Checkpoint: cp}
-	listed := make(map[int64]bool, len(header.Matched))
-	for _, s := range header.Matched {
-		listed[s] = false
+	matched := header.Matched
+	for i := 1; i < len(matched); i++ {
+		if matched[i] <= matched[i-1] {
+			return res, fail(matched[i], Malformed, 0, "the header's list of matched rows is not in ascending seq order")
+		}
 	}
-	var canonical []byte
+	seen := make([]bool, len(matched))
+	// An export of every row from seq 1 through the checkpoint is proved
+	// as a whole: the tree of its rows, computed here, must have the
+	// checkpoint's root. That is each row's inclusion, at two hashes a row
+	// rather than a proof's log n.
+	whole := len(matched) > 0 && int64(len(matched)) >= cp.Size && matched[len(matched)-1] == int64(len(matched))
+	var tree *memoryTree
+	if whole {
+		tree = &memoryTree{hashes: make([]tlog.Hash, 0, tlog.StoredHashCount(cp.Size))}
+	}
+	var inTree int64
+	var canonical, proofBuf, rowBuf []byte
+	var proof tlog.RecordProof
 	for line := 2; ; line++ {
 		if line%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -271,20 +317,18 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		var row evidenceRow
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&row); err != nil || dec.More() {
+		row, err := decodeEvidenceRow(b, &rowBuf)
+		if err != nil {
 			return res, fail(0, Malformed, res.Rows, "line %d: not a row of an evidence export (%v)", line, err)
 		}
-		seen, ok := listed[row.Seq]
+		i := sort.Search(len(matched), func(i int) bool { return matched[i] >= row.Seq })
 		switch {
-		case !ok:
+		case i == len(matched) || matched[i] != row.Seq:
 			return res, fail(row.Seq, Malformed, res.Rows, "line %d: seq %d is not among the rows the header lists", line, row.Seq)
-		case seen:
+		case seen[i]:
 			return res, fail(row.Seq, DuplicateSeq, res.Rows, "line %d: seq %d is listed twice", line, row.Seq)
 		}
-		listed[row.Seq] = true
+		seen[i] = true
 		at, err := parseExportTime(row.At)
 		prevHash, err1 := hex.DecodeString(row.PrevHash)
 		hash, err2 := hex.DecodeString(row.Hash)
@@ -302,13 +346,27 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 			}
 			continue
 		}
-		proof := make(tlog.RecordProof, len(row.Proof))
-		for i, p := range row.Proof {
-			h, err := tlog.ParseHash(p)
-			if err != nil {
-				return res, fail(row.Seq, Malformed, res.Rows, "line %d: proof hash %d: %v", line, i, err)
+		if row.Proof == nil {
+			return res, fail(row.Seq, InclusionFailed, res.Rows-1, "line %d: seq %d carries no proof, though the checkpoint of %d rows covers it", line, row.Seq, cp.Size)
+		}
+		if whole {
+			if row.Seq != inTree+1 {
+				return res, fail(row.Seq, OutOfOrder, res.Rows-1, "line %d: seq %d comes where seq %d belongs", line, row.Seq, inTree+1)
 			}
-			proof[i] = h
+			if err := tree.add(inTree, hash); err != nil {
+				return res, fmt.Errorf("audit verify %s: %w", name, err)
+			}
+			inTree++
+			continue
+		}
+		raw, err := base64.StdEncoding.AppendDecode(proofBuf[:0], []byte(*row.Proof))
+		if err != nil || len(raw)%tlog.HashSize != 0 {
+			return res, fail(row.Seq, Malformed, res.Rows, "line %d: the proof is not base64 of whole hashes", line)
+		}
+		proofBuf = raw
+		proof = proof[:0]
+		for i := 0; i < len(raw); i += tlog.HashSize {
+			proof = append(proof, tlog.Hash(raw[i:i+tlog.HashSize]))
 		}
 		if err := tlog.CheckRecord(proof, cp.Size, cp.Root, row.Seq-1, tlog.RecordHash(hash)); err != nil {
 			return res, fail(row.Seq, InclusionFailed, res.Rows-1,
@@ -316,10 +374,22 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		}
 		res.Proved++
 	}
-	for _, s := range header.Matched {
-		if !listed[s] {
+	for i, s := range matched {
+		if !seen[i] {
 			return res, fail(s, Gap, res.Rows, "seq %d is in the export's list of matched rows but not in the file: it was removed", s)
 		}
+	}
+	if whole {
+		root, err := tlog.TreeHash(cp.Size, tree)
+		if err != nil {
+			return res, fmt.Errorf("audit verify %s: %w", name, err)
+		}
+		if root != cp.Root {
+			return res, fail(cp.Size, InclusionFailed, 0,
+				"rows 1–%d hash to %s, the checkpoint signed by %s says %s: a row was changed, or comes from another trail "+
+					"(`expiryctl audit verify --checkpoint` on the database names the first)", cp.Size, root, cp.Signer, cp.Root)
+		}
+		res.Proved = cp.Size
 	}
 	return res, nil
 }

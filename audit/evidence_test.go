@@ -94,7 +94,7 @@ func TestEvidenceCatchesTampering(t *testing.T) {
 		{"a row removed", append(append([]string(nil), lines[:3]...), lines[4:]...), vkey, 11, audit.Gap},
 		{"a row of another trail", append(append([]string(nil), lines[:2]...), append([]string{otherLines[2]}, lines[3:]...)...), vkey, 11, audit.InclusionFailed},
 		{"a checkpoint signed by another key", lines, strangerKey, 0, audit.CheckpointOrigin},
-		{"a proof for a row the checkpoint does not cover", edit(7, func(r map[string]any) { r["proof"] = []string{} }), vkey, 36, audit.Malformed},
+		{"a proof for a row the checkpoint does not cover", edit(7, func(r map[string]any) { r["proof"] = "" }), vkey, 36, audit.Malformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,4 +144,34 @@ func FuzzVerifyEvidence(f *testing.F) {
 			t.Fatalf("a file no key of this test signed proved %d rows", res.Proved)
 		}
 	})
+}
+
+// TestWholeEvidenceIsProvedByItsRoot: an evidence export of every row is
+// proved by recomputing the checkpoint's root from its rows, which catches
+// a row changed with its hash recomputed as the proofs would.
+func TestWholeEvidenceIsProvedByItsRoot(t *testing.T) {
+	t.Parallel()
+	db, _, vkey := checkpointed(t, 30)
+	var buf bytes.Buffer
+	if _, err := audit.ExportEvidence(context.Background(), db.Pool, &buf, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.VerifyEvidence(context.Background(), bytes.NewReader(buf.Bytes()), "all", vkey)
+	if err != nil || res.Rows != 31 || res.Proved != 30 {
+		t.Fatalf("VerifyEvidence = %+v, %v; want 31 rows, 30 proved", res, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	var row map[string]any
+	if err := json.Unmarshal([]byte(lines[12]), &row); err != nil {
+		t.Fatal(err)
+	}
+	row["target"] = "dead_letter:666"
+	row["hash"] = rehash(t, row)
+	edited, _ := json.Marshal(row)
+	lines[12] = string(edited)
+	_, err = audit.VerifyEvidence(context.Background(), strings.NewReader(strings.Join(lines, "\n")), "all", vkey)
+	var chainErr *audit.ChainError
+	if !errors.As(err, &chainErr) || chainErr.Problem != audit.InclusionFailed {
+		t.Fatalf("a rewritten row in a whole export: %v, want %s", err, audit.InclusionFailed)
+	}
 }

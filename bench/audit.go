@@ -79,7 +79,7 @@ func benchAudit(ctx context.Context, cfg *config, rep *report) error {
 	}
 	rep.rss(fmt.Sprintf("5 audit export %s: peak RSS of the binary", count(int(n))), run.PeakRSS, 64, "")
 
-	if err := benchCheckpoint(ctx, cfg, rep, db, bare, head); err != nil {
+	if err := benchCheckpoint(ctx, cfg, rep, db, bare); err != nil {
 		return err
 	}
 	return benchAuditCost(ctx, cfg, rep, db)
