@@ -108,7 +108,19 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 // List returns every role that is a member of an expiryctl group, by name.
 // Audited.
 func (s *Service) List(ctx context.Context) ([]Member, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
+	members, err := Members(ctx, s.Pool)
+	if err != nil {
+		return nil, err
+	}
+	return members, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "access.list",
+		Details: map[string]any{"members": len(members)}})
+}
+
+// Members returns every role that is a member of an expiryctl group, by
+// name, unaudited: for List and for checks that read it in their own
+// snapshot.
+func Members(ctx context.Context, q store.Querier) ([]Member, error) {
+	rows, err := q.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
 		FROM pg_auth_members a
 		JOIN pg_roles g ON g.oid = a.roleid
 		JOIN pg_roles m ON m.oid = a.member
@@ -125,6 +137,13 @@ func (s *Service) List(ctx context.Context) ([]Member, error) {
 	if members == nil {
 		members = []Member{}
 	}
-	return members, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "access.list",
-		Details: map[string]any{"members": len(members)}})
+	return members, nil
+}
+
+// SchemaOwner returns the role that owns the expiryctl schema, for whom
+// governance is advisory.
+func SchemaOwner(ctx context.Context, q store.Querier) (string, error) {
+	var owner string
+	err := q.QueryRow(ctx, `SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'expiryctl'`).Scan(&owner)
+	return owner, err
 }

@@ -157,8 +157,8 @@ func TestIngestFollowSignsCheckpoints(t *testing.T) {
 func TestReconcileCatchesAnApprovalByHand(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
-	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.GrantedLogin(t, "alice", "expiryctl_operator").URL, "")
+	audrey := newCLI(db.GrantedLogin(t, "audrey", "expiryctl_auditor").URL, "")
 	letters := make([]deadletter.Letter, 2)
 	for i := range letters {
 		body := fmt.Appendf(nil, `{"reservation_id":"r-%d","idempotency_key":"k-%d"}`, i, i)

@@ -173,7 +173,7 @@ func (w *replayWorld) request(t *testing.T, nr replay.NewRequest) replay.Request
 func (w *replayWorld) approve(t *testing.T, id int64) {
 	t.Helper()
 	if w.approver == nil {
-		w.approver = w.db.Login(t, "approver", "expiryctl_approver")
+		w.approver = w.db.GrantedLogin(t, "approver", "expiryctl_approver")
 	}
 	req, err := replay.Get(withTimeout(t), w.db.Pool, id)
 	if err != nil {

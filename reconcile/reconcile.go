@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -92,6 +93,15 @@ func Check(ctx context.Context, pool *pgxpool.Pool) (Report, error) {
 			f = comparePolicy(policy, defaults, "the schema's defaults (no policy event)", "updated_at", "updated_by")
 		}
 		findings = append(findings, f...)
+		members, err := access.Members(ctx, tx)
+		if err != nil {
+			return err
+		}
+		owner, err := access.SchemaOwner(ctx, tx)
+		if err != nil {
+			return err
+		}
+		findings = append(findings, checkMembership(members, owner, events)...)
 		return nil
 	})
 	if err != nil {
@@ -244,6 +254,84 @@ func sortedStates(m map[string]int) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// checkMembership compares group membership with the trail's access
+// events. The groups are roles of the whole PostgreSQL cluster while the
+// trail is this database's, so it checks two things only: that a grant the
+// trail records (and no later revoke) still holds, and that every login
+// that made a governance change here holds no group the trail never
+// granted it. The owner and superusers need no group and are left out.
+func checkMembership(members []access.Member, owner string, events []audit.Event) []Finding {
+	granted := map[grant]int64{}
+	for _, e := range events {
+		if e.Action != "access.grant" && e.Action != "access.revoke" {
+			continue
+		}
+		var d struct {
+			Login  string   `json:"login"`
+			Groups []string `json:"groups"`
+		}
+		if json.Unmarshal(e.Details, &d) != nil {
+			continue
+		}
+		for _, g := range d.Groups {
+			if e.Action == "access.grant" {
+				granted[grant{d.Login, g}] = e.Seq
+			} else {
+				delete(granted, grant{d.Login, g})
+			}
+		}
+	}
+	now := map[grant]bool{}
+	super := map[string]bool{owner: true}
+	for _, m := range members {
+		if m.Superuser {
+			super[m.Login] = true
+		}
+		for _, g := range m.Groups {
+			now[grant{m.Login, g}] = true
+		}
+	}
+	acted := map[string]bool{}
+	for _, e := range events {
+		if !super[e.DBRole] {
+			acted[e.DBRole] = true
+		}
+	}
+	var out []Finding
+	for _, gr := range sortedGrants(granted) {
+		if !now[gr] {
+			out = append(out, Finding{"pg_auth_members", "login " + gr.login, gr.group,
+				fmt.Sprintf("not a member, but granted by seq %d and never revoked here: revoked outside expiryctl", granted[gr])})
+		}
+	}
+	for _, m := range members {
+		if !acted[m.Login] || super[m.Login] {
+			continue
+		}
+		for _, g := range m.Groups {
+			if _, ok := granted[grant{m.Login, g}]; !ok {
+				out = append(out, Finding{"pg_auth_members", "login " + m.Login, g,
+					"a member that made governance changes here, with no access.grant event for it: granted outside expiryctl"})
+			}
+		}
+	}
+	return out
+}
+
+// grant is one login's membership of one group.
+type grant struct{ login, group string }
+
+func sortedGrants(m map[grant]int64) []grant {
+	out := make([]grant, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].login < out[j].login || out[i].login == out[j].login && out[i].group < out[j].group
+	})
 	return out
 }
 

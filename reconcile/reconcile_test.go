@@ -20,15 +20,17 @@ import (
 // governed is a database in which people did what the rules allow: a
 // request left pending, one approved, one rejected, a discard run to the
 // end, and a policy change proposed by one admin and approved by another.
-// It returns the database and the ids of those requests.
-func governed(t *testing.T) (*pgtest.Database, map[string]int64) {
+// It returns the database, the ids of those requests, and the logins of
+// alice and bob.
+func governed(t *testing.T) (*pgtest.Database, map[string]int64, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	alice := db.Login(t, "alice", "expiryctl_operator")
-	bob := db.Login(t, "bob", "expiryctl_approver")
-	dave := db.Login(t, "dave", "expiryctl_admin")
-	erin := db.Login(t, "erin", "expiryctl_admin")
+	alice := db.GrantedLogin(t, "alice", "expiryctl_operator")
+	bob := db.GrantedLogin(t, "bob", "expiryctl_approver")
+	dave := db.GrantedLogin(t, "dave", "expiryctl_admin")
+	erin := db.GrantedLogin(t, "erin", "expiryctl_admin")
+	ids := map[string]int64{}
 	letters := make([]deadletter.Letter, 8)
 	for i := range letters {
 		body := fmt.Appendf(nil, `{"reservation_id":"r-%d","idempotency_key":"k-%d"}`, i, i)
@@ -41,7 +43,6 @@ func governed(t *testing.T) (*pgtest.Database, map[string]int64) {
 	}
 	requester := &replay.Service{Pool: alice.Pool}
 	approver := &replay.Service{Pool: bob.Pool}
-	ids := map[string]int64{}
 	create := func(name string, kind replay.Kind, letters ...int64) {
 		c, err := requester.Create(ctx, replay.NewRequest{Kind: kind, Selection: replay.Selection{IDs: letters}, Why: "INC-1 " + name})
 		if err != nil {
@@ -78,7 +79,7 @@ func governed(t *testing.T) (*pgtest.Database, map[string]int64) {
 	if _, err := replay.ReviewPolicyChange(ctx, erin.Pool, "", proposed.ChangeID, true, "agreed"); err != nil {
 		t.Fatal(err)
 	}
-	return db, ids
+	return db, ids, map[string]string{"alice": alice.Name, "bob": bob.Name}
 }
 
 // byHand runs sql as the schema's owner with the tables' guards off, as
@@ -101,7 +102,7 @@ func byHand(t *testing.T, db *pgtest.Database, sql string) {
 
 func TestReconcileCleanAfterGovernedWork(t *testing.T) {
 	t.Parallel()
-	db, _ := governed(t)
+	db, _, _ := governed(t)
 	rep, err := reconcile.Check(context.Background(), db.Pool)
 	if err != nil {
 		t.Fatal(err)
@@ -141,18 +142,28 @@ func TestReconcileReportsHandEdits(t *testing.T) {
 		{"the policy changed by hand", func(map[string]int64) string {
 			return `UPDATE expiryctl.policy SET max_rate = 500`
 		}, "policy", "singleton", "max_rate"},
+		{"a group granted by hand", func(map[string]int64) string {
+			return "GRANT expiryctl_admin TO {alice}"
+		}, "pg_auth_members", "login {alice}", "expiryctl_admin"},
+		{"a grant revoked by hand", func(map[string]int64) string {
+			return "REVOKE expiryctl_approver FROM {bob}"
+		}, "pg_auth_members", "login {bob}", "expiryctl_approver"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			db, ids := governed(t)
-			byHand(t, db, c.sql(ids))
+			db, ids, people := governed(t)
+			sql, key := c.sql(ids), c.key
+			for person, login := range people {
+				sql = strings.ReplaceAll(sql, "{"+person+"}", login)
+				key = strings.ReplaceAll(key, "{"+person+"}", login)
+			}
+			byHand(t, db, sql)
 			_, err := reconcile.Check(context.Background(), db.Pool)
 			var mismatch *reconcile.MismatchError
 			if !errors.As(err, &mismatch) {
 				t.Fatalf("Check = %v, want a *MismatchError", err)
 			}
-			key := c.key
 			if name, rest, ok := strings.Cut(key, ":"); ok {
 				// "id %d:pending" names the request of that name.
 				key = fmt.Sprintf(name, ids[strings.Fields(rest)[0]]) + strings.TrimPrefix(rest, strings.Fields(rest)[0])

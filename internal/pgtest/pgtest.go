@@ -151,6 +151,21 @@ func (db *Database) Login(tb testing.TB, person string, groups ...string) *Login
 	return &Login{Name: name, URL: url, Pool: Connect(tb, url)}
 }
 
+// GrantedLogin is Login, with the groups granted the way the schema's
+// owner grants them (expiryctl.access_change, which writes the
+// access.grant event), so that the trail accounts for the membership and
+// `audit verify --reconcile` finds it in order.
+func (db *Database) GrantedLogin(tb testing.TB, person string, groups ...string) *Login {
+	tb.Helper()
+	l := db.Login(tb, person)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := db.Pool.Exec(ctx, `SELECT expiryctl.access_change('', $1, $2, true)`, l.Name, groups); err != nil {
+		tb.Fatalf("pgtest: grant %v to %s through expiryctl: %v", groups, l.Name, err)
+	}
+	return l
+}
+
 // WithUser returns rawURL with its user replaced by user (and no password).
 func WithUser(rawURL, user string) string {
 	u, err := url.Parse(rawURL)
