@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/tlog"
@@ -132,30 +134,20 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	defer cancel()
 	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
 	res := EvidenceResult{Checkpoint: cp}
-	line := make([]byte, 0, 4096)
-	var concatenated []byte
+	prover := newProver(ctx, cp.Size, reader, bw, len(matched) >= loadThreshold)
 	err = streamRows(ctx, conn.Conn().PgConn(), streamSQL(where), params, func(r *rawRow) error {
 		row := enc.row(r, true)
-		line = append(line[:0], row[:len(row)-2]...) // without "}\n"
+		res.Rows++
 		if r.seq <= cp.Size {
-			proof, err := tlog.ProveRecord(cp.Size, r.seq-1, reader)
-			if err != nil {
-				return fmt.Errorf("prove seq %d: %w", r.seq, err)
-			}
-			concatenated = concatenated[:0]
-			for _, h := range proof {
-				concatenated = append(concatenated, h[:]...)
-			}
-			line = append(line, `,"proof":"`...)
-			line = base64.StdEncoding.AppendEncode(line, concatenated)
-			line = append(line, '"')
 			res.Proved++
 		}
-		line = append(line, "}\n"...)
-		res.Rows++
-		_, err := bw.Write(line)
-		return err
+		return prover.add(r.seq, row[:len(row)-2]) // without "}\n"
 	})
+	if err == nil {
+		err = prover.finish()
+	} else {
+		prover.abandon()
+	}
 	if err != nil {
 		cancel()
 		return res, fmt.Errorf("audit export: %w", err)
@@ -164,6 +156,135 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 		return res, fmt.Errorf("audit export: %w", err)
 	}
 	return res, nil
+}
+
+// proveBatch is how many rows a prover hands to a worker at once.
+const proveBatch = 512
+
+// prover adds each row's inclusion proof and writes the rows in order. With
+// parallel set (the tree is in memory, which any goroutine may read) the
+// proofs of batches of rows are computed by workers, one per CPU, while
+// the database sends the next rows: a proof is most of a row's cost.
+type prover struct {
+	size     int64
+	reader   tlog.HashReader
+	w        io.Writer
+	parallel bool
+
+	batch   *proofBatch
+	work    chan *proofBatch
+	ordered chan *proofBatch
+	written chan error
+	workers sync.WaitGroup
+}
+
+type proofBatch struct {
+	seqs  []int64
+	lines [][]byte
+	out   []byte
+	err   error
+	done  chan struct{}
+}
+
+func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Writer, parallel bool) *prover {
+	p := &prover{size: size, reader: reader, w: w, parallel: parallel}
+	if !parallel {
+		return p
+	}
+	n := max(runtime.GOMAXPROCS(0), 1)
+	p.work, p.ordered, p.written = make(chan *proofBatch, 2*n), make(chan *proofBatch, 2*n), make(chan error, 1)
+	for range n {
+		p.workers.Add(1)
+		go func() {
+			defer p.workers.Done()
+			for b := range p.work {
+				b.out, b.err = p.prove(b.out[:0], b.seqs, b.lines)
+				close(b.done)
+			}
+		}()
+	}
+	go func() {
+		var err error
+		for b := range p.ordered {
+			<-b.done
+			if err == nil {
+				if err = b.err; err == nil {
+					_, err = w.Write(b.out)
+				}
+			}
+		}
+		p.written <- err
+	}()
+	return p
+}
+
+// add takes one row (its JSON without the closing brace); line is reused
+// by the caller.
+func (p *prover) add(seq int64, line []byte) error {
+	if !p.parallel {
+		out, err := p.prove(nil, []int64{seq}, [][]byte{line})
+		if err != nil {
+			return err
+		}
+		_, err = p.w.Write(out)
+		return err
+	}
+	if p.batch == nil {
+		p.batch = &proofBatch{done: make(chan struct{})}
+	}
+	p.batch.seqs = append(p.batch.seqs, seq)
+	p.batch.lines = append(p.batch.lines, append([]byte(nil), line...))
+	if len(p.batch.seqs) == proveBatch {
+		p.send()
+	}
+	return nil
+}
+
+func (p *prover) send() {
+	p.ordered <- p.batch
+	p.work <- p.batch
+	p.batch = nil
+}
+
+// finish writes what is left and returns the first error.
+func (p *prover) finish() error {
+	if !p.parallel {
+		return nil
+	}
+	if p.batch != nil {
+		p.send()
+	}
+	close(p.work)
+	close(p.ordered)
+	p.workers.Wait()
+	return <-p.written
+}
+
+// abandon stops the workers after a failed read.
+func (p *prover) abandon() { _ = p.finish() }
+
+// prove appends each row with its proof (for rows the checkpoint covers)
+// and its closing brace to out.
+func (p *prover) prove(out []byte, seqs []int64, lines [][]byte) ([]byte, error) {
+	var concatenated []byte
+	for i, seq := range seqs {
+		out = append(out, lines[i]...)
+		if seq <= p.size {
+			proof, err := tlog.ProveRecord(p.size, seq-1, p.reader)
+			if err != nil {
+				return out, fmt.Errorf("prove seq %d: %w", seq, err)
+			}
+			concatenated = concatenated[:0]
+			for _, h := range proof {
+				concatenated = append(concatenated, h[:]...)
+			}
+			out = append(out, `,"proof":"`...)
+			out = base64.StdEncoding.AppendEncode(out, concatenated)
+			out = append(out, '"')
+		}
+		out = append(out, "}\n"...)
+	}
+	return out, nil
 }
 
 func lastOr(s []int64, empty int64) int64 {
@@ -222,6 +343,14 @@ var proofTail = []byte(`,"proof":"`)
 // spelling of a row is decoded whole, as strictly.
 func decodeEvidenceRow(b []byte, buf *[]byte) (evidenceRow, error) {
 	var row evidenceRow
+	var proof []byte
+	if parseExportedRow(b, &row.fileRow, &proof) {
+		if proof != nil {
+			text := string(proof)
+			row.Proof = &text
+		}
+		return row, nil
+	}
 	if i := bytes.LastIndex(b, proofTail); i > 0 && bytes.HasSuffix(b, []byte(`"}`)) {
 		proof := b[i+len(proofTail) : len(b)-2]
 		if bytes.IndexByte(proof, '"') < 0 && bytes.IndexByte(proof, '\\') < 0 {
@@ -233,6 +362,13 @@ func decodeEvidenceRow(b []byte, buf *[]byte) (evidenceRow, error) {
 			}
 		}
 	}
+	return decodeEvidenceRowStrictly(b)
+}
+
+// decodeEvidenceRowStrictly decodes a row of any spelling with
+// encoding/json, refusing unknown fields.
+func decodeEvidenceRowStrictly(b []byte) (evidenceRow, error) {
+	var row evidenceRow
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&row); err != nil {

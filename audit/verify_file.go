@@ -172,6 +172,10 @@ func (s *ndjsonSource) next(row *fileRow) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		var proof []byte
+		if parseExportedRow(line, row, &proof) && proof == nil {
+			return nil
+		}
 		*row = fileRow{}
 		return decodeStrict(line, row)
 	}
