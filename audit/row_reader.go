@@ -61,37 +61,89 @@ func parseExportedRow(b []byte, row *fileRow, proof *[]byte) bool {
 	return len(b) == 1 && b[0] == '}'
 }
 
-// parseJSONString reads the JSON string at the start of b: without escapes
-// the bytes themselves (when they are valid UTF-8, as encoding/json would
-// otherwise replace them), with escapes through encoding/json.
+// parseJSONString reads the JSON string at the start of b. Plain bytes
+// (valid UTF-8, as encoding/json would otherwise replace them) and the
+// one-letter escapes are read here; a string with a \u escape goes
+// through encoding/json.
 func parseJSONString(b []byte) (string, []byte, bool) {
 	if len(b) == 0 || b[0] != '"' {
 		return "", nil, false
 	}
-	escaped := false
+	escapes := 0
 	for i := 1; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '\\':
-			escaped = true
+			if i+1 >= len(b) {
+				return "", nil, false
+			}
+			if b[i+1] == 'u' {
+				var s string
+				end := bytes.IndexByte(b[i:], '"')
+				for end >= 0 && isEscapedQuote(b, i+end) {
+					next := bytes.IndexByte(b[i+end+1:], '"')
+					if next < 0 {
+						return "", nil, false
+					}
+					end += next + 1
+				}
+				if end < 0 {
+					return "", nil, false
+				}
+				if err := json.Unmarshal(b[:i+end+1], &s); err != nil {
+					return "", nil, false
+				}
+				return s, b[i+end+1:], true
+			}
+			escapes++
 			i++
 		case c == '"':
 			raw := b[1:i]
-			if !escaped {
-				if !utf8.Valid(raw) || bytes.IndexFunc(raw, func(r rune) bool { return r < 0x20 }) >= 0 {
-					return "", nil, false
-				}
-				return string(raw), b[i+1:], true
-			}
-			var s string
-			if err := json.Unmarshal(b[:i+1], &s); err != nil {
+			if !utf8.Valid(raw) {
 				return "", nil, false
 			}
-			return s, b[i+1:], true
+			if escapes == 0 {
+				return string(raw), b[i+1:], true
+			}
+			out := make([]byte, 0, len(raw)-escapes)
+			for j := 0; j < len(raw); j++ {
+				if raw[j] != '\\' {
+					out = append(out, raw[j])
+					continue
+				}
+				j++
+				switch raw[j] {
+				case '"', '\\', '/':
+					out = append(out, raw[j])
+				case 'b':
+					out = append(out, '\b')
+				case 'f':
+					out = append(out, '\f')
+				case 'n':
+					out = append(out, '\n')
+				case 'r':
+					out = append(out, '\r')
+				case 't':
+					out = append(out, '\t')
+				default:
+					return "", nil, false
+				}
+			}
+			return string(out), b[i+1:], true
 		case c < 0x20:
 			return "", nil, false
 		}
 	}
 	return "", nil, false
+}
+
+// isEscapedQuote reports whether the quote at b[i] is preceded by an odd
+// number of backslashes.
+func isEscapedQuote(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // isBase64Text reports whether b holds only the standard base64 alphabet,
