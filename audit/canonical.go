@@ -113,9 +113,50 @@ func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 // that accepted every spelling of an instant would pass files that are not
 // what expiryctl wrote.
 func parseExportTime(s string) (int64, error) {
+	if micros, ok := parseExportTimeDigits(s); ok {
+		return micros, nil
+	}
 	t, err := time.Parse(timeLayout, s)
 	if err != nil || t.Format(timeLayout) != s {
 		return 0, fmt.Errorf("invalid time %q: an export writes UTC with six fractional digits, e.g. 2026-11-30T03:00:00.120000Z", s)
 	}
 	return t.UnixMicro(), nil
+}
+
+// parseExportTimeDigits reads timeLayout by position, which a verifier of
+// a million rows does far faster than time.Parse. It accepts only what
+// time.Parse accepts and Format writes back unchanged, and reports false
+// otherwise, for parseExportTime to decide.
+func parseExportTimeDigits(s string) (int64, bool) {
+	if len(s) != len(timeLayout) || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
+		s[19] != '.' || s[26] != 'Z' {
+		return 0, false
+	}
+	num := func(from, to int) (int, bool) {
+		n := 0
+		for i := from; i < to; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 7)
+	day, ok3 := num(8, 10)
+	hour, ok4 := num(11, 13)
+	minute, ok5 := num(14, 16)
+	sec, ok6 := num(17, 19)
+	micro, ok7 := num(20, 26)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, micro*1000, time.UTC)
+	// A day beyond the month's end would roll over into the next one.
+	if t.Day() != day || day < 1 {
+		return 0, false
+	}
+	return t.UnixMicro(), true
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"testing"
+	"time"
 )
 
 // FuzzParseExportedRow: whatever the fast row reader accepts, the strict
@@ -34,6 +35,25 @@ func FuzzParseExportedRow(f *testing.F) {
 		}
 		if fast != strict.fileRow {
 			t.Fatalf("%q:\nfast   %+v\nstrict %+v", b, fast, strict.fileRow)
+		}
+	})
+}
+
+// FuzzParseExportTime: the positional reader agrees with time.Parse and
+// Format's round trip wherever it answers.
+func FuzzParseExportTime(f *testing.F) {
+	for _, s := range []string{"2026-11-30T03:00:00.120000Z", "2026-02-30T03:00:00.000000Z", "0000-01-01T00:00:00.000000Z",
+		"2026-13-01T00:00:00.000000Z", "2026-11-30T24:00:00.000000Z", "2026-11-30T03:00:60.000000Z", "2024-02-29T23:59:59.999999Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fast, ok := parseExportTimeDigits(s)
+		if !ok {
+			return
+		}
+		parsed, err := time.Parse(timeLayout, s)
+		if err != nil || parsed.Format(timeLayout) != s || parsed.UnixMicro() != fast {
+			t.Fatalf("%q: fast %d, time.Parse %v %v", s, fast, parsed, err)
 		}
 	})
 }
