@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -296,10 +297,35 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// One statement: the letters and their batch's audit row commit
-	// together, inside the database function.
-	res, err := InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
+	// together, inside the database function. Two batches written at once
+	// that hold copies of the same letters in opposite orders (redeliveries
+	// after a crash) can deadlock on the fingerprint index; PostgreSQL then
+	// rolls one back whole, and writing it again is safe: nothing of it was
+	// stored or acknowledged.
+	var res StoreResult
+	var err error
+	for attempt := 1; ; attempt++ {
+		res, err = InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == maxBatchAttempts || !errors.As(err, &pgErr) ||
+			(pgErr.Code != deadlockDetected && pgErr.Code != serializationFailure) {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
+	}
 	if err != nil {
 		return StoreResult{}, &StoreError{Letters: len(b.letters), Err: err}
 	}
 	return res, nil
 }
+
+// maxBatchAttempts bounds how often a batch that lost a deadlock is
+// written again.
+const maxBatchAttempts = 5
+
+// The SQLSTATEs of a transaction PostgreSQL rolled back to let another
+// one through.
+const (
+	deadlockDetected     = "40P01"
+	serializationFailure = "40001"
+)
