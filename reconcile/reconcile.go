@@ -81,10 +81,7 @@ func Check(ctx context.Context, pool *pgxpool.Pool) (Report, error) {
 			return err
 		}
 		var f []Finding
-		f, rep.PolicyFrom, err = checkPolicy(policy, events)
-		if err != nil {
-			return err
-		}
+		f, rep.PolicyFrom = checkPolicy(policy, events)
 		if rep.PolicyFrom == 0 {
 			defaults, err := replay.PolicyDefaults(ctx, pool)
 			if err != nil {
@@ -113,9 +110,6 @@ func Check(ctx context.Context, pool *pgxpool.Pool) (Report, error) {
 	return rep, nil
 }
 
-// requestEvents are a request's events in trail order.
-type requestEvents []audit.Event
-
 // statusAfter is the status each event leaves a request in; events not
 // listed leave it as it was.
 var statusAfter = map[string]replay.Status{
@@ -130,7 +124,7 @@ var statusAfter = map[string]replay.Status{
 }
 
 func checkRequests(ledger []replay.LedgerEntry, events []audit.Event) []Finding {
-	byRequest := map[int64]requestEvents{}
+	byRequest := map[int64][]audit.Event{}
 	for _, e := range events {
 		id, ok := strings.CutPrefix(e.Target, "replay_request:")
 		if !ok {
@@ -337,7 +331,7 @@ func sortedGrants(m map[grant]int64) []grant {
 
 // checkPolicy compares the policy with the "after" of the last event that
 // changed it; from is that event's seq, 0 when there is none.
-func checkPolicy(policy map[string]any, events []audit.Event) (f []Finding, from int64, err error) {
+func checkPolicy(policy map[string]any, events []audit.Event) (f []Finding, from int64) {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		if e.Action != "policy.set" && e.Action != "policy.approve" {
@@ -348,11 +342,11 @@ func checkPolicy(policy map[string]any, events []audit.Event) (f []Finding, from
 		}
 		if err := json.Unmarshal(e.Details, &d); err != nil || d.After == nil {
 			return []Finding{{"audit_log", "seq " + strconv.FormatInt(e.Seq, 10), "details",
-				"the policy event records no policy after it"}}, e.Seq, nil
+				"the policy event records no policy after it"}}, e.Seq
 		}
-		return comparePolicy(policy, d.After, fmt.Sprintf("the %s event (seq %d)", e.Action, e.Seq)), e.Seq, nil
+		return comparePolicy(policy, d.After, fmt.Sprintf("the %s event (seq %d)", e.Action, e.Seq)), e.Seq
 	}
-	return nil, 0, nil
+	return nil, 0
 }
 
 // comparePolicy reports each key whose value differs from want, leaving out
