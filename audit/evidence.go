@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,11 +181,24 @@ type prover struct {
 }
 
 type proofBatch struct {
-	seqs  []int64
-	lines [][]byte
-	out   []byte
-	err   error
-	done  chan struct{}
+	seqs []int64
+	// text holds the batch's rows one after another; ends[i] is where row
+	// i ends. One buffer, not one allocation a row.
+	text []byte
+	ends []int
+	out  []byte
+	err  error
+	done chan struct{}
+}
+
+// lines returns the batch's rows.
+func (b *proofBatch) lines() [][]byte {
+	out := make([][]byte, len(b.ends))
+	start := 0
+	for i, end := range b.ends {
+		out[i], start = b.text[start:end], end
+	}
+	return out
 }
 
 func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Writer, parallel bool) *prover {
@@ -198,7 +213,7 @@ func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Wri
 		go func() {
 			defer p.workers.Done()
 			for b := range p.work {
-				b.out, b.err = p.prove(b.out[:0], b.seqs, b.lines)
+				b.out, b.err = p.prove(b.out[:0], b.seqs, b.lines())
 				close(b.done)
 			}
 		}()
@@ -230,10 +245,11 @@ func (p *prover) add(seq int64, line []byte) error {
 		return err
 	}
 	if p.batch == nil {
-		p.batch = &proofBatch{done: make(chan struct{})}
+		p.batch = &proofBatch{done: make(chan struct{}), text: make([]byte, 0, proveBatch*(len(line)+64))}
 	}
 	p.batch.seqs = append(p.batch.seqs, seq)
-	p.batch.lines = append(p.batch.lines, append([]byte(nil), line...))
+	p.batch.text = append(p.batch.text, line...)
+	p.batch.ends = append(p.batch.ends, len(p.batch.text))
 	if len(p.batch.seqs) == proveBatch {
 		p.send()
 	}
@@ -268,6 +284,10 @@ func (p *prover) abandon() { _ = p.finish() }
 func (p *prover) prove(out []byte, seqs []int64, lines [][]byte) ([]byte, error) {
 	var concatenated []byte
 	for i, seq := range seqs {
+		if seq <= p.size {
+			// The line, and a proof of about log2(size) hashes in base64.
+			out = slices.Grow(out, len(lines[i])+16+base64.StdEncoding.EncodedLen(tlog.HashSize*(bits.Len64(uint64(p.size))+1)))
+		}
 		out = append(out, lines[i]...)
 		if seq <= p.size {
 			proof, err := tlog.ProveRecord(p.size, seq-1, p.reader)
