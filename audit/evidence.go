@@ -170,6 +170,10 @@ const proveBatch = 512
 type prover struct {
 	size     int64
 	reader   tlog.HashReader
+	// split and rightRoot shortcut the proofs of the left part of a tree
+	// whose size is not a power of two (see proveRecord).
+	split     int64
+	rightRoot tlog.Hash
 	w        io.Writer
 	parallel bool
 
@@ -205,6 +209,10 @@ func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Wri
 	p := &prover{size: size, reader: reader, w: w, parallel: parallel}
 	if !parallel {
 		return p
+	}
+	// The workers share the shortcut: it is settled before they start.
+	if _, err := p.proveRecord(0); err != nil {
+		p.split = -1
 	}
 	n := max(runtime.GOMAXPROCS(0), 1)
 	p.work, p.ordered, p.written = make(chan *proofBatch, 2*n), make(chan *proofBatch, 2*n), make(chan error, 1)
@@ -279,6 +287,33 @@ func (p *prover) finish() error {
 // abandon stops the workers after a failed read.
 func (p *prover) abandon() { _ = p.finish() }
 
+// proveRecord is tlog.ProveRecord(p.size, n, p.reader). By RFC 6962
+// (2.1.1), the audit path of a leaf n < k, k the largest power of two below
+// the tree's size, is its path in the complete tree of the first k leaves
+// followed by the root of the rest; tlog recomputes that root for every
+// proof, so it is computed once (the last hash of leaf 0's proof) and the
+// path in the complete tree, which needs no hashing, comes from tlog.
+func (p *prover) proveRecord(n int64) (tlog.RecordProof, error) {
+	if p.split == 0 && p.size > 1 {
+		p.split = -1
+		if k := int64(1) << (bits.Len64(uint64(p.size-1)) - 1); k < p.size && p.size&(p.size-1) != 0 {
+			first, err := tlog.ProveRecord(p.size, 0, p.reader)
+			if err != nil {
+				return nil, err
+			}
+			p.split, p.rightRoot = k, first[len(first)-1]
+		}
+	}
+	if p.split <= 0 || n >= p.split {
+		return tlog.ProveRecord(p.size, n, p.reader)
+	}
+	left, err := tlog.ProveRecord(p.split, n, p.reader)
+	if err != nil {
+		return nil, err
+	}
+	return append(left, p.rightRoot), nil
+}
+
 // prove appends each row with its proof (for rows the checkpoint covers)
 // and its closing brace to out.
 func (p *prover) prove(out []byte, seqs []int64, lines [][]byte) ([]byte, error) {
@@ -290,7 +325,7 @@ func (p *prover) prove(out []byte, seqs []int64, lines [][]byte) ([]byte, error)
 		}
 		out = append(out, lines[i]...)
 		if seq <= p.size {
-			proof, err := tlog.ProveRecord(p.size, seq-1, p.reader)
+			proof, err := p.proveRecord(seq - 1)
 			if err != nil {
 				return out, fmt.Errorf("prove seq %d: %w", seq, err)
 			}
