@@ -168,14 +168,14 @@ const proveBatch = 512
 // proofs of batches of rows are computed by workers, one per CPU, while
 // the database sends the next rows: a proof is most of a row's cost.
 type prover struct {
-	size     int64
-	reader   tlog.HashReader
+	size   int64
+	reader tlog.HashReader
 	// split and rightRoot shortcut the proofs of the left part of a tree
 	// whose size is not a power of two (see proveRecord).
 	split     int64
 	rightRoot tlog.Hash
-	w        io.Writer
-	parallel bool
+	w         io.Writer
+	parallel  bool
 
 	batch   *proofBatch
 	work    chan *proofBatch
