@@ -210,6 +210,9 @@ func (b *proofBatch) lines() [][]byte {
 func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Writer, parallel bool) *prover {
 	p := &prover{size: size, reader: reader, w: w, parallel: parallel}
 	if !parallel {
+		// A few rows read their hashes from the database, where the
+		// shortcut's own reads would cost more than it saves.
+		p.split = -1
 		return p
 	}
 	// The workers share the shortcut: it is settled before they start.
