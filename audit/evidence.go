@@ -13,7 +13,6 @@ import (
 	"io"
 	"math/bits"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,7 +225,7 @@ func newProver(ctx context.Context, size int64, reader tlog.HashReader, w io.Wri
 		go func() {
 			defer p.workers.Done()
 			for b := range p.work {
-				b.out, b.err = p.prove(b.out[:0], b.seqs, b.lines())
+				b.out, b.err = p.prove(make([]byte, 0, len(b.text)+len(b.seqs)*p.proofSpace()), b.seqs, b.lines())
 				close(b.done)
 			}
 		}()
@@ -305,10 +304,13 @@ func (p *prover) proveRecord(n int64) (tlog.RecordProof, error) {
 		return nil, err
 	}
 	if p.split <= 0 {
+		if p.size > 0 && p.size&(p.size-1) == 0 {
+			return completePath(p.size, n, p.reader)
+		}
 		return tlog.ProveRecord(p.size, n, p.reader)
 	}
 	if n < p.split {
-		left, err := tlog.ProveRecord(p.split, n, p.reader)
+		left, err := completePath(p.split, n, p.reader)
 		if err != nil {
 			return nil, err
 		}
@@ -319,6 +321,56 @@ func (p *prover) proveRecord(n int64) (tlog.RecordProof, error) {
 		return nil, err
 	}
 	return append(right, p.leftRoot), nil
+}
+
+// completePath is the audit path of leaf n in a complete tree of size
+// leaves, size a power of two: at each level from the leaves up, the
+// stored hash of the node beside n's ancestor (RFC 6962 2.1.1 with every
+// split at the middle). It reads them in one call and hashes nothing.
+func completePath(size, n int64, r tlog.HashReader) (tlog.RecordProof, error) {
+	levels := bits.Len64(uint64(size)) - 1
+	if direct, ok := r.(directTree); ok {
+		proof := make(tlog.RecordProof, levels)
+		for level := range levels {
+			h, ok := direct.hashAt(tlog.StoredHashIndex(level, (n>>level)^1))
+			if !ok {
+				return nil, fmt.Errorf("audit tree: no stored hash for level %d beside leaf %d", level, n)
+			}
+			proof[level] = h
+		}
+		return proof, nil
+	}
+	indexes := make([]int64, levels)
+	for level := range levels {
+		indexes[level] = tlog.StoredHashIndex(level, (n>>level)^1)
+	}
+	hashes, err := r.ReadHashes(indexes)
+	if err != nil {
+		return nil, err
+	}
+	return tlog.RecordProof(hashes), nil
+}
+
+// directTree is a tree in memory, whose hashes a proof reads one by one
+// without a slice for each read.
+type directTree interface {
+	hashAt(index int64) (tlog.Hash, bool)
+}
+
+func (m *memoryTree) hashAt(index int64) (tlog.Hash, bool) {
+	if index < 0 || index >= int64(len(m.hashes)) {
+		return tlog.Hash{}, false
+	}
+	return m.hashes[index], true
+}
+
+func (s shiftedTree) hashAt(index int64) (tlog.Hash, bool) {
+	inner, ok := s.r.(directTree)
+	if !ok {
+		return tlog.Hash{}, false
+	}
+	level, m := tlog.SplitStoredHashIndex(index)
+	return inner.hashAt(tlog.StoredHashIndex(level, m+s.by>>level))
 }
 
 // settle computes the split, the two roots and the prover of the rest
@@ -368,15 +420,17 @@ func (s shiftedTree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	return s.r.ReadHashes(stored)
 }
 
+// proofSpace is what a row's proof adds to it at most: the key and a
+// base64 string of log2(size)+1 hashes.
+func (p *prover) proofSpace() int {
+	return 16 + base64.StdEncoding.EncodedLen(tlog.HashSize*(bits.Len64(uint64(p.size))+1))
+}
+
 // prove appends each row with its proof (for rows the checkpoint covers)
 // and its closing brace to out.
 func (p *prover) prove(out []byte, seqs []int64, lines [][]byte) ([]byte, error) {
 	var concatenated []byte
 	for i, seq := range seqs {
-		if seq <= p.size {
-			// The line, and a proof of about log2(size) hashes in base64.
-			out = slices.Grow(out, len(lines[i])+16+base64.StdEncoding.EncodedLen(tlog.HashSize*(bits.Len64(uint64(p.size))+1)))
-		}
 		out = append(out, lines[i]...)
 		if seq <= p.size {
 			proof, err := p.proveRecord(seq - 1)
