@@ -148,7 +148,7 @@ func checkRequests(ledger []replay.LedgerEntry, events []audit.Event) []Finding 
 		var statusSeq int64
 		var reviewer string
 		var ran bool
-		var complete *audit.Event
+		var complete, halt *audit.Event
 		for i, e := range evs {
 			if s, ok := statusAfter[e.Action]; ok {
 				status, statusSeq = s, e.Seq
@@ -160,6 +160,8 @@ func checkRequests(ledger []replay.LedgerEntry, events []audit.Event) []Finding 
 				ran = true
 			case "replay.complete":
 				complete = &evs[i]
+			case "replay.halt":
+				halt = &evs[i]
 			}
 		}
 		if r.Status != status {
@@ -171,6 +173,9 @@ func checkRequests(ledger []replay.LedgerEntry, events []audit.Event) []Finding 
 				fmt.Sprintf("%q, but the trail's review was by %q", r.ReviewedDBRole, reviewer)})
 		}
 		out = append(out, checkItems(r, key, ran, complete)...)
+		if r.Status == replay.StatusHalted && status == replay.StatusHalted && halt != nil {
+			out = append(out, checkHalted(r, *halt)...)
+		}
 	}
 	return out
 }
@@ -238,6 +243,29 @@ func checkItems(r replay.LedgerEntry, key string, ran bool, complete *audit.Even
 		}
 		out = append(out, Finding{"replay_items", fmt.Sprintf("request %d dead letter %d", r.ID, id), "state",
 			fmt.Sprintf("%s, but the replay.complete event (seq %d) records %s", got, complete.Seq, wanted)})
+	}
+	return out
+}
+
+// checkHalted compares a halted request's decided items with the counts its
+// replay.halt event recorded: the runner stops deciding items before it
+// writes that event, so they must still agree.
+func checkHalted(r replay.LedgerEntry, halt audit.Event) []Finding {
+	var counted map[string]any
+	if err := json.Unmarshal(halt.Details, &counted); err != nil {
+		return []Finding{{"audit_log", "seq " + strconv.FormatInt(halt.Seq, 10), "details",
+			"the replay.halt event's counts cannot be read: " + err.Error()}}
+	}
+	var out []Finding
+	for _, state := range []string{"confirmed", "skipped", "failed"} {
+		n, ok := counted[state].(float64)
+		if !ok {
+			continue
+		}
+		if r.States[state] != int(n) {
+			out = append(out, Finding{"replay_items", "request " + strconv.FormatInt(r.ID, 10), "state",
+				fmt.Sprintf("%d items %s, but the replay.halt event (seq %d) counted %d", r.States[state], state, halt.Seq, int(n))})
+		}
 	}
 	return out
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/amqptest"
 	"github.com/expiryctl/expiryctl/internal/pgtest"
 	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/replay"
@@ -180,4 +182,72 @@ func TestReconcileReportsHandEdits(t *testing.T) {
 			t.Log(err)
 		})
 	}
+}
+
+// TestReconcileHaltedRequest: a run that halts on unroutable publishes
+// reconciles clean, and a halted request's item set back to pending by
+// hand is reported against the halt's counts.
+func TestReconcileHaltedRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	alice := db.GrantedLogin(t, "alice", "expiryctl_operator")
+	bob := db.GrantedLogin(t, "bob", "expiryctl_approver")
+	conn := amqptest.Dial(t)
+	exchange := amqptest.Name(t, ".x")
+	amqptest.DeleteOnCleanup(t, nil, []string{exchange})
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	letters := make([]deadletter.Letter, 15)
+	ids := make([]int64, len(letters))
+	for i := range letters {
+		body := fmt.Appendf(nil, `{"reservation_id":"r-%d","idempotency_key":"k-%d"}`, i, i)
+		letters[i] = deadletter.Letter{Fingerprint: sha256.Sum256(body), JobKey: fmt.Sprintf("k-%d", i), SourceQueue: "q.dlq",
+			OriginalExchange: exchange, OriginalRoutingKey: "no.such.binding", Category: deadletter.TransientExhausted,
+			Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, i, 0, time.UTC)}
+		ids[i] = int64(i + 1)
+	}
+	if _, err := deadletter.Insert(ctx, db.Pool, letters); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	created, err := (&replay.Service{Pool: alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: ids},
+		Canary: &zero, Why: "INC-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver := &replay.Service{Pool: bob.Pool}
+	shown, err := approver.Show(ctx, created.Request.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := approver.Approve(ctx, created.Request.ID, replay.ReviewOptions{Why: "ok", CohortHash: shown.CohortHash}); err != nil {
+		t.Fatal(err)
+	}
+	broker, err := replay.NewAMQPBroker(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	_, err = (&replay.Runner{Pool: alice.Pool, Broker: broker, Actor: "alice", PublishAs: broker.User()}).Run(ctx, created.Request.ID)
+	var halt *replay.HaltError
+	if !errors.As(err, &halt) {
+		t.Fatalf("run = %v, want a halt", err)
+	}
+	if _, err := reconcile.Check(ctx, db.Pool); err != nil {
+		t.Fatalf("a halted run does not reconcile: %v", err)
+	}
+	byHand(t, db, fmt.Sprintf(`UPDATE expiryctl.replay_items SET state = 'pending' WHERE request_id = %d AND state = 'failed'`, created.Request.ID))
+	_, err = reconcile.Check(ctx, db.Pool)
+	var mismatch *reconcile.MismatchError
+	if !errors.As(err, &mismatch) || mismatch.Findings[0].Table != "replay_items" || !strings.Contains(mismatch.Findings[0].Detail, "replay.halt") {
+		t.Fatalf("failed items reset by hand in a halted request: %v", err)
+	}
+	t.Log(err)
 }
