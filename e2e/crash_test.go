@@ -151,4 +151,8 @@ func TestIngestCrashSafety(t *testing.T) {
 	if batchDuplicates < duplicates {
 		t.Errorf("the batch audit rows count %d duplicates, fewer than the %d copies published", batchDuplicates, duplicates)
 	}
+	// The kills leave the trail whole and the governance tables matching it.
+	if r := c.run(t, "audit", "verify", "--reconcile"); r.code != 0 || !strings.Contains(r.stdout, "every state has an event behind it") {
+		t.Errorf("after the kills the trail does not verify and reconcile: %s", r)
+	}
 }
