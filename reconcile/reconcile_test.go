@@ -84,12 +84,13 @@ func governed(t *testing.T) (*pgtest.Database, map[string]int64, map[string]stri
 	return db, ids, map[string]string{"alice": alice.Name, "bob": bob.Name}
 }
 
-// byHand runs sql as the schema's owner with the tables' guards off, as
-// someone going around the rules would.
+// byHand runs sql as a superuser with the tables' guards off, as someone
+// going around the rules would.
 func byHand(t *testing.T, db *pgtest.Database, sql string) {
 	t.Helper()
 	ctx := context.Background()
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	superuser := db.Superuser(t)
+	err := pgx.BeginFunc(ctx, superuser, func(tx pgx.Tx) error {
 		for _, stmt := range []string{`SET LOCAL session_replication_role = replica`, sql} {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("%s: %w", stmt, err)

@@ -166,6 +166,22 @@ func (db *Database) GrantedLogin(tb testing.TB, person string, groups ...string)
 	return l
 }
 
+// Superuser returns a pool on db as the server's administrator (the user
+// of AdminURL), for tests that act as someone above every rule.
+func (db *Database) Superuser(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	admin, err := url.Parse(AdminURL())
+	if err != nil {
+		tb.Fatalf("pgtest: EXPIRYCTL_TEST_DATABASE_URL: %v", err)
+	}
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	u.User = admin.User
+	return Connect(tb, u.String())
+}
+
 // WithUser returns rawURL with its user replaced by user (and no password).
 func WithUser(rawURL, user string) string {
 	u, err := url.Parse(rawURL)
