@@ -9,7 +9,7 @@ import (
 	"github.com/expiryctl/expiryctl/store"
 )
 
-// oldIngest is a batch as binaries of before migration 00009 store it:
+// oldIngest is a batch as binaries of before migration 00010 store it:
 // ingest_letters without properties, headers with plain integers.
 const oldIngest = `SELECT expiryctl.ingest_letters('old-binary', 'q.dlq',
 	ARRAY[sha256($1::bytea)], ARRAY[$2::text], ARRAY['m-1'], ARRAY['r-1'], ARRAY[$2::text], ARRAY[1::bigint],
@@ -18,7 +18,7 @@ const oldIngest = `SELECT expiryctl.ingest_letters('old-binary', 'q.dlq',
 	ARRAY['{"x-retry-count": 2, "x-tenant": "acme"}'], ARRAY['application/json'], ARRAY[$1::bytea],
 	ARRAY[now()], ARRAY[NULL::bigint], ARRAY[0])`
 
-// TestUpgradeToLetterPropertiesKeepsLetters migrates an archive of 00008
+// TestUpgradeToLetterPropertiesKeepsLetters migrates an archive of 00009
 // to today's schema: its letters keep their headers and say that their
 // properties were not recorded, the old ingest_letters still stores for a
 // binary not yet upgraded, and properties are as immutable as payloads.
@@ -26,7 +26,7 @@ func TestUpgradeToLetterPropertiesKeepsLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewEmpty(t)
-	if err := store.MigrateTo(ctx, db.Pool, 8); err != nil {
+	if err := store.MigrateTo(ctx, db.Pool, 9); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, oldIngest, []byte(`{"n":1}`), "expire:r-1:v1"); err != nil {
@@ -69,5 +69,41 @@ func TestUpgradeToLetterPropertiesKeepsLetters(t *testing.T) {
 		if !errors.As(store.AsRefusal(err), &refusal) || refusal.Rule != "letter-immutable" {
 			t.Errorf("%s: %v, want the letter-immutable refusal", name, err)
 		}
+	}
+}
+
+// TestUpgradeFromFirstGovernedSchemaRepairsIt: a database migrated by 00008
+// as it first shipped gets 00009's repairs: only operators cancel, the
+// canary has its function, audit_reserved is gone, and no function is
+// PUBLIC's.
+func TestUpgradeFromFirstGovernedSchemaRepairsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	if err := store.MigrateTo(ctx, db.Pool, 8); err != nil {
+		t.Fatal(err)
+	}
+	var approverCancels bool
+	if err := db.Pool.QueryRow(ctx, `SELECT has_function_privilege('expiryctl_approver',
+		'expiryctl.replay_cancel(text, bigint, text)', 'EXECUTE')`).Scan(&approverCancels); err != nil || !approverCancels {
+		t.Fatalf("00008 as first shipped should let approvers cancel (%v): the test no longer starts from it", err)
+	}
+	if _, err := store.Migrate(ctx, db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	var cancels, canary, reserved bool
+	var public int
+	if err := db.Pool.QueryRow(ctx, `SELECT
+		has_function_privilege('expiryctl_approver', 'expiryctl.replay_cancel(text, bigint, text)', 'EXECUTE'),
+		has_function_privilege('expiryctl_operator', 'expiryctl.replay_canary_record(text, bigint, boolean, jsonb)', 'EXECUTE'),
+		to_regprocedure('expiryctl.audit_reserved(text)') IS NOT NULL,
+		(SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		  WHERE n.nspname = 'expiryctl' AND has_function_privilege('public', p.oid, 'EXECUTE'))`).
+		Scan(&cancels, &canary, &reserved, &public); err != nil {
+		t.Fatal(err)
+	}
+	if cancels || !canary || reserved || public != 0 {
+		t.Errorf("after the upgrade: approvers cancel %v, operators record canaries %v, audit_reserved left %v, %d functions PUBLIC's",
+			cancels, canary, reserved, public)
 	}
 }

@@ -95,22 +95,6 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
--- not_found raises "no such object" (SQLSTATE EG002, the detail kind:id)
--- for expiryctl to name it, with the command that lists the ones there are.
-CREATE FUNCTION expiryctl.not_found(kind text, id bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    RAISE EXCEPTION '%', CASE kind
-            WHEN 'dead_letter' THEN format('dead letter %s not found: `expiryctl dlq list` shows the ids there are', id)
-            WHEN 'replay_request' THEN format('replay request %s not found: `expiryctl replay list` shows the requests there are', id)
-            WHEN 'policy_change' THEN format('policy change %s not found: `expiryctl policy show` lists the pending ones', id)
-            ELSE format('%s %s not found', kind, id) END
-        USING ERRCODE = 'EG002', DETAIL = kind || ':' || id;
-END
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
 -- actor_label is the label an audit row and a request record beside the
 -- login: the one the client declared, else the login itself. Under
 -- identity_mode db-role a declared label must be the login.
@@ -127,32 +111,34 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
--- The actions whose "ok" rows only the functions below write (each records
--- a state change together with the change) are listed in audit_append. A
--- client may still record that such an action was refused or failed (the
--- refused transaction rolled back, taking nothing with it).
+-- The actions whose "ok" rows only the functions below write: each records a
+-- state change together with the change. A client may still record that
+-- such an action was refused or failed (the refused transaction rolled back,
+-- taking nothing with it).
+-- +goose StatementBegin
+CREATE FUNCTION expiryctl.audit_reserved(action text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel', 'replay.expire',
+                      'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
+                      'replay.complete', 'policy.set', 'policy.propose', 'policy.approve', 'policy.reject',
+                      'access.grant', 'access.revoke', 'dlq.ingest.batch', 'dlq.purge.batch', 'migrate.governance')
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 -- audit_append is how a command records what it did: reads, and the
--- refusals and failures of anything. It is on every command's path, and a
--- command runs in a new session, where every catalog it touches is read
--- afresh: so it is one plain-SQL statement, membership is left to EXECUTE
--- (granted to the five groups only), the policy is read only for a label
--- that is not the login, and PL/pgSQL loads only for a refusal.
+-- refusals and failures of anything. One plain-SQL statement, so that the
+-- audit row of a read command costs no PL/pgSQL load.
 CREATE FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text)
 RETURNS TABLE (seq bigint, hash text)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome)
-    SELECT CASE
-               WHEN coalesce(btrim(actor), '') = '' THEN session_user::text
-               WHEN actor = session_user THEN actor
-               ELSE expiryctl.actor_label(actor)
-           END,
-           CASE WHEN outcome = 'ok' AND action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel',
-                    'replay.expire', 'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
-                    'replay.canary.start', 'replay.canary.pass', 'replay.complete', 'policy.set', 'policy.propose',
-                    'policy.approve', 'policy.reject', 'access.grant', 'access.revoke', 'dlq.ingest.batch',
-                    'dlq.purge.batch', 'migrate.governance')
+    SELECT CASE WHEN expiryctl.caller_in('expiryctl_ingester', 'expiryctl_operator', 'expiryctl_approver',
+                                         'expiryctl_auditor', 'expiryctl_admin')
+                THEN expiryctl.actor_label(actor)
+                ELSE expiryctl.refuse_text('role', format('the login %s is in no expiryctl group: ask the schema owner to run `expiryctl access grant %s GROUP`',
+                                                          session_user, session_user)) END,
+           CASE WHEN outcome = 'ok' AND expiryctl.audit_reserved(action)
                 THEN expiryctl.refuse_text('audit-reserved', format(
                     'an "ok" %s row is written only by the database function that makes the change, in the same transaction', action))
                 ELSE action END,
@@ -280,9 +266,8 @@ $$;
 -- +goose StatementBegin
 -- purge_letters redacts the payload and headers of up to batch letters
 -- dead-lettered before cutoff, which must lie outside the policy's
--- retention window. A frozen cohort cannot lose a payload, so an open
--- request holding such a letter is voided first (cancelled, audited).
--- Returns the ids redacted.
+-- retention window. Letters an open request holds are left alone: their
+-- cohort is frozen. Returns the ids redacted.
 CREATE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamptz, batch integer)
 RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -290,7 +275,6 @@ DECLARE
     label text;
     keep interval;
     ids bigint[];
-    rid bigint;
 BEGIN
     PERFORM expiryctl.require_role('dlq purge', 'expiryctl_operator', 'expiryctl_admin');
     label := expiryctl.actor_label(actor);
@@ -300,18 +284,6 @@ BEGIN
             'the policy keeps letters for %s: a purge may redact only letters dead-lettered before %s, not before %s',
             keep, now() - keep, cutoff));
     END IF;
-    FOR rid IN SELECT DISTINCT i.request_id FROM expiryctl.replay_items i
-                 JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-                WHERE i.open AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
-                ORDER BY 1 LOOP
-        UPDATE expiryctl.replay_requests SET status = 'cancelled',
-               halt_reason = 'voided: dlq purge redacted letters past retention that it held'
-         WHERE id = rid AND status IN ('pending', 'approved', 'running', 'halted');
-        IF FOUND THEN
-            PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || rid, jsonb_build_object(
-                'why', 'voided by dlq purge: letters it held passed the retention window', 'cutoff', cutoff));
-        END IF;
-    END LOOP;
     WITH redacted AS (
         UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
          WHERE id IN (SELECT id FROM expiryctl.dead_letters
@@ -643,16 +615,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
     pol expiryctl.policy%ROWTYPE;
+    ids bigint[];
     wanted bigint[];
-    c_ids bigint[];
-    c_hashes bytea[];
     bound integer;
     n integer;
-    bad_redacted text;
-    bad_taken text;
-    bad_decided text;
-    bad_changed text;
-    bad_target text;
+    found_n integer;
+    bad text;
     eff_rate numeric;
     eff_canary integer;
     rid bigint;
@@ -692,62 +660,68 @@ BEGIN
         PERFORM expiryctl.replay_refuse('max-cohort', format('%s ids is above the policy maximum of %s letters per request', cardinality(wanted), pol.max_cohort));
     END IF;
 
-    -- The cohort is c_ids in run order (ordinal = position - 1), locked,
-    -- with c_hashes the sha256 of each stored payload. Arrays, not a
-    -- temporary table: a table in pg_temp could be the caller's own, with
-    -- their triggers on it.
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.replay_cohort (
+        ordinal integer, id bigint, status text, payload_sha256 bytea, stored_sha256 bytea,
+        has_target boolean, redacted boolean) ON COMMIT DROP;
+    TRUNCATE pg_temp.replay_cohort;
     IF cardinality(wanted) > 0 THEN
-        SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}') INTO c_ids
-          FROM (SELECT id FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
-        IF cardinality(c_ids) < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
-            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x <> ALL (c_ids);
-            PERFORM expiryctl.not_found('dead_letter', rid);
+        INSERT INTO pg_temp.replay_cohort
+        SELECT (row_number() OVER (ORDER BY d.id))::integer - 1, d.id, d.status, sha256(d.payload), d.payload_sha256,
+               d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL OR d.origin_queue IS NOT NULL,
+               d.redacted_at IS NOT NULL
+          FROM (SELECT * FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
+        SELECT count(*) INTO found_n FROM pg_temp.replay_cohort;
+        IF found_n < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
+            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x NOT IN (SELECT id FROM pg_temp.replay_cohort);
+            RAISE EXCEPTION 'dead letter % not found: `expiryctl dlq list` shows the ids there are', rid
+                USING ERRCODE = 'EG002', DETAIL = 'dead_letter:' || rid;
         END IF;
-        matched := cardinality(c_ids);
+        matched := found_n;
     ELSE
         SELECT count(*) INTO matched FROM expiryctl.letters_matching(selection->'filter');
-        SELECT coalesce(array_agg(m.id ORDER BY m.dead_lettered_at, m.id), '{}') INTO c_ids
-          FROM (SELECT d.id, d.dead_lettered_at FROM expiryctl.letters_matching(selection->'filter') l
+        INSERT INTO pg_temp.replay_cohort
+        SELECT (row_number() OVER (ORDER BY m.dead_lettered_at, m.id))::integer - 1, m.id, m.status, sha256(m.payload),
+               m.payload_sha256,
+               m.original_exchange IS NOT NULL OR m.original_routing_key IS NOT NULL OR m.origin_queue IS NOT NULL,
+               m.redacted_at IS NOT NULL
+          FROM (SELECT d.* FROM expiryctl.letters_matching(selection->'filter') l
                   JOIN expiryctl.dead_letters d ON d.id = l.id
                  ORDER BY l.dead_lettered_at, l.id LIMIT bound FOR UPDATE OF d) m;
     END IF;
-    n := cardinality(c_ids);
+    SELECT count(*) INTO n FROM pg_temp.replay_cohort;
     IF n = 0 THEN
         PERFORM expiryctl.replay_refuse('empty-cohort', 'no dead letter waiting for a decision matches: check the filter with `expiryctl dlq list` (letters already replayed, discarded or in an open request are not eligible)');
     END IF;
-    SELECT array_agg(sha256(d.payload) ORDER BY c.ord) INTO c_hashes
-      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
 
-    SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.status = 'in_request'),
-           string_agg(d.id || ' (' || d.status || ')', ', ' ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
-               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL)
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target
-      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id;
-    IF bad_redacted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
+    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE redacted;
+    IF bad IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad));
     END IF;
-    IF bad_taken IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad_taken));
+    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE status = 'in_request';
+    IF bad IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad));
     END IF;
-    IF bad_decided IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad_decided));
+    SELECT string_agg(id || ' (' || status || ')', ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE status <> 'dead';
+    IF bad IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad));
     END IF;
-    IF bad_changed IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+    SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE payload_sha256 <> stored_sha256;
+    IF bad IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad));
     END IF;
-    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' THEN
+        SELECT string_agg(id::text, ', ' ORDER BY id) INTO bad FROM pg_temp.replay_cohort WHERE NOT has_target;
+        IF bad IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad));
+        END IF;
     END IF;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
     IF canary IS NOT NULL THEN
         eff_canary := least(greatest(canary, 0), n);
     END IF;
-    SELECT sha256(string_agg(int8send(c.id) || c.h, ''::bytea ORDER BY c.ord)) INTO chash
-      FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    SELECT sha256(string_agg(int8send(c.id) || c.payload_sha256, ''::bytea ORDER BY c.ordinal)), array_agg(c.id ORDER BY c.ordinal)
+      INTO chash, ids FROM pg_temp.replay_cohort c;
 
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
@@ -757,10 +731,10 @@ BEGIN
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
-    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
-    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (c_ids);
+    SELECT rid, c.id, c.payload_sha256, c.ordinal FROM pg_temp.replay_cohort c;
+    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (ids);
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
-        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
+        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(ids),
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why));
     request_id := rid;
@@ -789,7 +763,8 @@ BEGIN
     END IF;
     SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM expiryctl.not_found('replay_request', request);
+        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
+            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
     END IF;
     IF decision = 'reject' AND coalesce(btrim(why), '') = '' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why you reject it: --why');
@@ -830,11 +805,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
 BEGIN
-    PERFORM expiryctl.require_role('replay cancel', 'expiryctl_operator');
+    PERFORM expiryctl.require_role('replay cancel', 'expiryctl_operator', 'expiryctl_approver');
     label := expiryctl.actor_label(actor);
     UPDATE expiryctl.replay_requests SET status = 'cancelled', halt_reason = 'cancelled by ' || label WHERE id = request;
     IF NOT FOUND THEN
-        PERFORM expiryctl.not_found('replay_request', request);
+        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
+            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
     END IF;
     PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || request,
                                   jsonb_build_object('why', coalesce(why, '')));
@@ -881,7 +857,8 @@ BEGIN
     label := expiryctl.actor_label(actor);
     SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM expiryctl.not_found('replay_request', request);
+        RAISE EXCEPTION 'replay request % not found: `expiryctl replay list` shows the requests there are', request
+            USING ERRCODE = 'EG002', DETAIL = 'replay_request:' || request;
     END IF;
     PERFORM expiryctl.replay_run_lease(request);
     CASE req.status
@@ -1142,31 +1119,6 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
--- replay_canary_record writes a running request's canary milestones: a
--- resumed run reads them to know how long the canary already waited, or
--- that it passed, so only the request's runner writes them.
-CREATE FUNCTION expiryctl.replay_canary_record(actor text, request bigint, passed boolean, details jsonb)
-RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    label text;
-    req expiryctl.replay_requests%ROWTYPE;
-BEGIN
-    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
-    label := expiryctl.actor_label(actor);
-    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
-    IF req.status IS DISTINCT FROM 'running' THEN
-        PERFORM expiryctl.replay_refuse('approved-to-run', format(
-            'replay request %s is %s: a canary belongs to a running request', request, coalesce(req.status, 'missing')));
-    END IF;
-    PERFORM expiryctl.replay_run_lease(request);
-    PERFORM expiryctl.audit_write(label, CASE WHEN passed THEN 'replay.canary.pass' ELSE 'replay.canary.start' END,
-        'replay_request:' || request, coalesce(details, '{}') || jsonb_build_object('approval', req.approvals));
-END
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
 -- replay_run_acked_after_cancel records items the broker acked after the
 -- request was cancelled under its runner: they were published, so their
 -- letters are marked replayed. Only items of the request that were being
@@ -1310,7 +1262,8 @@ BEGIN
     label := expiryctl.actor_label(actor);
     SELECT * INTO c FROM expiryctl.policy_changes WHERE id = change FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM expiryctl.not_found('policy_change', change);
+        RAISE EXCEPTION 'policy change % not found: `expiryctl policy show` lists the pending ones', change
+            USING ERRCODE = 'EG002', DETAIL = 'policy_change:' || change;
     END IF;
     IF c.status <> 'pending' THEN
         PERFORM expiryctl.replay_refuse('single-review', format('policy change %s is %s: it was already reviewed by %s',
@@ -1422,10 +1375,9 @@ GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(text, text, jsonb, num
     expiryctl.replay_run_halt(text, bigint, text, bigint[], jsonb),
     expiryctl.replay_run_complete(text, bigint, jsonb),
     expiryctl.replay_discard_window(bigint, integer, integer),
-    expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[]),
-    expiryctl.replay_canary_record(text, bigint, boolean, jsonb)
+    expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[])
     TO expiryctl_operator;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_cancel(text, bigint, text) TO expiryctl_operator;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_cancel(text, bigint, text) TO expiryctl_operator, expiryctl_approver;
 GRANT EXECUTE ON FUNCTION expiryctl.replay_review(text, bigint, text, text, boolean, bytea) TO expiryctl_approver;
 GRANT EXECUTE ON FUNCTION expiryctl.policy_set(text, jsonb, text), expiryctl.policy_review(text, bigint, text, text)
     TO expiryctl_admin;
@@ -1442,7 +1394,6 @@ DROP FUNCTION expiryctl.policy_review(text, bigint, text, text);
 DROP FUNCTION expiryctl.policy_set(text, jsonb, text);
 DROP FUNCTION expiryctl.policy_apply(jsonb, text);
 DROP TABLE expiryctl.policy_changes;
-DROP FUNCTION expiryctl.replay_canary_record(text, bigint, boolean, jsonb);
 DROP FUNCTION expiryctl.replay_run_acked_after_cancel(text, bigint, bigint[]);
 DROP FUNCTION expiryctl.replay_discard_window(bigint, integer, integer);
 DROP FUNCTION expiryctl.replay_run_complete(text, bigint, jsonb);
@@ -1474,8 +1425,8 @@ DROP TRIGGER dead_letters_immutable ON expiryctl.dead_letters;
 DROP FUNCTION expiryctl.dead_letters_refuse_change();
 DROP FUNCTION expiryctl.audit_write(text, text, text, jsonb, text);
 DROP FUNCTION expiryctl.audit_append(text, text, text, jsonb, text);
+DROP FUNCTION expiryctl.audit_reserved(text);
 DROP FUNCTION expiryctl.actor_label(text);
-DROP FUNCTION expiryctl.not_found(text, bigint);
 DROP FUNCTION expiryctl.refuse_text(text, text);
 DROP FUNCTION expiryctl.require_role(text, text[]);
 DROP FUNCTION expiryctl.caller_in(text[]);
