@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/expiryctl/expiryctl/deadletter"
 )
 
@@ -121,7 +123,7 @@ func replayProperties(stored []byte, contentType, messageID, publishAs string) (
 	} else {
 		p = deadletter.Properties{ContentType: contentType, MessageID: messageID}
 	}
-	p.DeliveryMode = amqpPersistent
+	p.DeliveryMode = amqp.Persistent
 	if p.UserID != "" && p.UserID != publishAs {
 		moved = map[string]any{HeaderOriginalUserID: p.UserID}
 		p.UserID = ""
@@ -135,9 +137,6 @@ func replayProperties(stored []byte, contentType, messageID, publishAs string) (
 	}
 	return p, moved, nil
 }
-
-// amqpPersistent is AMQP's delivery mode 2.
-const amqpPersistent = 2
 
 // idempotencyKeyFields are the body fields that hold the idempotency key, in
 // the contract's two spellings.
