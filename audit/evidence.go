@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Evidence is the export format a reviewer verifies alone: a header line
@@ -56,6 +58,23 @@ type EvidenceResult struct {
 	// proof in the checkpoint, the rest being newer than it.
 	Rows, Proved int64
 	Checkpoint   Checkpoint
+}
+
+// DefaultFormat is the format of an export that names none: evidence for a
+// filtered export of a trail that has a checkpoint to prove rows against,
+// ndjson otherwise.
+func DefaultFormat(ctx context.Context, q store.Querier, f Filter) (Format, error) {
+	if f.IsZero() {
+		return NDJSON, nil
+	}
+	cp, err := LatestCheckpoint(ctx, q)
+	if err != nil {
+		return "", fmt.Errorf("audit export: read the newest checkpoint: %w", err)
+	}
+	if cp == nil {
+		return NDJSON, nil
+	}
+	return Evidence, nil
 }
 
 // loadThreshold is the number of rows from which an export reads the whole

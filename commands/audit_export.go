@@ -105,9 +105,9 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	if err != nil {
 		return err
 	}
-	if !opts.formatChosen && !opts.Filter.IsZero() {
-		if cp, err := audit.LatestCheckpoint(ctx, pool); err == nil && cp != nil {
-			opts.Format = audit.Evidence
+	if !opts.formatChosen {
+		if opts.Format, err = audit.DefaultFormat(ctx, pool, opts.Filter); err != nil {
+			return err
 		}
 	}
 	var (
