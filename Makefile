@@ -44,7 +44,7 @@ demo: services build ## stage an incident, capture it, replay it under four-eyes
 	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) bash scripts/demo.sh $(BIN)
 
 bench: services build ## run the benchmark: make bench BENCH_ARGS='...'
-	$(GO) run ./bench $(BENCH_ARGS)
+	$(GO) run ./cmd/expiryctl-bench $(BENCH_ARGS)
 
 # Files under testdata/ may be unformatted on purpose.
 lint: vet ## gofmt check and go vet

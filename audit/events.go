@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // Event is a governance row of the trail: a state change that one of the

@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // Evidence is the export format a reviewer verifies alone: a header line

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // evidenceFile is a filtered export (action dlq.show) of a trail of 30

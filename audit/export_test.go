@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // hostileEntries are rows whose text exercises every escape an export

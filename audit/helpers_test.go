@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/audittest"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/audittest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // seedEpoch is when seeded trails begin.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/expiryctl/expiryctl/dsn"
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // Outcome says how an audited action ended.

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/reconcile"
+	"github.com/expiryctl/expiryctl/audit/reconcile"
 )
 
 // AuditVerifyOptions holds what `expiryctl audit verify` needs.

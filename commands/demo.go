@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/demo"
-	"github.com/expiryctl/expiryctl/store"
-	"github.com/expiryctl/expiryctl/worker"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/sim/demo"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
 // DemoOptions holds what `expiryctl demo` needs.

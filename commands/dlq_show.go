@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/letterview"
+	"github.com/expiryctl/expiryctl/internal/view/letterview"
 )
 
 // DLQShowOptions holds what `expiryctl dlq show` needs.

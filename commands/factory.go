@@ -12,8 +12,8 @@ import (
 	"github.com/mattn/go-isatty"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/broker"
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // IOStreams are the process's standard streams, injected so that tests can

@@ -12,7 +12,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 
-	"github.com/expiryctl/expiryctl/termsafe"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
 // outputFormat is the value of -o/--output, restricted to the formats a

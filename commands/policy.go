@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/termsafe"
 )
 
 // NewCmdPolicy builds `expiryctl policy`.

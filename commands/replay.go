@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/view/requestview"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/requestview"
-	"github.com/expiryctl/expiryctl/termsafe"
 )
 
 // NewCmdReplay builds `expiryctl replay`, the governed replay commands.

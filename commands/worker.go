@@ -9,7 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
-	"github.com/expiryctl/expiryctl/worker"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
 // WorkerOptions holds what `expiryctl worker` needs.

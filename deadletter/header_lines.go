@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/expiryctl/expiryctl/termsafe"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
 // HeaderLine is one stored header made safe to print: Key and Value are on

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // TestWriteBatchSurvivesADeadlock: two batches holding copies of the same

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/broker"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/amqptest"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // ingestBundle is one test's private database, broker connection and DLQ.

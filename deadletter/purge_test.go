@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {

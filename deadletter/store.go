@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // StoreResult says what one batch insert did.

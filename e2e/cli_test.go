@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 )
 
 // runTimeout bounds one command. Every command these tests run finishes in a

@@ -6,8 +6,8 @@
 //
 // The binary comes from EXPIRYCTL_BIN (`make test` sets it to bin/expiryctl);
 // without it the tests build one into a temporary directory first. Each test
-// gets its own database (internal/pgtest) and its own queues
-// (internal/amqptest), so the tests run in parallel with each other and with
+// gets its own database (internal/fixture/pgtest) and its own queues
+// (internal/fixture/amqptest), so the tests run in parallel with each other and with
 // the other packages' tests:
 //
 //	make build && EXPIRYCTL_BIN=$PWD/bin/expiryctl go test -count=1 ./e2e/

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // TestGovernanceAsPeople runs the binary as people with their own logins:

@@ -12,7 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // Terminal control sequences a hostile or broken producer can put in a

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/amqptest"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // nodeTimeout bounds one run of a Node script; each takes about a second.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // downBundle is one subtest's database, DLQ of published letters and cli.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/replay"
 )
 

@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/internal/amqptest"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/worker"
 )
 
 // replayWorld is a database with the reservations model, the reference

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/internal/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 )
 
 // rabbit is a test's connection to the broker, with a channel in confirm

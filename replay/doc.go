@@ -5,7 +5,7 @@
 // identity. Discards go through the same approval.
 //
 // The rules that matter are enforced by PostgreSQL (triggers on
-// replay_requests and replay_items, see store/migrations/00003_replay.sql);
+// replay_requests and replay_items, see internal/adapter/store/migrations/00003_replay.sql);
 // this package states them again in Go only to explain refusals early and
 // clearly. Every action writes an audit row in the same transaction.
 package replay

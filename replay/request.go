@@ -16,7 +16,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/store"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // Kind says what running a request does to its letters.

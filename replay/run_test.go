@@ -15,8 +15,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/amqptest"
-	"github.com/expiryctl/expiryctl/internal/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 func TestRunOnlyApprovedRequestsRun(t *testing.T) {

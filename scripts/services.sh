@@ -60,7 +60,7 @@ apt_install() {
 # ---------------------------------------------------------------- PostgreSQL
 
 # psql_admin runs SQL as the postgres superuser over TCP: the same way the test
-# harness (internal/pgtest) connects. -w: never prompt for a password (CI has no
+# harness (internal/fixture/pgtest) connects. -w: never prompt for a password (CI has no
 # stdin; a prompt would hang).
 psql_admin() {
 	PGCONNECT_TIMEOUT=5 psql -X -w -q -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" \

@@ -16,8 +16,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/termsafe"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/audit"
 	"github.com/expiryctl/expiryctl/tui/detail"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/letterview"
+	"github.com/expiryctl/expiryctl/internal/view/letterview"
 	"github.com/expiryctl/expiryctl/tui/frame"
 )
 

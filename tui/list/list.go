@@ -16,8 +16,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/termsafe"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/frame"

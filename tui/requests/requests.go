@@ -15,9 +15,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/expiryctl/expiryctl/internal/view/requestview"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/requestview"
-	"github.com/expiryctl/expiryctl/termsafe"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/frame"

@@ -13,8 +13,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/termsafe"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/frame"

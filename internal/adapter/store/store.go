@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+)
+
+// DefaultURL is the database expiryctl reaches when neither --database-url nor
+// EXPIRYCTL_DATABASE_URL is set: the local cluster that scripts/services.sh
+// prepares.
+const DefaultURL = "postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable"
+
+// Schema is the PostgreSQL schema that holds every expiryctl table.
+const Schema = "expiryctl"
+
+// ConnectError reports that PostgreSQL could not be reached. Its message names
+// the address (never the password) and how to start a local server.
+type ConnectError struct {
+	Address string
+	Err     error
+	// cause is Err's message with the URL's password scrubbed, set by Open,
+	// which knows the URL. It is kept instead of the secrets themselves so
+	// that printing the struct cannot show them.
+	cause string
+}
+
+func (e *ConnectError) Error() string {
+	cause := e.cause
+	if cause == "" {
+		cause = dsn.RedactText(rootCause(e.Err))
+	}
+	return fmt.Sprintf("cannot reach PostgreSQL at %s: %s\n"+
+		"start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`), "+
+		"or point --database-url / EXPIRYCTL_DATABASE_URL at a running server",
+		e.Address, cause)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+func rootCause(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		if inner := errors.Unwrap(connErr); inner != nil {
+			err = inner
+		}
+	}
+	// pgconn joins one error per attempt (with and without TLS, per address);
+	// the same line twice tells the operator nothing more.
+	var lines []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !seen[line] {
+			seen[line] = true
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "; ")
+}
+
+// Open connects a pool to the database at url and checks that it answers.
+// It fails with a *ConnectError when the server cannot be reached.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, connectError(url, cfg, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, connectError(url, cfg, err)
+	}
+	return pool, nil
+}
+
+// connectError reports err, scrubbing the password of url from the address
+// and the message: pgx reads a raw "@" in a password as the end of the
+// userinfo, so the rest of the password becomes the host it names.
+func connectError(url string, cfg *pgxpool.Config, err error) *ConnectError {
+	return &ConnectError{
+		Address: dsn.RedactTextFor(address(cfg), url),
+		Err:     err,
+		cause:   dsn.RedactTextFor(rootCause(err), url),
+	}
+}
+
+func address(cfg *pgxpool.Config) string {
+	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+}
+
+// Querier is what both a pool and a transaction offer; domain code that runs
+// either inside a caller's transaction or on its own takes one.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// InTx runs fn in a transaction on pool, committing when fn returns nil and
+// rolling back otherwise.
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, fn)
+}

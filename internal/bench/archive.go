@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// archives are the two seeded databases scenarios 2 to 4 read: a small one
+// for the baselines and a large one for the subjects.
+type archives struct {
+	small, large *benchDB
+}
+
+// benchArchives seeds the archives once and runs the list, summary and
+// export scenarios on them. A scenario that fails is reported and the next
+// one still runs.
+func benchArchives(ctx context.Context, cfg *config, rep *report) error {
+	end := time.Now().UTC().Truncate(time.Second)
+	var a archives
+	var err error
+	if a.small, err = createDB(ctx, cfg.AdminURL, "small"); err != nil {
+		return err
+	}
+	defer cfg.dropDB(a.small)
+	if a.large, err = createDB(ctx, cfg.AdminURL, "large"); err != nil {
+		return err
+	}
+	defer cfg.dropDB(a.large)
+	for _, s := range []struct {
+		db *benchDB
+		n  int
+	}{{a.small, cfg.SmallN}, {a.large, cfg.LargeN}} {
+		cfg.logf("archive: seeding %d letters into %s", s.n, s.db.Name)
+		took, err := seedArchive(ctx, s.db, s.n, end)
+		if err != nil {
+			return err
+		}
+		cfg.logf("archive: seeded %d letters (insert + vacuum analyze) in %s", s.n, took.Round(time.Millisecond))
+	}
+
+	for _, s := range []struct {
+		name string
+		fn   func(context.Context, *config, *report, archives) error
+	}{{"list", benchList}, {"summary", benchSummary}, {"export", benchExport}, {"tui", benchTUIOnArchive}} {
+		if !cfg.selected(s.name) {
+			continue
+		}
+		if err := s.fn(ctx, cfg, rep, a); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			rep.failed(s.name, err)
+		}
+	}
+	return nil
+}
+
+// cursorAt returns the position of the row at offset in the listing's
+// newest-first order, restricted to category when one is given.
+func cursorAt(ctx context.Context, pool *pgxpool.Pool, category deadletter.Category, offset int) (*deadletter.Cursor, error) {
+	var c deadletter.Cursor
+	err := pool.QueryRow(ctx, `SELECT dead_lettered_at, id FROM expiryctl.dead_letters
+		WHERE $1 = '' OR reason_category = $1
+		ORDER BY dead_lettered_at DESC, id DESC OFFSET $2 LIMIT 1`, string(category), offset).Scan(&c.DeadLetteredAt, &c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("cursor at offset %d: %w", offset, err)
+	}
+	return &c, nil
+}
+
+func categoryCount(ctx context.Context, pool *pgxpool.Pool, c deadletter.Category) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, "SELECT count(*) FROM expiryctl.dead_letters WHERE reason_category = $1", string(c)).Scan(&n)
+	return n, err
+}
+
+// listProbe times Archive.List, audit row included, and checks it returned
+// a full page.
+func listProbe(name string, arc *deadletter.Archive, f deadletter.Filter, after *deadletter.Cursor) *probe {
+	return &probe{name: name, fn: func(ctx context.Context) error {
+		page, err := arc.List(ctx, f, after, 50)
+		if err != nil {
+			return err
+		}
+		if len(page.Rows) != 50 {
+			return fmt.Errorf("got %d rows, want a full page of 50", len(page.Rows))
+		}
+		return nil
+	}}
+}
+
+// benchList is scenario 2: a page of 50 from the large archive, at the top
+// and 90% deep, against the first page of the small archive.
+func benchList(ctx context.Context, cfg *config, rep *report, a archives) error {
+	small := deadletter.NewArchive(a.small.Pool, "bench")
+	large := deadletter.NewArchive(a.large.Pool, "bench")
+	deep, err := cursorAt(ctx, a.large.Pool, "", cfg.LargeN*9/10)
+	if err != nil {
+		return err
+	}
+	const cat = deadletter.Conflict
+	byCat := deadletter.Filter{Categories: []deadletter.Category{cat}}
+	nCat, err := categoryCount(ctx, a.large.Pool, cat)
+	if err != nil {
+		return err
+	}
+	deepCat, err := cursorAt(ctx, a.large.Pool, cat, nCat*9/10)
+	if err != nil {
+		return err
+	}
+	base := listProbe("small first page", small, deadletter.Filter{}, nil)
+	first := listProbe("large first page", large, deadletter.Filter{}, nil)
+	deepP := listProbe("large 90% deep", large, deadletter.Filter{}, deep)
+	baseCat := listProbe("small first page, category", small, byCat, nil)
+	firstCat := listProbe("large first page, category", large, byCat, nil)
+	deepCatP := listProbe("large 90% deep, category", large, byCat, deepCat)
+	cfg.logf("list: Archive.List limit 50, %d warm-up + %d timed rounds of 6 probes", cfg.Warmup, cfg.Runs)
+	if err := measureInterleaved(ctx, cfg.Warmup, cfg.Runs, base, first, deepP, baseCat, firstCat, deepCatP); err != nil {
+		return err
+	}
+	s, l := count(cfg.SmallN), count(cfg.LargeN)
+	rep.atMost(fmt.Sprintf("2 list %s first page vs %s first page", l, s), base.median(), first.median(), 1.5)
+	rep.atMost(fmt.Sprintf("2 list %s at 90%% cursor vs %s first page", l, s), base.median(), deepP.median(), 1.5)
+	rep.atMost(fmt.Sprintf("2 list --reason %s %s first page vs %s", cat, l, s), baseCat.median(), firstCat.median(), 0)
+	rep.atMost(fmt.Sprintf("2 list --reason %s %s at 90%% cursor vs %s", cat, l, s), baseCat.median(), deepCatP.median(), 0)
+	return nil
+}
+
+// benchSummary is scenario 3: Archive.Summary, audit row included, on the
+// large archive against the small one.
+func benchSummary(ctx context.Context, cfg *config, rep *report, a archives) error {
+	summaryProbe := func(name string, db *benchDB, want int) *probe {
+		arc := deadletter.NewArchive(db.Pool, "bench")
+		return &probe{name: name, fn: func(ctx context.Context) error {
+			sum, err := arc.Summary(ctx)
+			if err != nil {
+				return err
+			}
+			var total int64
+			for _, c := range sum {
+				total += c.Total
+			}
+			if total != int64(want) {
+				return fmt.Errorf("summary totals %d letters, want %d", total, want)
+			}
+			return nil
+		}}
+	}
+	base := summaryProbe("small summary", a.small, cfg.SmallN)
+	subj := summaryProbe("large summary", a.large, cfg.LargeN)
+	cfg.logf("summary: Archive.Summary, %d warm-up + %d timed rounds", cfg.Warmup, cfg.Runs)
+	if err := measureInterleaved(ctx, cfg.Warmup, cfg.Runs, base, subj); err != nil {
+		return err
+	}
+	rep.atMost(fmt.Sprintf("3 summary %s vs %s", count(cfg.LargeN), count(cfg.SmallN)), base.median(), subj.median(), 3)
+	return nil
+}

@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+)
+
+// benchIngest is scenario 1. It fills queues with the same worker dead
+// letters: N into B for the subject, and N split over A1 and A2 for the
+// baseline. It drains A1 with a bare amqp091 consumer, then B with
+// deadletter.Ingest into a fresh archive, then A2 with the bare consumer
+// again: the baseline brackets the subject, so a drift in what else the
+// machine does (the other engineers' tests) weighs on both alike. Then it
+// refills B and drains it with the built binary to measure its peak memory.
+func benchIngest(ctx context.Context, cfg *config, rep *report) error {
+	const scenario = "ingest"
+	n := cfg.IngestN
+	conn, err := broker.Dial(cfg.AMQPURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	prefix := "expiryctl-bench-" + randomSuffix()
+	qa1, qa2, qb := prefix+".a1.dlq", prefix+".a2.dlq", prefix+".b.dlq"
+	if err := declareQueues(conn, qa1, qa2, qb); err != nil {
+		return err
+	}
+	defer deleteQueues(cfg.AMQPURL, qa1, qa2, qb)
+
+	cfg.logf("%s: publishing %d letters into %s and %d + %d into %s and %s (confirmed, not timed)",
+		scenario, n, qb, n/2, n-n/2, qa1, qa2)
+	if err := publishAll(ctx, conn, cfg, map[string]int{qb: n, qa1: n / 2, qa2: n - n/2}); err != nil {
+		return err
+	}
+
+	type phase struct {
+		name string
+		wall time.Duration
+		cpu  cpuUse
+	}
+	var phases []phase
+	drain := func(q string, count int) (time.Duration, error) {
+		cfg.logf("%s: baseline: bare consume-and-ack of %d from %s (prefetch %d, multiple-ack every %d)",
+			scenario, count, q, cfg.Prefetch, cfg.AckEvery)
+		mon := startCPU()
+		d, err := bareDrain(ctx, conn, q, count, cfg.Prefetch, cfg.AckEvery)
+		use := mon.Stop()
+		if err != nil {
+			return 0, fmt.Errorf("baseline drain: %w", err)
+		}
+		phases = append(phases, phase{"baseline " + q[len(prefix)+1:], d, use})
+		cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, count, d.Round(time.Millisecond), float64(count)/d.Seconds())
+		return d, nil
+	}
+
+	base1, err := drain(qa1, n/2)
+	if err != nil {
+		return err
+	}
+	db, err := createDB(ctx, cfg.AdminURL, "ingest")
+	if err != nil {
+		return err
+	}
+	defer cfg.dropDB(db)
+	cfg.logf("%s: subject: deadletter.Ingest of %s into %s (prefetch %d, batch %s)", scenario, qb, db.Name, cfg.Prefetch, batchName(cfg.Batch))
+	mon := startCPU()
+	subjDur, stats, err := ingestInProcess(ctx, conn, db.Pool, qb, cfg.Prefetch, cfg.Batch)
+	subjCPU := mon.Stop()
+	if err != nil {
+		return fmt.Errorf("deadletter.Ingest: %w", err)
+	}
+	phases = append(phases, phase{"subject deadletter.Ingest", subjDur, subjCPU})
+	if err := expectArchived(ctx, db.Pool, n); err != nil {
+		return err
+	}
+	subjRate := float64(n) / subjDur.Seconds()
+	cfg.logf("%s: subject %d msgs in %s = %.0f msg/s (%d batches; Ingest's own clock %s)", scenario, stats.Received,
+		subjDur.Round(time.Millisecond), subjRate, stats.Batches, stats.Elapsed.Round(time.Millisecond))
+	base2, err := drain(qa2, n-n/2)
+	if err != nil {
+		return err
+	}
+	baseRate := float64(n) / (base1 + base2).Seconds()
+	rep.atLeast(fmt.Sprintf("1 ingest %s: deadletter.Ingest vs bare consume+ack", count(n)), baseRate, subjRate, "msg/s", 0.6)
+	for _, p := range phases {
+		rep.note("ingest %s: %s in %s", p.name, p.cpu, fmtDuration(p.wall))
+		if share := p.cpu.OtherShare(p.wall); share > 0.15 {
+			rep.note("WARNING: during ingest %s, other processes used %.0f%% of the machine's CPU: the ingest ratio is "+
+				"unreliable in this run; rerun on a quieter machine", p.name, 100*share)
+		}
+	}
+
+	if err := stageCeilings(ctx, cfg, rep, qb, baseRate, subjRate); err != nil {
+		return fmt.Errorf("stage ceilings: %w", err)
+	}
+	if cfg.SkipIngestBinary {
+		return nil
+	}
+
+	// The binary, for its memory: the subject's queue refilled, a fresh
+	// archive.
+	cfg.logf("%s: refilling %s for the binary run", scenario, qb)
+	if err := publishLetters(ctx, conn, qb, n, cfg.Window); err != nil {
+		return err
+	}
+	dbBin, err := createDB(ctx, cfg.AdminURL, "ingestbin")
+	if err != nil {
+		return err
+	}
+	defer cfg.dropDB(dbBin)
+	args := []string{"dlq", "ingest", "--queue", qb, "--prefetch", strconv.Itoa(cfg.Prefetch)}
+	if cfg.Batch > 0 {
+		args = append(args, "--batch", strconv.Itoa(cfg.Batch))
+	}
+	cfg.logf("%s: %s %s", scenario, cfg.Bin, strings.Join(args, " "))
+	mon = startCPU()
+	run, err := runBinary(ctx, cfg.Bin, args, cfg.binaryEnv(dbBin.URL), false)
+	binCPU := mon.Stop()
+	if err != nil {
+		return err
+	}
+	if err := expectArchived(ctx, dbBin.Pool, n); err != nil {
+		return fmt.Errorf("after the binary's ingest: %w", err)
+	}
+	binRate := float64(n) / run.Wall.Seconds()
+	cfg.logf("%s: binary %d msgs in %s wall = %.0f msg/s, peak RSS %.1f MB", scenario, n,
+		run.Wall.Round(time.Millisecond), binRate, float64(run.PeakRSS)/(1<<20))
+	rep.throughputInfo("1 ingest: bin/expiryctl dlq ingest (wall, incl. start-up) vs bare", baseRate, binRate, "msg/s")
+	rep.rss("1 ingest: bin/expiryctl dlq ingest peak RSS", run.PeakRSS, 100, "")
+	rep.note("ingest binary: %s in %s", binCPU, fmtDuration(run.Wall))
+	return nil
+}
+
+func batchName(b int) string {
+	if b <= 0 {
+		return "default"
+	}
+	return strconv.Itoa(b)
+}
+
+func declareQueues(conn *amqp.Connection, names ...string) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	for _, q := range names {
+		// Durable classic queues with persistent messages: what a DLQ is.
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declare %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// deleteQueues removes the scenario's queues on a connection of its own, so
+// that it works whatever state the scenario's connection is in.
+func deleteQueues(amqpURL string, names ...string) {
+	conn, err := broker.Dial(amqpURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for _, q := range names {
+		_, _ = ch.QueueDelete(q, false, false, false)
+	}
+}
+
+// publishAll fills the queues concurrently, one confirm channel each.
+func publishAll(ctx context.Context, conn *amqp.Connection, cfg *config, counts map[string]int) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for q, n := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := publishLetters(ctx, conn, q, n, cfg.Window); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// bareDrain is the baseline consumer: no parsing, no storage, nothing but
+// receiving and acknowledging, the way the fastest honest amqp091 consumer
+// does it (prefetch window, one multiple-ack per ackEvery deliveries). The
+// clock stops when a synchronous call on the same channel, which the broker
+// answers after it processed every earlier ack, reports the queue empty.
+func bareDrain(ctx context.Context, conn *amqp.Connection, queue string, n, prefetch, ackEvery int) (time.Duration, error) {
+	start := time.Now()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		return 0, err
+	}
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for got < n {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return 0, fmt.Errorf("consumer closed after %d of %d deliveries", got, n)
+			}
+			got++
+			if got%ackEvery == 0 || got == n {
+				if err := ch.Ack(d.DeliveryTag, true); err != nil {
+					return 0, err
+				}
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return 0, fmt.Errorf("no delivery for 30s after %d of %d", got, n)
+		}
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(start)
+	if q.Messages != 0 {
+		return 0, fmt.Errorf("queue %s still holds %d messages after the baseline drain", queue, q.Messages)
+	}
+	return elapsed, nil
+}
+
+// ingestInProcess times what `dlq ingest` does after connecting: open the
+// source with the given prefetch, then deadletter.Ingest with default
+// options (batch 0 is Ingest's default) until the queue is empty. Ingest has to notice the queue is empty
+// (its linger timer plus a passive declare), which the bare baseline, told N
+// in advance, does not: that tail is part of the product's cost.
+func ingestInProcess(ctx context.Context, conn *amqp.Connection, pool *pgxpool.Pool, queue string, prefetch, batch int) (time.Duration, deadletter.IngestStats, error) {
+	start := time.Now()
+	src, err := broker.OpenDLQSource(conn, queue, prefetch)
+	if err != nil {
+		return 0, deadletter.IngestStats{}, err
+	}
+	defer src.Close()
+	stats, err := deadletter.Ingest(ctx, pool, src, deadletter.IngestOptions{Actor: "bench", Queue: queue, Batch: batch})
+	return time.Since(start), stats, err
+}
+
+// expectArchived checks that the archive holds exactly n letters, so that a
+// fast run that stored nothing cannot pass.
+func expectArchived(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	var got int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM expiryctl.dead_letters").Scan(&got); err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("the archive holds %d letters, want %d", got, n)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+// Package bench is the benchmark behind `make bench` and
+// cmd/expiryctl-bench. It measures expiryctl's capture and triage paths and prints
+// each result as a ratio to a baseline measured in the same run, so that a
+// busy or slow machine moves baseline and subject together instead of
+// failing a fixed time budget. Only memory has an absolute ceiling.
+//
+//	go run ./cmd/expiryctl-bench         # full sizes: 100k letters ingested, 10k vs 1M archive
+//	go run ./cmd/expiryctl-bench -quick  # smoke run: 10k ingested, 1k vs 10k archive
+//	make bench BENCH_ARGS='-only list,summary'
+//
+// Scenarios: ingest (deadletter.Ingest vs a bare amqp091 consumer that
+// brackets it, before and after; plus, report-only, what parsing and storing
+// each reach alone, and the binary's peak RSS), list (Archive.List page cost
+// on a large archive, top and 90% deep, against a small one), summary
+// (Archive.Summary on large vs small), export (`dlq list --limit 0 -o json`
+// peak RSS, and its rate beside a COPY of the same rows). Each scenario uses
+// its own databases and queues and removes them at the end. Audit rows are
+// written as the commands write them: they are part of the cost.
+//
+// Under the table, notes say where the CPU went during each timed ingest
+// phase (RabbitMQ, the benchmark's PostgreSQL backends, this process, the
+// binary, and everything else), and warn when other processes took enough of
+// the machine to make a ratio unreliable. Use -cpuprofile to see inside the
+// in-process subjects.
+//
+// It exits 1 when a target is missed (unless -strict=false), 2 when a
+// scenario could not be measured, 130 when interrupted.
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+)
+
+// config is one run's sizes, endpoints and progress output.
+type config struct {
+	Strict   bool
+	Quick    bool
+	Only     map[string]bool
+	AdminURL string
+	AMQPURL  string
+	Bin      string
+
+	IngestN  int
+	SmallN   int
+	LargeN   int
+	Prefetch int
+	AckEvery int
+	Window   int
+	Warmup   int
+	Runs     int
+
+	// Batch is passed to Ingest and `dlq ingest --batch`; 0 keeps the
+	// product's default.
+	Batch int
+	// SkipIngestBinary leaves out the binary run of the ingest scenario,
+	// for investigating ingest quickly.
+	SkipIngestBinary bool
+
+	start time.Time
+}
+
+var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "tui"}
+
+// Main runs the benchmark with the command line's arguments (without the
+// program name) and returns the process's exit code.
+func Main(args []string) int {
+	cfg := &config{start: time.Now()}
+	flag := flag.NewFlagSet("expiryctl-bench", flag.ContinueOnError)
+	var only string
+	flag.BoolVar(&cfg.Strict, "strict", true, "exit 1 when a target ratio or memory ceiling is missed")
+	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 10k letters instead of 100k ingested and 1M archived")
+	flag.StringVar(&only, "only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
+	flag.StringVar(&cfg.AdminURL, "database-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_DATABASE_URL"),
+		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		"PostgreSQL maintenance database, to create and drop the benchmark's databases (env EXPIRYCTL_TEST_DATABASE_URL)")
+	flag.StringVar(&cfg.AMQPURL, "amqp-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_AMQP_URL"), os.Getenv("EXPIRYCTL_AMQP_URL"),
+		broker.DefaultURL), "RabbitMQ URL (env EXPIRYCTL_TEST_AMQP_URL or EXPIRYCTL_AMQP_URL)")
+	flag.StringVar(&cfg.Bin, "bin", firstNonEmpty(os.Getenv("EXPIRYCTL_BIN"), "./bin/expiryctl"),
+		"the built expiryctl binary (env EXPIRYCTL_BIN)")
+	flag.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
+	flag.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
+	flag.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
+	flag.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
+	flag.IntVar(&cfg.AckEvery, "bare-ack-every", 100,
+		"the bare consumer acks with multiple=true every this many deliveries (100 drained fastest here, ahead of 500 and of acking each)")
+	flag.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")
+	flag.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
+	flag.BoolVar(&cfg.SkipIngestBinary, "skip-ingest-binary", false, "skip the binary run in the ingest scenario (faster when investigating)")
+	flag.IntVar(&cfg.Batch, "batch", 0, "ingest batch size for the subject and the binary (default: the product's default)")
+	var cpuProfile string
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
+	if err := flag.Parse(args); err != nil {
+		return 2
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q\n", flag.Arg(0))
+		return 2
+	}
+	cfg.Only = map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		s = strings.TrimSpace(s)
+		if !contains(scenarios, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q in -only: use %s\n", s, strings.Join(scenarios, ", "))
+			return 2
+		}
+		cfg.Only[s] = true
+	}
+	cfg.defaults()
+	if abs, err := filepath.Abs(cfg.Bin); err == nil {
+		cfg.Bin = abs
+	}
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg.logf("sizes: ingest %d per queue, archives %d and %d; %d timed rounds after %d warm-up; %d cores",
+		cfg.IngestN, cfg.SmallN, cfg.LargeN, cfg.Runs, cfg.Warmup, runtime.NumCPU())
+	rep := &report{}
+	if cfg.selected("ingest") {
+		if err := benchIngest(ctx, cfg, rep); err != nil {
+			rep.failed("ingest", err)
+		}
+	}
+	if ctx.Err() == nil && (cfg.selected("list") || cfg.selected("summary") || cfg.selected("export") || cfg.selected("tui")) {
+		if err := benchArchives(ctx, cfg, rep); err != nil {
+			rep.failed("archive", err)
+		}
+	}
+
+	if ctx.Err() == nil && cfg.selected("replay") {
+		lines, err := benchReplay(ctx, cfg.Quick)
+		rep.lines = append(rep.lines, lines...)
+		if err != nil {
+			rep.failed("replay", err)
+		}
+	}
+	if ctx.Err() == nil && cfg.selected("audit") {
+		if err := benchAudit(ctx, cfg, rep); err != nil {
+			rep.failed("audit", err)
+		}
+	}
+
+	fmt.Println()
+	fmt.Printf("expiryctl benchmark (%s run, %s, %d cores): subject / baseline, both measured in this run\n\n",
+		map[bool]string{true: "quick", false: "full"}[cfg.Quick], time.Since(cfg.start).Round(time.Second), runtime.NumCPU())
+	rep.print(os.Stdout)
+	fmt.Println()
+	failed, broken := rep.count(fail), rep.count(broken)
+	fmt.Printf("%d passed, %d failed, %d could not be measured, %d report-only\n", rep.count(pass), failed, broken, rep.count(info))
+	switch {
+	case ctx.Err() != nil:
+		return 130
+	case broken > 0:
+		return 2
+	case failed > 0 && cfg.Strict:
+		return 1
+	}
+	return 0
+}
+
+func (c *config) defaults() {
+	pick := func(v *int, full, quick int) {
+		if *v <= 0 {
+			*v = full
+			if c.Quick {
+				*v = quick
+			}
+		}
+	}
+	pick(&c.IngestN, 100_000, 10_000)
+	pick(&c.LargeN, 1_000_000, 10_000)
+	pick(&c.SmallN, 10_000, 1_000)
+	pick(&c.Runs, 31, 9)
+	pick(&c.Warmup, 5, 2)
+}
+
+func (c *config) selected(scenario string) bool { return c.Only[scenario] }
+
+// logf prints progress to stderr; the report goes to stdout.
+func (c *config) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %6.1fs  %s\n", time.Since(c.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (c *config) dropDB(db *benchDB) {
+	if err := db.drop(); err != nil {
+		c.logf("warning: %v", err)
+	}
+}
+
+// binaryEnv points the built binary at one benchmark database and the
+// benchmark's broker.
+func (c *config) binaryEnv(databaseURL string) []string {
+	return []string{"EXPIRYCTL_DATABASE_URL=" + databaseURL, "EXPIRYCTL_AMQP_URL=" + c.AMQPURL,
+		"EXPIRYCTL_ACTOR=bench-binary", "NO_COLOR=1"}
+}
+
+// count formats a letter count the way the report names archives: 10k, 1M.
+func count(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1_000 && n%1_000 == 0:
+		return fmt.Sprintf("%dk", n/1_000)
+	}
+	return fmt.Sprint(n)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,232 @@
+// Package letterview renders one dead letter for a person at a terminal: the
+// view `expiryctl dlq show` prints and the terminal UI's detail screen shows.
+// Every value taken from the message passes through termsafe, so nothing in
+// it can drive the terminal.
+package letterview
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+)
+
+// Styles decorate the view; each joins and styles its text, as a lipgloss
+// Style's Render does. The zero value leaves text plain.
+type Styles struct {
+	Title   func(...string) string
+	Section func(...string) string
+	Warn    func(...string) string
+}
+
+// Options tune the view.
+type Options struct {
+	// Now is the time ages are counted from ("2h3m ago").
+	Now time.Time
+	// PayloadLimit is the most payload bytes shown; 0 shows all.
+	PayloadLimit int
+	// TruncatedHint follows a cut payload; it is given the bytes shown and
+	// the payload's size, and says how to see the rest.
+	TruncatedHint func(shown, size int) string
+}
+
+// Render returns the view of d: identity, why it died, where a replay sends
+// it, the attempt timeline, x-death decoded, headers, the payload (pretty
+// JSON, escaped text or a hex dump) and the other incarnations of the job.
+func Render(d deadletter.Detail, st Styles, opts Options) string {
+	st = st.withDefaults()
+	var b strings.Builder
+	esc := termsafe.EscapeLine
+	section := func(title string) { fmt.Fprintf(&b, "\n%s\n", st.Section(title)) }
+	field := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(&b, "  %-17s %s\n", name, value)
+		}
+	}
+
+	fmt.Fprintf(&b, "%s\n", st.Title(fmt.Sprintf("Dead letter %d — %s, %s", d.ID, d.Category, d.Status)))
+	field("message id", esc(d.MessageID))
+	field("reservation", esc(d.ReservationID))
+	if d.ExpectedVersion != nil {
+		field("expected version", strconv.FormatInt(*d.ExpectedVersion, 10))
+	}
+	field("idempotency key", esc(d.IdempotencyKey))
+	if d.DueAt != nil {
+		field("due at", d.DueAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, *d.DueAt)+")")
+	}
+	field("error class", esc(d.ErrorClass))
+	field("last error", esc(d.LastError))
+	field("attempts", strconv.Itoa(d.Attempts))
+	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
+	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
+	field("captured from", esc(d.SourceQueue))
+	switch {
+	case d.OriginalExchange != "" || d.OriginalRoutingKey != "":
+		field("replays to", fmt.Sprintf("exchange %q, routing key %q", esc(d.OriginalExchange), esc(d.OriginalRoutingKey)))
+	case d.OriginQueue != "":
+		field("replays to", fmt.Sprintf("queue %q (from x-death; no origin headers)", esc(d.OriginQueue)))
+	default:
+		field("replays to", st.Warn("unknown: a replay request must name a target exchange and routing key"))
+	}
+	if d.ReplayRequestID != nil {
+		field("request", fmt.Sprintf("replay request %d (replay #%d)", *d.ReplayRequestID, d.ReplayCount))
+	}
+	if d.RedactedAt != nil {
+		field("redacted", d.RedactedAt.UTC().Format(time.RFC3339)+" (payload and headers removed by retention)")
+	}
+
+	section("Timeline")
+	if len(d.AttemptHistory) == 0 {
+		b.WriteString("  (no attempt history)\n")
+	}
+	for _, ev := range d.AttemptHistory {
+		what := esc(ev.ErrorClass)
+		if ev.Source == "broker" {
+			what = fmt.Sprintf("%s ×%d in %s", esc(ev.Reason), ev.Count, esc(ev.Queue))
+		}
+		line := fmt.Sprintf("  %-20s  %-6s  %s", timeOrUnknown(ev.At), esc(ev.Source), what)
+		if ev.Error != "" {
+			line += "  " + esc(ev.Error)
+		}
+		b.WriteString(line + "\n")
+	}
+
+	if len(d.Deaths) > 0 {
+		section("x-death (newest first, as RabbitMQ keeps it)")
+		for i, death := range d.Deaths {
+			keys := make([]string, len(death.RoutingKeys))
+			for j, k := range death.RoutingKeys {
+				keys[j] = esc(k)
+			}
+			fmt.Fprintf(&b, "  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s\n", i+1,
+				esc(death.Reason), death.Count, esc(death.Queue), esc(death.Exchange), strings.Join(keys, ","),
+				timeOrUnknown(death.Time))
+		}
+	}
+
+	section("Properties")
+	writeProperties(&b, d.Properties)
+
+	section("Headers")
+	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
+
+	ct := esc(d.ContentType)
+	if ct == "" {
+		ct = "-"
+	}
+	section(fmt.Sprintf("Payload (%s, %d bytes, sha256 %s)", ct, d.PayloadSize, d.PayloadSHA256))
+	writePayload(&b, st, opts, d.Payload)
+
+	section("Other incarnations of this job")
+	if len(d.Incarnations) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, r := range d.Incarnations {
+		rel := "later"
+		if r.ID < d.ID {
+			rel = "earlier"
+		}
+		fmt.Fprintf(&b, "  %-7s #%d  %s  %s  %s  %s\n", rel, r.ID, r.DeadLetteredAt.UTC().Format(time.RFC3339),
+			r.Category, r.Status, esc(r.ErrorClass))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (st Styles) withDefaults() Styles {
+	plain := func(s ...string) string { return strings.Join(s, " ") }
+	if st.Title == nil {
+		st.Title = plain
+	}
+	if st.Section == nil {
+		st.Section = plain
+	}
+	if st.Warn == nil {
+		st.Warn = plain
+	}
+	return st
+}
+
+// timeOrUnknown formats t, or says "unknown" for the zero time, which is how
+// a letter records a time its message did not give.
+func timeOrUnknown(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func relative(now, t time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + (-d).Round(time.Second).String()
+	}
+	return d.Round(time.Second).String() + " ago"
+}
+
+func writeProperties(b *strings.Builder, p *deadletter.Properties) {
+	if p == nil {
+		b.WriteString("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)\n")
+		return
+	}
+	lines := deadletter.PropertyLines(*p)
+	if len(lines) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	for _, l := range lines {
+		fmt.Fprintf(b, "  %s: %s\n", l.Key, l.Value)
+	}
+}
+
+func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
+	lines, err := deadletter.HeaderLines(raw)
+	if err != nil || len(lines) == 0 {
+		b.WriteString("  (none)\n")
+		return
+	}
+	for _, h := range lines {
+		if h.Key == "x-death" && decodedDeaths {
+			fmt.Fprintf(b, "  %s: (decoded above)\n", h.Key)
+			continue
+		}
+		fmt.Fprintf(b, "  %s: %s\n", h.Key, h.Value)
+	}
+}
+
+func writePayload(b *strings.Builder, st Styles, opts Options, payload []byte) {
+	if len(payload) == 0 {
+		b.WriteString("  (empty)\n")
+		return
+	}
+	limit := opts.PayloadLimit
+	shown, truncated := payload, false
+	if limit > 0 && len(shown) > limit {
+		shown, truncated = shown[:limit], true
+	}
+	var text string
+	switch {
+	case termsafe.IsText(payload) && json.Valid(payload):
+		var pretty bytes.Buffer
+		_ = json.Indent(&pretty, payload, "  ", "  ")
+		text = pretty.String()
+		if limit > 0 && len(text) > limit {
+			text, truncated = text[:limit], true
+		}
+		text = "  " + termsafe.Escape(text)
+	case termsafe.IsText(shown):
+		text = "  " + strings.ReplaceAll(termsafe.Escape(string(shown)), "\n", "\n  ")
+	default:
+		dump, _ := termsafe.HexDump(shown, len(shown))
+		text = "  " + strings.ReplaceAll(strings.TrimRight(dump, "\n"), "\n", "\n  ")
+	}
+	// Tabs are kept by Escape; expand them so that widths stay exact.
+	text = strings.ReplaceAll(text, "\t", "    ")
+	b.WriteString(strings.TrimRight(text, "\n") + "\n")
+	if truncated && opts.TruncatedHint != nil {
+		b.WriteString(st.Warn(opts.TruncatedHint(limit, len(payload))) + "\n")
+	}
+}

@@ -1,0 +1,128 @@
+// Package requestview renders a replay or discard request for the person
+// who reviews it: the view `expiryctl replay show` prints and the terminal
+// UI's requests screen shows. Text from people and letters is escaped.
+package requestview
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// Styles decorate the view; each joins and styles its text, as a lipgloss
+// Style's Render does. The zero value leaves text plain.
+type Styles struct {
+	Title func(...string) string
+	Warn  func(...string) string
+}
+
+// Render returns what an approver approves, without the sample of items
+// (callers lay that out their own way): who asked and why, the review, the
+// cohort and its hash, the selection as written, categories, rate, canary,
+// stop conditions, target, the idempotency-key flag, item states, a halt
+// reason, and any letter changed since the cohort was frozen.
+// freshKeyHint says how this interface lets an approver allow a fresh key.
+func Render(d replay.Detail, st Styles, freshKeyHint string) string {
+	st = st.withDefaults()
+	var b strings.Builder
+	esc := termsafe.EscapeLine
+	const stamp = "2006-01-02T15:04:05Z"
+	field := func(name, value string) { fmt.Fprintf(&b, "  %-20s %s\n", name, value) }
+	fmt.Fprintf(&b, "%s\n", st.Title(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, d.Status)))
+	field("requested by", fmt.Sprintf("%s (database role %s) at %s", esc(d.RequestedBy), esc(d.RequestedDBRole), d.CreatedAt.UTC().Format(stamp)))
+	field("why", esc(d.Why))
+	field("review by", d.ExpiresAt.UTC().Format(stamp))
+	if d.ReviewedBy != "" {
+		field("reviewed by", fmt.Sprintf("%s (database role %s): %s", esc(d.ReviewedBy), esc(d.ReviewedDBRole), esc(d.ReviewWhy)))
+	}
+	if d.ApprovalExpiresAt != nil && d.Status == replay.StatusApproved {
+		field("approval valid until", d.ApprovalExpiresAt.UTC().Format(stamp))
+	}
+	field("cohort", fmt.Sprintf("%d letters, hash %s", d.Items, d.CohortHash))
+	field("selection", esc(string(d.Filter)))
+	field("categories", counts(d.Categories))
+	if d.Kind == replay.KindReplay {
+		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
+		field("canary", fmt.Sprintf("%d letters first, then wait up to %s for them to come back", d.Canary, d.Stop.CanaryWindow))
+		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
+			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
+		if d.ToExchange != "" || d.ToRoutingKey != "" {
+			field("fallback target", fmt.Sprintf("exchange %q routing key %q", esc(d.ToExchange), esc(d.ToRoutingKey)))
+		}
+		keyLine := "kept: the worker recognises jobs it already did"
+		if d.FreshKey {
+			keyLine = st.Warn("FRESH: each job gets a new idempotency key (requester confirmed eligibility); " + freshKeyHint)
+		}
+		field("idempotency key", keyLine)
+		for i, line := range propertyLines(d.Properties, st) {
+			name := ""
+			if i == 0 {
+				name = "properties"
+			}
+			field(name, line)
+		}
+	}
+	if len(d.States) > 0 {
+		field("items", counts(d.States))
+	}
+	if d.HaltReason != "" {
+		field("halted because", esc(d.HaltReason))
+	}
+	if len(d.Changes) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", st.Warn("Changed since frozen (approval will be refused):"))
+		for _, c := range d.Changes {
+			fmt.Fprintf(&b, "  dead letter %d: %s\n", c.DeadLetterID, esc(c.Change))
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// propertyLines says how the replayed messages' properties will differ
+// from the letters': all are kept but for what these lines name.
+func propertyLines(n replay.PropertyNotes, st Styles) []string {
+	lines := []string{"kept as received (timestamp too; the replay's time goes in x-replayed-at), except:"}
+	if n.NotRecorded > 0 {
+		lines = append(lines, st.Warn(fmt.Sprintf("%d letters were captured before properties were recorded: sent with content type and message id only", n.NotRecorded)))
+	}
+	if n.MadePersistent > 0 {
+		lines = append(lines, fmt.Sprintf("%d letters were not persistent: sent persistent, so that a confirmed replay survives a broker restart", n.MadePersistent))
+	}
+	users := make([]string, 0, len(n.UserIDs))
+	for u := range n.UserIDs {
+		users = append(users, u)
+	}
+	sort.Strings(users)
+	for _, u := range users {
+		name := termsafe.EscapeLine(u)
+		lines = append(lines, st.Warn(fmt.Sprintf(`user_id "%s" on %d letters: kept only if `+"`replay run`"+` connects to RabbitMQ as "%s", `+
+			"otherwise sent as header x-original-user-id (RabbitMQ refuses another user's user_id)", name, n.UserIDs[u], name)))
+	}
+	if len(lines) == 1 {
+		lines[0] = "kept as received (timestamp too; the replay's time goes in x-replayed-at)"
+	}
+	return lines
+}
+
+// counts lists "name n" pairs sorted by name.
+func counts[K ~string](m map[K]int) string {
+	parts := make([]string, 0, len(m))
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func (st Styles) withDefaults() Styles {
+	plain := func(s ...string) string { return strings.Join(s, " ") }
+	if st.Title == nil {
+		st.Title = plain
+	}
+	if st.Warn == nil {
+		st.Warn = plain
+	}
+	return st
+}
