@@ -13,5 +13,5 @@ import (
 )
 
 func main() {
-	os.Exit(bench.Main(os.Args[1:]))
+	os.Exit(bench.Main(os.Args[1:], os.Stdout))
 }

@@ -5,7 +5,8 @@
 // failing a fixed time budget. Only memory has an absolute ceiling.
 //
 //	go run ./cmd/expiryctl-bench         # full sizes: 100k letters ingested, 10k vs 1M archive
-//	go run ./cmd/expiryctl-bench -quick  # smoke run: 10k ingested, 1k vs 10k archive
+//	go run ./cmd/expiryctl-bench -quick  # quick run: 10k ingested, 1k vs 10k archive
+//	go run ./cmd/expiryctl-bench -smoke  # does every scenario still run? (what TestSmoke runs)
 //	make bench BENCH_ARGS='-only list,summary'
 //
 // Scenarios: ingest (deadletter.Ingest vs a bare amqp091 consumer that
@@ -29,8 +30,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,8 +48,11 @@ import (
 
 // config is one run's sizes, endpoints and progress output.
 type config struct {
-	Strict   bool
-	Quick    bool
+	Strict bool
+	Quick  bool
+	// Smoke shrinks every scenario to seconds and leaves targets unenforced:
+	// it proves that each scenario still runs and measures, not how fast.
+	Smoke    bool
 	Only     map[string]bool
 	AdminURL string
 	AMQPURL  string
@@ -74,38 +80,43 @@ type config struct {
 var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "tui"}
 
 // Main runs the benchmark with the command line's arguments (without the
-// program name) and returns the process's exit code.
-func Main(args []string) int {
+// program name), prints the report on stdout and progress on stderr, and
+// returns the process's exit code.
+func Main(args []string, stdout io.Writer) int {
 	cfg := &config{start: time.Now()}
-	flag := flag.NewFlagSet("expiryctl-bench", flag.ContinueOnError)
+	flags := flag.NewFlagSet("expiryctl-bench", flag.ContinueOnError)
 	var only string
-	flag.BoolVar(&cfg.Strict, "strict", true, "exit 1 when a target ratio or memory ceiling is missed")
-	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 10k letters instead of 100k ingested and 1M archived")
-	flag.StringVar(&only, "only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
-	flag.StringVar(&cfg.AdminURL, "database-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_DATABASE_URL"),
+	flags.BoolVar(&cfg.Strict, "strict", true, "exit 1 when a target ratio or memory ceiling is missed")
+	flags.BoolVar(&cfg.Quick, "quick", false, "smoke run: 10k letters instead of 100k ingested and 1M archived")
+	flags.BoolVar(&cfg.Smoke, "smoke", false, "smoke test: every scenario at a tiny size, targets reported but not enforced (implies -quick -strict=false)")
+	flags.StringVar(&only, "only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
+	flags.StringVar(&cfg.AdminURL, "database-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_DATABASE_URL"),
 		"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"PostgreSQL maintenance database, to create and drop the benchmark's databases (env EXPIRYCTL_TEST_DATABASE_URL)")
-	flag.StringVar(&cfg.AMQPURL, "amqp-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_AMQP_URL"), os.Getenv("EXPIRYCTL_AMQP_URL"),
+	flags.StringVar(&cfg.AMQPURL, "amqp-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_AMQP_URL"), os.Getenv("EXPIRYCTL_AMQP_URL"),
 		broker.DefaultURL), "RabbitMQ URL (env EXPIRYCTL_TEST_AMQP_URL or EXPIRYCTL_AMQP_URL)")
-	flag.StringVar(&cfg.Bin, "bin", firstNonEmpty(os.Getenv("EXPIRYCTL_BIN"), "./bin/expiryctl"),
+	flags.StringVar(&cfg.Bin, "bin", firstNonEmpty(os.Getenv("EXPIRYCTL_BIN"), "./bin/expiryctl"),
 		"the built expiryctl binary (env EXPIRYCTL_BIN)")
-	flag.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
-	flag.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
-	flag.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
-	flag.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
-	flag.IntVar(&cfg.AckEvery, "bare-ack-every", 100,
+	flags.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
+	flags.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
+	flags.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
+	flags.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
+	flags.IntVar(&cfg.AckEvery, "bare-ack-every", 100,
 		"the bare consumer acks with multiple=true every this many deliveries (100 drained fastest here, ahead of 500 and of acking each)")
-	flag.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")
-	flag.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
-	flag.BoolVar(&cfg.SkipIngestBinary, "skip-ingest-binary", false, "skip the binary run in the ingest scenario (faster when investigating)")
-	flag.IntVar(&cfg.Batch, "batch", 0, "ingest batch size for the subject and the binary (default: the product's default)")
+	flags.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")
+	flags.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
+	flags.BoolVar(&cfg.SkipIngestBinary, "skip-ingest-binary", false, "skip the binary run in the ingest scenario (faster when investigating)")
+	flags.IntVar(&cfg.Batch, "batch", 0, "ingest batch size for the subject and the binary (default: the product's default)")
 	var cpuProfile string
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
-	if err := flag.Parse(args); err != nil {
+	flags.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q\n", flag.Arg(0))
+	if flags.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q\n", flags.Arg(0))
 		return 2
 	}
 	cfg.Only = map[string]bool{}
@@ -154,7 +165,7 @@ func Main(args []string) int {
 	}
 
 	if ctx.Err() == nil && cfg.selected("replay") {
-		lines, err := benchReplay(ctx, cfg.Quick)
+		lines, err := benchReplay(ctx, cfg)
 		rep.lines = append(rep.lines, lines...)
 		if err != nil {
 			rep.failed("replay", err)
@@ -166,13 +177,13 @@ func Main(args []string) int {
 		}
 	}
 
-	fmt.Println()
-	fmt.Printf("expiryctl benchmark (%s run, %s, %d cores): subject / baseline, both measured in this run\n\n",
-		map[bool]string{true: "quick", false: "full"}[cfg.Quick], time.Since(cfg.start).Round(time.Second), runtime.NumCPU())
-	rep.print(os.Stdout)
-	fmt.Println()
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "expiryctl benchmark (%s run, %s, %d cores): subject / baseline, both measured in this run\n\n",
+		cfg.mode(), time.Since(cfg.start).Round(time.Second), runtime.NumCPU())
+	rep.print(stdout)
+	fmt.Fprintln(stdout)
 	failed, broken := rep.count(fail), rep.count(broken)
-	fmt.Printf("%d passed, %d failed, %d could not be measured, %d report-only\n", rep.count(pass), failed, broken, rep.count(info))
+	fmt.Fprintf(stdout, "%d passed, %d failed, %d could not be measured, %d report-only\n", rep.count(pass), failed, broken, rep.count(info))
 	switch {
 	case ctx.Err() != nil:
 		return 130
@@ -185,19 +196,36 @@ func Main(args []string) int {
 }
 
 func (c *config) defaults() {
-	pick := func(v *int, full, quick int) {
+	if c.Smoke {
+		c.Quick, c.Strict = true, false
+	}
+	pick := func(v *int, full, quick, smoke int) {
 		if *v <= 0 {
-			*v = full
-			if c.Quick {
+			switch {
+			case c.Smoke:
+				*v = smoke
+			case c.Quick:
 				*v = quick
+			default:
+				*v = full
 			}
 		}
 	}
-	pick(&c.IngestN, 100_000, 10_000)
-	pick(&c.LargeN, 1_000_000, 10_000)
-	pick(&c.SmallN, 10_000, 1_000)
-	pick(&c.Runs, 31, 9)
-	pick(&c.Warmup, 5, 2)
+	pick(&c.IngestN, 100_000, 10_000, 500)
+	pick(&c.LargeN, 1_000_000, 10_000, 5_000)
+	pick(&c.SmallN, 10_000, 1_000, 1_000)
+	pick(&c.Runs, 31, 9, 3)
+	pick(&c.Warmup, 5, 2, 1)
+}
+
+func (c *config) mode() string {
+	switch {
+	case c.Smoke:
+		return "smoke"
+	case c.Quick:
+		return "quick"
+	}
+	return "full"
 }
 
 func (c *config) selected(scenario string) bool { return c.Only[scenario] }

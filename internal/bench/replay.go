@@ -55,12 +55,15 @@ const replayBenchWindow = 1000
 // "Unlimited" is not a switch of the runner: the benchmark database's policy
 // allows a rate of 10⁹/s and the request asks for it, so the limiter never
 // waits. Nothing a user can set turns the ceiling off.
-func benchReplay(ctx context.Context, quick bool) ([]line, error) {
-	n, waitEachN, rounds := 50_000, 3_000, 5
-	if quick {
+func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
+	n, waitEachN, rounds, rateN := 50_000, 3_000, 5, 2_200
+	switch {
+	case cfg.Smoke:
+		n, waitEachN, rounds, rateN = 1_000, 100, 1, 400
+	case cfg.Quick:
 		n, waitEachN, rounds = 10_000, 1_000, 1
 	}
-	const rateN, ratePerSec = 2_200, 200.0
+	const ratePerSec = 200.0
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench %6.1fs  replay: %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
