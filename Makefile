@@ -14,7 +14,7 @@ BENCH_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services node build test vet demo bench lint docs fuzz clean
+.PHONY: help services node build test vet demo bench lint docs schema fuzz clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -57,6 +57,11 @@ lint: vet ## gofmt check and go vet
 
 docs: ## regenerate the command reference in docs/reference
 	$(GO) run ./cmd/gen-docs docs/reference
+
+# A new migration changes the schema that schema.sql shows, and is pinned in
+# migrations.sum once it is released; a pinned line is never rewritten.
+schema: services ## regenerate internal/adapter/store/schema.sql and pin new migrations in migrations.sum
+	$(GO) test -count=1 ./internal/adapter/store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$$' -update
 
 fuzz: ## fuzz the dead-letter parser for FUZZTIME (60s)
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./deadletter/

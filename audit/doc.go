@@ -9,4 +9,12 @@
 // on insert. List, Export and VerifyDB read it back; VerifyFile checks an
 // export with no database at all. docs/audit.md specifies the canonical
 // encoding so that reviewers can write their own verifier.
+//
+// The trail is the table audit_log, with audit_trail, audit_tree and
+// audit_checkpoints for its Merkle tree and signed checkpoints; their
+// current shape, the column defaults and generated hash that chain a row,
+// and the triggers that refuse changes are in
+// internal/adapter/store/schema.sql. A change to them is a new migration,
+// never an edit of a released one (the package doc of internal/adapter/store
+// gives the rules).
 package audit

@@ -1,0 +1,2925 @@
+-- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
+-- 00011) leaves an empty database, dumped by pg_dump --schema-only from
+-- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
+-- with `make schema`; TestSchemaIsCurrent fails while it is stale.
+--
+-- How to read it:
+--   * Every object is owned by the role that ran `expiryctl migrate` (the
+--     schema's owner, not a superuser), named expiryctl_owner here. SECURITY
+--     DEFINER functions run as it: that is how the groups write through them.
+--   * The privileges (GRANT and REVOKE, after all the objects) are the
+--     governance rules: no group holds INSERT, UPDATE, DELETE or TRUNCATE on a
+--     table, and a function is executable only by the groups granted it.
+--   * The groups are cluster-wide roles, listed at the end with the owner's
+--     default privileges in the database.
+--   * goose's version table (expiryctl.schema_version) is left out.
+--
+
+--
+-- Name: expiryctl; Type: SCHEMA; Schema: -
+--
+
+CREATE SCHEMA expiryctl;
+
+
+--
+-- Name: access_change(text, text, text[], boolean); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.access_change(actor text, login text, groups text[], grant_it boolean) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    g text;
+    r record;
+BEGIN
+    IF NOT expiryctl.caller_is_owner() THEN
+        PERFORM expiryctl.replay_refuse('owner-only', format(
+            'only the schema owner manages access, and the login %s is not it', session_user));
+    END IF;
+    label := expiryctl.actor_label(actor);
+    SELECT rolcanlogin, rolsuper INTO r FROM pg_roles WHERE rolname = login;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.replay_refuse('login', format('there is no role %L: create the login first (CREATE ROLE %I LOGIN)', login, login));
+    END IF;
+    IF NOT r.rolcanlogin THEN
+        PERFORM expiryctl.replay_refuse('login', format('%s is not a login role: grant groups to per-person logins', login));
+    END IF;
+    IF cardinality(groups) = 0 THEN
+        PERFORM expiryctl.replay_refuse('groups', 'name at least one group: expiryctl_ingester, expiryctl_operator, expiryctl_approver, expiryctl_auditor, expiryctl_admin');
+    END IF;
+    FOREACH g IN ARRAY groups LOOP
+        IF g NOT IN ('expiryctl_ingester', 'expiryctl_operator', 'expiryctl_approver', 'expiryctl_auditor', 'expiryctl_admin') THEN
+            PERFORM expiryctl.replay_refuse('groups', format(
+                'unknown group %L: the groups are expiryctl_ingester, expiryctl_operator, expiryctl_approver, expiryctl_auditor, expiryctl_admin', g));
+        END IF;
+        IF grant_it THEN
+            EXECUTE format('GRANT %I TO %I', g, login);
+        ELSE
+            EXECUTE format('REVOKE %I FROM %I', g, login);
+        END IF;
+    END LOOP;
+    PERFORM expiryctl.audit_write(label, CASE WHEN grant_it THEN 'access.grant' ELSE 'access.revoke' END,
+        'login:' || login, jsonb_build_object('login', login, 'groups', to_jsonb(groups), 'superuser', r.rolsuper));
+END
+$$;
+
+
+--
+-- Name: actor_label(text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.actor_label(declared text) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE
+        WHEN coalesce(btrim(declared), '') = '' THEN session_user::text
+        WHEN declared = session_user THEN declared
+        WHEN (SELECT identity_mode FROM expiryctl.policy WHERE singleton) = 'declared' THEN declared
+        ELSE expiryctl.refuse_text('identity-db-role', format(
+            'policy identity_mode is db-role: you act as the database role %s, and the label %s differs; drop --actor/EXPIRYCTL_ACTOR (or set it to %s)',
+            session_user, declared, session_user))
+    END
+$$;
+
+
+--
+-- Name: audit_append(text, text, text, jsonb, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) RETURNS TABLE(seq bigint, hash text)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome)
+    SELECT CASE
+               WHEN coalesce(btrim(actor), '') = '' THEN session_user::text
+               WHEN actor = session_user THEN actor
+               ELSE expiryctl.actor_label(actor)
+           END,
+           CASE WHEN outcome = 'ok' AND action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel',
+                    'replay.expire', 'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
+                    'replay.canary.start', 'replay.canary.pass', 'replay.complete', 'policy.set', 'policy.propose',
+                    'policy.approve', 'policy.reject', 'access.grant', 'access.revoke', 'dlq.ingest.batch',
+                    'dlq.purge.batch', 'migrate.governance')
+                THEN expiryctl.refuse_text('audit-reserved', format(
+                    'an "ok" %s row is written only by the database function that makes the change, in the same transaction', action))
+                ELSE action END,
+           coalesce(target, ''), coalesce(details, '{}'), outcome
+    RETURNING audit_log.seq, encode(audit_log.hash, 'hex')
+$$;
+
+
+--
+-- Name: audit_canonical(bigint, timestamp with time zone, text, text, text, text, jsonb, text, bytea); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT
+    AS $$
+    SELECT int8send(seq)
+        || int8send((extract(epoch FROM at) * 1000000)::bigint)
+        || int4send(octet_length(convert_to(actor, 'UTF8')))   || convert_to(actor, 'UTF8')
+        || int4send(octet_length(convert_to(db_role, 'UTF8'))) || convert_to(db_role, 'UTF8')
+        || int4send(octet_length(convert_to(action, 'UTF8')))  || convert_to(action, 'UTF8')
+        || int4send(octet_length(convert_to(target, 'UTF8')))  || convert_to(target, 'UTF8')
+        || int4send(octet_length(convert_to(details::text, 'UTF8'))) || convert_to(details::text, 'UTF8')
+        || int4send(octet_length(convert_to(outcome, 'UTF8'))) || convert_to(outcome, 'UTF8')
+        || prev_hash
+$$;
+
+
+--
+-- Name: audit_checkpoint_record(text, bigint, bytea, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    stored bigint;
+    id bigint;
+BEGIN
+    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    SELECT t.tree_size INTO stored FROM expiryctl.audit_trail t WHERE t.singleton;
+    IF tree_size > stored THEN
+        PERFORM expiryctl.replay_refuse('tree-size', format(
+            'a checkpoint of %s rows needs them in the tree, which holds %s', tree_size, stored));
+    END IF;
+    INSERT INTO expiryctl.audit_checkpoints (tree_size, root_hash, signed_note)
+    VALUES (tree_size, root_hash, signed_note) RETURNING audit_checkpoints.id INTO id;
+    PERFORM expiryctl.audit_write(label, 'audit.checkpoint', 'audit_checkpoint:' || id, jsonb_build_object(
+        'tree_size', tree_size, 'root_hash', encode(root_hash, 'hex')));
+    RETURN id;
+END
+$$;
+
+
+--
+-- Name: audit_next_at(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_next_at() RETURNS timestamp with time zone
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT pg_advisory_xact_lock(435459991924);
+    SELECT clock_timestamp();
+$$;
+
+
+--
+-- Name: audit_next_prev_hash(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_next_prev_hash() RETURNS bytea
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT pg_advisory_xact_lock(435459991924);
+    SELECT coalesce((SELECT hash FROM expiryctl.audit_log ORDER BY seq DESC LIMIT 1),
+                    '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
+$$;
+
+
+--
+-- Name: audit_next_seq(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_next_seq() RETURNS bigint
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT pg_advisory_xact_lock(435459991924);
+    SELECT coalesce(max(seq), 0) + 1 FROM expiryctl.audit_log;
+$$;
+
+
+--
+-- Name: audit_refuse_change(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'expiryctl.% is append-only: % is refused', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'audit rows can be added, never changed or removed';
+END
+$$;
+
+
+--
+-- Name: audit_refuse_forged(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_refuse_forged() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'expiryctl.audit_log: db_role and at are set by the database; leave them out of the INSERT'
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('db_role %L (session_user is %L), at %s', NEW.db_role, session_user, NEW.at);
+END
+$$;
+
+
+--
+-- Name: audit_tree_extend(bigint, bigint, bytea[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    current_size bigint;
+    rows_now bigint;
+    first_idx bigint;
+BEGIN
+    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
+    SELECT tree_size INTO current_size FROM expiryctl.audit_trail WHERE singleton FOR UPDATE;
+    IF old_size <> current_size THEN
+        PERFORM expiryctl.replay_refuse('tree-moved', format(
+            'the audit tree holds %s rows, not %s: another process extended it; read it again', current_size, old_size));
+    END IF;
+    SELECT coalesce(max(seq), 0) INTO rows_now FROM expiryctl.audit_log;
+    IF new_size < old_size OR new_size > rows_now THEN
+        PERFORM expiryctl.replay_refuse('tree-size', format(
+            'the audit tree cannot grow from %s to %s rows: the trail has %s', old_size, new_size, rows_now));
+    END IF;
+    -- tlog.StoredHashCount(n) = 2n - popcount(n).
+    first_idx := 2 * old_size - bit_count(old_size::bit(64));
+    IF coalesce(cardinality(hashes), 0) <> (2 * new_size - bit_count(new_size::bit(64))) - first_idx THEN
+        PERFORM expiryctl.replay_refuse('tree-size', format(
+            'growing the audit tree from %s to %s rows stores %s hashes, not %s', old_size, new_size,
+            (2 * new_size - bit_count(new_size::bit(64))) - first_idx, coalesce(cardinality(hashes), 0)));
+    END IF;
+    INSERT INTO expiryctl.audit_tree (idx, hash)
+    SELECT first_idx + h.ord - 1, h.hash FROM unnest(hashes) WITH ORDINALITY AS h(hash, ord);
+    UPDATE expiryctl.audit_trail SET tree_size = new_size,
+           origin = coalesce(origin, 'expiryctl audit trail ' || gen_random_uuid()) WHERE singleton;
+END
+$$;
+
+
+--
+-- Name: audit_write(text, text, text, jsonb, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_write(actor text, action text, target text, details jsonb, outcome text DEFAULT 'ok'::text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome)
+    VALUES (actor, action, coalesce(target, ''), coalesce(details, '{}'), outcome)
+$$;
+
+
+--
+-- Name: caller_in(text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.caller_in(VARIADIC groups text[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT expiryctl.caller_is_owner()
+        OR EXISTS (SELECT 1 FROM unnest(groups) g
+                   WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = g)
+                     AND pg_has_role(session_user, g, 'MEMBER'))
+$$;
+
+
+--
+-- Name: caller_is_owner(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.caller_is_owner() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT pg_has_role(session_user, n.nspowner, 'MEMBER')
+      FROM pg_namespace n WHERE n.nspname = 'expiryctl'
+$$;
+
+
+--
+-- Name: dead_letters_refuse_change(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.dead_letters_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letter %s cannot be deleted: the archive keeps every letter (retention redacts payloads)', OLD.id));
+    END IF;
+    IF OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL AND NEW.payload = ''::bytea AND NEW.headers = '{}'::jsonb
+       AND NEW.fingerprint = OLD.fingerprint AND NEW.payload_sha256 = OLD.payload_sha256
+       AND NEW.job_key IS NOT DISTINCT FROM OLD.job_key AND NEW.message_id IS NOT DISTINCT FROM OLD.message_id
+       AND NEW.reservation_id IS NOT DISTINCT FROM OLD.reservation_id
+       AND NEW.idempotency_key IS NOT DISTINCT FROM OLD.idempotency_key
+       AND NEW.expected_version IS NOT DISTINCT FROM OLD.expected_version
+       AND NEW.properties IS NOT DISTINCT FROM OLD.properties
+       AND NEW.dead_lettered_at = OLD.dead_lettered_at THEN
+        RETURN NEW;
+    END IF;
+    PERFORM expiryctl.replay_refuse('letter-immutable', format(
+        'dead letter %s is as it was captured: its identity, payload, properties and headers never change (retention redaction only)', OLD.id));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    WITH stored AS (
+        INSERT INTO expiryctl.dead_letters (
+            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id)
+        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
+            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
+            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            CASE WHEN s.job_key IS NOT NULL THEN
+                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
+            END
+        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
+            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
+            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
+            replay_request_ids, replay_counts) WITH ORDINALITY
+            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            dead_lettered_at, replay_request_id, replay_count, ordinal)
+        ORDER BY s.ordinal
+        ON CONFLICT (fingerprint) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
+    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
+        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
+        'duplicates', cardinality(fingerprints) - cardinality(ids),
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+
+--
+-- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    WITH stored AS (
+        INSERT INTO expiryctl.dead_letters (
+            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties)
+        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
+            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
+            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            CASE WHEN s.job_key IS NOT NULL THEN
+                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
+            END,
+            s.properties::jsonb
+        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
+            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
+            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
+            replay_request_ids, replay_counts, properties) WITH ORDINALITY
+            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            dead_lettered_at, replay_request_id, replay_count, properties, ordinal)
+        ORDER BY s.ordinal
+        ON CONFLICT (fingerprint) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
+    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
+        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
+        'duplicates', cardinality(fingerprints) - cardinality(ids),
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+
+--
+-- Name: dead_letters; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letters (
+    id bigint NOT NULL,
+    fingerprint bytea NOT NULL,
+    job_key text,
+    message_id text,
+    reservation_id text,
+    idempotency_key text,
+    expected_version bigint,
+    due_at timestamp with time zone,
+    source_queue text NOT NULL,
+    origin_queue text,
+    original_exchange text,
+    original_routing_key text,
+    reason_category text NOT NULL,
+    error_class text,
+    last_error text,
+    attempts integer DEFAULT 0 NOT NULL,
+    attempt_history jsonb DEFAULT '[]'::jsonb NOT NULL,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    content_type text,
+    payload bytea NOT NULL,
+    payload_sha256 bytea NOT NULL,
+    payload_size integer NOT NULL,
+    dead_lettered_at timestamp with time zone NOT NULL,
+    ingested_at timestamp with time zone DEFAULT now() NOT NULL,
+    status text DEFAULT 'dead'::text NOT NULL,
+    previous_id bigint,
+    replay_request_id bigint,
+    replay_count integer DEFAULT 0 NOT NULL,
+    redacted_at timestamp with time zone,
+    properties jsonb,
+    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text]))),
+    CONSTRAINT dead_letters_status_check CHECK ((status = ANY (ARRAY['dead'::text, 'in_request'::text, 'replayed'::text, 'discarded'::text])))
+);
+
+
+--
+-- Name: TABLE dead_letters; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.dead_letters IS 'One row per dead-lettering of a reservation-expiry job, captured from a DLQ by expiryctl dlq ingest.';
+
+
+--
+-- Name: COLUMN dead_letters.properties; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.dead_letters.properties IS 'AMQP basic properties as received (deadletter.EncodeProperties); NULL when not recorded';
+
+
+--
+-- Name: letters_matching(jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.letters_matching(f jsonb) RETURNS SETOF expiryctl.dead_letters
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT d.* FROM expiryctl.dead_letters d
+     WHERE d.status = 'dead' AND d.redacted_at IS NULL
+       AND (f->'reason' IS NULL OR jsonb_array_length(f->'reason') = 0
+            OR d.reason_category IN (SELECT jsonb_array_elements_text(f->'reason')))
+       AND (coalesce(f->>'queue', '') = '' OR d.source_queue = f->>'queue')
+       AND (coalesce(f->>'status', '') = '' OR d.status = f->>'status')
+       AND (f->>'since' IS NULL OR d.dead_lettered_at >= (f->>'since')::timestamptz)
+       AND (f->>'until' IS NULL OR d.dead_lettered_at < (f->>'until')::timestamptz)
+       AND (coalesce(f->>'search', '') = '' OR (
+            SELECT d.reservation_id ILIKE p OR d.message_id ILIKE p OR d.idempotency_key ILIKE p
+                OR d.error_class ILIKE p OR d.last_error ILIKE p
+              FROM (SELECT '%' || replace(replace(replace(f->>'search', '\', '\\'), '%', '\%'), '_', '\_') || '%' AS p) s))
+$$;
+
+
+--
+-- Name: not_found(text, bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.not_found(kind text, id bigint) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION '%', CASE kind
+            WHEN 'dead_letter' THEN format('dead letter %s not found: `expiryctl dlq list` shows the ids there are', id)
+            WHEN 'replay_request' THEN format('replay request %s not found: `expiryctl replay list` shows the requests there are', id)
+            WHEN 'policy_change' THEN format('policy change %s not found: `expiryctl policy show` lists the pending ones', id)
+            ELSE format('%s %s not found', kind, id) END
+        USING ERRCODE = 'EG002', DETAIL = kind || ':' || id;
+END
+$$;
+
+
+--
+-- Name: policy_apply(jsonb, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    unknown text;
+BEGIN
+    SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
+     WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
+                     'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention');
+    IF unknown IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
+    END IF;
+    SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;
+    UPDATE expiryctl.policy SET
+        approvers = CASE WHEN changes ? 'approvers' THEN ARRAY(SELECT jsonb_array_elements_text(changes->'approvers')) ELSE approvers END,
+        max_cohort = CASE WHEN changes ? 'max_cohort' THEN (changes->>'max_cohort')::integer ELSE max_cohort END,
+        max_rate = CASE WHEN changes ? 'max_rate' THEN (changes->>'max_rate')::numeric ELSE max_rate END,
+        approval_ttl = CASE WHEN changes ? 'approval_ttl' THEN (changes->>'approval_ttl')::interval ELSE approval_ttl END,
+        stop_failure_ratio = CASE WHEN changes ? 'stop_failure_ratio' THEN (changes->>'stop_failure_ratio')::numeric ELSE stop_failure_ratio END,
+        stop_queue_depth = CASE WHEN changes ? 'stop_queue_depth' THEN (changes->>'stop_queue_depth')::integer ELSE stop_queue_depth END,
+        stop_redead_ratio = CASE WHEN changes ? 'stop_redead_ratio' THEN (changes->>'stop_redead_ratio')::numeric ELSE stop_redead_ratio END,
+        canary_window = CASE WHEN changes ? 'canary_window' THEN (changes->>'canary_window')::interval ELSE canary_window END,
+        identity_mode = CASE WHEN changes ? 'identity_mode' THEN changes->>'identity_mode' ELSE identity_mode END,
+        eligibility_query = CASE WHEN changes ? 'eligibility_query' THEN changes->>'eligibility_query' ELSE eligibility_query END,
+        retention = CASE WHEN changes ? 'retention' THEN (changes->>'retention')::interval ELSE retention END,
+        updated_at = now(), updated_by = by_label
+     WHERE singleton;
+    SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
+END
+$$;
+
+
+--
+-- Name: policy_review(text, bigint, text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.policy_review(actor text, change bigint, decision text, why text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    c expiryctl.policy_changes%ROWTYPE;
+    r record;
+BEGIN
+    PERFORM expiryctl.require_role('policy ' || decision, 'expiryctl_admin');
+    label := expiryctl.actor_label(actor);
+    SELECT * INTO c FROM expiryctl.policy_changes WHERE id = change FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('policy_change', change);
+    END IF;
+    IF c.status <> 'pending' THEN
+        PERFORM expiryctl.replay_refuse('single-review', format('policy change %s is %s: it was already reviewed by %s',
+            change, c.status, coalesce(c.reviewed_by, 'nobody')));
+    END IF;
+    IF c.proposed_db_role = session_user THEN
+        PERFORM expiryctl.replay_refuse('four-eyes', format(
+            'the login %s proposed policy change %s and cannot review it, whatever --actor says: another admin must', session_user, change));
+    END IF;
+    IF decision = 'approve' THEN
+        SELECT * INTO r FROM expiryctl.policy_apply(c.changes, label);
+        UPDATE expiryctl.policy_changes SET status = 'applied', reviewed_by = label, reviewed_db_role = session_user,
+               reviewed_at = now() WHERE id = change;
+        PERFORM expiryctl.audit_write(label, 'policy.approve', 'policy_change:' || change, jsonb_build_object(
+            'changes', c.changes, 'proposed_by', c.proposed_by, 'proposed_db_role', c.proposed_db_role,
+            'why', coalesce(why, ''), 'before', r.before, 'after', r.after));
+    ELSIF decision = 'reject' THEN
+        UPDATE expiryctl.policy_changes SET status = 'rejected', reviewed_by = label, reviewed_db_role = session_user,
+               reviewed_at = now() WHERE id = change;
+        PERFORM expiryctl.audit_write(label, 'policy.reject', 'policy_change:' || change, jsonb_build_object(
+            'changes', c.changes, 'proposed_by', c.proposed_by, 'why', coalesce(why, '')));
+    ELSE
+        PERFORM expiryctl.replay_refuse('decision', format('unknown decision %L: approve or reject', decision));
+    END IF;
+END
+$$;
+
+
+--
+-- Name: policy_set(text, jsonb, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.policy_set(actor text, changes jsonb, why text) RETURNS TABLE(change_id bigint, applied boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    r record;
+BEGIN
+    PERFORM expiryctl.require_role('policy set', 'expiryctl_admin');
+    label := expiryctl.actor_label(actor);
+    IF changes IS NULL OR jsonb_typeof(changes) <> 'object' OR changes = '{}' THEN
+        PERFORM expiryctl.replay_refuse('policy-keys', 'name at least one KEY=VALUE');
+    END IF;
+    IF expiryctl.caller_is_owner() THEN
+        SELECT * INTO r FROM expiryctl.policy_apply(changes, label);
+        PERFORM expiryctl.audit_write(label, 'policy.set', 'policy', jsonb_build_object(
+            'keys', (SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(changes) k), 'changes', changes,
+            'why', coalesce(why, ''), 'by_owner', true, 'before', r.before, 'after', r.after));
+        change_id := NULL;
+        applied := true;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- Checked now, so that the proposer hears of a bad value, and again
+    -- when it applies.
+    BEGIN
+        PERFORM expiryctl.policy_apply(changes, label);
+        RAISE EXCEPTION USING ERRCODE = 'EG099';
+    EXCEPTION WHEN SQLSTATE 'EG099' THEN
+        NULL;
+    END;
+    INSERT INTO expiryctl.policy_changes (changes, why, proposed_by) VALUES (changes, coalesce(why, ''), label)
+    RETURNING id INTO change_id;
+    PERFORM expiryctl.audit_write(label, 'policy.propose', 'policy_change:' || change_id, jsonb_build_object(
+        'keys', (SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(changes) k), 'changes', changes,
+        'why', coalesce(why, '')));
+    applied := false;
+    RETURN NEXT;
+END
+$$;
+
+
+--
+-- Name: purge_letters(text, timestamp with time zone, integer); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    keep interval;
+    ids bigint[];
+    rid bigint;
+BEGIN
+    PERFORM expiryctl.require_role('dlq purge', 'expiryctl_operator', 'expiryctl_admin');
+    label := expiryctl.actor_label(actor);
+    SELECT retention INTO keep FROM expiryctl.policy WHERE singleton;
+    IF cutoff > now() - keep THEN
+        PERFORM expiryctl.replay_refuse('retention', format(
+            'the policy keeps letters for %s: a purge may redact only letters dead-lettered before %s, not before %s',
+            keep, now() - keep, cutoff));
+    END IF;
+    FOR rid IN SELECT DISTINCT i.request_id FROM expiryctl.replay_items i
+                 JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+                WHERE i.open AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
+                ORDER BY 1 LOOP
+        UPDATE expiryctl.replay_requests SET status = 'cancelled',
+               halt_reason = 'voided: dlq purge redacted letters past retention that it held'
+         WHERE id = rid AND status IN ('pending', 'approved', 'running', 'halted');
+        IF FOUND THEN
+            PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || rid, jsonb_build_object(
+                'why', 'voided by dlq purge: letters it held passed the retention window', 'cutoff', cutoff));
+        END IF;
+    END LOOP;
+    WITH redacted AS (
+        UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
+         WHERE id IN (SELECT id FROM expiryctl.dead_letters
+                       WHERE dead_lettered_at < cutoff AND redacted_at IS NULL AND status <> 'in_request'
+                       ORDER BY id LIMIT greatest(batch, 1) FOR UPDATE SKIP LOCKED)
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM redacted;
+    IF cardinality(ids) > 0 THEN
+        PERFORM expiryctl.audit_write(label, 'dlq.purge.batch', '', jsonb_build_object(
+            'cutoff', cutoff, 'redacted', cardinality(ids), 'first_id', ids[1], 'last_id', ids[cardinality(ids)]));
+    END IF;
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+
+--
+-- Name: refuse_text(text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.refuse_text(rule text, message text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION '%', message USING ERRCODE = 'EG001', DETAIL = 'rule: ' || rule;
+END
+$$;
+
+
+--
+-- Name: replay_canary_record(text, bigint, boolean, jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_canary_record(actor text, request bigint, passed boolean, details jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    req expiryctl.replay_requests%ROWTYPE;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF req.status IS DISTINCT FROM 'running' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s: a canary belongs to a running request', request, coalesce(req.status, 'missing')));
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    PERFORM expiryctl.audit_write(label, CASE WHEN passed THEN 'replay.canary.pass' ELSE 'replay.canary.start' END,
+        'replay_request:' || request, coalesce(details, '{}') || jsonb_build_object('approval', req.approvals));
+END
+$$;
+
+
+--
+-- Name: replay_cancel(text, bigint, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_cancel(actor text, request bigint, why text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+BEGIN
+    PERFORM expiryctl.require_role('replay cancel', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    UPDATE expiryctl.replay_requests SET status = 'cancelled', halt_reason = 'cancelled by ' || label WHERE id = request;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    PERFORM expiryctl.audit_write(label, 'replay.cancel', 'replay_request:' || request,
+                                  jsonb_build_object('why', coalesce(why, '')));
+END
+$$;
+
+
+--
+-- Name: replay_cohort_changes(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_cohort_changes(req bigint) RETURNS TABLE(dead_letter_id bigint, change text)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT i.dead_letter_id,
+           CASE
+               WHEN d.id IS NULL THEN 'deleted'
+               WHEN d.redacted_at IS NOT NULL THEN 'redacted'
+               WHEN d.payload_sha256 <> i.payload_sha256 THEN 'payload changed'
+               WHEN d.status = 'discarded' THEN 'discarded'
+               WHEN EXISTS (SELECT 1 FROM expiryctl.dead_letters n WHERE n.previous_id = d.id) THEN 're-ingested (dead-lettered again)'
+           END
+    FROM expiryctl.replay_items i
+    LEFT JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+    WHERE i.request_id = req
+      AND i.state NOT IN ('confirmed', 'skipped')
+      AND (d.id IS NULL OR d.redacted_at IS NOT NULL OR d.payload_sha256 <> i.payload_sha256
+           OR d.status = 'discarded'
+           OR EXISTS (SELECT 1 FROM expiryctl.dead_letters n WHERE n.previous_id = d.id))
+$$;
+
+
+--
+-- Name: replay_discard_window(bigint, integer, integer); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_discard_window(request bigint, lo integer, hi integer) RETURNS TABLE(status text, decided integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    k text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    SELECT r.status, r.kind INTO status, k FROM expiryctl.replay_requests r WHERE r.id = request FOR SHARE;
+    decided := 0;
+    IF status IS DISTINCT FROM 'running' THEN
+        status := coalesce(status, 'missing');
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF k <> 'discard' THEN
+        PERFORM expiryctl.replay_refuse('kind', format('replay request %s is a replay: it publishes, it does not discard', request));
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    WITH done AS (
+        UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(), attempts = attempts + 1, open = false
+         WHERE request_id = request AND ordinal BETWEEN lo AND hi AND state IN ('pending', 'publishing')
+        RETURNING dead_letter_id)
+    SELECT coalesce(array_agg(dead_letter_id), '{}') INTO ids FROM done;
+    UPDATE expiryctl.dead_letters d SET status = 'discarded' WHERE d.id = ANY (ids) AND d.status = 'in_request';
+    decided := cardinality(ids);
+    RETURN NEXT;
+END
+$$;
+
+
+--
+-- Name: replay_expire_stale(text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_expire_stale(actor text) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    rid bigint;
+BEGIN
+    PERFORM expiryctl.require_role('expiring stale requests', 'expiryctl_operator', 'expiryctl_approver',
+                                   'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    FOR rid IN UPDATE expiryctl.replay_requests SET status = 'expired'
+                WHERE (status = 'pending' AND expires_at <= now()) OR (status = 'approved' AND approval_expires_at <= now())
+                RETURNING id LOOP
+        PERFORM expiryctl.audit_write(label, 'replay.expire', 'replay_request:' || rid,
+                                      '{"reason": "review or approval window passed"}');
+        RETURN NEXT rid;
+    END LOOP;
+END
+$$;
+
+
+--
+-- Name: replay_items_guard(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    req expiryctl.replay_requests%ROWTYPE;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM expiryctl.replay_refuse('cohort-frozen', 'replay items are never deleted');
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        SELECT * INTO req FROM expiryctl.replay_requests WHERE id = NEW.request_id;
+        IF req.created_xid <> pg_current_xact_id() THEN
+            PERFORM expiryctl.replay_refuse('cohort-frozen', format(
+                'the cohort of replay request %s was frozen when it was made: nothing can be added', NEW.request_id));
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.request_id <> OLD.request_id OR NEW.dead_letter_id <> OLD.dead_letter_id
+       OR NEW.ordinal <> OLD.ordinal OR NEW.payload_sha256 <> OLD.payload_sha256 THEN
+        PERFORM expiryctl.replay_refuse('cohort-frozen', format('the cohort of replay request %s is frozen', OLD.request_id));
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+
+--
+-- Name: replay_items_mark(bigint, integer, integer, bigint[], bigint[], text[], bigint[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_mark(request bigint, lo integer, hi integer, publish bigint[], skip bigint[], skip_why text[], fail bigint[], fail_why text[]) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    st text;
+    moved integer;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    -- FOR SHARE: a cancel waits for this window's commit, and the runner
+    -- sees the cancel at its next check.
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF st IS DISTINCT FROM 'running' THEN
+        RETURN coalesce(st, 'missing');
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(skip) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'skipped', last_error = u.why
+          FROM unnest(skip, skip_why) AS u(id, why)
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = u.id
+           AND i.state IN ('pending', 'publishing');
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(skip) THEN
+            RAISE EXCEPTION 'moved % of % items of replay request % to skipped: the items changed under the runner', moved, cardinality(skip), request;
+        END IF;
+    END IF;
+    IF cardinality(fail) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'failed', last_error = u.why, attempts = i.attempts + 1
+          FROM unnest(fail, fail_why) AS u(id, why)
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = u.id
+           AND i.state IN ('pending', 'publishing');
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(fail) THEN
+            RAISE EXCEPTION 'moved % of % items of replay request % to failed: the items changed under the runner', moved, cardinality(fail), request;
+        END IF;
+    END IF;
+    IF cardinality(publish) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'publishing'
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (publish)
+           AND i.state IN ('pending', 'publishing');
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(publish) THEN
+            RAISE EXCEPTION 'marked % of % items of replay request % publishing: the items changed under the runner', moved, cardinality(publish), request;
+        END IF;
+    END IF;
+    RETURN st;
+END
+$$;
+
+
+--
+-- Name: replay_items_record(bigint, integer, integer, bigint[], bigint[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_record(request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    moved integer;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(confirmed) > 0 THEN
+        -- A confirmed item is done with its letter, so it no longer holds
+        -- it: closing it here spares the request's end a second write.
+        WITH done AS (
+            UPDATE expiryctl.replay_items i SET state = 'confirmed', attempts = i.attempts + 1,
+                   last_error = NULL, confirmed_at = now(), open = false
+             WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (confirmed)
+               AND i.state = 'publishing'
+            RETURNING i.dead_letter_id),
+        replayed AS (
+            UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
+             WHERE d.id = done.dead_letter_id AND d.status = 'in_request')
+        SELECT count(*) INTO moved FROM done;
+        IF moved <> cardinality(confirmed) THEN
+            RAISE EXCEPTION 'recorded % of % confirms for replay request %: the items changed under the runner', moved, cardinality(confirmed), request;
+        END IF;
+    END IF;
+    IF cardinality(failed) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'failed', attempts = i.attempts + 1, last_error = nullif(u.why, '')
+          FROM unnest(failed, failed_why) AS u(id, why)
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (failed)
+           AND i.dead_letter_id = u.id AND i.state = 'publishing';
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(failed) THEN
+            RAISE EXCEPTION 'recorded % of % failed publishes for replay request %: the items changed under the runner', moved, cardinality(failed), request;
+        END IF;
+    END IF;
+END
+$$;
+
+
+--
+-- Name: replay_items_refuse_early_close(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_refuse_early_close() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF (SELECT status FROM expiryctl.replay_requests WHERE id = NEW.request_id) IN ('pending', 'approved', 'running', 'halted') THEN
+        PERFORM expiryctl.replay_refuse('item-states', format(
+            'item %s of replay request %s is %s and its request is open: it keeps its letter until it is confirmed or the request ends',
+            OLD.dead_letter_id, OLD.request_id, NEW.state));
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+
+--
+-- Name: replay_items_refuse_move(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_refuse_move() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF OLD.state = 'pending' AND NEW.state = 'confirmed'
+       AND (SELECT kind FROM expiryctl.replay_requests WHERE id = NEW.request_id) = 'discard' THEN
+        RETURN NEW;
+    END IF;
+    PERFORM expiryctl.replay_refuse('item-states', format(
+        'item %s of replay request %s is %s and cannot become %s: items move pending -> publishing -> confirmed, failed or skipped, and a decided item never moves again',
+        OLD.dead_letter_id, OLD.request_id, OLD.state, NEW.state));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_items_refuse_rewrite(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_refuse_rewrite() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM expiryctl.replay_refuse('item-states', format(
+        'item %s of replay request %s: a closed item is not reopened, and attempts and confirm times are not rewritten',
+        OLD.dead_letter_id, OLD.request_id));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_items_state_guard(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_state_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    bad record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM expiryctl.replay_requests r
+                   WHERE r.id IN (SELECT DISTINCT n.request_id FROM new_rows n) AND r.status <> 'running') THEN
+        RETURN NULL;
+    END IF;
+    SELECT n.request_id, r.status INTO bad
+    FROM new_rows n
+    JOIN old_rows o ON o.request_id = n.request_id AND o.dead_letter_id = n.dead_letter_id
+    JOIN expiryctl.replay_requests r ON r.id = n.request_id
+    WHERE n.state <> o.state AND n.state IN ('publishing', 'confirmed', 'failed', 'skipped')
+      AND r.status <> 'running'
+    LIMIT 1;
+    IF FOUND THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s: items move only while it runs', bad.request_id, bad.status));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_refuse(text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_refuse(rule text, message text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- SQLSTATE EG001 marks a governance refusal; the detail names the rule so
+    -- that expiryctl (or any client) can say which rule refused.
+    RAISE EXCEPTION '%', message USING ERRCODE = 'EG001', DETAIL = 'rule: ' || rule;
+END
+$$;
+
+
+--
+-- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) RETURNS TABLE(request_id bigint, matched integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    pol expiryctl.policy%ROWTYPE;
+    wanted bigint[];
+    c_ids bigint[];
+    c_hashes bytea[];
+    bound integer;
+    n integer;
+    bad_redacted text;
+    bad_taken text;
+    bad_decided text;
+    bad_changed text;
+    bad_target text;
+    eff_rate numeric;
+    eff_canary integer;
+    rid bigint;
+    chash bytea;
+BEGIN
+    PERFORM expiryctl.require_role('replay request', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    IF kind NOT IN ('replay', 'discard') THEN
+        PERFORM expiryctl.replay_refuse('kind', format('unknown request kind %L: replay or discard', kind));
+    END IF;
+    IF coalesce(btrim(why), '') = '' THEN
+        PERFORM expiryctl.replay_refuse('why', 'say why: --why names the incident or ticket');
+    END IF;
+    IF fresh_key AND NOT confirm_eligible THEN
+        PERFORM expiryctl.replay_refuse('fresh-key', 'a fresh idempotency key needs --confirm-eligible: confirm the reservations are still eligible to expire');
+    END IF;
+    IF fresh_key AND kind = 'discard' THEN
+        PERFORM expiryctl.replay_refuse('fresh-key', 'a discard does not publish, so --fresh-key does not apply');
+    END IF;
+    PERFORM expiryctl.replay_expire_stale(actor);
+    SELECT * INTO pol FROM expiryctl.policy WHERE singleton FOR SHARE;
+
+    SELECT coalesce(array_agg(x::bigint ORDER BY ord), '{}') INTO wanted
+      FROM jsonb_array_elements_text(coalesce(selection->'ids', '[]')) WITH ORDINALITY AS t(x, ord);
+    bound := nullif(selection->>'max', '')::integer;
+    IF cardinality(wanted) = 0 AND coalesce(bound, 0) <= 0 THEN
+        PERFORM expiryctl.replay_refuse('bounded-cohort', 'a filter needs --max N: a request is bounded');
+    END IF;
+    eff_rate := coalesce(nullif(rate, 0), pol.max_rate);
+    IF eff_rate > pol.max_rate THEN
+        PERFORM expiryctl.replay_refuse('max-rate', format('rate %s/s is above the policy maximum of %s/s: lower --rate', eff_rate, pol.max_rate));
+    END IF;
+    IF bound > pol.max_cohort THEN
+        PERFORM expiryctl.replay_refuse('max-cohort', format('--max %s is above the policy maximum of %s letters per request', bound, pol.max_cohort));
+    END IF;
+    IF cardinality(wanted) > pol.max_cohort THEN
+        PERFORM expiryctl.replay_refuse('max-cohort', format('%s ids is above the policy maximum of %s letters per request', cardinality(wanted), pol.max_cohort));
+    END IF;
+
+    -- The cohort is c_ids in run order (ordinal = position - 1), locked,
+    -- with c_hashes the sha256 of each stored payload. Arrays, not a
+    -- temporary table: a table in pg_temp could be the caller's own, with
+    -- their triggers on it.
+    IF cardinality(wanted) > 0 THEN
+        SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}') INTO c_ids
+          FROM (SELECT id FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
+        IF cardinality(c_ids) < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
+            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x <> ALL (c_ids);
+            PERFORM expiryctl.not_found('dead_letter', rid);
+        END IF;
+        matched := cardinality(c_ids);
+    ELSE
+        SELECT count(*) INTO matched FROM expiryctl.letters_matching(selection->'filter');
+        SELECT coalesce(array_agg(m.id ORDER BY m.dead_lettered_at, m.id), '{}') INTO c_ids
+          FROM (SELECT d.id, d.dead_lettered_at FROM expiryctl.letters_matching(selection->'filter') l
+                  JOIN expiryctl.dead_letters d ON d.id = l.id
+                 ORDER BY l.dead_lettered_at, l.id LIMIT bound FOR UPDATE OF d) m;
+    END IF;
+    n := cardinality(c_ids);
+    IF n = 0 THEN
+        PERFORM expiryctl.replay_refuse('empty-cohort', 'no dead letter waiting for a decision matches: check the filter with `expiryctl dlq list` (letters already replayed, discarded or in an open request are not eligible)');
+    END IF;
+    SELECT array_agg(sha256(d.payload) ORDER BY c.ord) INTO c_hashes
+      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
+
+    SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.status = 'in_request'),
+           string_agg(d.id || ' (' || d.status || ')', ', ' ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
+               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL)
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target
+      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id;
+    IF bad_redacted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
+    END IF;
+    IF bad_taken IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad_taken));
+    END IF;
+    IF bad_decided IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad_decided));
+    END IF;
+    IF bad_changed IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+    END IF;
+    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+    END IF;
+
+    eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
+    IF canary IS NOT NULL THEN
+        eff_canary := least(greatest(canary, 0), n);
+    END IF;
+    SELECT sha256(string_agg(int8send(c.id) || c.h, ''::bytea ORDER BY c.ord)) INTO chash
+      FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+
+    INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
+        stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
+        to_routing_key, why, requested_by, expires_at)
+    VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
+        pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
+        nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl)
+    RETURNING id INTO rid;
+    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
+    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (c_ids);
+    PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
+        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
+        'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
+        'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why));
+    request_id := rid;
+    RETURN NEXT;
+END
+$$;
+
+
+--
+-- Name: replay_request_ended(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_request_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.status IN ('rejected', 'expired', 'completed', 'cancelled') AND OLD.status <> NEW.status THEN
+        UPDATE expiryctl.dead_letters d SET status = 'dead'
+         WHERE d.id = ANY (ARRAY(SELECT i.dead_letter_id FROM expiryctl.replay_items i
+                                  WHERE i.request_id = NEW.id AND i.open))
+           AND d.status = 'in_request';
+        UPDATE expiryctl.replay_items SET open = false WHERE request_id = NEW.id AND open;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_request_guard(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_request_guard() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    pol expiryctl.policy%ROWTYPE;
+    changed record;
+BEGIN
+    SELECT * INTO pol FROM expiryctl.policy WHERE singleton;
+
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status <> 'pending' OR NEW.reviewed_by IS NOT NULL OR NEW.approval_spent THEN
+            PERFORM expiryctl.replay_refuse('new-requests-pending', 'a replay request starts pending and unreviewed');
+        END IF;
+        IF NEW.item_count > pol.max_cohort THEN
+            PERFORM expiryctl.replay_refuse('max-cohort', format(
+                'the cohort has %s letters and policy allows at most %s per request: narrow the filter or lower --max',
+                NEW.item_count, pol.max_cohort));
+        END IF;
+        IF NEW.rate > pol.max_rate THEN
+            PERFORM expiryctl.replay_refuse('max-rate', format(
+                'rate %s/s is above the policy maximum of %s/s: lower --rate', NEW.rate, pol.max_rate));
+        END IF;
+        IF pol.identity_mode = 'db-role' AND NEW.requested_by <> session_user THEN
+            PERFORM expiryctl.replay_refuse('identity-db-role', format(
+                'policy identity_mode is db-role: the requester must be the database role %s, not %s',
+                session_user, NEW.requested_by));
+        END IF;
+        NEW.requested_db_role := session_user;
+        NEW.created_xid := pg_current_xact_id();
+        RETURN NEW;
+    END IF;
+
+    IF NEW.kind IS DISTINCT FROM OLD.kind OR NEW.filter IS DISTINCT FROM OLD.filter
+       OR NEW.item_count IS DISTINCT FROM OLD.item_count OR NEW.cohort_hash IS DISTINCT FROM OLD.cohort_hash
+       OR NEW.rate IS DISTINCT FROM OLD.rate OR NEW.canary IS DISTINCT FROM OLD.canary
+       OR NEW.fresh_key IS DISTINCT FROM OLD.fresh_key OR NEW.to_exchange IS DISTINCT FROM OLD.to_exchange
+       OR NEW.to_routing_key IS DISTINCT FROM OLD.to_routing_key OR NEW.requested_by IS DISTINCT FROM OLD.requested_by
+       OR NEW.requested_db_role IS DISTINCT FROM OLD.requested_db_role OR NEW.created_at IS DISTINCT FROM OLD.created_at
+       OR NEW.created_xid IS DISTINCT FROM OLD.created_xid
+       OR NEW.expires_at IS DISTINCT FROM OLD.expires_at OR NEW.why IS DISTINCT FROM OLD.why
+       OR NEW.stop_failure_ratio IS DISTINCT FROM OLD.stop_failure_ratio
+       OR NEW.stop_queue_depth IS DISTINCT FROM OLD.stop_queue_depth
+       OR NEW.stop_redead_ratio IS DISTINCT FROM OLD.stop_redead_ratio
+       OR NEW.canary_window IS DISTINCT FROM OLD.canary_window
+       OR NEW.eligibility_confirmed IS DISTINCT FROM OLD.eligibility_confirmed THEN
+        PERFORM expiryctl.replay_refuse('frozen-request', format('replay request %s is frozen: its cohort and limits cannot be changed', OLD.id));
+    END IF;
+
+    IF NEW.status = OLD.status THEN
+        IF NEW.reviewed_by IS DISTINCT FROM OLD.reviewed_by OR NEW.reviewed_db_role IS DISTINCT FROM OLD.reviewed_db_role
+           OR NEW.reviewed_at IS DISTINCT FROM OLD.reviewed_at THEN
+            PERFORM expiryctl.replay_refuse('single-review', format(
+                'replay request %s is %s: it was already reviewed by %s', OLD.id, OLD.status, coalesce(OLD.reviewed_by, 'nobody')));
+        END IF;
+        IF NEW.approval_spent IS DISTINCT FROM OLD.approval_spent OR NEW.approvals IS DISTINCT FROM OLD.approvals
+           OR NEW.approval_expires_at IS DISTINCT FROM OLD.approval_expires_at
+           OR NEW.started_at IS DISTINCT FROM OLD.started_at OR NEW.finished_at IS DISTINCT FROM OLD.finished_at THEN
+            PERFORM expiryctl.replay_refuse('single-use-approval', format(
+                'the approval of replay request %s changes only through a review or the start of a run', OLD.id));
+        END IF;
+        RETURN NEW;
+    END IF;
+
+    IF NEW.status IN ('approved', 'rejected') THEN
+        IF OLD.status NOT IN ('pending', 'halted') THEN
+            PERFORM expiryctl.replay_refuse('single-review', format(
+                'replay request %s is %s, not pending: it was already reviewed', OLD.id, OLD.status));
+        END IF;
+        IF now() >= OLD.expires_at AND OLD.status = 'pending' THEN
+            PERFORM expiryctl.replay_refuse('approval-ttl', format(
+                'replay request %s expired at %s: ask the requester to make a new one', OLD.id, OLD.expires_at));
+        END IF;
+        IF session_user = OLD.requested_db_role THEN
+            PERFORM expiryctl.replay_refuse('four-eyes', format(
+                'the login %s requested replay request %s and cannot review it, whatever --actor says: another approver must',
+                session_user, OLD.id));
+        END IF;
+        IF NEW.reviewed_by IS NULL OR NEW.reviewed_by = OLD.requested_by THEN
+            PERFORM expiryctl.replay_refuse('four-eyes', format(
+                '%s requested replay request %s and cannot review it: another approver must', OLD.requested_by, OLD.id));
+        END IF;
+        IF pol.identity_mode = 'db-role' AND NEW.reviewed_by <> session_user THEN
+            PERFORM expiryctl.replay_refuse('identity-db-role', format(
+                'policy identity_mode is db-role: the reviewer must be the database role %s, not %s',
+                session_user, NEW.reviewed_by));
+        END IF;
+        IF cardinality(pol.approvers) > 0 AND NOT (session_user = ANY (pol.approvers)) THEN
+            PERFORM expiryctl.replay_refuse('approvers', format(
+                'the login %s is not an approver under the policy (approvers: %s)', session_user,
+                array_to_string(pol.approvers, ', ')));
+        END IF;
+        IF NEW.status = 'approved' THEN
+            SELECT * INTO changed FROM expiryctl.replay_cohort_changes(OLD.id) LIMIT 1;
+            IF FOUND THEN
+                PERFORM expiryctl.replay_refuse('cohort-frozen', format(
+                    'the cohort of replay request %s changed since it was frozen (dead letter %s: %s): make a new request',
+                    OLD.id, changed.dead_letter_id, changed.change));
+            END IF;
+            NEW.approval_spent := false;
+            NEW.approvals := OLD.approvals + 1;
+            NEW.approval_expires_at := now() + pol.approval_ttl;
+            NEW.halt_reason := NULL;
+        END IF;
+        NEW.reviewed_db_role := session_user;
+        NEW.reviewed_at := now();
+        RETURN NEW;
+    END IF;
+
+    IF NEW.status = 'running' THEN
+        IF OLD.status <> 'approved' OR OLD.approval_spent THEN
+            PERFORM expiryctl.replay_refuse('approved-to-run', format(
+                'replay request %s is %s: only an approved request runs', OLD.id, OLD.status));
+        END IF;
+        IF OLD.approval_expires_at < now() THEN
+            PERFORM expiryctl.replay_refuse('approval-ttl', format(
+                'the approval of replay request %s expired: it must be approved again', OLD.id));
+        END IF;
+        NEW.approval_spent := true;
+        NEW.started_at := coalesce(OLD.started_at, now());
+        RETURN NEW;
+    END IF;
+
+    IF NEW.status IN ('halted', 'completed') AND OLD.status <> 'running' THEN
+        PERFORM expiryctl.replay_refuse('run-transition', format(
+            'replay request %s is %s: only a running request halts or completes', OLD.id, OLD.status));
+    END IF;
+    IF NEW.status = 'pending' THEN
+        PERFORM expiryctl.replay_refuse('run-transition', format(
+            'replay request %s is %s: no request goes back to pending', OLD.id, OLD.status));
+    END IF;
+    IF NEW.status = 'cancelled' AND OLD.status NOT IN ('pending', 'approved', 'running', 'halted') THEN
+        PERFORM expiryctl.replay_refuse('cancel', format('replay request %s is %s and cannot be cancelled', OLD.id, OLD.status));
+    END IF;
+    IF NEW.status = 'expired' AND NOT (
+        (OLD.status = 'pending' AND OLD.expires_at <= now()) OR
+        (OLD.status = 'approved' AND OLD.approval_expires_at <= now())) THEN
+        PERFORM expiryctl.replay_refuse('expire', format('replay request %s is %s and cannot expire', OLD.id, OLD.status));
+    END IF;
+    IF OLD.status IN ('rejected', 'expired', 'completed', 'cancelled') THEN
+        PERFORM expiryctl.replay_refuse('terminal', format('replay request %s is %s: it is over', OLD.id, OLD.status));
+    END IF;
+    IF NEW.status IN ('completed', 'cancelled', 'rejected', 'expired') THEN
+        NEW.finished_at := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+
+--
+-- Name: replay_review(text, bigint, text, text, boolean, bytea); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    req expiryctl.replay_requests%ROWTYPE;
+    after expiryctl.replay_requests%ROWTYPE;
+BEGIN
+    PERFORM expiryctl.require_role('replay ' || decision, 'expiryctl_approver');
+    label := expiryctl.actor_label(actor);
+    IF decision NOT IN ('approve', 'reject') THEN
+        PERFORM expiryctl.replay_refuse('decision', format('unknown decision %L: approve or reject', decision));
+    END IF;
+    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    IF decision = 'reject' AND coalesce(btrim(why), '') = '' THEN
+        PERFORM expiryctl.replay_refuse('why', 'say why you reject it: --why');
+    END IF;
+    IF req.status NOT IN ('pending', 'halted') THEN
+        PERFORM expiryctl.replay_refuse('single-review', format('replay request %s is %s: it was already reviewed%s',
+            request, req.status, coalesce(' by ' || req.reviewed_by, '')));
+    END IF;
+    UPDATE expiryctl.replay_requests
+       SET status = CASE WHEN decision = 'approve' THEN 'approved' ELSE 'rejected' END,
+           reviewed_by = label, review_why = nullif(why, '')
+     WHERE id = request RETURNING * INTO after;
+    -- Checked after the guard trigger's rules (four-eyes, approvers, expiry,
+    -- a changed cohort), which say more; a refusal here undoes the update.
+    IF decision = 'approve' THEN
+        IF shown_cohort_hash IS NULL OR shown_cohort_hash <> req.cohort_hash THEN
+            PERFORM expiryctl.replay_refuse('cohort-hash', format(
+                'replay request %s has cohort hash %s, not the %s you were shown: run `expiryctl replay show %s` again and approve what it shows',
+                request, encode(req.cohort_hash, 'hex'), coalesce(encode(shown_cohort_hash, 'hex'), 'none'), request));
+        END IF;
+        IF req.fresh_key AND NOT allow_fresh_key THEN
+            PERFORM expiryctl.replay_refuse('fresh-key', format(
+                'replay request %s gives every job a new idempotency key, so the worker will not recognise a job it already did: approve with --allow-fresh-key if that is what you want', request));
+        END IF;
+    END IF;
+    PERFORM expiryctl.audit_write(label, 'replay.' || decision, 'replay_request:' || request, jsonb_build_object(
+        'why', coalesce(why, ''), 'cohort_hash', encode(after.cohort_hash, 'hex'), 'items', after.item_count,
+        'fresh_key', after.fresh_key, 'allow_fresh_key', allow_fresh_key, 'requested_by', after.requested_by,
+        'requested_db_role', after.requested_db_role, 'approval_expires_at', after.approval_expires_at));
+END
+$$;
+
+
+--
+-- Name: replay_run_acked_after_cancel(text, bigint, bigint[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_acked_after_cancel(actor text, request bigint, acked bigint[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    PERFORM expiryctl.replay_run_lease(request);
+    SELECT coalesce(array_agg(i.dead_letter_id ORDER BY i.dead_letter_id), '{}') INTO ids
+      FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
+     WHERE i.request_id = request AND i.dead_letter_id = ANY (acked) AND i.state = 'publishing'
+       AND r.status = 'cancelled';
+    UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id = ANY (ids) AND status = 'dead';
+    PERFORM expiryctl.audit_write(label, 'replay.run.cancelled', 'replay_request:' || request, jsonb_build_object(
+        'published_before_cancel_seen', to_jsonb(ids),
+        'note', 'published and acked while the cancel committed; their letters are marked replayed'));
+END
+$$;
+
+
+--
+-- Name: replay_run_complete(text, bigint, jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_complete(actor text, request bigint, details jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    st text;
+    open_n integer;
+    outcome jsonb;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
+    IF st IS DISTINCT FROM 'running' THEN
+        RETURN coalesce(st, 'missing');
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    SELECT count(*) FILTER (WHERE state IN ('pending', 'publishing')),
+           jsonb_build_object(
+               'confirmed', coalesce(jsonb_agg(dead_letter_id ORDER BY ordinal) FILTER (WHERE state = 'confirmed'), '[]'),
+               'skipped', coalesce(jsonb_agg(jsonb_build_object('dead_letter_id', dead_letter_id, 'state', state,
+                                   'reason', coalesce(last_error, '')) ORDER BY ordinal) FILTER (WHERE state = 'skipped'), '[]'),
+               'failed', coalesce(jsonb_agg(jsonb_build_object('dead_letter_id', dead_letter_id, 'state', state,
+                                   'reason', coalesce(last_error, '')) ORDER BY ordinal) FILTER (WHERE state = 'failed'), '[]'))
+      INTO open_n, outcome
+      FROM expiryctl.replay_items WHERE request_id = request;
+    IF open_n > 0 THEN
+        RAISE EXCEPTION 'replay request % still has % items not yet published: not completing it', request, open_n;
+    END IF;
+    UPDATE expiryctl.replay_requests SET status = 'completed' WHERE id = request;
+    PERFORM expiryctl.audit_write(label, 'replay.complete', 'replay_request:' || request, coalesce(details, '{}') || outcome);
+    RETURN 'completed';
+END
+$$;
+
+
+--
+-- Name: replay_run_halt(text, bigint, text, bigint[], jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_halt(actor text, request bigint, reason text, unsent bigint[], details jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+    st text;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
+    IF st IS DISTINCT FROM 'running' THEN
+        RETURN coalesce(st, 'missing');
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(unsent) > 0 THEN
+        UPDATE expiryctl.replay_items SET state = 'pending'
+         WHERE request_id = request AND dead_letter_id = ANY (unsent) AND state = 'publishing';
+    END IF;
+    UPDATE expiryctl.replay_requests SET status = 'halted', halt_reason = reason WHERE id = request;
+    PERFORM expiryctl.audit_write(label, 'replay.halt', 'replay_request:' || request, details);
+    RETURN 'halted';
+END
+$$;
+
+
+--
+-- Name: replay_run_interrupted(text, bigint, bigint[], jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_interrupted(actor text, request bigint, unsent bigint[], details jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    label text;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    IF cardinality(unsent) > 0 THEN
+        PERFORM expiryctl.replay_run_lease(request);
+        UPDATE expiryctl.replay_items SET state = 'pending'
+         WHERE request_id = request AND dead_letter_id = ANY (unsent) AND state = 'publishing';
+    END IF;
+    PERFORM expiryctl.audit_write(label, 'replay.run.interrupted', 'replay_request:' || request, details, 'error');
+END
+$$;
+
+
+--
+-- Name: replay_run_lease(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_lease(request bigint) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      AND l.classid::int8 = 1380994137 AND l.objid::int8 = request & 4294967295
+                      AND a.usename = session_user) THEN
+        PERFORM expiryctl.replay_refuse('single-runner', format(
+            'no session of the login %s holds the runner lock of replay request %s: only its runner moves its items (`expiryctl replay run %s`)',
+            session_user, request, request));
+    END IF;
+END
+$$;
+
+
+--
+-- Name: replay_run_start(text, bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint) RETURNS TABLE(resumed boolean, label text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    req expiryctl.replay_requests%ROWTYPE;
+    states jsonb;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    CASE req.status
+    WHEN 'approved' THEN
+        UPDATE expiryctl.replay_requests SET status = 'running', started_db_role = session_user WHERE id = request
+        RETURNING * INTO req;
+        resumed := false;
+    WHEN 'running' THEN
+        resumed := true;
+    WHEN 'pending' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is pending approval: ask an approver to run `expiryctl replay approve %s`', request, request));
+    WHEN 'halted' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s was halted (%s): it needs a new approval before it runs again: ask an approver to run `expiryctl replay approve %s`',
+            request, req.halt_reason, request));
+    ELSE
+        PERFORM expiryctl.replay_refuse('terminal', format(
+            'replay request %s is %s: it is over and cannot run; make a new request with `expiryctl replay request`', request, req.status));
+    END CASE;
+    SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states
+      FROM (SELECT state, count(*) AS n FROM expiryctl.replay_items WHERE request_id = request GROUP BY state) s;
+    PERFORM expiryctl.audit_write(label, 'replay.run.start', 'replay_request:' || request, jsonb_build_object(
+        'resume', resumed, 'approval', req.approvals, 'approved_by', req.reviewed_by,
+        'approved_db_role', req.reviewed_db_role, 'kind', req.kind, 'items', req.item_count, 'states', states,
+        'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
+        'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
+            'redead_ratio', req.stop_redead_ratio, 'canary_window', extract(epoch FROM req.canary_window) * 1e9)));
+    RETURN NEXT;
+END
+$$;
+
+
+--
+-- Name: require_role(text, text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.require_role(action text, VARIADIC groups text[]) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT expiryctl.caller_in(VARIADIC groups) THEN
+        PERFORM expiryctl.replay_refuse('role', format(
+            '%s needs membership of %s, and the login %s has none: ask the schema owner to run `expiryctl access grant %s %s`',
+            action, array_to_string(groups, ' or '), session_user, session_user, groups[1]));
+    END IF;
+END
+$$;
+
+
+--
+-- Name: tally_dead_letters(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.tally_dead_letters() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- Rows are upserted in key order so that concurrent writers lock tallies in
+    -- the same order and cannot deadlock.
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO expiryctl.dead_letter_tallies AS t (reason_category, source_queue, status, letters)
+        SELECT reason_category, source_queue, status, count(*)
+        FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (reason_category, source_queue, status)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO expiryctl.dead_letter_tallies AS t (reason_category, source_queue, status, letters)
+        SELECT reason_category, source_queue, status, sum(delta)
+        FROM (SELECT reason_category, source_queue, status, -1 AS delta FROM old_rows
+              UNION ALL
+              SELECT reason_category, source_queue, status, 1 FROM new_rows) AS changes
+        GROUP BY 1, 2, 3 HAVING sum(delta) <> 0 ORDER BY 1, 2, 3
+        ON CONFLICT (reason_category, source_queue, status)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO expiryctl.dead_letter_tallies AS t (reason_category, source_queue, status, letters)
+        SELECT reason_category, source_queue, status, -count(*)
+        FROM old_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (reason_category, source_queue, status)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: audit_checkpoints; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_checkpoints (
+    id bigint NOT NULL,
+    tree_size bigint NOT NULL,
+    root_hash bytea NOT NULL,
+    signed_note text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT audit_checkpoints_root_hash_check CHECK ((length(root_hash) = 32)),
+    CONSTRAINT audit_checkpoints_tree_size_check CHECK ((tree_size >= 0))
+);
+
+
+--
+-- Name: audit_checkpoints_id_seq; Type: SEQUENCE; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_checkpoints ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME expiryctl.audit_checkpoints_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: audit_log; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_log (
+    at timestamp with time zone DEFAULT expiryctl.audit_next_at() NOT NULL,
+    actor text NOT NULL,
+    db_role text DEFAULT SESSION_USER NOT NULL,
+    action text NOT NULL,
+    target text DEFAULT ''::text NOT NULL,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    outcome text NOT NULL,
+    seq bigint DEFAULT expiryctl.audit_next_seq() NOT NULL,
+    prev_hash bytea DEFAULT expiryctl.audit_next_prev_hash() NOT NULL,
+    hash bytea GENERATED ALWAYS AS (sha256(((((((((((((((int8send(seq) || int8send(((EXTRACT(epoch FROM (at - '1970-01-01 00:00:00+00'::timestamp with time zone)) * (1000000)::numeric))::bigint)) || int4send(octet_length(actor))) || decode(replace(actor, '\'::text, '\\'::text), 'escape'::text)) || int4send(octet_length(db_role))) || decode(replace(db_role, '\'::text, '\\'::text), 'escape'::text)) || int4send(octet_length(action))) || decode(replace(action, '\'::text, '\\'::text), 'escape'::text)) || int4send(octet_length(target))) || decode(replace(target, '\'::text, '\\'::text), 'escape'::text)) || int4send(octet_length((details)::text))) || decode(replace((details)::text, '\'::text, '\\'::text), 'escape'::text)) || int4send(octet_length(outcome))) || decode(replace(outcome, '\'::text, '\\'::text), 'escape'::text)) || prev_hash))) STORED NOT NULL
+);
+
+
+--
+-- Name: TABLE audit_log; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.audit_log IS 'Every expiryctl action, reads included: who, as which database role, did what to which target, and how it ended.';
+
+
+--
+-- Name: audit_trail; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_trail (
+    singleton boolean DEFAULT true NOT NULL,
+    origin text,
+    tree_size bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT audit_trail_singleton_check CHECK (singleton),
+    CONSTRAINT audit_trail_tree_size_check CHECK ((tree_size >= 0))
+);
+
+
+--
+-- Name: audit_tree; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_tree (
+    idx bigint NOT NULL,
+    hash bytea NOT NULL,
+    CONSTRAINT audit_tree_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT audit_tree_idx_check CHECK ((idx >= 0))
+);
+
+
+--
+-- Name: TABLE audit_tree; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.audit_tree IS 'tlog stored hashes of the audit trail (index tlog.StoredHashIndex); the first audit_trail.tree_size rows are in it';
+
+
+--
+-- Name: dead_letter_tallies; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letter_tallies (
+    reason_category text NOT NULL,
+    source_queue text NOT NULL,
+    status text NOT NULL,
+    letters bigint NOT NULL
+);
+
+
+--
+-- Name: dead_letters_id_seq; Type: SEQUENCE; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letters ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME expiryctl.dead_letters_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: policy; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.policy (
+    singleton boolean DEFAULT true NOT NULL,
+    approvers text[] DEFAULT '{}'::text[] NOT NULL,
+    max_cohort integer DEFAULT 500 NOT NULL,
+    max_rate numeric DEFAULT 50 NOT NULL,
+    approval_ttl interval DEFAULT '01:00:00'::interval NOT NULL,
+    stop_failure_ratio numeric DEFAULT 0.05 NOT NULL,
+    stop_queue_depth integer DEFAULT 10000 NOT NULL,
+    stop_redead_ratio numeric DEFAULT 0.2 NOT NULL,
+    canary_window interval DEFAULT '00:00:30'::interval NOT NULL,
+    identity_mode text DEFAULT 'declared'::text NOT NULL,
+    eligibility_query text DEFAULT ''::text NOT NULL,
+    retention interval DEFAULT '90 days'::interval NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text DEFAULT 'migration'::text NOT NULL,
+    CONSTRAINT policy_approval_ttl_check CHECK ((approval_ttl > '00:00:00'::interval)),
+    CONSTRAINT policy_canary_window_check CHECK ((canary_window >= '00:00:00'::interval)),
+    CONSTRAINT policy_identity_mode_check CHECK ((identity_mode = ANY (ARRAY['declared'::text, 'db-role'::text]))),
+    CONSTRAINT policy_max_cohort_check CHECK ((max_cohort > 0)),
+    CONSTRAINT policy_max_rate_check CHECK ((max_rate > (0)::numeric)),
+    CONSTRAINT policy_retention_check CHECK ((retention > '00:00:00'::interval)),
+    CONSTRAINT policy_singleton_check CHECK (singleton),
+    CONSTRAINT policy_stop_failure_ratio_check CHECK (((stop_failure_ratio >= (0)::numeric) AND (stop_failure_ratio <= (1)::numeric))),
+    CONSTRAINT policy_stop_queue_depth_check CHECK ((stop_queue_depth > 0)),
+    CONSTRAINT policy_stop_redead_ratio_check CHECK (((stop_redead_ratio >= (0)::numeric) AND (stop_redead_ratio <= (1)::numeric)))
+);
+
+
+--
+-- Name: policy_changes; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.policy_changes (
+    id bigint NOT NULL,
+    changes jsonb NOT NULL,
+    why text DEFAULT ''::text NOT NULL,
+    proposed_by text NOT NULL,
+    proposed_db_role text DEFAULT SESSION_USER NOT NULL,
+    proposed_at timestamp with time zone DEFAULT now() NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    reviewed_by text,
+    reviewed_db_role text,
+    reviewed_at timestamp with time zone,
+    CONSTRAINT policy_changes_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'applied'::text, 'rejected'::text]))),
+    CONSTRAINT policy_four_eyes CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> proposed_db_role)))
+);
+
+
+--
+-- Name: policy_changes_id_seq; Type: SEQUENCE; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.policy_changes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME expiryctl.policy_changes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: replay_items; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.replay_items (
+    request_id bigint NOT NULL,
+    dead_letter_id bigint NOT NULL,
+    ordinal integer NOT NULL,
+    payload_sha256 bytea NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    confirmed_at timestamp with time zone,
+    open boolean DEFAULT true NOT NULL,
+    CONSTRAINT replay_items_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'publishing'::text, 'confirmed'::text, 'failed'::text, 'skipped'::text])))
+)
+WITH (fillfactor='70');
+
+
+--
+-- Name: replay_requests; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.replay_requests (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    filter jsonb DEFAULT '{}'::jsonb NOT NULL,
+    item_count integer NOT NULL,
+    cohort_hash bytea NOT NULL,
+    rate numeric NOT NULL,
+    canary integer DEFAULT 1 NOT NULL,
+    stop_failure_ratio numeric NOT NULL,
+    stop_queue_depth integer NOT NULL,
+    stop_redead_ratio numeric NOT NULL,
+    canary_window interval NOT NULL,
+    fresh_key boolean DEFAULT false NOT NULL,
+    eligibility_confirmed boolean DEFAULT false NOT NULL,
+    to_exchange text,
+    to_routing_key text,
+    why text NOT NULL,
+    requested_by text NOT NULL,
+    requested_db_role text DEFAULT SESSION_USER NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    reviewed_by text,
+    reviewed_db_role text,
+    reviewed_at timestamp with time zone,
+    review_why text,
+    approval_spent boolean DEFAULT false NOT NULL,
+    approval_expires_at timestamp with time zone,
+    approvals integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    halt_reason text,
+    started_db_role text,
+    CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
+    CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
+    CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
+    CONSTRAINT replay_requests_check CHECK (((fresh_key = false) OR eligibility_confirmed)),
+    CONSTRAINT replay_requests_check1 CHECK (((fresh_key = false) OR (kind = 'replay'::text))),
+    CONSTRAINT replay_requests_item_count_check CHECK ((item_count > 0)),
+    CONSTRAINT replay_requests_kind_check CHECK ((kind = ANY (ARRAY['replay'::text, 'discard'::text]))),
+    CONSTRAINT replay_requests_rate_check CHECK ((rate > (0)::numeric)),
+    CONSTRAINT replay_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'running'::text, 'halted'::text, 'completed'::text, 'cancelled'::text]))),
+    CONSTRAINT replay_requests_why_check CHECK ((length(btrim(why)) > 0))
+);
+
+
+--
+-- Name: replay_requests_id_seq; Type: SEQUENCE; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_requests ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME expiryctl.replay_requests_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: audit_checkpoints audit_checkpoints_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_checkpoints
+    ADD CONSTRAINT audit_checkpoints_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (seq);
+
+
+--
+-- Name: audit_trail audit_trail_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_trail
+    ADD CONSTRAINT audit_trail_pkey PRIMARY KEY (singleton);
+
+
+--
+-- Name: audit_tree audit_tree_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_tree
+    ADD CONSTRAINT audit_tree_pkey PRIMARY KEY (idx);
+
+
+--
+-- Name: dead_letter_tallies dead_letter_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letter_tallies
+    ADD CONSTRAINT dead_letter_tallies_pkey PRIMARY KEY (reason_category, source_queue, status);
+
+
+--
+-- Name: dead_letters dead_letters_fingerprint_key; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_fingerprint_key UNIQUE (fingerprint);
+
+
+--
+-- Name: dead_letters dead_letters_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: replay_requests four_eyes_login; Type: CHECK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_requests
+    ADD CONSTRAINT four_eyes_login CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role))) NOT VALID;
+
+
+--
+-- Name: policy_changes policy_changes_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.policy_changes
+    ADD CONSTRAINT policy_changes_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: policy policy_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.policy
+    ADD CONSTRAINT policy_pkey PRIMARY KEY (singleton);
+
+
+--
+-- Name: replay_items replay_items_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_items
+    ADD CONSTRAINT replay_items_pkey PRIMARY KEY (request_id, dead_letter_id);
+
+
+--
+-- Name: replay_items replay_items_request_id_ordinal_key; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_items
+    ADD CONSTRAINT replay_items_request_id_ordinal_key UNIQUE (request_id, ordinal);
+
+
+--
+-- Name: replay_requests replay_requests_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_requests
+    ADD CONSTRAINT replay_requests_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: audit_log_action; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX audit_log_action ON expiryctl.audit_log USING btree (action, seq DESC);
+
+
+--
+-- Name: audit_log_actor; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX audit_log_actor ON expiryctl.audit_log USING btree (actor, seq DESC);
+
+
+--
+-- Name: audit_log_at; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX audit_log_at ON expiryctl.audit_log USING btree (at);
+
+
+--
+-- Name: audit_log_target; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX audit_log_target ON expiryctl.audit_log USING btree (target, seq DESC);
+
+
+--
+-- Name: dead_letters_category_newest; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_category_newest ON expiryctl.dead_letters USING btree (reason_category, dead_lettered_at DESC, id DESC);
+
+
+--
+-- Name: dead_letters_job; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_job ON expiryctl.dead_letters USING btree (job_key, id DESC);
+
+
+--
+-- Name: dead_letters_newest; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_newest ON expiryctl.dead_letters USING btree (dead_lettered_at DESC, id DESC);
+
+
+--
+-- Name: dead_letters_outstanding_oldest; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_outstanding_oldest ON expiryctl.dead_letters USING btree (reason_category, dead_lettered_at) WHERE (status = ANY (ARRAY['dead'::text, 'in_request'::text]));
+
+
+--
+-- Name: dead_letters_previous; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_previous ON expiryctl.dead_letters USING btree (previous_id) WHERE (previous_id IS NOT NULL);
+
+
+--
+-- Name: dead_letters_replay_request; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_replay_request ON expiryctl.dead_letters USING btree (replay_request_id) WHERE (replay_request_id IS NOT NULL);
+
+
+--
+-- Name: policy_changes_pending; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX policy_changes_pending ON expiryctl.policy_changes USING btree (id) WHERE (status = 'pending'::text);
+
+
+--
+-- Name: replay_items_one_open_request; Type: INDEX; Schema: expiryctl
+--
+
+CREATE UNIQUE INDEX replay_items_one_open_request ON expiryctl.replay_items USING btree (dead_letter_id) WHERE open;
+
+
+--
+-- Name: replay_items_open_by_request; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX replay_items_open_by_request ON expiryctl.replay_items USING btree (request_id) WHERE open;
+
+
+--
+-- Name: replay_requests_status; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX replay_requests_status ON expiryctl.replay_requests USING btree (status, id DESC);
+
+
+--
+-- Name: audit_checkpoints audit_checkpoints_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON expiryctl.audit_checkpoints FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_no_truncate;
+
+
+--
+-- Name: audit_checkpoints audit_checkpoints_no_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_checkpoints_no_update BEFORE DELETE OR UPDATE ON expiryctl.audit_checkpoints FOR EACH ROW EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_checkpoints ENABLE ALWAYS TRIGGER audit_checkpoints_no_update;
+
+
+--
+-- Name: audit_log audit_log_no_delete; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON expiryctl.audit_log FOR EACH ROW EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_delete;
+
+
+--
+-- Name: audit_log audit_log_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON expiryctl.audit_log FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_truncate;
+
+
+--
+-- Name: audit_log audit_log_no_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON expiryctl.audit_log FOR EACH ROW EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_update;
+
+
+--
+-- Name: audit_log audit_log_who_and_when; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_log_who_and_when BEFORE INSERT ON expiryctl.audit_log FOR EACH ROW WHEN (((new.db_role IS DISTINCT FROM SESSION_USER) OR (new.at < (statement_timestamp() - '00:00:01'::interval)) OR (new.at > (clock_timestamp() + '00:00:01'::interval)))) EXECUTE FUNCTION expiryctl.audit_refuse_forged();
+
+ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_who_and_when;
+
+
+--
+-- Name: audit_tree audit_tree_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_tree_no_truncate BEFORE TRUNCATE ON expiryctl.audit_tree FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_tree ENABLE ALWAYS TRIGGER audit_tree_no_truncate;
+
+
+--
+-- Name: audit_tree audit_tree_no_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER audit_tree_no_update BEFORE DELETE OR UPDATE ON expiryctl.audit_tree FOR EACH ROW EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+ALTER TABLE expiryctl.audit_tree ENABLE ALWAYS TRIGGER audit_tree_no_update;
+
+
+--
+-- Name: dead_letters dead_letters_immutable; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
+
+
+--
+-- Name: dead_letters dead_letters_no_delete; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_no_delete BEFORE DELETE ON expiryctl.dead_letters FOR EACH ROW EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
+
+
+--
+-- Name: dead_letters dead_letters_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON expiryctl.dead_letters FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+
+--
+-- Name: dead_letters dead_letters_tally_delete; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_tally_delete AFTER DELETE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+
+
+--
+-- Name: dead_letters dead_letters_tally_insert; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_tally_insert AFTER INSERT ON expiryctl.dead_letters REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+
+
+--
+-- Name: dead_letters dead_letters_tally_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_tally_update AFTER UPDATE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+
+
+--
+-- Name: replay_items replay_items_frozen; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_frozen BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.request_id IS DISTINCT FROM old.request_id) OR (new.dead_letter_id IS DISTINCT FROM old.dead_letter_id) OR (new.ordinal IS DISTINCT FROM old.ordinal) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256))) EXECUTE FUNCTION expiryctl.replay_items_guard();
+
+
+--
+-- Name: replay_items replay_items_guard; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_guard BEFORE INSERT OR DELETE ON expiryctl.replay_items FOR EACH ROW EXECUTE FUNCTION expiryctl.replay_items_guard();
+
+
+--
+-- Name: replay_items replay_items_moves; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_moves BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) AND (NOT (((old.state = 'pending'::text) AND (new.state = ANY (ARRAY['publishing'::text, 'skipped'::text, 'failed'::text]))) OR ((old.state = 'publishing'::text) AND (new.state = ANY (ARRAY['confirmed'::text, 'failed'::text, 'skipped'::text, 'pending'::text]))))))) EXECUTE FUNCTION expiryctl.replay_items_refuse_move();
+
+
+--
+-- Name: replay_items replay_items_no_early_close; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_no_early_close BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN ((old.open AND (NOT new.open) AND (new.state <> 'confirmed'::text))) EXECUTE FUNCTION expiryctl.replay_items_refuse_early_close();
+
+
+--
+-- Name: replay_items replay_items_no_rewrite; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_no_rewrite BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.open AND (NOT old.open)) OR (new.attempts < old.attempts) OR ((old.confirmed_at IS NOT NULL) AND (new.confirmed_at IS DISTINCT FROM old.confirmed_at)))) EXECUTE FUNCTION expiryctl.replay_items_refuse_rewrite();
+
+
+--
+-- Name: replay_items replay_items_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_no_truncate BEFORE TRUNCATE ON expiryctl.replay_items FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+
+--
+-- Name: replay_items replay_items_state_guard; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_items_state_guard AFTER UPDATE ON expiryctl.replay_items REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.replay_items_state_guard();
+
+
+--
+-- Name: replay_requests replay_requests_ended; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_requests_ended AFTER UPDATE OF status ON expiryctl.replay_requests FOR EACH ROW EXECUTE FUNCTION expiryctl.replay_request_ended();
+
+
+--
+-- Name: replay_requests replay_requests_guard; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_requests_guard BEFORE INSERT OR UPDATE ON expiryctl.replay_requests FOR EACH ROW EXECUTE FUNCTION expiryctl.replay_request_guard();
+
+
+--
+-- Name: dead_letters dead_letters_previous_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_previous_id_fkey FOREIGN KEY (previous_id) REFERENCES expiryctl.dead_letters(id);
+
+
+--
+-- Name: replay_items replay_items_dead_letter_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_items
+    ADD CONSTRAINT replay_items_dead_letter_id_fkey FOREIGN KEY (dead_letter_id) REFERENCES expiryctl.dead_letters(id);
+
+
+--
+-- Name: replay_items replay_items_request_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_items
+    ADD CONSTRAINT replay_items_request_id_fkey FOREIGN KEY (request_id) REFERENCES expiryctl.replay_requests(id);
+
+
+--
+-- Name: SCHEMA expiryctl; Type: ACL; Schema: -
+--
+
+GRANT USAGE ON SCHEMA expiryctl TO expiryctl_ingester;
+GRANT USAGE ON SCHEMA expiryctl TO expiryctl_operator;
+GRANT USAGE ON SCHEMA expiryctl TO expiryctl_approver;
+GRANT USAGE ON SCHEMA expiryctl TO expiryctl_auditor;
+GRANT USAGE ON SCHEMA expiryctl TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION access_change(actor text, login text, groups text[], grant_it boolean); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.access_change(actor text, login text, groups text[], grant_it boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION actor_label(declared text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.actor_label(declared text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_append(actor text, action text, target text, details jsonb, outcome text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with time zone, actor text, db_role text, action text, target text, details jsonb, outcome text, prev_hash bytea) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_ingester;
+
+
+--
+-- Name: FUNCTION audit_next_at(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_next_at() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_next_prev_hash(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_next_prev_hash() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_next_seq(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_next_seq() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_refuse_change(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_refuse_change() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_refuse_forged(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_refuse_forged() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, new_size bigint, hashes bytea[]) TO expiryctl_ingester;
+
+
+--
+-- Name: FUNCTION audit_write(actor text, action text, target text, details jsonb, outcome text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_write(actor text, action text, target text, details jsonb, outcome text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION caller_in(VARIADIC groups text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.caller_in(VARIADIC groups text[]) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION caller_is_owner(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.caller_is_owner() FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION dead_letters_refuse_change(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.dead_letters_refuse_change() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester;
+
+
+--
+-- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
+
+
+--
+-- Name: TABLE dead_letters; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letters TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letters TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letters TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION letters_matching(f jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.letters_matching(f jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION not_found(kind text, id bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.not_found(kind text, id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION policy_review(actor text, change bigint, decision text, why text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.policy_review(actor text, change bigint, decision text, why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.policy_review(actor text, change bigint, decision text, why text) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION policy_set(actor text, changes jsonb, why text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.policy_set(actor text, changes jsonb, why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.policy_set(actor text, changes jsonb, why text) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION purge_letters(actor text, cutoff timestamp with time zone, batch integer); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION refuse_text(rule text, message text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.refuse_text(rule text, message text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_canary_record(actor text, request bigint, passed boolean, details jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_canary_record(actor text, request bigint, passed boolean, details jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_canary_record(actor text, request bigint, passed boolean, details jsonb) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_cancel(actor text, request bigint, why text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_cancel(actor text, request bigint, why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_cancel(actor text, request bigint, why text) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_cohort_changes(req bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.replay_cohort_changes(req bigint) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION replay_discard_window(request bigint, lo integer, hi integer); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_discard_window(request bigint, lo integer, hi integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_discard_window(request bigint, lo integer, hi integer) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_expire_stale(actor text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_auditor;
+GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION replay_items_guard(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_guard() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_items_mark(request bigint, lo integer, hi integer, publish bigint[], skip bigint[], skip_why text[], fail bigint[], fail_why text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_mark(request bigint, lo integer, hi integer, publish bigint[], skip bigint[], skip_why text[], fail bigint[], fail_why text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_items_mark(request bigint, lo integer, hi integer, publish bigint[], skip bigint[], skip_why text[], fail bigint[], fail_why text[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_items_record(request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_record(request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_items_record(request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_items_refuse_early_close(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_refuse_early_close() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_items_refuse_move(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_refuse_move() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_items_refuse_rewrite(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_refuse_rewrite() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_items_state_guard(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_state_guard() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_refuse(rule text, message text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_refuse(rule text, message text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_request_ended(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_request_ended() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_request_guard(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_request_guard() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) TO expiryctl_approver;
+
+
+--
+-- Name: FUNCTION replay_run_acked_after_cancel(actor text, request bigint, acked bigint[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_acked_after_cancel(actor text, request bigint, acked bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_acked_after_cancel(actor text, request bigint, acked bigint[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_run_complete(actor text, request bigint, details jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_complete(actor text, request bigint, details jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_complete(actor text, request bigint, details jsonb) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_run_halt(actor text, request bigint, reason text, unsent bigint[], details jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_halt(actor text, request bigint, reason text, unsent bigint[], details jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_halt(actor text, request bigint, reason text, unsent bigint[], details jsonb) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_run_interrupted(actor text, request bigint, unsent bigint[], details jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_interrupted(actor text, request bigint, unsent bigint[], details jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_interrupted(actor text, request bigint, unsent bigint[], details jsonb) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_run_lease(request bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_lease(request bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_run_start(actor text, request bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION require_role(action text, VARIADIC groups text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.require_role(action text, VARIADIC groups text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION tally_dead_letters(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.tally_dead_letters() FROM PUBLIC;
+
+
+--
+-- Name: TABLE audit_checkpoints; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_admin;
+
+
+--
+-- Name: TABLE audit_log; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_log TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.audit_log TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.audit_log TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.audit_log TO expiryctl_admin;
+
+
+--
+-- Name: COLUMN audit_log.seq; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(seq) ON TABLE expiryctl.audit_log TO expiryctl_ingester;
+
+
+--
+-- Name: COLUMN audit_log.hash; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(hash) ON TABLE expiryctl.audit_log TO expiryctl_ingester;
+
+
+--
+-- Name: TABLE audit_trail; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_trail TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.audit_trail TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.audit_trail TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.audit_trail TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.audit_trail TO expiryctl_admin;
+
+
+--
+-- Name: TABLE audit_tree; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_admin;
+
+
+--
+-- Name: TABLE dead_letter_tallies; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letter_tallies TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letter_tallies TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letter_tallies TO expiryctl_admin;
+
+
+--
+-- Name: TABLE policy; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.policy TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.policy TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.policy TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.policy TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.policy TO expiryctl_admin;
+
+
+--
+-- Name: TABLE policy_changes; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_admin;
+
+
+--
+-- Name: TABLE replay_items; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_admin;
+GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_auditor;
+
+
+--
+-- Name: TABLE replay_requests; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_admin;
+GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_auditor;
+
+
+--
+-- The groups: cluster-wide roles that `expiryctl migrate` creates where they
+-- are missing (roles belong to no database, so these lines are comments).
+-- People are logins made members with `expiryctl access grant`.
+--
+
+-- CREATE ROLE expiryctl_admin NOLOGIN NOINHERIT;
+-- CREATE ROLE expiryctl_approver NOLOGIN NOINHERIT;
+-- CREATE ROLE expiryctl_auditor NOLOGIN NOINHERIT;
+-- CREATE ROLE expiryctl_ingester NOLOGIN NOINHERIT;
+-- CREATE ROLE expiryctl_operator NOLOGIN NOINHERIT;
+
+
+--
+-- The owner's default privileges in the database, for the objects later
+-- migrations create (pg_dump of one schema leaves them out).
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE expiryctl_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
