@@ -14,9 +14,9 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
-	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/form"
 	"github.com/expiryctl/expiryctl/tui/frame"
 	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func update(m list.Model, msg tea.Msg) (list.Model, tea.Cmd) { return m.Update(msg) }
 
 // setup returns a 80×24 list over archive, shown with its first page.
-func setup(t *testing.T, archive backend.Archive) (list.Model, *tuitest.Requests) {
+func setup(t *testing.T, archive service.Archive) (list.Model, *tuitest.Requests) {
 	t.Helper()
 	reqs := tuitest.NewRequests("alice")
 	m := list.New(tuitest.Context(80, 21), tuitest.Services(archive, reqs))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
 )
@@ -199,6 +200,28 @@ func (a *Archive) List(_ context.Context, f deadletter.Filter, after *deadletter
 		page.Rows = append(page.Rows, r)
 	}
 	return page, nil
+}
+
+// Stream emits every matching row newest first, after after.
+func (a *Archive) Stream(_ context.Context, f deadletter.Filter, after *deadletter.Cursor, emit func(deadletter.Row) error) error {
+	a.mu.Lock()
+	rows, err := a.rows, a.err
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if !match(f, r) {
+			continue
+		}
+		if after != nil && !(r.DeadLetteredAt.Before(after.DeadLetteredAt) || (r.DeadLetteredAt.Equal(after.DeadLetteredAt) && r.ID < after.ID)) {
+			continue
+		}
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Show returns the detail set for id, or one made from its row.
@@ -461,7 +484,7 @@ func (a *Audit) List(_ context.Context, f backend.AuditFilter, before int64, lim
 func (a *Audit) Verify(context.Context) (backend.AuditCheck, error) { return a.Check, nil }
 
 // Services returns services over the fakes, acting as actor.
-func Services(archive backend.Archive, requests *Requests) backend.Services {
+func Services(archive service.Archive, requests *Requests) backend.Services {
 	return backend.Services{
 		Archive: archive, Requests: requests, Actor: requests.Actor, Now: Now,
 		Policy: func(context.Context) (replay.Policy, error) {
