@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
@@ -44,5 +46,46 @@ func wantExit(t *testing.T, err error, want int) {
 	t.Helper()
 	if got := ExitCode(err); got != want {
 		t.Fatalf("error %v exits %d, want %d", err, got, want)
+	}
+}
+
+// TestNoCommandDialsForHelpOrAFlagError walks the whole command tree: the
+// services are built lazily, so neither --help nor a wrong flag may open a
+// connection.
+func TestNoCommandDialsForHelpOrAFlagError(t *testing.T) {
+	t.Parallel()
+	var paths [][]string
+	var walk func(cmd *cobra.Command, path []string)
+	walk = func(cmd *cobra.Command, path []string) {
+		if !cmd.HasSubCommands() {
+			paths = append(paths, path)
+		}
+		for _, c := range cmd.Commands() {
+			walk(c, append(append([]string{}, path...), c.Name()))
+		}
+	}
+	f, _, _ := testFactory(t)
+	walk(NewCmdRoot(f), nil)
+	if len(paths) < 25 {
+		t.Fatalf("found %d commands, fewer than expiryctl has", len(paths))
+	}
+	for _, path := range paths {
+		for _, extra := range [][]string{{"--help"}, {"--no-such-flag"}} {
+			f, _, _ := testFactory(t)
+			f.DatabaseURLFlag = "postgres://nobody:secret@127.0.0.1:1/none"
+			f.AMQPURLFlag = "amqp://nobody:secret@127.0.0.1:1/"
+			root := NewCmdRoot(f)
+			root.SetArgs(append(append([]string{}, path...), extra...))
+			err := root.Execute()
+			if extra[0] == "--help" && err != nil {
+				t.Errorf("%v --help: %v", path, err)
+			}
+			if extra[0] != "--help" && ExitCode(err) != ExitUsage {
+				t.Errorf("%v %s exits %d (%v), want %d", path, extra[0], ExitCode(err), err, ExitUsage)
+			}
+			if f.pool != nil || f.amqpConn != nil || f.poolErr != nil || f.amqpErr != nil {
+				t.Errorf("%v %s tried to connect", path, extra[0])
+			}
+		}
 	}
 }
