@@ -253,7 +253,7 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := replay.NewAMQPBroker(conn)
+	b, err := broker.NewAMQPBroker(conn)
 	if err != nil {
 		return nil, nil, err
 	}
