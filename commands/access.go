@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/access"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // NewCmdAccess builds `expiryctl access`.
@@ -35,8 +35,7 @@ schema owner grants and revokes; every change is audited.`,
 // AccessChangeOptions holds what `expiryctl access grant|revoke` needs.
 type AccessChangeOptions struct {
 	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
+	Access func(context.Context) (service.Access, error)
 	Grant  bool
 	Login  string
 	Groups []string
@@ -44,7 +43,7 @@ type AccessChangeOptions struct {
 
 // NewCmdAccessChange builds `expiryctl access grant` or `access revoke`.
 func NewCmdAccessChange(f *Factory, grant bool, runF func(context.Context, *AccessChangeOptions) error) *cobra.Command {
-	opts := &AccessChangeOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Grant: grant}
+	opts := &AccessChangeOptions{IO: f.IO, Access: f.Access, Grant: grant}
 	verb, short, example := "grant", "Make a login a member of groups (schema owner only)",
 		"  expiryctl access grant alice expiryctl_operator\n  expiryctl access grant bob expiryctl_approver expiryctl_auditor"
 	if !grant {
@@ -79,41 +78,43 @@ func NewCmdAccessChange(f *Factory, grant bool, runF func(context.Context, *Acce
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			pool, err := opts.DB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			svc := &access.Service{Pool: pool, Actor: opts.Actor()}
-			if grant {
-				err = svc.Grant(cmd.Context(), opts.Login, opts.Groups)
-			} else {
-				err = svc.Revoke(cmd.Context(), opts.Login, opts.Groups)
-			}
-			if err != nil {
-				return err
-			}
-			done := "granted to"
-			if !grant {
-				done = "revoked from"
-			}
-			fmt.Fprintf(opts.IO.Out, "%s %s %s\n", strings.Join(opts.Groups, ", "), done, opts.Login)
-			return nil
+			return accessChangeRun(cmd.Context(), opts)
 		},
 	}
 	return cmd
 }
 
+func accessChangeRun(ctx context.Context, opts *AccessChangeOptions) error {
+	svc, err := opts.Access(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Grant {
+		err = svc.Grant(ctx, opts.Login, opts.Groups)
+	} else {
+		err = svc.Revoke(ctx, opts.Login, opts.Groups)
+	}
+	if err != nil {
+		return err
+	}
+	done := "granted to"
+	if !opts.Grant {
+		done = "revoked from"
+	}
+	fmt.Fprintf(opts.IO.Out, "%s %s %s\n", strings.Join(opts.Groups, ", "), done, opts.Login)
+	return nil
+}
+
 // AccessListOptions holds what `expiryctl access list` needs.
 type AccessListOptions struct {
 	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
+	Access func(context.Context) (service.Access, error)
 	Output *outputFormat
 }
 
 // NewCmdAccessList builds `expiryctl access list`.
 func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions) error) *cobra.Command {
-	opts := &AccessListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &AccessListOptions{IO: f.IO, Access: f.Access}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Short:   "List the logins in each expiryctl group",
@@ -123,31 +124,35 @@ func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			pool, err := opts.DB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			members, err := (&access.Service{Pool: pool, Actor: opts.Actor()}).List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if opts.Output.value == "json" {
-				return writeJSON(opts.IO.Out, members)
-			}
-			t := newTable(opts.IO, "LOGIN", "GROUPS", "NOTE")
-			for _, m := range members {
-				note := ""
-				switch {
-				case m.Superuser:
-					note = "superuser: governance is advisory for this login"
-				case !m.CanLogin:
-					note = "cannot log in"
-				}
-				t.addRow(m.Login, strings.Join(m.Groups, ", "), note)
-			}
-			return t.render()
+			return accessListRun(cmd.Context(), opts)
 		},
 	}
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
+}
+
+func accessListRun(ctx context.Context, opts *AccessListOptions) error {
+	svc, err := opts.Access(ctx)
+	if err != nil {
+		return err
+	}
+	members, err := svc.List(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, members)
+	}
+	t := newTable(opts.IO, "LOGIN", "GROUPS", "NOTE")
+	for _, m := range members {
+		note := ""
+		switch {
+		case m.Superuser:
+			note = "superuser: governance is advisory for this login"
+		case !m.CanLogin:
+			note = "cannot log in"
+		}
+		t.addRow(m.Login, strings.Join(m.Groups, ", "), note)
+	}
+	return t.render()
 }

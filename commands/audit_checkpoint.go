@@ -8,10 +8,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // AuditKeygenOptions holds what `expiryctl audit keygen` needs.
@@ -78,16 +78,15 @@ func auditKeygenRun(opts *AuditKeygenOptions) error {
 
 // AuditCheckpointOptions holds what `expiryctl audit checkpoint` needs.
 type AuditCheckpointOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Key   string
-	Out   string
+	IO     *IOStreams
+	Signer func(context.Context) (service.AuditSigner, error)
+	Key    string
+	Out    string
 }
 
 // NewCmdAuditCheckpoint builds `expiryctl audit checkpoint`.
 func NewCmdAuditCheckpoint(f *Factory, runF func(context.Context, *AuditCheckpointOptions) error) *cobra.Command {
-	opts := &AuditCheckpointOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &AuditCheckpointOptions{IO: f.IO, Signer: f.AuditSigner}
 	cmd := &cobra.Command{
 		Use:   "checkpoint --key FILE",
 		Short: "Sign the audit trail's current tree head",
@@ -119,11 +118,11 @@ func auditCheckpointRun(ctx context.Context, opts *AuditCheckpointOptions) error
 	if err != nil {
 		return fmt.Errorf("cannot read --key: %w", err)
 	}
-	pool, err := opts.DB(ctx)
+	signer, err := opts.Signer(ctx)
 	if err != nil {
 		return err
 	}
-	cp, err := audit.SignCheckpoint(ctx, pool, opts.Actor(), string(key))
+	cp, err := signer.Sign(ctx, string(key))
 	if err != nil {
 		return err
 	}

@@ -7,18 +7,17 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // AuditExportOptions holds what `expiryctl audit export` needs.
 type AuditExportOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
+	IO       *IOStreams
+	Exporter func(context.Context) (service.AuditExporter, error)
+	Now      func() time.Time
 
 	FormatText string
 	Format     audit.Format
@@ -34,7 +33,7 @@ type AuditExportOptions struct {
 
 // NewCmdAuditExport builds `expiryctl audit export`.
 func NewCmdAuditExport(f *Factory, runF func(context.Context, *AuditExportOptions) error) *cobra.Command {
-	opts := &AuditExportOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &AuditExportOptions{IO: f.IO, Exporter: f.AuditExporter, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export the audit trail, oldest first, for offline verification",
@@ -101,12 +100,12 @@ docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR
 }
 
 func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
-	pool, err := opts.DB(ctx)
+	exporter, err := opts.Exporter(ctx)
 	if err != nil {
 		return err
 	}
 	if !opts.formatChosen {
-		if opts.Format, err = audit.DefaultFormat(ctx, pool, opts.Filter); err != nil {
+		if opts.Format, err = exporter.DefaultFormat(ctx, opts.Filter); err != nil {
 			return err
 		}
 	}
@@ -133,7 +132,7 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	// export, also one that is killed half-way, and the export ends with
 	// its own row (ThroughSeq), so the file shows it was recorded.
 	details := map[string]any{"format": opts.Format, "filter": opts.Filter, "out": dest}
-	own, err := audit.Append(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "audit.export", Details: details})
+	own, err := exporter.Append(ctx, audit.Entry{Action: "audit.export", Details: details})
 	if err != nil {
 		return err
 	}
@@ -143,10 +142,10 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	var res audit.ExportResult
 	var evidence audit.EvidenceResult
 	if opts.Format == audit.Evidence {
-		evidence, err = audit.ExportEvidence(ctx, pool, w, filter)
+		evidence, err = exporter.ExportEvidence(ctx, w, filter)
 		res.Rows = evidence.Rows
 	} else {
-		res, err = audit.Export(ctx, pool, w, opts.Format, filter)
+		res, err = exporter.Export(ctx, w, opts.Format, filter)
 	}
 	if err == nil && file != nil {
 		err = file.commit()
@@ -156,7 +155,7 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 		details["rows_written"] = res.Rows
 		details["export_seq"] = own.Seq
 		// A cancelled context must not stop the failure from being recorded.
-		_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor(), Action: "audit.export",
+		_ = exporter.Record(context.WithoutCancel(ctx), audit.Entry{Action: "audit.export",
 			Details: details, Outcome: audit.Failed})
 		return err
 	}

@@ -7,18 +7,17 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // AuditListOptions holds what `expiryctl audit list` needs.
 type AuditListOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
+	IO       *IOStreams
+	Reviewer func(context.Context) (service.AuditReviewer, error)
+	Now      func() time.Time
 
 	Since  string
 	Until  string
@@ -31,7 +30,7 @@ type AuditListOptions struct {
 
 // NewCmdAuditList builds `expiryctl audit list`.
 func NewCmdAuditList(f *Factory, runF func(context.Context, *AuditListOptions) error) *cobra.Command {
-	opts := &AuditListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &AuditListOptions{IO: f.IO, Reviewer: f.AuditReviewer, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List audit rows, newest first",
@@ -86,11 +85,11 @@ func (opts *AuditListOptions) resolve() error {
 }
 
 func auditListRun(ctx context.Context, opts *AuditListOptions) error {
-	pool, err := opts.DB(ctx)
+	reviewer, err := opts.Reviewer(ctx)
 	if err != nil {
 		return err
 	}
-	page, err := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).List(ctx, opts.Filter, opts.Cursor, opts.Limit)
+	page, err := reviewer.List(ctx, opts.Filter, opts.Cursor, opts.Limit)
 	if err != nil {
 		return err
 	}

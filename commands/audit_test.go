@@ -17,11 +17,17 @@ import (
 )
 
 func runCmd(cmd *cobra.Command, args ...string) error {
+	return runCmdContext(context.Background(), cmd, args...)
+}
+
+// runCmdContext runs cmd with args under ctx, flag errors typed as Main
+// types them.
+func runCmdContext(ctx context.Context, cmd *cobra.Command, args ...string) error {
 	cmd.SetArgs(args)
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &FlagError{Err: err} })
-	return cmd.Execute()
+	return cmd.ExecuteContext(ctx)
 }
 
 func TestAuditFlags(t *testing.T) {

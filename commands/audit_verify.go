@@ -8,18 +8,20 @@ import (
 	"io"
 	"os"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/audit/reconcile"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // AuditVerifyOptions holds what `expiryctl audit verify` needs.
 type AuditVerifyOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
+	IO *IOStreams
+	// Reviewer verifies the database's chain and Reconciler compares its
+	// tables with it; a --file verification calls neither.
+	Reviewer   func(context.Context) (service.AuditReviewer, error)
+	Reconciler func(context.Context) (service.Reconciler, error)
 
 	From       int64
 	AnchorText string
@@ -38,7 +40,7 @@ type AuditVerifyOptions struct {
 
 // NewCmdAuditVerify builds `expiryctl audit verify`.
 func NewCmdAuditVerify(f *Factory, runF func(context.Context, *AuditVerifyOptions) error) *cobra.Command {
-	opts := &AuditVerifyOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &AuditVerifyOptions{IO: f.IO, Reviewer: f.AuditReviewer, Reconciler: f.Reconciler}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Recompute the audit chain and report the first row that breaks it",
@@ -142,11 +144,11 @@ func auditVerifyRun(ctx context.Context, opts *AuditVerifyOptions) error {
 		}
 		return reconcileIfAsked(ctx, opts)
 	}
-	pool, err := opts.DB(ctx)
+	reviewer, err := opts.Reviewer(ctx)
 	if err != nil {
 		return err
 	}
-	res, verr := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).Verify(ctx, opts.From, opts.Anchor)
+	res, verr := reviewer.Verify(ctx, opts.From, opts.Anchor)
 	var recordErr *audit.RecordError
 	if errors.As(verr, &recordErr) {
 		return recordErr
@@ -166,11 +168,11 @@ func reconcileIfAsked(ctx context.Context, opts *AuditVerifyOptions) error {
 	if !opts.Reconcile {
 		return nil
 	}
-	pool, err := opts.DB(ctx)
+	reconciler, err := opts.Reconciler(ctx)
 	if err != nil {
 		return err
 	}
-	rep, err := reconcile.Audited(ctx, pool, opts.Actor())
+	rep, err := reconciler.Reconcile(ctx)
 	var mismatch *reconcile.MismatchError
 	if errors.As(err, &mismatch) {
 		t := newTable(opts.IO, "TABLE", "KEY", "COLUMN", "FINDING")
@@ -205,11 +207,11 @@ func auditVerifyCheckpoint(ctx context.Context, opts *AuditVerifyOptions) error 
 	if err != nil {
 		return &FlagError{Err: fmt.Errorf("--checkpoint %s: %w", opts.Checkpoint, err)}
 	}
-	pool, err := opts.DB(ctx)
+	reviewer, err := opts.Reviewer(ctx)
 	if err != nil {
 		return err
 	}
-	res, cons, verr := (&audit.Reviewer{Pool: pool, Actor: opts.Actor()}).VerifyCheckpoint(ctx, cp)
+	res, cons, verr := reviewer.VerifyCheckpoint(ctx, cp)
 	var recordErr *audit.RecordError
 	if errors.As(verr, &recordErr) {
 		return recordErr

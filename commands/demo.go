@@ -11,25 +11,33 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/demo"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
 // DemoOptions holds what `expiryctl demo` needs.
 type DemoOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	AMQP  func() (*amqp.Connection, error)
+	IO *IOStreams
+	// DB and AMQP are the raw connections the simulation runs on (the
+	// schema is migrated first, so DB does not check it).
+	DB   func(context.Context) (*pgxpool.Pool, error)
+	AMQP func() (*amqp.Connection, error)
+	// Recorder, Ingester, Source and Archive record the run, capture its
+	// dead letters and summarise them as `dlq ingest` and `dlq summary` do.
+	Recorder func(context.Context) (service.Recorder, error)
+	Ingester func(context.Context) (service.Ingester, error)
+	Source   func(queue string, prefetch int) (service.DLQSource, error)
+	Archive  func(context.Context) (service.Archive, error)
 
 	Prefix string
 }
 
 // NewCmdDemo builds `expiryctl demo`.
 func NewCmdDemo(f *Factory, runF func(context.Context, *DemoOptions) error) *cobra.Command {
-	opts := &DemoOptions{IO: f.IO, Actor: f.Actor, DB: f.RawDB, AMQP: f.AMQP}
+	opts := &DemoOptions{IO: f.IO, DB: f.RawDB, AMQP: f.AMQP,
+		Recorder: f.Recorder, Ingester: f.Ingester, Source: f.DLQSource, Archive: f.Archive}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Stage a realistic incident on the local services and capture it",
@@ -71,7 +79,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	}
 	topo := worker.NewTopology(opts.Prefix)
 	res, err := demo.Run(ctx, demo.Deps{Pool: pool, AMQP: conn, Out: opts.IO.ErrOut, Topology: topo})
-	auditErr := audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor(), Action: "demo.run",
+	auditErr := recordDemo(context.WithoutCancel(ctx), opts, audit.Entry{Action: "demo.run",
 		Target: "queue:" + topo.Queue, Details: map[string]any{"run_id": res.RunID, "published": res.Published,
 			"dead_lettered": res.DeadLettered}, Outcome: outcomeOf(err)})
 	if err != nil {
@@ -81,18 +89,26 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		return auditErr
 	}
 
-	src, err := broker.OpenDLQSource(conn, topo.DeadLetterQueue, 1000)
+	ingester, err := opts.Ingester(ctx)
+	if err != nil {
+		return err
+	}
+	src, err := opts.Source(topo.DeadLetterQueue, 1000)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	stats, err := deadletter.Ingest(ctx, pool, src, deadletter.IngestOptions{Actor: opts.Actor(), Queue: topo.DeadLetterQueue})
+	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{Queue: topo.DeadLetterQueue})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "captured %d letters from %s (%d new)\n\n", stats.Received, topo.DeadLetterQueue, stats.Stored)
 
-	summary, err := deadletter.NewArchive(pool, opts.Actor()).Summary(ctx)
+	archive, err := opts.Archive(ctx)
+	if err != nil {
+		return err
+	}
+	summary, err := archive.Summary(ctx)
 	if err != nil {
 		return err
 	}
@@ -113,6 +129,15 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		"  expiryctl dlq list --search %s\n"+
 		"  expiryctl dlq show <ID from the list>\n", res.RunID, staged, res.RunID)
 	return nil
+}
+
+// recordDemo records the demo's run, whether or not it went well.
+func recordDemo(ctx context.Context, opts *DemoOptions, e audit.Entry) error {
+	rec, err := opts.Recorder(ctx)
+	if err != nil {
+		return err
+	}
+	return rec.Record(ctx, e)
 }
 
 func outcomeOf(err error) audit.Outcome {

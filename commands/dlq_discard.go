@@ -6,17 +6,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
 // DLQDiscardOptions holds what `expiryctl dlq discard` needs.
 type DLQDiscardOptions struct {
 	IO        *IOStreams
-	Actor     func() string
-	DB        func(context.Context) (*pgxpool.Pool, error)
+	Requests  func(context.Context) (service.Requests, error)
 	Now       func() time.Time
 	Selection selectionFlags
 	Why       string
@@ -26,7 +25,7 @@ type DLQDiscardOptions struct {
 
 // NewCmdDLQDiscard builds `expiryctl dlq discard`.
 func NewCmdDLQDiscard(f *Factory, runF func(context.Context, *DLQDiscardOptions) error) *cobra.Command {
-	opts := &DLQDiscardOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &DLQDiscardOptions{IO: f.IO, Requests: f.Requests, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "discard (--id ID... | FILTER --max N) --why TEXT",
 		Short: "Ask to mark letters as never to be retried (approval required)",
@@ -48,25 +47,29 @@ approved and run (` + "`expiryctl replay run REQ`" + `), its letters are marked
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			svc, err := replayService(cmd.Context(), opts.DB, opts.Actor, opts.Now)
-			if err != nil {
-				return err
-			}
-			created, err := svc.Create(cmd.Context(), opts.request)
-			if err != nil {
-				return err
-			}
-			if opts.Output.value == "json" {
-				return writeJSON(opts.IO.Out, created.Request)
-			}
-			r := created.Request
-			fmt.Fprintf(opts.IO.Out, "discard request %d is %s: %d letters\n", r.ID, r.Status, r.Items)
-			fmt.Fprintf(opts.IO.ErrOut, "next: ask an approver to review it with `expiryctl replay show %d` and `expiryctl replay approve %d`, then `expiryctl replay run %d`\n", r.ID, r.ID, r.ID)
-			return nil
+			return dlqDiscardRun(cmd.Context(), opts)
 		},
 	}
 	opts.Selection.register(cmd)
 	cmd.Flags().StringVar(&opts.Why, "why", "", "the incident or ticket (required)")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
+}
+
+func dlqDiscardRun(ctx context.Context, opts *DLQDiscardOptions) error {
+	svc, err := opts.Requests(ctx)
+	if err != nil {
+		return err
+	}
+	created, err := svc.Create(ctx, opts.request)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, created.Request)
+	}
+	r := created.Request
+	fmt.Fprintf(opts.IO.Out, "discard request %d is %s: %d letters\n", r.ID, r.Status, r.Items)
+	fmt.Fprintf(opts.IO.ErrOut, "next: ask an approver to review it with `expiryctl replay show %d` and `expiryctl replay approve %d`, then `expiryctl replay run %d`\n", r.ID, r.ID, r.ID)
+	return nil
 }

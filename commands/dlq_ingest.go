@@ -6,21 +6,20 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // DLQIngestOptions holds what `expiryctl dlq ingest` needs.
 type DLQIngestOptions struct {
-	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
-	AMQP   func() (*amqp.Connection, error)
+	IO       *IOStreams
+	Ingester func(context.Context) (service.Ingester, error)
+	// Source opens a consumer on a queue, allowed prefetch letters ahead.
+	Source func(queue string, prefetch int) (service.DLQSource, error)
+	Signer func(context.Context) (service.AuditSigner, error)
 	Getenv func(string) string
 
 	Queue       string
@@ -37,7 +36,7 @@ type DLQIngestOptions struct {
 
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
 func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
-	opts := &DLQIngestOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, AMQP: f.AMQP, Getenv: f.Getenv}
+	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner, Getenv: f.Getenv}
 	cmd := &cobra.Command{
 		Use:   "ingest --queue QUEUE",
 		Short: "Capture a dead-letter queue into the archive",
@@ -111,18 +110,14 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 			return &FlagError{Err: err}
 		}
 	}
-	pool, err := opts.DB(ctx)
-	if err != nil {
-		return err
-	}
-	conn, err := opts.AMQP()
+	ingester, err := opts.Ingester(ctx)
 	if err != nil {
 		return err
 	}
 	// Batches are pipelined: two are written while the next is received, so
 	// the broker must be allowed to send at least three batches ahead.
 	prefetch := max(opts.Prefetch, 3*opts.Batch)
-	src, err := broker.OpenDLQSource(conn, opts.Queue, prefetch)
+	src, err := opts.Source(opts.Queue, prefetch)
 	if err != nil {
 		return err
 	}
@@ -133,9 +128,13 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		if err != nil {
 			return fmt.Errorf("cannot read --checkpoint-key: %w", err)
 		}
+		signer, err := opts.Signer(ctx)
+		if err != nil {
+			return err
+		}
 		checkpoints, stop := context.WithCancel(ctx)
 		defer stop()
-		go audit.CheckpointEvery(checkpoints, pool, opts.Actor(), string(key), opts.CheckpointEvery, func(cp audit.Checkpoint, err error) {
+		go signer.SignEvery(checkpoints, string(key), opts.CheckpointEvery, func(cp audit.Checkpoint, err error) {
 			if err != nil {
 				fmt.Fprintf(opts.IO.ErrOut, "warning: no audit checkpoint this time: %v\n", err)
 				return
@@ -156,8 +155,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				opts.Queue, s.Stored, s.Duplicates, s.Rate())
 		}
 	}
-	stats, err := deadletter.Ingest(ctx, pool, src, deadletter.IngestOptions{
-		Actor: opts.Actor(), Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
+	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{
+		Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
 	})
 	if opts.IO.StderrTTY {

@@ -9,18 +9,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // DLQListOptions holds what `expiryctl dlq list` needs.
 type DLQListOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
+	IO      *IOStreams
+	Archive func(context.Context) (service.Archive, error)
+	Now     func() time.Time
 
 	Reasons []string
 	Status  string
@@ -35,7 +34,7 @@ type DLQListOptions struct {
 
 // NewCmdDLQList builds `expiryctl dlq list`.
 func NewCmdDLQList(f *Factory, runF func(context.Context, *DLQListOptions) error) *cobra.Command {
-	opts := &DLQListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &DLQListOptions{IO: f.IO, Archive: f.Archive, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, newest first",
@@ -131,11 +130,10 @@ func listCells(streams *IOStreams, r deadletter.Row, now time.Time) []string {
 }
 
 func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
-	pool, err := opts.DB(ctx)
+	archive, err := opts.Archive(ctx)
 	if err != nil {
 		return err
 	}
-	archive := deadletter.NewArchive(pool, opts.Actor())
 	if opts.Limit == 0 {
 		return streamList(ctx, archive, opts)
 	}
@@ -194,7 +192,7 @@ func csvCells(r deadletter.Row) []string {
 
 // streamList writes every match as it is read: a JSON array element by
 // element, CSV row by row, or a table in chunks, never the whole result at once.
-func streamList(ctx context.Context, archive *deadletter.Archive, opts *DLQListOptions) error {
+func streamList(ctx context.Context, archive service.Archive, opts *DLQListOptions) error {
 	// One write per row would make the kernel, not the query, the cost of a
 	// large export.
 	buffered := bufio.NewWriterSize(opts.IO.Out, 64<<10)
@@ -205,7 +203,7 @@ func streamList(ctx context.Context, archive *deadletter.Archive, opts *DLQListO
 	return buffered.Flush()
 }
 
-func streamListTo(ctx context.Context, archive *deadletter.Archive, opts *DLQListOptions, out io.Writer) error {
+func streamListTo(ctx context.Context, archive service.Archive, opts *DLQListOptions, out io.Writer) error {
 	switch opts.Output.value {
 	case "json":
 		first := true

@@ -7,18 +7,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // DLQPurgeOptions holds what `expiryctl dlq purge` needs.
 type DLQPurgeOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
+	IO *IOStreams
+	// Policy gives the default window; Retention redacts.
+	Policy    func(context.Context) (service.Policy, error)
+	Retention func(context.Context) (service.Retention, error)
 
 	OlderThan string
 	DryRun    bool
@@ -29,7 +29,7 @@ type DLQPurgeOptions struct {
 
 // NewCmdDLQPurge builds `expiryctl dlq purge`.
 func NewCmdDLQPurge(f *Factory, runF func(context.Context, *DLQPurgeOptions) error) *cobra.Command {
-	opts := &DLQPurgeOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &DLQPurgeOptions{IO: f.IO, Policy: f.Policy, Retention: f.Retention}
 	cmd := &cobra.Command{
 		Use:   "purge [--older-than DURATION] (--dry-run | --yes)",
 		Short: "Redact payloads and headers past the retention window",
@@ -83,19 +83,23 @@ func parseWindow(s string) (time.Duration, error) {
 }
 
 func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
-	pool, err := opts.DB(ctx)
+	retention, err := opts.Retention(ctx)
 	if err != nil {
 		return err
 	}
 	if opts.window == 0 {
-		pol, err := replay.LoadPolicy(ctx, pool)
+		policy, err := opts.Policy(ctx)
+		if err != nil {
+			return err
+		}
+		pol, err := policy.Load(ctx)
 		if err != nil {
 			return err
 		}
 		opts.window = pol.Retention
 	}
-	purge := deadletter.PurgeOptions{Actor: opts.Actor(), OlderThan: opts.window, DryRun: opts.DryRun}
-	preview, err := deadletter.PurgePreview(ctx, pool, opts.window)
+	purge := deadletter.PurgeOptions{OlderThan: opts.window, DryRun: opts.DryRun}
+	preview, err := retention.Preview(ctx, opts.window)
 	if err != nil {
 		return err
 	}
@@ -116,7 +120,7 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 			fmt.Fprintf(opts.IO.ErrOut, "\r\x1b[Kredacted %d of %d", r.Redacted, preview.Redacted)
 		}
 	}
-	res, err := deadletter.Purge(ctx, pool, purge)
+	res, err := retention.Purge(ctx, purge)
 	if opts.IO.StderrTTY && !opts.DryRun {
 		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
 	}

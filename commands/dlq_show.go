@@ -8,19 +8,18 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/letterview"
 )
 
 // DLQShowOptions holds what `expiryctl dlq show` needs.
 type DLQShowOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
+	IO      *IOStreams
+	Archive func(context.Context) (service.Archive, error)
+	Now     func() time.Time
 
 	ID           int64
 	PayloadLimit int
@@ -30,7 +29,7 @@ type DLQShowOptions struct {
 
 // NewCmdDLQShow builds `expiryctl dlq show`.
 func NewCmdDLQShow(f *Factory, runF func(context.Context, *DLQShowOptions) error) *cobra.Command {
-	opts := &DLQShowOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &DLQShowOptions{IO: f.IO, Archive: f.Archive, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show everything about one dead letter",
@@ -74,11 +73,11 @@ Every control character and terminal escape sequence is shown escaped
 }
 
 func dlqShowRun(ctx context.Context, opts *DLQShowOptions) error {
-	pool, err := opts.DB(ctx)
+	archive, err := opts.Archive(ctx)
 	if err != nil {
 		return err
 	}
-	d, err := deadletter.NewArchive(pool, opts.Actor()).Show(ctx, opts.ID)
+	d, err := archive.Show(ctx, opts.ID)
 	if err != nil {
 		return err
 	}

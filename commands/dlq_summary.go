@@ -6,24 +6,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // DLQSummaryOptions holds what `expiryctl dlq summary` needs.
 type DLQSummaryOptions struct {
-	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
-	Now    func() time.Time
-	Output *outputFormat
+	IO      *IOStreams
+	Archive func(context.Context) (service.Archive, error)
+	Now     func() time.Time
+	Output  *outputFormat
 }
 
 // NewCmdDLQSummary builds `expiryctl dlq summary`.
 func NewCmdDLQSummary(f *Factory, runF func(context.Context, *DLQSummaryOptions) error) *cobra.Command {
-	opts := &DLQSummaryOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &DLQSummaryOptions{IO: f.IO, Archive: f.Archive, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "summary",
 		Short: "Count dead letters per reason category",
@@ -44,11 +42,11 @@ a replay request), how old the oldest is, and which queues they came from.`,
 }
 
 func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
-	pool, err := opts.DB(ctx)
+	archive, err := opts.Archive(ctx)
 	if err != nil {
 		return err
 	}
-	summary, err := deadletter.NewArchive(pool, opts.Actor()).Summary(ctx)
+	summary, err := archive.Summary(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,24 +4,21 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/service"
 )
 
 // MigrateOptions holds what `expiryctl migrate` needs.
 type MigrateOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
+	IO       *IOStreams
+	Migrator func(context.Context) (service.Migrator, error)
 }
 
 // NewCmdMigrate builds `expiryctl migrate`. runF replaces the run function in
 // tests that check flag parsing only.
 func NewCmdMigrate(f *Factory, runF func(context.Context, *MigrateOptions) error) *cobra.Command {
-	opts := &MigrateOptions{IO: f.IO, Actor: f.Actor, DB: f.RawDB}
+	opts := &MigrateOptions{IO: f.IO, Migrator: f.Migrator}
 	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade expiryctl's schema in PostgreSQL",
@@ -42,16 +39,12 @@ once (runs are serialised by a PostgreSQL advisory lock).`,
 }
 
 func migrateRun(ctx context.Context, opts *MigrateOptions) error {
-	pool, err := opts.DB(ctx)
+	migrator, err := opts.Migrator(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := store.Migrate(ctx, pool)
+	res, err := migrator.Migrate(ctx)
 	if err != nil {
-		return err
-	}
-	if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "schema.migrate",
-		Details: map[string]any{"applied": res.Applied, "version": res.Version}}); err != nil {
 		return err
 	}
 	if len(res.Applied) == 0 {

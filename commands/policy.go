@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -39,14 +38,13 @@ change is audited with the values before and after.`,
 // PolicyShowOptions holds what `expiryctl policy show` needs.
 type PolicyShowOptions struct {
 	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
+	Policy func(context.Context) (service.Policy, error)
 	Output *outputFormat
 }
 
 // NewCmdPolicyShow builds `expiryctl policy show`.
 func NewCmdPolicyShow(f *Factory, runF func(context.Context, *PolicyShowOptions) error) *cobra.Command {
-	opts := &PolicyShowOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &PolicyShowOptions{IO: f.IO, Policy: f.Policy}
 	cmd := &cobra.Command{
 		Use:     "show",
 		Short:   "Show the policy",
@@ -56,37 +54,32 @@ func NewCmdPolicyShow(f *Factory, runF func(context.Context, *PolicyShowOptions)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			ctx := cmd.Context()
-			pool, err := opts.DB(ctx)
-			if err != nil {
-				return err
-			}
-			p, err := replay.LoadPolicy(ctx, pool)
-			if err != nil {
-				return err
-			}
-			pending, err := replay.PendingPolicyChanges(ctx, pool)
-			if err != nil {
-				return err
-			}
-			if err := audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor(), Action: "policy.show", Target: "policy",
-				Details: map[string]any{"pending_changes": len(pending)}}); err != nil {
-				return err
-			}
-			if opts.Output.value == "json" {
-				return writeJSON(opts.IO.Out, struct {
-					replay.Policy
-					Pending []replay.PolicyChange `json:"pending_changes"`
-				}{p, pending})
-			}
-			if err := renderPolicy(opts.IO, p); err != nil {
-				return err
-			}
-			return renderPendingChanges(opts.IO, pending)
+			return policyShowRun(cmd.Context(), opts)
 		},
 	}
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
+}
+
+func policyShowRun(ctx context.Context, opts *PolicyShowOptions) error {
+	policy, err := opts.Policy(ctx)
+	if err != nil {
+		return err
+	}
+	p, pending, err := policy.Show(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Output.value == "json" {
+		return writeJSON(opts.IO.Out, struct {
+			replay.Policy
+			Pending []replay.PolicyChange `json:"pending_changes"`
+		}{p, pending})
+	}
+	if err := renderPolicy(opts.IO, p); err != nil {
+		return err
+	}
+	return renderPendingChanges(opts.IO, pending)
 }
 
 func renderPolicy(streams *IOStreams, p replay.Policy) error {
@@ -113,15 +106,14 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 // PolicySetOptions holds what `expiryctl policy set` needs.
 type PolicySetOptions struct {
 	IO      *IOStreams
-	Actor   func() string
-	DB      func(context.Context) (*pgxpool.Pool, error)
+	Policy  func(context.Context) (service.Policy, error)
 	Changes map[string]any
 	Why     string
 }
 
 // NewCmdPolicySet builds `expiryctl policy set`.
 func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) error) *cobra.Command {
-	opts := &PolicySetOptions{IO: f.IO, Actor: f.Actor, DB: f.DB}
+	opts := &PolicySetOptions{IO: f.IO, Policy: f.Policy}
 	keys := replay.PolicyKeys()
 	names := make([]string, 0, len(keys))
 	for k := range keys {
@@ -149,21 +141,7 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			pool, err := opts.DB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			res, err := replay.SetPolicyWhy(cmd.Context(), pool, opts.Actor(), changes, opts.Why)
-			if err != nil {
-				return err
-			}
-			if !res.Applied {
-				fmt.Fprintf(opts.IO.Out, "policy change %d proposed\n", res.ChangeID)
-				fmt.Fprintf(opts.IO.ErrOut, "next: a different admin approves it with `expiryctl policy approve %d` (nothing changed yet)\n", res.ChangeID)
-				return nil
-			}
-			fmt.Fprintln(opts.IO.ErrOut, "applied at once: you are the schema owner")
-			return renderPolicy(opts.IO, res.Policy)
+			return policySetRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Why, "why", "", "why the policy should change, shown to the approving admin")
@@ -175,6 +153,24 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 		return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 	}
 	return cmd
+}
+
+func policySetRun(ctx context.Context, opts *PolicySetOptions) error {
+	policy, err := opts.Policy(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := policy.Set(ctx, opts.Changes, opts.Why)
+	if err != nil {
+		return err
+	}
+	if !res.Applied {
+		fmt.Fprintf(opts.IO.Out, "policy change %d proposed\n", res.ChangeID)
+		fmt.Fprintf(opts.IO.ErrOut, "next: a different admin approves it with `expiryctl policy approve %d` (nothing changed yet)\n", res.ChangeID)
+		return nil
+	}
+	fmt.Fprintln(opts.IO.ErrOut, "applied at once: you are the schema owner")
+	return renderPolicy(opts.IO, res.Policy)
 }
 
 func renderPendingChanges(streams *IOStreams, pending []replay.PolicyChange) error {
@@ -202,8 +198,7 @@ func renderPendingChanges(streams *IOStreams, pending []replay.PolicyChange) err
 // PolicyReviewOptions holds what `expiryctl policy approve|reject` needs.
 type PolicyReviewOptions struct {
 	IO      *IOStreams
-	Actor   func() string
-	DB      func(context.Context) (*pgxpool.Pool, error)
+	Policy  func(context.Context) (service.Policy, error)
 	Approve bool
 	ID      int64
 	Why     string
@@ -211,7 +206,7 @@ type PolicyReviewOptions struct {
 
 // NewCmdPolicyReview builds `expiryctl policy approve` or `policy reject`.
 func NewCmdPolicyReview(f *Factory, approve bool, runF func(context.Context, *PolicyReviewOptions) error) *cobra.Command {
-	opts := &PolicyReviewOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Approve: approve}
+	opts := &PolicyReviewOptions{IO: f.IO, Policy: f.Policy, Approve: approve}
 	verb, short := "approve", "Apply a proposed policy change (as an admin who did not propose it)"
 	if !approve {
 		verb, short = "reject", "Drop a proposed policy change"
@@ -241,22 +236,26 @@ by anyone outside expiryctl_admin.`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			pool, err := opts.DB(cmd.Context())
-			if err != nil {
-				return err
-			}
-			p, err := replay.ReviewPolicyChange(cmd.Context(), pool, opts.Actor(), opts.ID, approve, opts.Why)
-			if err != nil {
-				return err
-			}
-			if !approve {
-				fmt.Fprintf(opts.IO.Out, "policy change %d rejected: the policy is unchanged\n", opts.ID)
-				return nil
-			}
-			fmt.Fprintf(opts.IO.ErrOut, "policy change %d applied\n", opts.ID)
-			return renderPolicy(opts.IO, p)
+			return policyReviewRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
 	return cmd
+}
+
+func policyReviewRun(ctx context.Context, opts *PolicyReviewOptions) error {
+	policy, err := opts.Policy(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := policy.Review(ctx, opts.ID, opts.Approve, opts.Why)
+	if err != nil {
+		return err
+	}
+	if !opts.Approve {
+		fmt.Fprintf(opts.IO.Out, "policy change %d rejected: the policy is unchanged\n", opts.ID)
+		return nil
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "policy change %d applied\n", opts.ID)
+	return renderPolicy(opts.IO, p)
 }

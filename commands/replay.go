@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/requestview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -36,16 +36,6 @@ confirms, a canary and stop conditions, keeping each job's identity
 		NewCmdReplayReview(f, replay.StatusApproved, nil), NewCmdReplayReview(f, replay.StatusRejected, nil),
 		NewCmdReplayCancel(f, nil), NewCmdReplayRun(f, nil))
 	return cmd
-}
-
-// serviceFactory builds a replay.Service for a command; identity rules are
-// applied by the service against the policy.
-func replayService(ctx context.Context, db func(context.Context) (*pgxpool.Pool, error), actor func() string, now func() time.Time) (*replay.Service, error) {
-	pool, err := db(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &replay.Service{Pool: pool, Actor: actor(), Now: now}, nil
 }
 
 // selectionFlags are the flags that choose letters, shared by `replay
@@ -96,10 +86,9 @@ func (s *selectionFlags) resolve(now time.Time) (replay.Selection, error) {
 
 // ReplayRequestOptions holds what `expiryctl replay request` needs.
 type ReplayRequestOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
+	IO       *IOStreams
+	Requests func(context.Context) (service.Requests, error)
+	Now      func() time.Time
 
 	Selection       selectionFlags
 	Rate            float64
@@ -116,7 +105,7 @@ type ReplayRequestOptions struct {
 
 // NewCmdReplayRequest builds `expiryctl replay request`.
 func NewCmdReplayRequest(f *Factory, runF func(context.Context, *ReplayRequestOptions) error) *cobra.Command {
-	opts := &ReplayRequestOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &ReplayRequestOptions{IO: f.IO, Requests: f.Requests, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "request (--id ID... | FILTER --max N) --why TEXT",
 		Short: "Ask for a replay of one letter or a bounded cohort",
@@ -174,7 +163,7 @@ matches letters waiting for a decision, oldest first, up to --max.`,
 }
 
 func replayRequestRun(ctx context.Context, opts *ReplayRequestOptions) error {
-	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,18 +186,16 @@ func replayRequestRun(ctx context.Context, opts *ReplayRequestOptions) error {
 
 // ReplayShowOptions holds what `expiryctl replay show` needs.
 type ReplayShowOptions struct {
-	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
-	Now    func() time.Time
-	ID     int64
-	Sample int
-	Output *outputFormat
+	IO       *IOStreams
+	Requests func(context.Context) (service.Requests, error)
+	ID       int64
+	Sample   int
+	Output   *outputFormat
 }
 
 // NewCmdReplayShow builds `expiryctl replay show`.
 func NewCmdReplayShow(f *Factory, runF func(context.Context, *ReplayShowOptions) error) *cobra.Command {
-	opts := &ReplayShowOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &ReplayShowOptions{IO: f.IO, Requests: f.Requests}
 	cmd := &cobra.Command{
 		Use:   "show REQ",
 		Short: "Show everything an approver approves",
@@ -248,7 +235,7 @@ func requestIDArg(verb string) cobra.PositionalArgs {
 }
 
 func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
-	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -283,19 +270,18 @@ func renderRequest(streams *IOStreams, d replay.Detail) error {
 
 // ReplayListOptions holds what `expiryctl replay list` needs.
 type ReplayListOptions struct {
-	IO     *IOStreams
-	Actor  func() string
-	DB     func(context.Context) (*pgxpool.Pool, error)
-	Now    func() time.Time
-	Status string
-	Limit  int
-	Output *outputFormat
-	status replay.Status
+	IO       *IOStreams
+	Requests func(context.Context) (service.Requests, error)
+	Now      func() time.Time
+	Status   string
+	Limit    int
+	Output   *outputFormat
+	status   replay.Status
 }
 
 // NewCmdReplayList builds `expiryctl replay list`.
 func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions) error) *cobra.Command {
-	opts := &ReplayListOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &ReplayListOptions{IO: f.IO, Requests: f.Requests, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Short:   "List replay and discard requests, newest first",
@@ -330,7 +316,7 @@ func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions)
 }
 
 func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
-	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -356,9 +342,7 @@ func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
 // ReplayReviewOptions holds what `expiryctl replay approve|reject` needs.
 type ReplayReviewOptions struct {
 	IO            *IOStreams
-	Actor         func() string
-	DB            func(context.Context) (*pgxpool.Pool, error)
-	Now           func() time.Time
+	Requests      func(context.Context) (service.Requests, error)
 	Decision      replay.Status
 	ID            int64
 	Why           string
@@ -371,7 +355,7 @@ type ReplayReviewOptions struct {
 
 // NewCmdReplayReview builds `expiryctl replay approve` or `reject`.
 func NewCmdReplayReview(f *Factory, decision replay.Status, runF func(context.Context, *ReplayReviewOptions) error) *cobra.Command {
-	opts := &ReplayReviewOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now, Decision: decision}
+	opts := &ReplayReviewOptions{IO: f.IO, Requests: f.Requests, Decision: decision}
 	verb := "approve"
 	short := "Approve a request (as an approver who is not the requester)"
 	example := `  expiryctl replay show 7
@@ -419,7 +403,7 @@ approval authorises one run of exactly the frozen cohort.`,
 }
 
 func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
-	svc, err := replayService(ctx, opts.DB, opts.Actor, opts.Now)
+	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -455,17 +439,15 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 
 // ReplayCancelOptions holds what `expiryctl replay cancel` needs.
 type ReplayCancelOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
-	ID    int64
-	Why   string
+	IO       *IOStreams
+	Requests func(context.Context) (service.Requests, error)
+	ID       int64
+	Why      string
 }
 
 // NewCmdReplayCancel builds `expiryctl replay cancel`.
 func NewCmdReplayCancel(f *Factory, runF func(context.Context, *ReplayCancelOptions) error) *cobra.Command {
-	opts := &ReplayCancelOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now}
+	opts := &ReplayCancelOptions{IO: f.IO, Requests: f.Requests}
 	cmd := &cobra.Command{
 		Use:   "cancel REQ",
 		Short: "Cancel a pending, approved, running or halted request",
@@ -478,18 +460,22 @@ letters not yet replayed are free again.`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			svc, err := replayService(cmd.Context(), opts.DB, opts.Actor, opts.Now)
-			if err != nil {
-				return err
-			}
-			r, err := svc.Cancel(cmd.Context(), opts.ID, opts.Why)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(opts.IO.Out, "replay request %d is %s\n", r.ID, r.Status)
-			return nil
+			return replayCancelRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Why, "why", "", "your reason, kept in the audit trail")
 	return cmd
+}
+
+func replayCancelRun(ctx context.Context, opts *ReplayCancelOptions) error {
+	svc, err := opts.Requests(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := svc.Cancel(ctx, opts.ID, opts.Why)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "replay request %d is %s\n", r.ID, r.Status)
+	return nil
 }

@@ -6,20 +6,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
 // ReplayRunOptions holds what `expiryctl replay run` needs.
 type ReplayRunOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	AMQP  func() (*amqp.Connection, error)
-	Now   func() time.Time
+	IO     *IOStreams
+	Runner func(context.Context) (service.Runner, error)
 
 	ID     int64
 	DryRun bool
@@ -28,7 +24,7 @@ type ReplayRunOptions struct {
 
 // NewCmdReplayRun builds `expiryctl replay run`.
 func NewCmdReplayRun(f *Factory, runF func(context.Context, *ReplayRunOptions) error) *cobra.Command {
-	opts := &ReplayRunOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, AMQP: f.AMQP, Now: f.Now}
+	opts := &ReplayRunOptions{IO: f.IO, Runner: f.Runner}
 	cmd := &cobra.Command{
 		Use:   "run REQ",
 		Short: "Run an approved request (or resume one whose runner died)",
@@ -88,24 +84,19 @@ so an approver can look before approving.`,
 }
 
 func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
-	pool, err := opts.DB(ctx)
+	runner, err := opts.Runner(ctx)
 	if err != nil {
 		return err
 	}
-	runner, closeBroker, err := newRunner(ctx, pool, opts.Actor(), opts.ID, opts.AMQP)
-	if err != nil {
-		return err
-	}
-	defer closeBroker()
-	runner.Now = opts.Now
 	if opts.DryRun {
 		return replayDryRun(ctx, opts, runner)
 	}
 
+	var progress func(replay.Progress)
 	if opts.IO.StderrTTY {
-		runner.Progress = func(p replay.Progress) { printRunProgress(opts.IO, p) }
+		progress = func(p replay.Progress) { printRunProgress(opts.IO, p) }
 	}
-	res, runErr := runner.Run(ctx, opts.ID)
+	res, runErr := runner.Run(ctx, opts.ID, progress)
 	if opts.IO.StderrTTY {
 		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
 	}
@@ -182,7 +173,7 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 	return nil
 }
 
-func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner *replay.Runner) error {
+func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner service.Runner) error {
 	res, err := runner.DryRun(ctx, opts.ID)
 	if err != nil {
 		return err
@@ -202,26 +193,4 @@ func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner *replay.Ru
 		res.Request.Kind, res.Request.ID, res.Request.Status, res.Counts["replay"], res.Counts["skip"], res.Counts["block"],
 		res.Counts["discard"], res.Counts["done"])
 	return nil
-}
-
-// newRunner builds the runner for request id. A discard publishes nothing,
-// so it does not dial RabbitMQ; the kind is read here only to decide that,
-// and the runner reads the request again under its lock. closeBroker
-// releases the broker's channels.
-func newRunner(ctx context.Context, pool *pgxpool.Pool, actor string, id int64,
-	dial func() (*amqp.Connection, error)) (runner *replay.Runner, closeBroker func(), err error) {
-	runner = &replay.Runner{Pool: pool, Actor: actor}
-	if req, err := replay.Get(ctx, pool, id); err == nil && req.Kind == replay.KindDiscard {
-		return runner, func() {}, nil
-	}
-	conn, err := dial()
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := replay.NewAMQPBroker(conn)
-	if err != nil {
-		return nil, nil, err
-	}
-	runner.Broker, runner.PublishAs = b, b.User()
-	return runner, func() { _ = b.Close() }, nil
 }

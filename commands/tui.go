@@ -6,40 +6,29 @@ import (
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mattn/go-isatty"
 	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/tui"
 )
 
 // TUIOptions holds what `expiryctl tui` needs.
 type TUIOptions struct {
-	IO    *IOStreams
-	Actor func() string
-	DB    func(context.Context) (*pgxpool.Pool, error)
-	Now   func() time.Time
-	// NewRunner and NewAudit build the adapters the run and audit screens
-	// call over the same pool and actor as the other services; nil leaves
-	// those screens saying how to do it from a shell instead.
-	NewRunner func(pool *pgxpool.Pool, actor string) tui.Runner
-	NewAudit  func(pool *pgxpool.Pool, actor string) tui.AuditTrail
+	IO *IOStreams
+	// Recorder records the session's opening; Services are what the
+	// screens call, the same services the other commands use.
+	Recorder func(context.Context) (service.Recorder, error)
+	Services func(context.Context) (tui.Services, error)
 
 	Refresh time.Duration
 }
 
 // NewCmdTUI builds `expiryctl tui`.
 func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra.Command {
-	opts := &TUIOptions{IO: f.IO, Actor: f.Actor, DB: f.DB, Now: f.Now,
-		NewRunner: func(pool *pgxpool.Pool, actor string) tui.Runner {
-			return &tuiRunner{pool: pool, actor: actor, amqp: f.AMQP}
-		},
-		NewAudit: func(pool *pgxpool.Pool, actor string) tui.AuditTrail { return &tuiAudit{pool: pool, actor: actor} },
-	}
+	opts := &TUIOptions{IO: f.IO, Recorder: f.Recorder, Services: f.TUIServices}
 	cmd := &cobra.Command{
 		Use:   "tui",
 		Short: "Triage and review in a terminal UI",
@@ -79,29 +68,19 @@ func tuiRun(ctx context.Context, opts *TUIOptions) error {
 	if !opts.IO.StdoutTTY || !isTerminal(opts.IO.In) {
 		return flagErrorf("expiryctl tui needs a terminal on stdin and stdout: in scripts use `expiryctl dlq summary`, `dlq list` and `replay list`")
 	}
-	pool, err := opts.DB(ctx)
+	rec, err := opts.Recorder(ctx)
 	if err != nil {
 		return err
 	}
-	actor := opts.Actor()
 	// The session is audited once here; the summary and list refresh on a
 	// timer and are not, while opening a letter's payload always is.
-	if err := audit.Record(ctx, pool, audit.Entry{Actor: actor, Action: "tui.open",
+	if err := rec.Record(ctx, audit.Entry{Action: "tui.open",
 		Details: map[string]any{"refresh": opts.Refresh.String()}}); err != nil {
 		return err
 	}
-	svc := tui.Services{
-		Archive:  deadletter.NewArchive(pool, actor).WithoutListingAudit(),
-		Requests: &replay.Service{Pool: pool, Actor: actor, Now: opts.Now},
-		Policy:   func(ctx context.Context) (replay.Policy, error) { return replay.LoadPolicy(ctx, pool) },
-		Actor:    actor,
-		Now:      opts.Now,
-	}
-	if opts.NewRunner != nil {
-		svc.Runner = opts.NewRunner(pool, actor)
-	}
-	if opts.NewAudit != nil {
-		svc.Audit = opts.NewAudit(pool, actor)
+	svc, err := opts.Services(ctx)
+	if err != nil {
+		return err
 	}
 	r := lipgloss.NewRenderer(opts.IO.Out)
 	if !opts.IO.Color {

@@ -4,34 +4,26 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui"
 )
 
 // tuiRunner runs requests for the terminal UI with the same runner as
-// `replay run`, connecting to RabbitMQ only when a run starts.
+// `replay run`, translating its progress into what the run screen shows.
 type tuiRunner struct {
-	pool  *pgxpool.Pool
-	actor string
-	amqp  func() (*amqp.Connection, error)
+	runner service.Runner
+	// request reads the request unaudited, for its rate ceiling and canary.
+	request func(ctx context.Context, id int64) (replay.Request, error)
 }
 
 func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProgress)) (tui.RunSummary, error) {
-	req, err := replay.Get(ctx, r.pool, id)
+	req, err := r.request(ctx, id)
 	if err != nil {
 		return tui.RunSummary{}, err
 	}
-	runner, closeBroker, err := newRunner(ctx, r.pool, r.actor, id, r.amqp)
-	if err != nil {
-		return tui.RunSummary{}, err
-	}
-	defer closeBroker()
-	runner.Progress = func(p replay.Progress) { progress(tuiProgress(p, req)) }
-	res, err := runner.Run(ctx, id)
+	res, err := r.runner.Run(ctx, id, func(p replay.Progress) { progress(tuiProgress(p, req)) })
 	summary := tui.RunSummary{Status: res.Status, HaltReason: res.HaltReason, Final: tui.RunProgress{
 		Total: res.Items, Done: res.Confirmed + res.Skipped + res.Failed, Confirmed: res.Confirmed,
 		Skipped: res.Skipped, Failed: res.Failed, Limit: req.Rate,
@@ -66,17 +58,14 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 }
 
 // tuiAudit reads and verifies the trail for the terminal UI's audit screen.
-type tuiAudit struct {
-	pool  *pgxpool.Pool
-	actor string
-}
+type tuiAudit struct{ reviewer service.AuditReviewer }
 
 func (a *tuiAudit) List(ctx context.Context, f tui.AuditFilter, before int64, limit int) (tui.AuditPage, error) {
 	var after *audit.Cursor
 	if before > 0 {
 		after = &audit.Cursor{Seq: before}
 	}
-	page, err := a.reviewer().List(ctx, audit.Filter{Actor: f.Actor, Action: f.Action, Target: f.Target}, after, limit)
+	page, err := a.reviewer.List(ctx, audit.Filter{Actor: f.Actor, Action: f.Action, Target: f.Target}, after, limit)
 	if err != nil {
 		return tui.AuditPage{}, err
 	}
@@ -92,7 +81,7 @@ func (a *tuiAudit) List(ctx context.Context, f tui.AuditFilter, before int64, li
 }
 
 func (a *tuiAudit) Verify(ctx context.Context) (tui.AuditCheck, error) {
-	res, err := a.reviewer().Verify(ctx, 0, nil)
+	res, err := a.reviewer.Verify(ctx, 0, nil)
 	check := tui.AuditCheck{OK: err == nil, Rows: res.Rows, Head: res.Head.Seq}
 	var chain *audit.ChainError
 	if errors.As(err, &chain) {
@@ -101,5 +90,3 @@ func (a *tuiAudit) Verify(ctx context.Context) (tui.AuditCheck, error) {
 	}
 	return check, err
 }
-
-func (a *tuiAudit) reviewer() *audit.Reviewer { return &audit.Reviewer{Pool: a.pool, Actor: a.actor} }

@@ -3,13 +3,11 @@ package commands
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -18,10 +16,10 @@ import (
 )
 
 // TestTUIServicesRunAndAudit drives the adapters behind the TUI's run and
-// audit screens against a real database: an approved discard request runs
-// through the same runner as `replay run` (a discard needs no broker, so
-// dialling one fails the test), and the audit screen lists and verifies the
-// trail those actions wrote.
+// audit screens, as the Factory builds them, against a real database: an
+// approved discard request runs through the same runner as `replay run` (a
+// discard needs no broker, so dialling one fails the test), and the audit
+// screen lists and verifies the trail those actions wrote.
 func TestTUIServicesRunAndAudit(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -49,11 +47,16 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runner := &tuiRunner{pool: db.Pool, actor: "bob", amqp: func() (*amqp.Connection, error) {
-		return nil, errors.New("a discard must not dial RabbitMQ")
-	}}
+	// The services come from the Factory, as `expiryctl tui` gets them; its
+	// RabbitMQ URL points nowhere, so a run that dialled would fail.
+	f, _, _ := auditFactory(t, db, "bob")
+	f.AMQPURLFlag = "amqp://nobody:secret@127.0.0.1:1/"
+	svc, err := f.TUIServices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var progressed int
-	summary, err := runner.Run(ctx, created.Request.ID, func(tui.RunProgress) { progressed++ })
+	summary, err := svc.Runner.Run(ctx, created.Request.ID, func(tui.RunProgress) { progressed++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,11 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 		t.Fatalf("%d letters discarded (%v), want 3", discarded, err)
 	}
 
-	trail := &tuiAudit{pool: db.Pool, actor: "carol"}
+	f, _, _ = auditFactory(t, db, "carol")
+	if svc, err = f.TUIServices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trail := svc.Audit
 	page, err := trail.List(ctx, tui.AuditFilter{Target: fmt.Sprintf("replay_request:%d", created.Request.ID)}, 0, 50)
 	if err != nil {
 		t.Fatal(err)

@@ -186,7 +186,7 @@ func (b *runBundle) pending(t *testing.T, nr NewRequest, ids []int64) Request {
 // runner returns a Runner for the bundle as oncall, with fast checks.
 func (b *runBundle) runner(t *testing.T) *Runner {
 	t.Helper()
-	br, err := NewAMQPBroker(b.conn)
+	br, err := newAMQPBroker(b.conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 func TestRunSendsThePropertiesTheLetterDiedWith(t *testing.T) {
 	t.Parallel()
 	b := setupRun(t)
-	br, err := NewAMQPBroker(b.conn)
+	br, err := newAMQPBroker(b.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +733,7 @@ func TestRunInterruptedByLostBrokerResumes(t *testing.T) {
 	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 60}, ids)
 	// A connection of its own, cut in the middle of the run.
 	cut := amqptest.Dial(t)
-	br, err := NewAMQPBroker(cut)
+	br, err := newAMQPBroker(cut)
 	if err != nil {
 		t.Fatal(err)
 	}

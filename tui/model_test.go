@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
 	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
@@ -30,14 +31,14 @@ func update(m Model, msg tea.Msg) (Model, tea.Cmd) {
 }
 
 type bundle struct {
-	archive  *tuitest.Archive
-	requests *tuitest.Requests
+	archive  *fakes.Archive
+	requests *fakes.Requests
 }
 
 // setup returns the TUI as actor at 80×24 after its first data arrived.
 func setup(t *testing.T, actor string) (Model, *bundle) {
 	t.Helper()
-	b := &bundle{archive: tuitest.Letters(300), requests: tuitest.NewRequests(actor, tuitest.Request(1, "alice", 2))}
+	b := &bundle{archive: fakes.Letters(300), requests: fakes.NewRequests(actor, fakes.Request(1, "alice", 2))}
 	svc := tuitest.Services(b.archive, b.requests)
 	svc.Audit = tuitest.NewAudit(50)
 	m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
@@ -201,7 +202,7 @@ func TestNoColor(t *testing.T) {
 	}
 	r := lipgloss.NewRenderer(nil)
 	r.SetColorProfile(termenv.TrueColor)
-	c := New(tuitest.Services(tuitest.Letters(3), tuitest.NewRequests("bob")), WithRenderer(r), WithRefresh(0))
+	c := New(tuitest.Services(fakes.Letters(3), fakes.NewRequests("bob")), WithRenderer(r), WithRefresh(0))
 	if !strings.Contains(c.View(), "\x1b[") {
 		t.Errorf("a colour renderer drew no styles: the theme does not use the renderer")
 	}
@@ -215,7 +216,7 @@ func TestGolden(t *testing.T) {
 	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			svc := tuitest.Services(tuitest.Letters(300), tuitest.NewRequests("bob", tuitest.Request(1, "alice", 2)))
+			svc := tuitest.Services(fakes.Letters(300), fakes.NewRequests("bob", fakes.Request(1, "alice", 2)))
 			m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(time.Hour))
 			tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(size.w, size.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("pending 1")) },
@@ -231,10 +232,10 @@ func TestGolden(t *testing.T) {
 
 func TestRunScreen(t *testing.T) {
 	t.Parallel()
-	approved := tuitest.Request(1, "alice", 4)
+	approved := fakes.Request(1, "alice", 4)
 	approved.Status = replay.StatusApproved
-	reqs := tuitest.NewRequests("bob", approved)
-	svc := tuitest.Services(tuitest.Letters(5), reqs)
+	reqs := fakes.NewRequests("bob", approved)
+	svc := tuitest.Services(fakes.Letters(5), reqs)
 	svc.Runner = &tuitest.Runner{Summary: RunSummary{Status: replay.StatusCompleted, Final: RunProgress{Total: 4, Done: 4, Confirmed: 4}}}
 	m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
 	m, _ = tuitest.Drive(t, m, update, m.Init())

@@ -1,20 +1,21 @@
 package tui
 
 import (
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/tui/backend"
 )
 
-// The interfaces and types of the services the TUI calls; see package
-// backend for their contracts.
+// The interfaces and types of the services the TUI calls; see packages
+// service and backend for their contracts.
 type (
 	// Services are everything the TUI calls.
 	Services = backend.Services
 	// Archive is the dead-letter archive (*deadletter.Archive).
-	Archive = backend.Archive
+	Archive = service.Archive
 	// OldestLister is an archive that can list oldest first.
-	OldestLister = backend.OldestLister
+	OldestLister = service.OldestLister
 	// Requests is the replay request service (*replay.Service).
-	Requests = backend.Requests
+	Requests = service.Requests
 	// Runner runs an approved request, reporting progress.
 	Runner = backend.Runner
 	// RunProgress is a snapshot of a run.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/replay"
@@ -231,7 +232,7 @@ func TestReconcileHaltedRequest(t *testing.T) {
 	if _, err := approver.Approve(ctx, created.Request.ID, replay.ReviewOptions{Why: "ok", CohortHash: shown.CohortHash}); err != nil {
 		t.Fatal(err)
 	}
-	broker, err := replay.NewAMQPBroker(conn)
+	broker, err := broker.NewAMQPBroker(conn)
 	if err != nil {
 		t.Fatal(err)
 	}

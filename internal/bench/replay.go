@@ -224,7 +224,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := replay.NewAMQPBroker(conn)
+	b, err := broker.NewAMQPBroker(conn)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB, req replay.Request, n int, queue string,
 	logf func(string, ...any)) (endToEnd, atDestination float64, err error) {
 	logf("subject: replay.Runner over request %d (%d items, rate ceiling 1e9/s)", req.ID, n)
-	b, err := replay.NewAMQPBroker(conn)
+	b, err := broker.NewAMQPBroker(conn)
 	if err != nil {
 		return 0, 0, err
 	}

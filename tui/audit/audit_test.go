@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/tui/audit"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/form"
@@ -28,7 +29,7 @@ func update(m audit.Model, msg tea.Msg) (audit.Model, tea.Cmd) { return m.Update
 
 func setup(t *testing.T, trail *tuitest.Audit) audit.Model {
 	t.Helper()
-	svc := tuitest.Services(tuitest.Letters(1), tuitest.NewRequests("alice"))
+	svc := tuitest.Services(fakes.Letters(1), fakes.NewRequests("alice"))
 	svc.Audit = trail
 	m, first := audit.New(tuitest.Context(80, 21), svc).Activate()
 	m, _ = tuitest.Drive(t, m, update, first)
@@ -78,7 +79,7 @@ func TestBrokenChain(t *testing.T) {
 
 func TestNotWired(t *testing.T) {
 	t.Parallel()
-	m, _ := audit.New(tuitest.Context(80, 21), tuitest.Services(tuitest.Letters(1), tuitest.NewRequests("alice"))).Activate()
+	m, _ := audit.New(tuitest.Context(80, 21), tuitest.Services(fakes.Letters(1), fakes.NewRequests("alice"))).Activate()
 	if !strings.Contains(m.View(), "expiryctl audit list") {
 		t.Errorf("view:\n%s", m.View())
 	}
@@ -92,7 +93,7 @@ func TestGolden(t *testing.T) {
 	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			svc := tuitest.Services(tuitest.Letters(1), tuitest.NewRequests("alice"))
+			svc := tuitest.Services(fakes.Letters(1), fakes.NewRequests("alice"))
 			svc.Audit = tuitest.NewAudit(300)
 			m, first := audit.New(tuitest.Context(size.w, size.h), svc).Activate()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))

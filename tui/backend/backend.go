@@ -1,9 +1,11 @@
-// Package backend names the services the terminal UI calls, as small
-// interfaces. The production values are the same services the commands use
-// (*deadletter.Archive, *replay.Service, replay.LoadPolicy over the pool);
-// the replay runner and the audit trail, whose APIs are still moving, are
-// reached through Runner and AuditTrail, which an adapter in commands/
-// implements. Tests pass fakes.
+// Package backend is what the terminal UI is given: Services, the services
+// it calls. The archive and the requests are the services the commands call
+// too, declared in internal/service and built by the commands' Factory
+// (commands/services.go). The run and audit screens call Runner and
+// AuditTrail, declared here because they speak the screens' language (a
+// run's canary state, an audit row as text); commands/tui_services.go
+// adapts service.Runner and service.AuditReviewer to them. Tests pass the
+// fakes of internal/fixture/fakes and tui/internal/tuitest.
 //
 // Nothing here opens a connection: the TUI only calls what it is given.
 package backend
@@ -12,45 +14,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
-
-// Archive is the read side of the dead-letter archive. *deadletter.Archive
-// implements it. List pages newest first by keyset.
-type Archive interface {
-	Summary(ctx context.Context) ([]deadletter.CategorySummary, error)
-	List(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
-	Show(ctx context.Context, id int64) (deadletter.Detail, error)
-}
-
-// OldestLister is implemented by an archive that can also list oldest first.
-// ListOldest returns up to limit letters matching f in ascending
-// (dead_lettered_at, id) order, continuing with letters strictly newer than
-// after; Page.Next is the last row's cursor when more follow. When the
-// Archive given to the TUI implements it, the letter list offers the
-// "oldest first" sort; otherwise only newest first.
-type OldestLister interface {
-	ListOldest(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
-}
-
-// OpenCounter is implemented by a Requests service that can count open
-// requests by status cheaply and without writing; the summary's live refresh
-// uses it when present instead of listing requests.
-type OpenCounter interface {
-	CountOpen(ctx context.Context) (map[replay.Status]int, error)
-}
-
-// Requests is the request side of replay. *replay.Service implements it;
-// refusals come back as *replay.Refusal.
-type Requests interface {
-	Create(ctx context.Context, nr replay.NewRequest) (replay.Created, error)
-	Show(ctx context.Context, id int64, sample int) (replay.Detail, error)
-	List(ctx context.Context, status replay.Status, limit int) ([]replay.Request, error)
-	Approve(ctx context.Context, id int64, opts replay.ReviewOptions) (replay.Request, error)
-	Reject(ctx context.Context, id int64, opts replay.ReviewOptions) (replay.Request, error)
-	Cancel(ctx context.Context, id int64, why string) (replay.Request, error)
-}
 
 // Runner runs an approved request and reports its progress. Run blocks until
 // the run completes, halts on a stop condition, is cancelled (the request's
@@ -163,11 +129,14 @@ type AuditTrail interface {
 
 // Services are everything the TUI calls. Archive and Requests are required;
 // a nil Runner or Audit leaves those screens saying what is missing; a nil
-// Policy only loses the limits shown as hints in the request form.
+// Policy only loses the limits shown as hints in the request form. When
+// Archive also implements service.OldestLister the letter list offers the
+// "oldest first" sort; when Requests implements service.OpenCounter the
+// summary counts open requests with it.
 type Services struct {
-	Archive  Archive
-	Requests Requests
-	// Policy reads the governance policy (replay.LoadPolicy over the pool).
+	Archive  service.Archive
+	Requests service.Requests
+	// Policy reads the governance policy, unaudited (service.Policy's Load).
 	Policy func(ctx context.Context) (replay.Policy, error)
 	Runner Runner
 	Audit  AuditTrail

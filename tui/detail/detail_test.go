@@ -14,6 +14,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/tui/detail"
 	"github.com/expiryctl/expiryctl/tui/form"
 	"github.com/expiryctl/expiryctl/tui/frame"
@@ -29,27 +30,27 @@ func update(m detail.Model, msg tea.Msg) (detail.Model, tea.Cmd) { return m.Upda
 
 // hostileArchive holds letter 7 whose payload and headers try to take over
 // the terminal, and letter 8 with a binary payload.
-func hostileArchive() *tuitest.Archive {
-	a := tuitest.NewArchive(tuitest.HostileLetter(7), tuitest.Letter(8))
-	d := tuitest.DetailOf(tuitest.HostileLetter(7), []byte(tuitest.Hostile+"\n\tsecond line"))
+func hostileArchive() *fakes.Archive {
+	a := fakes.NewArchive(fakes.HostileLetter(7), fakes.Letter(8))
+	d := fakes.DetailOf(fakes.HostileLetter(7), []byte(fakes.Hostile+"\n\tsecond line"))
 	d.Headers = deadletter.EncodeHeaders(map[string]any{
-		"x-error-class": "x\x1b]0;pwned\x07", "x-last-error": tuitest.Hostile,
+		"x-error-class": "x\x1b]0;pwned\x07", "x-last-error": fakes.Hostile,
 		"x-\x1b[2Jkey": map[string]any{"nested": "\x1b[10;10H"}, "x-bytes": []byte{0, 1, 0x1b, 0xff},
 	})
-	d.Incarnations = []deadletter.Row{tuitest.Letter(3)}
+	d.Incarnations = []deadletter.Row{fakes.Letter(3)}
 	a.SetDetail(d)
 	bin := make([]byte, 64)
 	for i := range bin {
 		bin[i] = byte(i * 7)
 	}
-	a.SetDetail(tuitest.DetailOf(tuitest.Letter(8), bin))
+	a.SetDetail(fakes.DetailOf(fakes.Letter(8), bin))
 	return a
 }
 
 func TestHostileLetterIsEscaped(t *testing.T) {
 	t.Parallel()
 	archive := hostileArchive()
-	m := detail.New(tuitest.Context(80, 200), tuitest.Services(archive, tuitest.NewRequests("alice")))
+	m := detail.New(tuitest.Context(80, 200), tuitest.Services(archive, fakes.NewRequests("alice")))
 	m, first := m.Open(7)
 	m, _ = tuitest.Drive(t, m, update, first)
 	view := m.View()
@@ -91,7 +92,7 @@ func TestKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := detail.New(tuitest.Context(80, 21), tuitest.Services(hostileArchive(), tuitest.NewRequests("alice")))
+			m := detail.New(tuitest.Context(80, 21), tuitest.Services(hostileArchive(), fakes.NewRequests("alice")))
 			m, first := m.Open(7)
 			m, _ = tuitest.Drive(t, m, update, first)
 			_, msgs := tuitest.Drive(t, m, update, nil, tuitest.Key(tt.key))
@@ -104,7 +105,7 @@ func TestKeys(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	t.Parallel()
-	m := detail.New(tuitest.Context(80, 21), tuitest.Services(tuitest.Letters(3), tuitest.NewRequests("alice")))
+	m := detail.New(tuitest.Context(80, 21), tuitest.Services(fakes.Letters(3), fakes.NewRequests("alice")))
 	m, first := m.Open(99)
 	m, _ = tuitest.Drive(t, m, update, first)
 	if !strings.Contains(m.View(), "dead letter 99 not found") {
@@ -120,7 +121,7 @@ func TestGolden(t *testing.T) {
 	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			m := detail.New(tuitest.Context(size.w, size.h), tuitest.Services(hostileArchive(), tuitest.NewRequests("alice")))
+			m := detail.New(tuitest.Context(size.w, size.h), tuitest.Services(hostileArchive(), fakes.NewRequests("alice")))
 			m, first := m.Open(7)
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("Dead letter 7")) },

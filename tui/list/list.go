@@ -16,6 +16,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
@@ -207,7 +208,7 @@ func (m Model) fetch(r Request) tea.Cmd {
 		defer cancel()
 		var page deadletter.Page
 		var err error
-		if ol, ok := archive.(backend.OldestLister); ok && oldest {
+		if ol, ok := archive.(service.OldestLister); ok && oldest {
 			page, err = ol.ListOldest(ctx, f, r.After, PageSize)
 		} else {
 			page, err = archive.List(ctx, f, r.After, PageSize)
@@ -347,7 +348,7 @@ func (m Model) updateKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.filter.Queue = nextOf(m.queues, m.filter.Queue)
 		return m.reload()
 	case key.Matches(k, keys.Order):
-		if _, ok := m.svc.Archive.(backend.OldestLister); !ok {
+		if _, ok := m.svc.Archive.(service.OldestLister); !ok {
 			return m, frame.Send(frame.NoticeMsg{Text: "oldest first needs the archive to list in ascending order (Archive.ListOldest); this build lists newest first"})
 		}
 		m.oldest = !m.oldest

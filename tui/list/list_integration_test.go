@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -21,7 +22,7 @@ import (
 // shares its dead_lettered_at with the one before, so that the keyset has
 // to break ties by id.
 func seedLetter(n int) deadletter.Letter {
-	at := tuitest.Epoch.Add(-time.Duration(10000-n+n%3/2) * time.Second)
+	at := fakes.Epoch.Add(-time.Duration(10000-n+n%3/2) * time.Second)
 	body := fmt.Appendf(nil, `{"reservation_id":"r-%d","expected_version":3}`, n)
 	queue := "reservation-expiry.dlq"
 	if n%4 == 0 {
@@ -68,7 +69,7 @@ func TestPagesByKeysetAgainstPostgres(t *testing.T) {
 	}
 
 	svc := backend.Services{Archive: deadletter.NewArchive(db.Pool, "tui-integration"),
-		Requests: &replay.Service{Pool: db.Pool, Actor: "tui-integration"}, Actor: "tui-integration", Now: tuitest.Now}
+		Requests: &replay.Service{Pool: db.Pool, Actor: "tui-integration"}, Actor: "tui-integration", Now: fakes.Now}
 	m := list.New(tuitest.Context(80, 21), svc)
 	m, first := m.Activate()
 	m, _ = tuitest.Drive(t, m, update, first)

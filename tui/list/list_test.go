@@ -14,9 +14,10 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
-	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/form"
 	"github.com/expiryctl/expiryctl/tui/frame"
 	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 func update(m list.Model, msg tea.Msg) (list.Model, tea.Cmd) { return m.Update(msg) }
 
 // setup returns a 80×24 list over archive, shown with its first page.
-func setup(t *testing.T, archive backend.Archive) (list.Model, *tuitest.Requests) {
+func setup(t *testing.T, archive service.Archive) (list.Model, *fakes.Requests) {
 	t.Helper()
-	reqs := tuitest.NewRequests("alice")
+	reqs := fakes.NewRequests("alice")
 	m := list.New(tuitest.Context(80, 21), tuitest.Services(archive, reqs))
 	m, first := m.Activate()
 	m, _ = tuitest.Drive(t, m, update, first)
@@ -71,7 +72,7 @@ func TestKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m, _ := setup(t, tuitest.Letters(1000))
+			m, _ := setup(t, fakes.Letters(1000))
 			m = m.SetQueues([]string{"reservation-expiry-eu.dlq", "reservation-expiry.dlq"})
 			m = press(t, m, tt.keys...)
 			if m.Cursor() != tt.wantCursor && tt.name != "search" && tt.name != "search cancelled" {
@@ -133,7 +134,7 @@ func TestActionsOpenForms(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m, reqs := setup(t, tuitest.Letters(50))
+			m, reqs := setup(t, fakes.Letters(50))
 			m = press(t, m, tt.keys[:len(tt.keys)-1]...)
 			_, msgs := tuitest.Drive(t, m, update, nil, tt.keys[len(tt.keys)-1])
 			var open *form.OpenMsg
@@ -167,7 +168,7 @@ func TestActionsOpenForms(t *testing.T) {
 
 func TestDoneMarksLettersInRequest(t *testing.T) {
 	t.Parallel()
-	m, _ := setup(t, tuitest.Letters(50))
+	m, _ := setup(t, fakes.Letters(50))
 	m = press(t, m, tuitest.Keys(" ", " ")...)
 	m, _ = tuitest.Drive(t, m, update, nil, action.DoneMsg{Verb: "request", Letters: []int64{50, 49}, Request: replay.Request{ID: 7}})
 	if len(m.Marked()) != 0 {
@@ -182,7 +183,7 @@ func TestDoneMarksLettersInRequest(t *testing.T) {
 func TestOrder(t *testing.T) {
 	t.Parallel()
 	t.Run("newest only without ListOldest", func(t *testing.T) {
-		m, _ := setup(t, tuitest.Letters(10))
+		m, _ := setup(t, fakes.Letters(10))
 		m, msgs := tuitest.Drive(t, m, update, nil, tuitest.Key("o"))
 		if m.Oldest() || len(msgs) != 2 {
 			t.Fatalf("o toggled to oldest=%v with messages %v; want a notice", m.Oldest(), msgs)
@@ -192,7 +193,7 @@ func TestOrder(t *testing.T) {
 		}
 	})
 	t.Run("oldest first with ListOldest", func(t *testing.T) {
-		m, _ := setup(t, tuitest.OldestArchive{Archive: tuitest.Letters(300)})
+		m, _ := setup(t, fakes.OldestArchive{Archive: fakes.Letters(300)})
 		m = press(t, m, tuitest.Keys("o", "pgdown", "pgdown", "pgdown", "down")...)
 		if !m.Oldest() {
 			t.Fatal("o did not switch to oldest first")
@@ -205,7 +206,7 @@ func TestOrder(t *testing.T) {
 
 func TestOutageRetry(t *testing.T) {
 	t.Parallel()
-	archive := tuitest.Letters(500)
+	archive := fakes.Letters(500)
 	m, _ := setup(t, archive)
 	archive.SetErr(errDown)
 	m = press(t, m, repeat("pgdown", 5)...)
@@ -238,11 +239,11 @@ func TestGolden(t *testing.T) {
 	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			rows := []deadletter.Row{tuitest.HostileLetter(1000)}
+			rows := []deadletter.Row{fakes.HostileLetter(1000)}
 			for i := 1; i < 200; i++ {
-				rows = append(rows, tuitest.Letter(i))
+				rows = append(rows, fakes.Letter(i))
 			}
-			svc := tuitest.Services(tuitest.NewArchive(rows...), tuitest.NewRequests("alice"))
+			svc := tuitest.Services(fakes.NewArchive(rows...), fakes.NewRequests("alice"))
 			m := list.New(tuitest.Context(size.w, size.h), svc)
 			m, first := m.Activate()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))

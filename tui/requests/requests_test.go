@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/form"
@@ -28,20 +29,20 @@ func TestMain(m *testing.M) {
 
 func update(m requests.Model, msg tea.Msg) (requests.Model, tea.Cmd) { return m.Update(msg) }
 
-func fixture(actor string) *tuitest.Requests {
-	approved := tuitest.Request(2, "carol", 3)
+func fixture(actor string) *fakes.Requests {
+	approved := fakes.Request(2, "carol", 3)
 	approved.Status, approved.ReviewedBy = replay.StatusApproved, "bob"
-	done := tuitest.Request(3, "alice", 3)
+	done := fakes.Request(3, "alice", 3)
 	done.Status = replay.StatusCompleted
-	fresh := tuitest.Request(4, "alice", 40)
+	fresh := fakes.Request(4, "alice", 40)
 	fresh.FreshKey, fresh.Why = true, "INC-9 \x1b[2Jcleared"
-	return tuitest.NewRequests(actor, tuitest.Request(1, "alice", 5), approved, done, fresh)
+	return fakes.NewRequests(actor, fakes.Request(1, "alice", 5), approved, done, fresh)
 }
 
 func setup(t *testing.T, actor string, keys ...string) (requests.Model, []tea.Msg) {
 	t.Helper()
 	reqs := fixture(actor)
-	m, first := requests.New(tuitest.Context(80, 21), tuitest.Services(tuitest.Letters(5), reqs)).Refresh()
+	m, first := requests.New(tuitest.Context(80, 21), tuitest.Services(fakes.Letters(5), reqs)).Refresh()
 	m, _ = tuitest.Drive(t, m, update, first)
 	var all []tea.Msg
 	for _, k := range keys {
@@ -127,8 +128,8 @@ func TestKeys(t *testing.T) {
 func TestApproveRefusedByFourEyes(t *testing.T) {
 	t.Parallel()
 	reqs := fixture("alice")
-	svc := tuitest.Services(tuitest.Letters(5), reqs)
-	msg := action.ReviewSpec(svc, tuitest.Request(1, "alice", 5), true).Submit(form.Values{"why": "ok"})()
+	svc := tuitest.Services(fakes.Letters(5), reqs)
+	msg := action.ReviewSpec(svc, fakes.Request(1, "alice", 5), true).Submit(form.Values{"why": "ok"})()
 	done := msg.(action.DoneMsg)
 	var refusal *replay.Refusal
 	if done.Err == nil || !asRefusal(done.Err, &refusal) || refusal.Rule != "four-eyes" {
@@ -157,7 +158,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m, first := requests.New(tuitest.Context(tc.w, tc.h), tuitest.Services(tuitest.Letters(5), fixture("bob"))).Refresh()
+			m, first := requests.New(tuitest.Context(tc.w, tc.h), tuitest.Services(fakes.Letters(5), fixture("bob"))).Refresh()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(tc.w, tc.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("3 requests")) },
 				teatest.WithDuration(5*time.Second))

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/form"
@@ -29,9 +30,9 @@ func TestMain(m *testing.M) {
 func update(m run.Model, msg tea.Msg) (run.Model, tea.Cmd) { return m.Update(msg) }
 
 func services(r backend.Runner) backend.Services {
-	approved := tuitest.Request(2, "alice", 400)
+	approved := fakes.Request(2, "alice", 400)
 	approved.Status = replay.StatusApproved
-	svc := tuitest.Services(tuitest.Letters(5), tuitest.NewRequests("bob", approved))
+	svc := tuitest.Services(fakes.Letters(5), fakes.NewRequests("bob", approved))
 	svc.Runner = r
 	return svc
 }

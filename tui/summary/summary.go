@@ -14,6 +14,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -130,7 +131,7 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
 			defer cancel()
-			if counter, ok := requests.(backend.OpenCounter); ok {
+			if counter, ok := requests.(service.OpenCounter); ok {
 				counts, err := counter.CountOpen(ctx)
 				return CountsMsg{Counts: counts, Err: err}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
 	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
@@ -28,13 +29,13 @@ func TestMain(m *testing.M) {
 
 func update(m summary.Model, msg tea.Msg) (summary.Model, tea.Cmd) { return m.Update(msg) }
 
-func fixture() (*tuitest.Archive, *tuitest.Requests) {
-	a := tuitest.Letters(40)
-	approved := tuitest.Request(2, "alice", 3)
+func fixture() (*fakes.Archive, *fakes.Requests) {
+	a := fakes.Letters(40)
+	approved := fakes.Request(2, "alice", 3)
 	approved.Status = replay.StatusApproved
-	done := tuitest.Request(3, "alice", 3)
+	done := fakes.Request(3, "alice", 3)
 	done.Status = replay.StatusCompleted
-	return a, tuitest.NewRequests("bob", tuitest.Request(1, "alice", 5), approved, done, tuitest.Request(4, "carol", 1))
+	return a, fakes.NewRequests("bob", fakes.Request(1, "alice", 5), approved, done, fakes.Request(4, "carol", 1))
 }
 
 func TestKeys(t *testing.T) {

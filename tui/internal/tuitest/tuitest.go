@@ -1,6 +1,8 @@
 // Package tuitest helps test the TUI's screens: a harness that makes any
 // screen a tea.Model for teatest, a driver that runs a screen's commands
-// synchronously for table tests, fake services, and letter factories.
+// synchronously for table tests, and fakes of the screens' own ports (the
+// run and audit screens'). The fake services and letter factories the
+// commands' tests share are in internal/fixture/fakes.
 package tuitest
 
 import (
@@ -10,19 +12,14 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/tui/frame"
 )
 
-// Epoch is the fixed "now" of every test.
-var Epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
-// Now is a clock stopped at Epoch.
-func Now() time.Time { return Epoch }
-
 // Context returns a frame of width × height with the Ascii theme and the
-// stopped clock.
+// fakes' stopped clock (fakes.Now).
 func Context(width, height int) frame.Context {
-	return frame.NewContext(width, height, frame.AsciiRenderer(), Now)
+	return frame.NewContext(width, height, frame.AsciiRenderer(), fakes.Now)
 }
 
 // Screen is what every TUI screen offers.

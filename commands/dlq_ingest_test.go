@@ -1,0 +1,137 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
+	"github.com/expiryctl/expiryctl/internal/service"
+)
+
+// TestDLQIngestRun checks what `dlq ingest` asks of its services and how
+// it reports; the capture itself (ack after commit, dedup, nothing
+// dropped) is deadletter's, tested against PostgreSQL and RabbitMQ there
+// and in e2e.
+func TestDLQIngestRun(t *testing.T) {
+	t.Parallel()
+	type bundle struct {
+		ingester *fakes.Ingester
+		source   *fakes.DLQSource
+		signer   *fakes.Signer
+		queue    string
+		prefetch int
+		out      string
+		errOut   string
+	}
+	ingest := func(t *testing.T, args ...string) (*bundle, error) {
+		t.Helper()
+		f, out, errOut := testFactory(t)
+		b := &bundle{ingester: &fakes.Ingester{Stats: deadletter.IngestStats{Stored: 2, Duplicates: 1, Elapsed: time.Second}},
+			source: fakes.NewDLQSource(deadletter.Message{Body: []byte(`{}`)}, deadletter.Message{Body: []byte(`{}`)},
+				deadletter.Message{Body: []byte(`{}`)}),
+			signer: &fakes.Signer{}}
+		err := runCmd(NewCmdDLQIngest(f, func(ctx context.Context, o *DLQIngestOptions) error {
+			o.Ingester = serve[service.Ingester](b.ingester)
+			o.Source = func(queue string, prefetch int) (service.DLQSource, error) {
+				b.queue, b.prefetch = queue, prefetch
+				return b.source, nil
+			}
+			o.Signer = serve[service.AuditSigner](b.signer)
+			return dlqIngestRun(ctx, o)
+		}), args...)
+		b.out, b.errOut = out.String(), errOut.String()
+		return b, err
+	}
+
+	t.Run("drains the queue and says what it stored", func(t *testing.T) {
+		t.Parallel()
+		b, err := ingest(t, "--queue", "reservation-expiry.dlq", "--batch", "700")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Three batches must be allowed in flight: 3 × 700 beats --prefetch 1000.
+		if b.queue != "reservation-expiry.dlq" || b.prefetch != 2100 {
+			t.Fatalf("source opened on %q with prefetch %d, want 2100", b.queue, b.prefetch)
+		}
+		opts := b.ingester.Opts[0]
+		if opts.Queue != "reservation-expiry.dlq" || opts.Batch != 700 || opts.Follow || opts.Classifier == nil {
+			t.Fatalf("ingest options %+v", opts)
+		}
+		if b.source.Acked != 3 || !b.source.Closed {
+			t.Fatalf("source acked through %d, closed %v", b.source.Acked, b.source.Closed)
+		}
+		if b.out != "" || !strings.HasPrefix(b.errOut, "ingested 3 letters from reservation-expiry.dlq: 2 stored, 1 duplicates, in 1s") {
+			t.Fatalf("stdout %q, stderr %q", b.out, b.errOut)
+		}
+	})
+	t.Run("prefetch above three batches is kept", func(t *testing.T) {
+		t.Parallel()
+		b, err := ingest(t, "--queue", "q", "--batch", "10", "--prefetch", "64")
+		if err != nil || b.prefetch != 64 {
+			t.Fatalf("prefetch %d (%v), want 64", b.prefetch, err)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		b, err := ingest(t, "--queue", "q", "-o", "json")
+		var got map[string]any
+		if err != nil || json.Unmarshal([]byte(b.out), &got) != nil || got["queue"] != "q" || got["received"] != 3.0 ||
+			got["stored"] != 2.0 || got["duplicates"] != 1.0 || got["seconds"] != 1.0 {
+			t.Fatalf("json = %v, %v:\n%s", got, err, b.out)
+		}
+	})
+	t.Run("an unreadable classes file is a flag error before any connection", func(t *testing.T) {
+		t.Parallel()
+		f, _, _ := testFactory(t)
+		err := runCmd(NewCmdDLQIngest(f, func(ctx context.Context, o *DLQIngestOptions) error {
+			o.Ingester = never[service.Ingester](t, "the ingester")
+			return dlqIngestRun(ctx, o)
+		}), "--queue", "q", "--classes", filepath.Join(t.TempDir(), "missing.json"))
+		wantExit(t, err, ExitUsage)
+	})
+	t.Run("--follow with a key signs checkpoints meanwhile", func(t *testing.T) {
+		t.Parallel()
+		key := filepath.Join(t.TempDir(), "audit.key")
+		if err := os.WriteFile(key, []byte("PRIVATE+KEY+test"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ingest(t, "--queue", "q", "--follow", "--checkpoint-key", key, "--checkpoint-every", "1m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !b.ingester.Opts[0].Follow {
+			t.Fatal("ingest did not follow")
+		}
+		// The signer runs on its own goroutine.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			keys, every := b.signer.Calls()
+			if len(keys) == 1 {
+				if keys[0] != "PRIVATE+KEY+test" || every[0] != time.Minute {
+					t.Fatalf("signed with %q every %v", keys[0], every[0])
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no checkpoint signer was started")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Run("an unreadable key stops before ingesting", func(t *testing.T) {
+		t.Parallel()
+		b, err := ingest(t, "--queue", "q", "--follow", "--checkpoint-key", filepath.Join(t.TempDir(), "none"))
+		if err == nil || !strings.Contains(err.Error(), "cannot read --checkpoint-key") {
+			t.Fatalf("error = %v", err)
+		}
+		if len(b.ingester.Opts) != 0 || !b.source.Closed {
+			t.Fatalf("ingested %d times; source closed %v", len(b.ingester.Opts), b.source.Closed)
+		}
+	})
+}

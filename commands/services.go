@@ -1,0 +1,372 @@
+package commands
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/access"
+	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/audit/reconcile"
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui"
+)
+
+// This file is the one place where services are built, for the commands and
+// for the terminal UI alike: each Factory method below connects (once, on
+// first use) and returns a service acting as the resolved actor. A command's
+// options hold these methods, not the pool, so --help and flag errors never
+// dial, and a test replaces them with fakes.
+
+// Archive returns the dead-letter archive; every query it answers is audited.
+func (f *Factory) Archive(ctx context.Context) (service.Archive, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.archive(), nil
+}
+
+// Requests returns the replay and discard requests service.
+func (f *Factory) Requests(ctx context.Context) (service.Requests, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.requests(), nil
+}
+
+// Policy returns the governance policy service.
+func (f *Factory) Policy(ctx context.Context) (service.Policy, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.policy(), nil
+}
+
+// Runner returns the runner of approved requests; it connects to RabbitMQ
+// only when it runs a replay.
+func (f *Factory) Runner(ctx context.Context) (service.Runner, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.runner(), nil
+}
+
+// Retention returns the service that redacts letters past the retention
+// window.
+func (f *Factory) Retention(ctx context.Context) (service.Retention, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &retention{s}, nil
+}
+
+// Ingester returns the service that captures a dead-letter queue.
+func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &ingester{s}, nil
+}
+
+// DLQSource opens a consumer on queue with prefetch unacknowledged letters.
+func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
+	conn, err := f.AMQP()
+	if err != nil {
+		return nil, err
+	}
+	src, err := broker.OpenDLQSource(conn, queue, prefetch)
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+// Recorder returns a writer of single audit rows.
+func (f *Factory) Recorder(ctx context.Context) (service.Recorder, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.recorder(), nil
+}
+
+// AuditReviewer returns the reader and verifier of the trail.
+func (f *Factory) AuditReviewer(ctx context.Context) (service.AuditReviewer, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.auditReviewer(), nil
+}
+
+// AuditExporter returns the exporter of the trail.
+func (f *Factory) AuditExporter(ctx context.Context) (service.AuditExporter, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &auditExporter{s.recorder()}, nil
+}
+
+// AuditSigner returns the signer of checkpoints.
+func (f *Factory) AuditSigner(ctx context.Context) (service.AuditSigner, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &auditSigner{s}, nil
+}
+
+// Reconciler returns the comparison of the governance tables with the trail.
+func (f *Factory) Reconciler(ctx context.Context) (service.Reconciler, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &reconciler{s}, nil
+}
+
+// Access returns the group membership service.
+func (f *Factory) Access(ctx context.Context) (service.Access, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &access.Service{Pool: s.pool, Actor: s.actor}, nil
+}
+
+// Migrator returns the schema migrator. It connects without checking the
+// schema, which is what it is there to create.
+func (f *Factory) Migrator(ctx context.Context) (service.Migrator, error) {
+	pool, err := f.RawDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &migrator{&services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP}}, nil
+}
+
+// TUIServices returns what the terminal UI calls: the same services as the
+// commands, over the same connection and actor. Its archive does not audit
+// listings, which the UI refreshes on a timer (opening the UI is audited
+// once instead, and a letter's payload always is).
+func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return tui.Services{}, err
+	}
+	return tui.Services{
+		Archive:  s.archive().WithoutListingAudit(),
+		Requests: s.requests(),
+		Policy:   s.policy().Load,
+		Runner:   &tuiRunner{runner: s.runner(), request: s.request},
+		Audit:    &tuiAudit{reviewer: s.auditReviewer()},
+		Actor:    s.actor,
+		Now:      s.now,
+	}, nil
+}
+
+// services builds every service over one pool, acting as one actor.
+type services struct {
+	pool  *pgxpool.Pool
+	actor string
+	now   func() time.Time
+	dial  func() (*amqp.Connection, error)
+}
+
+// services connects (checking the schema) and resolves the actor.
+func (f *Factory) services(ctx context.Context) (*services, error) {
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP}, nil
+}
+
+func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
+
+func (s *services) requests() *replay.Service {
+	return &replay.Service{Pool: s.pool, Actor: s.actor, Now: s.now}
+}
+
+func (s *services) policy() *policyService { return &policyService{s} }
+
+func (s *services) runner() *requestRunner { return &requestRunner{s} }
+
+func (s *services) recorder() *recorder { return &recorder{s} }
+
+func (s *services) auditReviewer() *audit.Reviewer {
+	return &audit.Reviewer{Pool: s.pool, Actor: s.actor}
+}
+
+// request reads a request without an audit row, for a run's progress
+// display (its rate ceiling and canary size).
+func (s *services) request(ctx context.Context, id int64) (replay.Request, error) {
+	return replay.Get(ctx, s.pool, id)
+}
+
+// requestRunner is service.Runner over replay.Runner, with a broker of its
+// own for each run.
+type requestRunner struct{ *services }
+
+func (r *requestRunner) Run(ctx context.Context, id int64, progress func(replay.Progress)) (replay.RunResult, error) {
+	runner, closeBroker, err := r.open(ctx, id)
+	if err != nil {
+		return replay.RunResult{}, err
+	}
+	defer closeBroker()
+	runner.Progress = progress
+	return runner.Run(ctx, id)
+}
+
+func (r *requestRunner) DryRun(ctx context.Context, id int64) (replay.DryRunResult, error) {
+	runner, closeBroker, err := r.open(ctx, id)
+	if err != nil {
+		return replay.DryRunResult{}, err
+	}
+	defer closeBroker()
+	return runner.DryRun(ctx, id)
+}
+
+// open builds the runner for request id. A discard publishes nothing, so it
+// does not dial RabbitMQ; the kind is read here only to decide that, and
+// the runner reads the request again under its lock. closeBroker releases
+// the broker's channels.
+func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runner, closeBroker func(), err error) {
+	runner = &replay.Runner{Pool: r.pool, Actor: r.actor, Now: r.now}
+	if req, err := replay.Get(ctx, r.pool, id); err == nil && req.Kind == replay.KindDiscard {
+		return runner, func() {}, nil
+	}
+	conn, err := r.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := broker.NewAMQPBroker(conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	runner.Broker, runner.PublishAs = b, b.User()
+	return runner, func() { _ = b.Close() }, nil
+}
+
+// policyService is service.Policy over replay's policy functions.
+type policyService struct{ *services }
+
+func (p *policyService) Load(ctx context.Context) (replay.Policy, error) {
+	return replay.LoadPolicy(ctx, p.pool)
+}
+
+func (p *policyService) Show(ctx context.Context) (replay.Policy, []replay.PolicyChange, error) {
+	pol, err := replay.LoadPolicy(ctx, p.pool)
+	if err != nil {
+		return replay.Policy{}, nil, err
+	}
+	pending, err := replay.PendingPolicyChanges(ctx, p.pool)
+	if err != nil {
+		return replay.Policy{}, nil, err
+	}
+	if err := audit.Record(ctx, p.pool, audit.Entry{Actor: p.actor, Action: "policy.show", Target: "policy",
+		Details: map[string]any{"pending_changes": len(pending)}}); err != nil {
+		return replay.Policy{}, nil, err
+	}
+	return pol, pending, nil
+}
+
+func (p *policyService) Set(ctx context.Context, changes map[string]any, why string) (replay.PolicySetResult, error) {
+	return replay.SetPolicyWhy(ctx, p.pool, p.actor, changes, why)
+}
+
+func (p *policyService) Review(ctx context.Context, id int64, approve bool, why string) (replay.Policy, error) {
+	return replay.ReviewPolicyChange(ctx, p.pool, p.actor, id, approve, why)
+}
+
+// retention is service.Retention over deadletter's purge.
+type retention struct{ *services }
+
+func (r *retention) Preview(ctx context.Context, olderThan time.Duration) (deadletter.PurgeResult, error) {
+	return deadletter.PurgePreview(ctx, r.pool, olderThan)
+}
+
+func (r *retention) Purge(ctx context.Context, opts deadletter.PurgeOptions) (deadletter.PurgeResult, error) {
+	opts.Actor = r.actor
+	return deadletter.Purge(ctx, r.pool, opts)
+}
+
+// ingester is service.Ingester over deadletter.Ingest.
+type ingester struct{ *services }
+
+func (i *ingester) Ingest(ctx context.Context, src deadletter.Source, opts deadletter.IngestOptions) (deadletter.IngestStats, error) {
+	opts.Actor = i.actor
+	return deadletter.Ingest(ctx, i.pool, src, opts)
+}
+
+// recorder is service.Recorder over audit.Record.
+type recorder struct{ *services }
+
+func (r *recorder) Record(ctx context.Context, e audit.Entry) error {
+	e.Actor = r.actor
+	return audit.Record(ctx, r.pool, e)
+}
+
+// auditExporter is service.AuditExporter over audit's export functions.
+type auditExporter struct{ *recorder }
+
+func (a *auditExporter) Append(ctx context.Context, e audit.Entry) (audit.Anchor, error) {
+	e.Actor = a.actor
+	return audit.Append(ctx, a.pool, e)
+}
+
+func (a *auditExporter) DefaultFormat(ctx context.Context, f audit.Filter) (audit.Format, error) {
+	return audit.DefaultFormat(ctx, a.pool, f)
+}
+
+func (a *auditExporter) Export(ctx context.Context, w io.Writer, format audit.Format, f audit.Filter) (audit.ExportResult, error) {
+	return audit.Export(ctx, a.pool, w, format, f)
+}
+
+func (a *auditExporter) ExportEvidence(ctx context.Context, w io.Writer, f audit.Filter) (audit.EvidenceResult, error) {
+	return audit.ExportEvidence(ctx, a.pool, w, f)
+}
+
+// auditSigner is service.AuditSigner over audit's checkpoints.
+type auditSigner struct{ *services }
+
+func (a *auditSigner) Sign(ctx context.Context, signerKey string) (audit.Checkpoint, error) {
+	return audit.SignCheckpoint(ctx, a.pool, a.actor, signerKey)
+}
+
+func (a *auditSigner) SignEvery(ctx context.Context, signerKey string, interval time.Duration, report func(audit.Checkpoint, error)) {
+	audit.CheckpointEvery(ctx, a.pool, a.actor, signerKey, interval, report)
+}
+
+// reconciler is service.Reconciler over reconcile.Audited.
+type reconciler struct{ *services }
+
+func (r *reconciler) Reconcile(ctx context.Context) (reconcile.Report, error) {
+	return reconcile.Audited(ctx, r.pool, r.actor)
+}
+
+// migrator is service.Migrator over store.Migrate, recording what it applied.
+type migrator struct{ *services }
+
+func (m *migrator) Migrate(ctx context.Context) (store.MigrationResult, error) {
+	res, err := store.Migrate(ctx, m.pool)
+	if err != nil {
+		return res, err
+	}
+	err = audit.Record(ctx, m.pool, audit.Entry{Actor: m.actor, Action: "schema.migrate",
+		Details: map[string]any{"applied": res.Applied, "version": res.Version}})
+	return res, err
+}

@@ -1,0 +1,96 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
+)
+
+// syncBuffer is a buffer a command may write from one goroutine while the
+// test reads it from another.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestWorkerRun runs the reference worker the way `expiryctl worker` does,
+// on real services (its whole job is theirs; internal/sim/worker tests what
+// it does with jobs): it declares its topology, says what it consumes, and
+// an interrupt is a clean stop, not an error.
+func TestWorkerRun(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	prefix := amqptest.Name(t, "")
+	topo := worker.NewTopology(prefix)
+	amqptest.DeleteOnCleanup(t, topo.Queues(), topo.Exchanges())
+
+	f, _, _ := testFactory(t)
+	errOut := &syncBuffer{}
+	f.IO.ErrOut = errOut
+	f.DatabaseURLFlag, f.AMQPURLFlag = db.URL, amqptest.URL()
+	t.Cleanup(f.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--prefix", prefix, "--concurrency", "2") }()
+
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(errOut.String(), "worker consuming "+topo.Queue+" (dead letters go to "+topo.DeadLetterQueue+"); Ctrl-C stops it") {
+		select {
+		case err := <-done:
+			t.Fatalf("worker stopped before consuming: %v\n%s", err, errOut)
+		case <-deadline:
+			t.Fatalf("the worker never said it consumes:\n%s", errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop when interrupted")
+	}
+}
+
+func TestWorkerRunFlagsAndConnections(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--max-attempts", "0"}, {"--concurrency", "0"}} {
+		f, _, _ := testFactory(t)
+		err := runCmd(NewCmdWorker(f, func(context.Context, *WorkerOptions) error { t.Fatal("ran"); return nil }), args...)
+		wantExit(t, err, ExitUsage)
+	}
+	f, _, _ := testFactory(t)
+	err := runCmd(NewCmdWorker(f, func(ctx context.Context, o *WorkerOptions) error {
+		o.DB = func(context.Context) (*pgxpool.Pool, error) {
+			return nil, &store.ConnectError{Address: "127.0.0.1:1", Err: errors.New("connection refused")}
+		}
+		return workerRun(ctx, o)
+	}))
+	wantExit(t, err, ExitUnavailable)
+}

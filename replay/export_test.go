@@ -1,0 +1,17 @@
+package replay
+
+import amqp "github.com/rabbitmq/amqp091-go"
+
+// AMQPTestBroker is the RabbitMQ broker as replay's own tests use it.
+type AMQPTestBroker interface {
+	Broker
+	User() string
+}
+
+// newAMQPBroker opens the RabbitMQ adapter's broker (internal/adapter/broker).
+// That package imports this one, so these in-package tests cannot import
+// it: amqp_broker_test.go, in package replay_test, sets this at init.
+var newAMQPBroker func(conn *amqp.Connection) (AMQPTestBroker, error)
+
+// UseAMQPBroker sets how replay's in-package tests open a broker.
+func UseAMQPBroker(open func(conn *amqp.Connection) (AMQPTestBroker, error)) { newAMQPBroker = open }
