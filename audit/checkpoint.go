@@ -77,7 +77,7 @@ func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey st
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
 	}
-	if err := (postgresTrail{q: pool}).CheckpointRecord(ctx, actor, head, msg); err != nil {
+	if err := newPostgresTrail(pool).CheckpointRecord(ctx, actor, head, msg); err != nil {
 		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", err)
 	}
 	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name()}, nil
@@ -108,7 +108,7 @@ func OpenCheckpoint(msg []byte, verifierKey string) (Checkpoint, error) {
 // LatestCheckpoint returns the newest stored checkpoint note, or nil when
 // none was made.
 func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
-	return postgresTrail{q: q}.CheckpointLatest(ctx)
+	return newPostgresTrail(q).CheckpointLatest(ctx)
 }
 
 // CheckpointEvery signs a checkpoint every interval until ctx is done, for a
@@ -119,7 +119,7 @@ func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
 func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string, interval time.Duration, report func(Checkpoint, error)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	trail := postgresTrail{q: pool}
+	trail := newPostgresTrail(pool)
 	var last int64 = -1
 	for {
 		select {

@@ -26,7 +26,7 @@ type Consistency struct {
 // fails with a *ChainError; where the tree the database stored still holds
 // the original rows, it names the first row that differs.
 func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpoint) (Result, Consistency, error) {
-	trail := postgresTrail{q: pool}
+	trail := newPostgresTrail(pool)
 	origin, _, err := trail.TrailGet(ctx)
 	if err != nil {
 		return Result{}, Consistency{}, fmt.Errorf("audit verify: read the trail's origin: %w", err)

@@ -29,5 +29,5 @@ var governanceActions = []string{"replay.request", "replay.approve", "replay.rej
 // GovernanceEvents returns every governance event of the trail, oldest
 // first.
 func GovernanceEvents(ctx context.Context, q store.Querier) ([]Event, error) {
-	return postgresTrail{q: q}.AuditEvents(ctx, governanceActions)
+	return newPostgresTrail(q).AuditEvents(ctx, governanceActions)
 }

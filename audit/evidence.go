@@ -104,7 +104,7 @@ const loadThreshold = 2048
 // inclusion proofs in the newest stored checkpoint. Without a checkpoint
 // there is nothing to prove against, and it says how to make one.
 func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (EvidenceResult, error) {
-	trail := postgresTrail{q: pool}
+	trail := newPostgresTrail(pool)
 	cp, err := newestCheckpoint(ctx, trail)
 	if err != nil {
 		return EvidenceResult{}, err

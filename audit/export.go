@@ -89,7 +89,7 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, format Format,
 	if _, err := bw.Write(enc.header()); err != nil {
 		return res, fmt.Errorf("audit export: %w", err)
 	}
-	err = postgresTrail{q: pool}.AuditRange(ctx, rowRange{Filter: f}, func(r *rawRow) error {
+	err = newPostgresTrail(pool).AuditRange(ctx, rowRange{Filter: f}, func(r *rawRow) error {
 		if _, err := bw.Write(enc.row(r, res.Rows == 0)); err != nil {
 			return err
 		}

@@ -115,7 +115,7 @@ func List(ctx context.Context, pool *pgxpool.Pool, f Filter, after *Cursor, limi
 		return Page{}, fmt.Errorf("audit list: limit %d: want a positive page size", limit)
 	}
 	// One row more than asked tells whether a next page exists.
-	out, err := postgresTrail{q: pool}.AuditList(ctx, auditListParams{Filter: f, After: after, Limit: limit + 1})
+	out, err := newPostgresTrail(pool).AuditList(ctx, auditListParams{Filter: f, After: after, Limit: limit + 1})
 	if err != nil {
 		return Page{}, fmt.Errorf("audit list: %w", err)
 	}

@@ -20,7 +20,9 @@ type postgresTrail struct {
 	q store.Querier
 }
 
-var _ trailStore = postgresTrail{}
+// newPostgresTrail returns the trailStore over q: a pool, a connection or
+// a transaction.
+func newPostgresTrail(q store.Querier) trailStore { return postgresTrail{q: q} }
 
 // AuditAppend implements trailStore. It uses QueryExecModeExec: one round
 // trip. A command writes one audit row, so preparing the statement first

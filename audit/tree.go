@@ -85,7 +85,7 @@ type TreeHead struct {
 // concurrent extender makes the database refuse the second (rule
 // tree-moved), which then starts again from the new end.
 func ExtendTree(ctx context.Context, pool *pgxpool.Pool) (TreeHead, error) {
-	trail := postgresTrail{q: pool}
+	trail := newPostgresTrail(pool)
 	for {
 		grew, err := extendOnce(ctx, trail)
 		var r *store.Refusal
@@ -140,7 +140,7 @@ func extendOnce(ctx context.Context, trail trailStore) (grew bool, err error) {
 // ReadTreeHead returns the head of the tree as stored, without extending
 // it: O(log n) stored hashes.
 func ReadTreeHead(ctx context.Context, q store.Querier) (TreeHead, error) {
-	return readTreeHead(ctx, postgresTrail{q: q})
+	return readTreeHead(ctx, newPostgresTrail(q))
 }
 
 func readTreeHead(ctx context.Context, trail trailStore) (TreeHead, error) {

@@ -273,7 +273,7 @@ func missingRows(from, to int64) string {
 // VerifyDB does not write an audit row itself; `audit verify` records
 // `audit.verify` with the result.
 func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor) (Result, error) {
-	return verifyDB(ctx, postgresTrail{q: pool}, from, anchor, nil)
+	return verifyDB(ctx, newPostgresTrail(pool), from, anchor, nil)
 }
 
 // verifyDB is VerifyDB over trail; when tree is given (from must then be

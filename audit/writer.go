@@ -75,7 +75,7 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 	if e.Outcome == "" {
 		e.Outcome = OK
 	}
-	seq, hash, err := postgresTrail{q: q}.AuditAppend(ctx, e.Actor, e.Action, e.Target, details, e.Outcome)
+	seq, hash, err := newPostgresTrail(q).AuditAppend(ctx, e.Actor, e.Action, e.Target, details, e.Outcome)
 	if err != nil {
 		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
 	}

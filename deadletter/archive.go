@@ -27,7 +27,7 @@ type Archive struct {
 
 // NewArchive returns an Archive over pool whose reads are audited as actor.
 func NewArchive(pool *pgxpool.Pool, actor string) *Archive {
-	return &Archive{pool: pool, letters: postgresLetters{q: pool}, actor: actor}
+	return &Archive{pool: pool, letters: newPostgresLetters(pool), actor: actor}
 }
 
 // WithoutListingAudit returns a copy of a whose Summary and List calls write

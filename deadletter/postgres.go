@@ -21,7 +21,9 @@ type postgresLetters struct {
 	q store.Querier
 }
 
-var _ letterStore = postgresLetters{}
+// newPostgresLetters returns the letterStore over q: a pool, a connection
+// or a transaction.
+func newPostgresLetters(q store.Querier) letterStore { return postgresLetters{q: q} }
 
 // LetterInsertBatch implements letterStore. The letters travel as one array
 // per column, in one round trip; ON CONFLICT on the fingerprint, inside

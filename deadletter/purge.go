@@ -38,7 +38,7 @@ type PurgeResult struct {
 // PurgePreview counts what Purge would redact for the window, without
 // changing or auditing anything; callers use it to ask for confirmation.
 func PurgePreview(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (PurgeResult, error) {
-	return postgresLetters{q: pool}.LetterPurgeCount(ctx, olderThan)
+	return newPostgresLetters(pool).LetterPurgeCount(ctx, olderThan)
 }
 
 // Purge redacts the payload and headers of letters older than the window, in
@@ -52,7 +52,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 	if opts.Batch <= 0 {
 		opts.Batch = 1000
 	}
-	letters := postgresLetters{q: pool}
+	letters := newPostgresLetters(pool)
 	// The cutoff is fixed once, by the database's clock, so that every batch
 	// works on the same window.
 	res, err := letters.LetterPurgeCount(ctx, opts.OlderThan)

@@ -33,7 +33,7 @@ func Insert(ctx context.Context, q store.Querier, letters []Letter) (StoreResult
 // crash can leave) is skipped; a letter of a job already archived links to
 // that job's latest row. The database hashes each payload itself.
 func InsertAs(ctx context.Context, q store.Querier, actor, queue string, letters []Letter) (StoreResult, error) {
-	return insertBatch(ctx, postgresLetters{q: q}, actor, queue, letters)
+	return insertBatch(ctx, newPostgresLetters(q), actor, queue, letters)
 }
 
 // insertBatch stores letters through s and says what it stored.
