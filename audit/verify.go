@@ -296,8 +296,8 @@ func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor,
 	return res, verr
 }
 
-// verifySnapshot is verifyDB inside its snapshot of the trail. cancel
-// ends ctx, which ends the read of the rows at once after a finding.
+// verifySnapshot is verifyDB inside its snapshot of the trail; after a
+// finding it cancels ctx through cancel before it returns.
 func (c *chain) verifySnapshot(ctx context.Context, cancel context.CancelFunc, trail trailStore, tree *memoryTree) (Result, error) {
 	from, anchor := c.opts.From, c.opts.Anchor
 	last, err := trail.AuditLastSeq(ctx)
