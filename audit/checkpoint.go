@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -78,9 +77,8 @@ func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey st
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `SELECT expiryctl.audit_checkpoint_record($1, $2, $3, $4)`,
-		actor, head.Size, head.Root[:], string(msg)); err != nil {
-		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", store.AsRefusal(err))
+	if err := newPostgresTrail(pool).CheckpointRecord(ctx, actor, head, msg); err != nil {
+		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", err)
 	}
 	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name()}, nil
 }
@@ -110,15 +108,7 @@ func OpenCheckpoint(msg []byte, verifierKey string) (Checkpoint, error) {
 // LatestCheckpoint returns the newest stored checkpoint note, or nil when
 // none was made.
 func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
-	var msg string
-	err := q.QueryRow(ctx, `SELECT signed_note FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1`).Scan(&msg)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return []byte(msg), nil
+	return newPostgresTrail(q).CheckpointLatest(ctx)
 }
 
 // CheckpointEvery signs a checkpoint every interval until ctx is done, for a
@@ -129,6 +119,7 @@ func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
 func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string, interval time.Duration, report func(Checkpoint, error)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	trail := newPostgresTrail(pool)
 	var last int64 = -1
 	for {
 		select {
@@ -136,8 +127,8 @@ func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey s
 			return
 		case <-ticker.C:
 		}
-		var rows int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM expiryctl.audit_log`).Scan(&rows); err != nil {
+		rows, err := trail.AuditLastSeq(ctx)
+		if err != nil {
 			if ctx.Err() == nil {
 				report(Checkpoint{}, err)
 			}

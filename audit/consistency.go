@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,8 +26,9 @@ type Consistency struct {
 // fails with a *ChainError; where the tree the database stored still holds
 // the original rows, it names the first row that differs.
 func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpoint) (Result, Consistency, error) {
-	var origin string
-	if err := pool.QueryRow(ctx, `SELECT coalesce(origin, '') FROM expiryctl.audit_trail WHERE singleton`).Scan(&origin); err != nil {
+	trail := newPostgresTrail(pool)
+	origin, _, err := trail.TrailGet(ctx)
+	if err != nil {
 		return Result{}, Consistency{}, fmt.Errorf("audit verify: read the trail's origin: %w", err)
 	}
 	if cp.Origin != origin {
@@ -34,7 +36,7 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 			Detail: fmt.Sprintf("the checkpoint is of %q, this database holds %q", cp.Origin, origin)}
 	}
 	tree := &memoryTree{}
-	res, err := verifyDB(ctx, pool, 1, nil, tree)
+	res, err := verifyDB(ctx, trail, 1, nil, tree)
 	if err != nil {
 		return res, Consistency{}, err
 	}
@@ -52,7 +54,7 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 		return res, Consistency{}, fmt.Errorf("audit verify: %w", err)
 	}
 	if root != cp.Root {
-		seq, where := firstStoredDifference(ctx, pool, tree, cp.Size)
+		seq, where := firstStoredDifference(ctx, trail, tree, cp.Size)
 		return res, Consistency{}, fail(seq, CheckpointMismatch,
 			"the first %d rows hash to %s, the checkpoint signed by %s says %s: rows up to seq %d were rewritten, inserted or removed; %s",
 			cp.Size, root, cp.Signer, cp.Root, cp.Size, where)
@@ -76,31 +78,34 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 // records, and names the first row whose stored leaf differs: the first row
 // changed since. Someone who rewrote the stored tree as well leaves nothing
 // to compare, which it says.
-func firstStoredDifference(ctx context.Context, pool *pgxpool.Pool, tree *memoryTree, size int64) (int64, string) {
-	rows, err := pool.Query(ctx, `SELECT idx, hash FROM expiryctl.audit_tree WHERE idx < $1 ORDER BY idx`, tlog.StoredHashCount(size))
-	if err != nil {
-		return size, "the stored tree could not be read to say where: " + err.Error()
-	}
-	defer rows.Close()
+func firstStoredDifference(ctx context.Context, trail trailStore, tree *memoryTree, size int64) (int64, string) {
 	var want int64
-	for rows.Next() {
-		var idx int64
-		var h []byte
-		if err := rows.Scan(&idx, &h); err != nil {
-			return size, "the stored tree could not be read to say where: " + err.Error()
-		}
+	seq, where := size, ""
+	err := trail.TreeHashesBelow(ctx, tlog.StoredHashCount(size), func(idx int64, h []byte) error {
 		if idx != want || idx >= int64(len(tree.hashes)) {
-			break
+			return errStopReading
 		}
 		want++
 		if tlog.Hash(h) == tree.hashes[idx] {
-			continue
+			return nil
 		}
 		level, n := tlog.SplitStoredHashIndex(idx)
 		if level == 0 {
-			return n + 1, fmt.Sprintf("seq %d is the first row that is not the one the tree recorded when it was extended", n+1)
+			seq, where = n+1, fmt.Sprintf("seq %d is the first row that is not the one the tree recorded when it was extended", n+1)
+		} else {
+			where = fmt.Sprintf("the stored tree itself was changed (level %d, record %d)", level, n)
 		}
-		return size, fmt.Sprintf("the stored tree itself was changed (level %d, record %d)", level, n)
+		return errStopReading
+	})
+	switch {
+	case where != "":
+		return seq, where
+	case err != nil && !errors.Is(err, errStopReading):
+		return size, "the stored tree could not be read to say where: " + err.Error()
 	}
 	return size, "the stored tree was rewritten with the rows, so which row changed first cannot be told"
 }
+
+// errStopReading ends a read through a trailStore callback early, as
+// intended.
+var errStopReading = errors.New("stop reading")

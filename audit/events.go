@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
@@ -30,21 +29,5 @@ var governanceActions = []string{"replay.request", "replay.approve", "replay.rej
 // GovernanceEvents returns every governance event of the trail, oldest
 // first.
 func GovernanceEvents(ctx context.Context, q store.Querier) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT seq, action, target, actor, db_role, details::text FROM expiryctl.audit_log
-		WHERE outcome = 'ok' AND action = ANY ($1) ORDER BY seq`, governanceActions)
-	if err != nil {
-		return nil, fmt.Errorf("read the trail's governance events: %w", err)
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var details string
-		if err := rows.Scan(&e.Seq, &e.Action, &e.Target, &e.Actor, &e.DBRole, &details); err != nil {
-			return nil, fmt.Errorf("read the trail's governance events: %w", err)
-		}
-		e.Details = json.RawMessage(details)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return newPostgresTrail(q).AuditEvents(ctx, governanceActions)
 }

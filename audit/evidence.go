@@ -14,8 +14,6 @@ import (
 	"math/bits"
 	"runtime"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,6 +75,27 @@ func DefaultFormat(ctx context.Context, q store.Querier, f Filter) (Format, erro
 	return Evidence, nil
 }
 
+// newestCheckpoint reads the newest stored checkpoint, unverified: the
+// exporter passes it on, and the reviewer checks its signature.
+func newestCheckpoint(ctx context.Context, trail trailStore) (Checkpoint, error) {
+	msg, err := trail.CheckpointLatest(ctx)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("audit export: read the newest checkpoint: %w", err)
+	}
+	if msg == nil {
+		return Checkpoint{}, errors.New("audit export: the trail has no signed checkpoint to prove rows against: sign one with `expiryctl audit checkpoint --key FILE` first")
+	}
+	n, err := noteText(msg)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
+	}
+	head, err := parseCheckpointText(n)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
+	}
+	return Checkpoint{TreeHead: head, Note: msg}, nil
+}
+
 // loadThreshold is the number of rows from which an export reads the whole
 // stored tree once rather than O(log n) hashes per row.
 const loadThreshold = 2048
@@ -85,77 +104,42 @@ const loadThreshold = 2048
 // inclusion proofs in the newest stored checkpoint. Without a checkpoint
 // there is nothing to prove against, and it says how to make one.
 func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (EvidenceResult, error) {
-	msg, err := LatestCheckpoint(ctx, pool)
-	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("audit export: read the newest checkpoint: %w", err)
-	}
-	if msg == nil {
-		return EvidenceResult{}, errors.New("audit export: the trail has no signed checkpoint to prove rows against: sign one with `expiryctl audit checkpoint --key FILE` first")
-	}
-	n, err := noteText(msg)
-	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
-	}
-	head, err := parseCheckpointText(n)
-	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("audit export: the newest stored checkpoint: %w", err)
-	}
-	cp := Checkpoint{TreeHead: head, Note: msg}
-
-	where, args := filterSQL(f)
-	params, err := textParams(args)
+	trail := newPostgresTrail(pool)
+	cp, err := newestCheckpoint(ctx, trail)
 	if err != nil {
 		return EvidenceResult{}, err
 	}
-	matched := []int64{}
-	sql := "SELECT seq FROM expiryctl.audit_log"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	rows, err := pool.Query(ctx, sql+" ORDER BY seq", args...)
+	matched, err := trail.AuditSeqs(ctx, f)
 	if err != nil {
 		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
 	}
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			rows.Close()
-			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
-		}
-		matched = append(matched, seq)
+	if matched == nil {
+		matched = []int64{} // the header lists no rows as [], not null
 	}
-	if err := rows.Err(); err != nil {
-		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
-	}
-	// The rows streamed below are those listed: no later one.
-	where = append(where, "seq <= "+strconv.FormatInt(lastOr(matched, 0), 10))
 
-	var reader tlog.HashReader = &storedTree{ctx: ctx, q: pool}
+	var reader tlog.HashReader = &storedTree{ctx: ctx, trail: trail}
 	if len(matched) >= loadThreshold {
-		if reader, err = loadStoredTree(ctx, pool, cp.Size); err != nil {
+		if reader, err = loadStoredTree(ctx, trail, cp.Size); err != nil {
 			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
 		}
 	}
 
 	bw := bufio.NewWriterSize(w, 256<<10)
-	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(msg), Filter: f, Matched: matched})
+	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(cp.Note), Filter: f, Matched: matched})
 	if err != nil {
 		return EvidenceResult{}, err
 	}
 	if _, err := bw.Write(append(header, '\n')); err != nil {
 		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
-	}
-	defer conn.Release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
 	res := EvidenceResult{Checkpoint: cp}
 	prover := newProver(ctx, cp.Size, reader, bw, len(matched) >= loadThreshold)
-	err = streamRows(ctx, conn.Conn().PgConn(), streamSQL(where), params, func(r *rawRow) error {
+	// The rows streamed are those listed: no later one.
+	last := lastOr(matched, 0)
+	err = trail.AuditRange(ctx, rowRange{Filter: f, Last: &last}, func(r *rawRow) error {
 		row := enc.row(r, true)
 		res.Rows++
 		if r.seq <= cp.Size {
@@ -478,26 +462,17 @@ func lastOr(s []int64, empty int64) int64 {
 
 // loadStoredTree reads the stored hashes of a tree of size records into
 // memory, in one streamed query.
-func loadStoredTree(ctx context.Context, pool *pgxpool.Pool, size int64) (*memoryTree, error) {
+func loadStoredTree(ctx context.Context, trail trailStore, size int64) (*memoryTree, error) {
 	want := tlog.StoredHashCount(size)
 	m := &memoryTree{hashes: make([]tlog.Hash, 0, want)}
-	rows, err := pool.Query(ctx, `SELECT idx, hash FROM expiryctl.audit_tree WHERE idx < $1 ORDER BY idx`, want)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var idx int64
-		var h []byte
-		if err := rows.Scan(&idx, &h); err != nil {
-			return nil, err
-		}
+	err := trail.TreeHashesBelow(ctx, want, func(idx int64, h []byte) error {
 		if idx != int64(len(m.hashes)) || len(h) != tlog.HashSize {
-			return nil, fmt.Errorf("the stored tree lacks hash %d", len(m.hashes))
+			return fmt.Errorf("the stored tree lacks hash %d", len(m.hashes))
 		}
 		m.hashes = append(m.hashes, tlog.Hash(h))
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if int64(len(m.hashes)) != want {

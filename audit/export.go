@@ -79,17 +79,6 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, format Format,
 	if err != nil {
 		return ExportResult{}, err
 	}
-	where, args := filterSQL(f)
-	params, err := textParams(args)
-	if err != nil {
-		return ExportResult{}, err
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return ExportResult{}, fmt.Errorf("audit export: %w", err)
-	}
-	defer conn.Release()
-
 	// Cancelling on the way out ends the query at once if writing failed
 	// half-way (a closed pipe, a full disk) instead of draining the rest.
 	ctx, cancel := context.WithCancel(ctx)
@@ -100,7 +89,7 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, format Format,
 	if _, err := bw.Write(enc.header()); err != nil {
 		return res, fmt.Errorf("audit export: %w", err)
 	}
-	err = streamRows(ctx, conn.Conn().PgConn(), streamSQL(where), params, func(r *rawRow) error {
+	err = newPostgresTrail(pool).AuditRange(ctx, rowRange{Filter: f}, func(r *rawRow) error {
 		if _, err := bw.Write(enc.row(r, res.Rows == 0)); err != nil {
 			return err
 		}

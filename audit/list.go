@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -105,8 +104,6 @@ type Page struct {
 	Next *Cursor
 }
 
-const rowColumns = `seq, at, actor, db_role, action, target, details::text, outcome, prev_hash, hash`
-
 // List returns up to limit rows matching f, newest (highest seq) first,
 // starting after the cursor when one is given. It pages by keyset on seq, so
 // a page deep in a large trail costs what the first page costs.
@@ -117,24 +114,8 @@ func List(ctx context.Context, pool *pgxpool.Pool, f Filter, after *Cursor, limi
 	if limit <= 0 {
 		return Page{}, fmt.Errorf("audit list: limit %d: want a positive page size", limit)
 	}
-	where, args := filterSQL(f)
-	if after != nil {
-		args = append(args, after.Seq)
-		where = append(where, fmt.Sprintf("seq < $%d", len(args)))
-	}
-	sql := "SELECT " + rowColumns + " FROM expiryctl.audit_log"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
 	// One row more than asked tells whether a next page exists.
-	args = append(args, limit+1)
-	sql += fmt.Sprintf(" ORDER BY seq DESC LIMIT $%d", len(args))
-
-	rows, err := pool.Query(ctx, sql, args...)
-	if err != nil {
-		return Page{}, fmt.Errorf("audit list: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanRow)
+	out, err := newPostgresTrail(pool).AuditList(ctx, auditListParams{Filter: f, After: after, Limit: limit + 1})
 	if err != nil {
 		return Page{}, fmt.Errorf("audit list: %w", err)
 	}
@@ -145,52 +126,4 @@ func List(ctx context.Context, pool *pgxpool.Pool, f Filter, after *Cursor, limi
 	}
 	page.Rows = out
 	return page, nil
-}
-
-func scanRow(row pgx.CollectableRow) (Row, error) {
-	var (
-		r              Row
-		details        string
-		prevHash, hash []byte
-	)
-	if err := row.Scan(&r.Seq, &r.At, &r.Actor, &r.DBRole, &r.Action, &r.Target, &details, &r.Outcome, &prevHash, &hash); err != nil {
-		return Row{}, err
-	}
-	r.At = r.At.UTC()
-	r.Details = json.RawMessage(details)
-	// A stored hash of the wrong length (only a tampered row has one) is
-	// shown zero-padded here; `audit verify` reports it.
-	copy(r.PrevHash[:], prevHash)
-	copy(r.Hash[:], hash)
-	return r, nil
-}
-
-// filterSQL builds only the conditions f sets, so each query gets a plan for
-// exactly its filter rather than a generic plan full of "IS NULL OR".
-func filterSQL(f Filter) ([]string, []any) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if !f.Since.IsZero() {
-		add("at >= $%d", f.Since)
-	}
-	if !f.Until.IsZero() {
-		add("at < $%d", f.Until)
-	}
-	if f.Actor != "" {
-		add("actor = $%d", f.Actor)
-	}
-	if f.Action != "" {
-		add("action = $%d", f.Action)
-	}
-	if f.Target != "" {
-		add("target = $%d", f.Target)
-	}
-	if f.ThroughSeq > 0 {
-		add("seq <= $%d", f.ThroughSeq)
-	}
-	return where, args
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -20,14 +19,19 @@ import (
 // extendBatch bounds the records added to the tree in one transaction.
 const extendBatch = 20000
 
-// storedTree reads stored hashes from the database, and from the hashes
-// about to be stored (pending, from index pendingFrom on), as a
-// tlog.HashReader.
+// storedTree reads stored hashes through trail, and from the hashes about
+// to be stored (pending, from index pendingFrom on), as a tlog.HashReader.
 type storedTree struct {
 	ctx         context.Context
-	q           store.Querier
+	trail       trailStore
 	pending     []tlog.Hash
 	pendingFrom int64
+}
+
+// inPending reports whether index idx is among the pending hashes.
+func (t *storedTree) inPending(idx int64) bool {
+	p := idx - t.pendingFrom
+	return t.pending != nil && p >= 0 && p < int64(len(t.pending))
 }
 
 // ReadHashes implements tlog.HashReader.
@@ -35,8 +39,8 @@ func (t *storedTree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
 	var want []int64
 	for i, idx := range indexes {
-		if p := idx - t.pendingFrom; t.pending != nil && p >= 0 && p < int64(len(t.pending)) {
-			out[i] = t.pending[p]
+		if t.inPending(idx) {
+			out[i] = t.pending[idx-t.pendingFrom]
 			continue
 		}
 		want = append(want, idx)
@@ -44,29 +48,19 @@ func (t *storedTree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	if len(want) == 0 {
 		return out, nil
 	}
-	rows, err := t.q.Query(t.ctx, `SELECT idx, hash FROM expiryctl.audit_tree WHERE idx = ANY($1)`, want)
+	found := make(map[int64]tlog.Hash, len(want))
+	err := t.trail.TreeHashes(t.ctx, want, func(idx int64, h []byte) error {
+		if len(h) != tlog.HashSize {
+			return fmt.Errorf("audit tree: stored hash %d is %d bytes, not %d", idx, len(h), tlog.HashSize)
+		}
+		found[idx] = tlog.Hash(h)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	found := make(map[int64]tlog.Hash, len(want))
-	for rows.Next() {
-		var idx int64
-		var h []byte
-		if err := rows.Scan(&idx, &h); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if len(h) != tlog.HashSize {
-			rows.Close()
-			return nil, fmt.Errorf("audit tree: stored hash %d is %d bytes, not %d", idx, len(h), tlog.HashSize)
-		}
-		found[idx] = tlog.Hash(h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
 	for i, idx := range indexes {
-		if p := idx - t.pendingFrom; t.pending != nil && p >= 0 && p < int64(len(t.pending)) {
+		if t.inPending(idx) {
 			continue
 		}
 		h, ok := found[idx]
@@ -91,8 +85,9 @@ type TreeHead struct {
 // concurrent extender makes the database refuse the second (rule
 // tree-moved), which then starts again from the new end.
 func ExtendTree(ctx context.Context, pool *pgxpool.Pool) (TreeHead, error) {
+	trail := newPostgresTrail(pool)
 	for {
-		grew, err := extendOnce(ctx, pool)
+		grew, err := extendOnce(ctx, trail)
 		var r *store.Refusal
 		if errors.As(err, &r) && r.Rule == "tree-moved" {
 			continue
@@ -101,45 +96,31 @@ func ExtendTree(ctx context.Context, pool *pgxpool.Pool) (TreeHead, error) {
 			return TreeHead{}, fmt.Errorf("extend the audit tree: %w", err)
 		}
 		if !grew {
-			return ReadTreeHead(ctx, pool)
+			return readTreeHead(ctx, trail)
 		}
 	}
 }
 
-// extendOnce adds up to extendBatch rows to the tree; grew says whether it
-// added any.
-func extendOnce(ctx context.Context, pool *pgxpool.Pool) (grew bool, err error) {
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var size int64
-		if err := tx.QueryRow(ctx, `SELECT tree_size FROM expiryctl.audit_trail WHERE singleton`).Scan(&size); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT seq, hash FROM expiryctl.audit_log WHERE seq > $1 ORDER BY seq LIMIT $2`, size, extendBatch)
+// extendOnce adds up to extendBatch rows to the tree, in one transaction;
+// grew says whether it added any.
+func extendOnce(ctx context.Context, trail trailStore) (grew bool, err error) {
+	err = trail.InTx(ctx, func(tx trailStore) error {
+		_, size, err := tx.TrailGet(ctx)
 		if err != nil {
 			return err
 		}
-		tree := &storedTree{ctx: ctx, q: tx, pendingFrom: tlog.StoredHashCount(size)}
-		tree.pending = []tlog.Hash{}
 		var leaves [][]byte
-		for rows.Next() {
-			var seq int64
-			var h []byte
-			if err := rows.Scan(&seq, &h); err != nil {
-				rows.Close()
-				return err
-			}
+		err = tx.AuditHashes(ctx, size, extendBatch, func(seq int64, h []byte) error {
 			if want := size + int64(len(leaves)) + 1; seq != want {
-				rows.Close()
 				return fmt.Errorf("the trail has seq %d where seq %d belongs: `expiryctl audit verify` says what changed", seq, want)
 			}
 			leaves = append(leaves, h)
-		}
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil || len(leaves) == 0 {
 			return err
 		}
-		if len(leaves) == 0 {
-			return nil
-		}
+		tree := &storedTree{ctx: ctx, trail: tx, pending: []tlog.Hash{}, pendingFrom: tlog.StoredHashCount(size)}
 		for i, leaf := range leaves {
 			hashes, err := tlog.StoredHashes(size+int64(i), leaf, tree)
 			if err != nil {
@@ -147,13 +128,8 @@ func extendOnce(ctx context.Context, pool *pgxpool.Pool) (grew bool, err error) 
 			}
 			tree.pending = append(tree.pending, hashes...)
 		}
-		newSize := size + int64(len(leaves))
-		encoded := make([][]byte, len(tree.pending))
-		for i := range tree.pending {
-			encoded[i] = tree.pending[i][:]
-		}
-		if _, err := tx.Exec(ctx, `SELECT expiryctl.audit_tree_extend($1, $2, $3)`, size, newSize, encoded); err != nil {
-			return store.AsRefusal(err)
+		if err := tx.TreeExtend(ctx, size, size+int64(len(leaves)), tree.pending); err != nil {
+			return err
 		}
 		grew = true
 		return nil
@@ -164,11 +140,16 @@ func extendOnce(ctx context.Context, pool *pgxpool.Pool) (grew bool, err error) 
 // ReadTreeHead returns the head of the tree as stored, without extending
 // it: O(log n) stored hashes.
 func ReadTreeHead(ctx context.Context, q store.Querier) (TreeHead, error) {
+	return readTreeHead(ctx, newPostgresTrail(q))
+}
+
+func readTreeHead(ctx context.Context, trail trailStore) (TreeHead, error) {
 	var head TreeHead
-	if err := q.QueryRow(ctx, `SELECT coalesce(origin, ''), tree_size FROM expiryctl.audit_trail WHERE singleton`).Scan(&head.Origin, &head.Size); err != nil {
+	var err error
+	if head.Origin, head.Size, err = trail.TrailGet(ctx); err != nil {
 		return TreeHead{}, fmt.Errorf("read the audit tree: %w", err)
 	}
-	root, err := tlog.TreeHash(head.Size, &storedTree{ctx: ctx, q: q})
+	root, err := tlog.TreeHash(head.Size, &storedTree{ctx: ctx, trail: trail})
 	if err != nil {
 		return TreeHead{}, fmt.Errorf("read the audit tree: %w", err)
 	}

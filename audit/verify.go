@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -275,25 +273,35 @@ func missingRows(from, to int64) string {
 // VerifyDB does not write an audit row itself; `audit verify` records
 // `audit.verify` with the result.
 func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor) (Result, error) {
-	return verifyDB(ctx, pool, from, anchor, nil)
+	return verifyDB(ctx, newPostgresTrail(pool), from, anchor, nil)
 }
 
-// verifyDB is VerifyDB; when tree is given (from must then be 1), every row
-// that verified is also added to it as a record.
-func verifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Anchor, tree *memoryTree) (Result, error) {
+// verifyDB is VerifyDB over trail; when tree is given (from must then be
+// 1), every row that verified is also added to it as a record.
+func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor, tree *memoryTree) (Result, error) {
 	c := newChain("the database", VerifyOptions{From: from, Anchor: anchor})
-	from = c.opts.From
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	var (
+		res  Result
+		verr error
+	)
+	err := trail.Snapshot(ctx, func(snapshot trailStore) error {
+		res, verr = c.verifySnapshot(ctx, cancel, snapshot, tree)
+		return nil
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("audit verify: %w", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to keep or lose
+	return res, verr
+}
 
-	var last int64
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM expiryctl.audit_log`).Scan(&last); err != nil {
+// verifySnapshot is verifyDB inside its snapshot of the trail; after a
+// finding it cancels ctx through cancel before it returns.
+func (c *chain) verifySnapshot(ctx context.Context, cancel context.CancelFunc, trail trailStore, tree *memoryTree) (Result, error) {
+	from, anchor := c.opts.From, c.opts.Anchor
+	last, err := trail.AuditLastSeq(ctx)
+	if err != nil {
 		return Result{}, fmt.Errorf("audit verify: read the end of the trail: %w", err)
 	}
 	if from > last+1 {
@@ -303,44 +311,42 @@ func verifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Ancho
 	// An anchor before the range is looked up on its own rather than
 	// streaming everything up to it.
 	if anchor != nil && anchor.Seq < from-1 {
-		var hash []byte
-		switch err := tx.QueryRow(ctx, `SELECT hash FROM expiryctl.audit_log WHERE seq = $1 LIMIT 1`, anchor.Seq).Scan(&hash); {
-		case errors.Is(err, pgx.ErrNoRows):
-			// finish reports it.
+		hash, found, err := trail.AuditHashAt(ctx, anchor.Seq)
+		switch {
 		case err != nil:
 			return Result{}, fmt.Errorf("audit verify: read the anchor row: %w", err)
-		default:
+		case found:
 			if ce := c.checkAnchor(anchor.Seq, hash); ce != nil {
 				return c.res, ce
 			}
 		}
+		// A missing anchor row is reported by finish.
 	}
 
 	// From the start, every row is read, so that a forged row with a seq
 	// below 1 is seen too; from further on, the reading starts at the link
 	// row From-1.
-	where, params := []string(nil), [][]byte(nil)
+	var r rowRange
 	if from > 1 {
-		where, params = []string{"seq >= $1"}, [][]byte{strconv.AppendInt(nil, from-1, 10)}
+		r.FromSeq = from - 1
 	}
 	var chainErr *ChainError
-	err = streamRows(ctx, tx.Conn().PgConn(), streamSQL(where), params,
-		func(r *rawRow) error {
-			if from > 1 && !c.haveLast && r.seq >= from {
-				// Row From-1 is not there: the link of row From cannot be
-				// checked, and its absence is itself a finding.
-				chainErr = c.fail(from-1, Gap, "row %d, which seq %d links to, is missing: rows were deleted", from-1, from)
-				return chainErr
-			}
-			if ce := add(c, r.seq, r.atMicros, r.actor, r.dbRole, r.action, r.target, r.details, r.outcome, r.prevHash, r.hash); ce != nil {
-				chainErr = ce
-				return ce
-			}
-			if tree != nil {
-				return tree.add(r.seq-1, r.hash)
-			}
-			return nil
-		})
+	err = trail.AuditRange(ctx, r, func(r *rawRow) error {
+		if from > 1 && !c.haveLast && r.seq >= from {
+			// Row From-1 is not there: the link of row From cannot be
+			// checked, and its absence is itself a finding.
+			chainErr = c.fail(from-1, Gap, "row %d, which seq %d links to, is missing: rows were deleted", from-1, from)
+			return chainErr
+		}
+		if ce := add(c, r.seq, r.atMicros, r.actor, r.dbRole, r.action, r.target, r.details, r.outcome, r.prevHash, r.hash); ce != nil {
+			chainErr = ce
+			return ce
+		}
+		if tree != nil {
+			return tree.add(r.seq-1, r.hash)
+		}
+		return nil
+	})
 	if chainErr != nil {
 		cancel()
 		return c.res, chainErr

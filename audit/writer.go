@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
@@ -77,22 +75,15 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 	if e.Outcome == "" {
 		e.Outcome = OK
 	}
-	var a Anchor
-	var hash string
-	// QueryExecModeExec: one round trip. A command writes one audit row, so
-	// preparing the statement first would only add a round trip to every
-	// command. Parameters and results then travel as text: the details are
-	// sent as JSON text, and the hash comes back as hex, whatever the
-	// session's bytea_output.
-	err := q.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_append($1, $2, $3, $4::jsonb, $5)`,
-		pgx.QueryExecModeExec, e.Actor, e.Action, e.Target, string(details), string(e.Outcome)).Scan(&a.Seq, &hash)
+	seq, hash, err := newPostgresTrail(q).AuditAppend(ctx, e.Actor, e.Action, e.Target, details, e.Outcome)
 	if err != nil {
-		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, store.AsRefusal(err))
+		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
 	}
-	if a.Hash, err = ParseHash(hash); err != nil {
+	h, err := ParseHash(hash)
+	if err != nil {
 		return Anchor{}, fmt.Errorf("audit %s: the database returned hash %q: %w", e.Action, hash, err)
 	}
-	return a, nil
+	return Anchor{Seq: seq, Hash: h}, nil
 }
 
 // ErrorText is err's message as an audit row records it: with the password

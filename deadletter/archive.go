@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -19,15 +18,16 @@ import (
 // Archive answers triage queries over the captured dead letters. Every query
 // leaves an audit row naming Actor.
 type Archive struct {
-	pool  *pgxpool.Pool
-	actor string
+	pool    *pgxpool.Pool
+	letters letterStore
+	actor   string
 	// quiet leaves summaries and listings unaudited; Show is always audited.
 	quiet bool
 }
 
 // NewArchive returns an Archive over pool whose reads are audited as actor.
 func NewArchive(pool *pgxpool.Pool, actor string) *Archive {
-	return &Archive{pool: pool, actor: actor}
+	return &Archive{pool: pool, letters: newPostgresLetters(pool), actor: actor}
 }
 
 // WithoutListingAudit returns a copy of a whose Summary and List calls write
@@ -61,40 +61,16 @@ type CategorySummary struct {
 	Queues []string `json:"queues"`
 }
 
-// Summary returns the letters per reason category. Its cost does not grow with
-// the archive: counts come from trigger-maintained tallies and the oldest
-// letter from a partial index.
+// Summary returns the letters per reason category, in the order of
+// Categories. Its cost does not grow with the archive.
 func (a *Archive) Summary(ctx context.Context) ([]CategorySummary, error) {
-	rows, err := a.pool.Query(ctx, `
-		SELECT t.reason_category,
-		       coalesce(sum(t.letters) FILTER (WHERE t.status IN ('dead', 'in_request')), 0)::bigint,
-		       sum(t.letters)::bigint,
-		       coalesce(array_agg(DISTINCT t.source_queue ORDER BY t.source_queue)
-		                FILTER (WHERE t.status IN ('dead', 'in_request') AND t.letters > 0), '{}'),
-		       (SELECT min(d.dead_lettered_at) FROM expiryctl.dead_letters d
-		         WHERE d.reason_category = t.reason_category AND d.status IN ('dead', 'in_request'))
-		FROM expiryctl.dead_letter_tallies t
-		GROUP BY t.reason_category
-		HAVING sum(t.letters) > 0`)
+	lines, err := a.letters.LetterSummary(ctx)
 	if err != nil {
 		return nil, a.fail(ctx, "dlq.summary", "", nil, err)
 	}
 	byCategory := map[Category]CategorySummary{}
-	for rows.Next() {
-		var s CategorySummary
-		var oldest *time.Time
-		if err := rows.Scan(&s.Category, &s.Count, &s.Total, &s.Queues, &oldest); err != nil {
-			rows.Close()
-			return nil, a.fail(ctx, "dlq.summary", "", nil, err)
-		}
-		if oldest != nil {
-			utc := oldest.UTC()
-			s.OldestDeadLetteredAt = &utc
-		}
+	for _, s := range lines {
 		byCategory[s.Category] = s
-	}
-	if err := rows.Err(); err != nil {
-		return nil, a.fail(ctx, "dlq.summary", "", nil, err)
 	}
 	summary := make([]CategorySummary, 0, len(byCategory))
 	var waiting int64
@@ -174,10 +150,6 @@ type Page struct {
 	Next *Cursor
 }
 
-const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''), coalesce(idempotency_key, ''),
-	reason_category, coalesce(error_class, ''), attempts, status, source_queue, dead_lettered_at, due_at,
-	coalesce(last_error, ''), previous_id, replay_request_id`
-
 // List returns up to limit letters matching f, newest first, starting after
 // the cursor when one is given. It pages by keyset, so a page deep in a large
 // archive costs what the first page costs.
@@ -237,28 +209,8 @@ func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
 }
 
 func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int, oldestFirst bool) (Page, error) {
-	where, args := FilterSQL(f)
-	cmp, order := "<", "DESC"
-	if oldestFirst {
-		cmp, order = ">", "ASC"
-	}
-	if after != nil {
-		args = append(args, after.DeadLetteredAt, after.ID)
-		where = append(where, fmt.Sprintf("(dead_lettered_at, id) %s ($%d, $%d)", cmp, len(args)-1, len(args)))
-	}
-	sql := "SELECT " + listColumns + " FROM expiryctl.dead_letters"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
 	// One row more than asked tells whether a next page exists.
-	args = append(args, limit+1)
-	sql += fmt.Sprintf(" ORDER BY dead_lettered_at %[1]s, id %[1]s LIMIT $%[2]d", order, len(args))
-
-	rows, err := a.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return Page{}, err
-	}
-	out, err := pgx.CollectRows(rows, scanRow)
+	out, err := a.letters.LetterList(ctx, letterListParams{Filter: f, After: after, Limit: limit + 1, OldestFirst: oldestFirst})
 	if err != nil {
 		return Page{}, err
 	}
@@ -270,58 +222,6 @@ func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int, 
 	}
 	page.Rows = out
 	return page, nil
-}
-
-// FilterSQL returns the WHERE conditions (over expiryctl.dead_letters) and
-// arguments for f, numbered from $1. Only the conditions f sets are built, so
-// each query gets a plan for exactly its filter rather than a generic plan
-// full of "IS NULL OR".
-func FilterSQL(f Filter) ([]string, []any) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if len(f.Categories) > 0 {
-		names := make([]string, len(f.Categories))
-		for i, c := range f.Categories {
-			names[i] = string(c)
-		}
-		add("reason_category = ANY($%d)", names)
-	}
-	if f.Queue != "" {
-		add("source_queue = $%d", f.Queue)
-	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
-	}
-	if !f.Since.IsZero() {
-		add("dead_lettered_at >= $%d", f.Since)
-	}
-	if !f.Until.IsZero() {
-		add("dead_lettered_at < $%d", f.Until)
-	}
-	if f.Search != "" {
-		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
-		add(`(reservation_id ILIKE $%[1]d OR message_id ILIKE $%[1]d OR idempotency_key ILIKE $%[1]d
-			OR error_class ILIKE $%[1]d OR last_error ILIKE $%[1]d)`, pattern)
-	}
-	return where, args
-}
-
-var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
-func scanRow(row pgx.CollectableRow) (Row, error) {
-	var r Row
-	err := row.Scan(&r.ID, &r.MessageID, &r.ReservationID, &r.IdempotencyKey, &r.Category, &r.ErrorClass,
-		&r.Attempts, &r.Status, &r.SourceQueue, &r.DeadLetteredAt, &r.DueAt, &r.LastError, &r.PreviousID, &r.ReplayRequestID)
-	r.DeadLetteredAt = r.DeadLetteredAt.UTC()
-	if r.DueAt != nil {
-		utc := r.DueAt.UTC()
-		r.DueAt = &utc
-	}
-	return r, err
 }
 
 // ErrNotFound means no dead letter has the requested id.
@@ -380,34 +280,19 @@ func (a *Archive) Show(ctx context.Context, id int64) (Detail, error) {
 }
 
 func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
-	var d Detail
-	var history []byte
-	var payloadHash []byte
-	var jobKey *string
-	var properties []byte
-	err := a.pool.QueryRow(ctx, "SELECT "+listColumns+`,
-		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
-		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
-		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties
-		FROM expiryctl.dead_letters WHERE id = $1`, id).Scan(
-		&d.ID, &d.MessageID, &d.ReservationID, &d.IdempotencyKey, &d.Category, &d.ErrorClass,
-		&d.Attempts, &d.Status, &d.SourceQueue, &d.DeadLetteredAt, &d.DueAt, &d.LastError, &d.PreviousID, &d.ReplayRequestID,
-		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
-		&history, &d.Headers, &d.Payload, &d.PayloadSize, &payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt, &jobKey, &properties)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Detail{}, &NotFoundError{ID: id}
-	}
+	l, err := a.letters.LetterGet(ctx, id)
 	if err != nil {
 		return Detail{}, err
 	}
+	d := l.Detail
 	d.DeadLetteredAt = d.DeadLetteredAt.UTC()
 	d.IngestedAt = d.IngestedAt.UTC()
-	d.PayloadSHA256 = fmt.Sprintf("%x", payloadHash)
-	if err := json.Unmarshal(history, &d.AttemptHistory); err != nil {
+	d.PayloadSHA256 = fmt.Sprintf("%x", l.payloadHash)
+	if err := json.Unmarshal(l.history, &d.AttemptHistory); err != nil {
 		return Detail{}, fmt.Errorf("dead letter %d: attempt history: %w", id, err)
 	}
-	if properties != nil {
-		p, err := DecodeProperties(properties)
+	if l.properties != nil {
+		p, err := DecodeProperties(l.properties)
 		if err != nil {
 			return Detail{}, fmt.Errorf("dead letter %d: %w", id, err)
 		}
@@ -417,13 +302,8 @@ func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
 		d.Deaths = Parse(Message{Headers: headers}, DefaultClassifier(), d.IngestedAt).Deaths
 	}
 	d.Incarnations = []Row{}
-	if jobKey != nil && *jobKey != "" {
-		rows, err := a.pool.Query(ctx, "SELECT "+listColumns+
-			` FROM expiryctl.dead_letters WHERE job_key = $1 AND id <> $2 ORDER BY id LIMIT 100`, *jobKey, id)
-		if err != nil {
-			return Detail{}, err
-		}
-		if d.Incarnations, err = pgx.CollectRows(rows, scanRow); err != nil {
+	if l.jobKey != nil && *l.jobKey != "" {
+		if d.Incarnations, err = a.letters.LetterListByJob(ctx, *l.jobKey, id); err != nil {
 			return Detail{}, err
 		}
 	}

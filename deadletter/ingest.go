@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -306,9 +305,7 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 	var err error
 	for attempt := 1; ; attempt++ {
 		res, err = InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
-		var pgErr *pgconn.PgError
-		if err == nil || attempt == maxBatchAttempts || !errors.As(err, &pgErr) ||
-			(pgErr.Code != deadlockDetected && pgErr.Code != serializationFailure) {
+		if err == nil || attempt == maxBatchAttempts || !rolledBackForAnother(err) {
 			break
 		}
 		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
@@ -322,10 +319,3 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 // maxBatchAttempts bounds how often a batch that lost a deadlock is
 // written again.
 const maxBatchAttempts = 5
-
-// The SQLSTATEs of a transaction PostgreSQL rolled back to let another
-// one through.
-const (
-	deadlockDetected     = "40P01"
-	serializationFailure = "40001"
-)

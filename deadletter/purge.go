@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // PurgeOptions says what retention removes.
@@ -40,18 +38,7 @@ type PurgeResult struct {
 // PurgePreview counts what Purge would redact for the window, without
 // changing or auditing anything; callers use it to ask for confirmation.
 func PurgePreview(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (PurgeResult, error) {
-	var res PurgeResult
-	// The cutoff is fixed once, by the database's clock, so that every batch
-	// works on the same window.
-	if err := pool.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, olderThan.Seconds()).Scan(&res.Cutoff); err != nil {
-		return res, err
-	}
-	res.Cutoff = res.Cutoff.UTC()
-	err := pool.QueryRow(ctx, `SELECT
-			count(*),
-			count(*) FILTER (WHERE status = 'in_request')
-		FROM expiryctl.dead_letters WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
-	return res, err
+	return newPostgresLetters(pool).LetterPurgeCount(ctx, olderThan)
 }
 
 // Purge redacts the payload and headers of letters older than the window, in
@@ -65,7 +52,10 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 	if opts.Batch <= 0 {
 		opts.Batch = 1000
 	}
-	res, err := PurgePreview(ctx, pool, opts.OlderThan)
+	letters := newPostgresLetters(pool)
+	// The cutoff is fixed once, by the database's clock, so that every batch
+	// works on the same window.
+	res, err := letters.LetterPurgeCount(ctx, opts.OlderThan)
 	if err != nil {
 		return res, err
 	}
@@ -79,16 +69,8 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 	}
 	res.Redacted = 0
 	for {
-		var n int64
-		// purge_letters redacts a batch and writes its audit row in one
-		// statement; it refuses a cutoff inside the policy's retention.
-		rows, err := pool.Query(ctx, `SELECT expiryctl.purge_letters($1, $2, $3)`, opts.Actor, res.Cutoff, opts.Batch)
-		if err == nil {
-			var ids []int64
-			ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-			n = int64(len(ids))
-		}
-		err = store.AsRefusal(err)
+		// Each batch is redacted with its audit row in one statement.
+		n, err := letters.LetterPurge(ctx, opts.Actor, res.Cutoff, opts.Batch)
 		if err != nil {
 			d := details()
 			d["error"] = audit.ErrorText(err)

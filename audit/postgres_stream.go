@@ -7,24 +7,50 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// rawRow is one audit row as it arrives in PostgreSQL's binary format. Its
-// slices point into the connection's read buffer and are valid only until
-// the next row is read: the export and verify loops use a row and drop it,
-// which is what keeps their memory flat however long the trail is.
-type rawRow struct {
-	seq      int64
-	atMicros int64 // since the Unix epoch
-	actor    []byte
-	dbRole   []byte
-	action   []byte
-	target   []byte
-	details  []byte // details::text
-	outcome  []byte
-	prevHash []byte
-	hash     []byte
+// AuditRange implements trailStore. It reads the rows in PostgreSQL's
+// binary format straight from the connection (streamRows).
+func (s postgresTrail) AuditRange(ctx context.Context, r rowRange, fn func(*rawRow) error) error {
+	where, args := filterSQL(r.Filter)
+	if r.FromSeq > 0 {
+		args = append(args, r.FromSeq)
+		where = append(where, fmt.Sprintf("seq >= $%d", len(args)))
+	}
+	if r.Last != nil {
+		where = append(where, "seq <= "+strconv.FormatInt(*r.Last, 10))
+	}
+	params, err := textParams(args)
+	if err != nil {
+		return err
+	}
+	conn, release, err := s.pgConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return streamRows(ctx, conn, streamSQL(where), params, fn)
+}
+
+// pgConn returns the connection under s.q, for reading below pgx's row
+// decoding: a pool lends one until release is called.
+func (s postgresTrail) pgConn(ctx context.Context) (conn *pgconn.PgConn, release func(), err error) {
+	switch q := s.q.(type) {
+	case *pgxpool.Pool:
+		c, err := q.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Conn().PgConn(), c.Release, nil
+	case interface{ Conn() *pgx.Conn }: // a transaction, or a connection of a pool
+		return q.Conn().PgConn(), func() {}, nil
+	case *pgx.Conn:
+		return q.PgConn(), func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("audit: cannot stream rows over a %T", s.q)
 }
 
 // streamSQL selects the chained columns in binary format, oldest first.

@@ -1,0 +1,70 @@
+package deadletter
+
+import (
+	"context"
+	"time"
+)
+
+// letterStore is every operation the archive performs on its tables
+// (dead_letters, and dead_letter_tallies that its triggers keep) and on the
+// schema functions that write them (ingest_letters, purge_letters), one
+// method per operation, in the manner of river's riverdriver.Executor.
+// Capture, paging, decoding and auditing live in this package's other
+// files and call it; postgresLetters (postgres.go) is its implementation
+// and the only code of the package that holds SQL.
+type letterStore interface {
+	// LetterInsertBatch stores letters through ingest_letters in one
+	// statement, which also writes the batch's audit row (actor beside the
+	// login, target queue), and returns the ids of the letters it stored:
+	// a letter whose fingerprint is already archived is skipped.
+	LetterInsertBatch(ctx context.Context, actor, queue string, letters []Letter) ([]int64, error)
+
+	// LetterSummary returns one line for each reason category that holds
+	// letters, in no particular order.
+	LetterSummary(ctx context.Context) ([]CategorySummary, error)
+
+	// LetterList returns up to p.Limit letters matching p.Filter, in the
+	// order p asks for, strictly after p.After when it is set.
+	LetterList(ctx context.Context, p letterListParams) ([]Row, error)
+
+	// LetterGet returns the letter with id as stored, its encoded columns
+	// undecoded, or a *NotFoundError.
+	LetterGet(ctx context.Context, id int64) (storedLetter, error)
+
+	// LetterListByJob returns up to 100 letters of the job jobKey other
+	// than exceptID, lowest id first.
+	LetterListByJob(ctx context.Context, jobKey string, exceptID int64) ([]Row, error)
+
+	// LetterPurgeCount fixes the cutoff of a retention window by the
+	// database's clock and counts the unredacted letters dead-lettered
+	// before it, and how many of those an open request holds.
+	LetterPurgeCount(ctx context.Context, olderThan time.Duration) (PurgeResult, error)
+
+	// LetterPurge redacts up to batch letters dead-lettered before cutoff
+	// through purge_letters, which writes the batch's audit row and
+	// refuses a cutoff inside the policy's retention, and returns how many
+	// it redacted.
+	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error)
+}
+
+// letterListParams says which page of letters LetterList returns.
+type letterListParams struct {
+	Filter Filter
+	// After, when set, is the position the page continues from.
+	After *Cursor
+	// Limit is the number of rows to return at most.
+	Limit int
+	// OldestFirst orders by (dead_lettered_at, id) ascending rather than
+	// descending.
+	OldestFirst bool
+}
+
+// storedLetter is one letter as LetterGet reads it: the Detail fields that
+// are plain columns, and the columns Show decodes itself.
+type storedLetter struct {
+	Detail
+	history     []byte // attempt_history, JSON
+	payloadHash []byte
+	jobKey      *string
+	properties  []byte // as EncodeProperties wrote them; nil before they were recorded
+}

@@ -1,0 +1,348 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+)
+
+// postgresLetters is the PostgreSQL letterStore. Over a pool each method
+// runs on its own; over a transaction its statements commit with the
+// caller's.
+type postgresLetters struct {
+	q store.Querier
+}
+
+// newPostgresLetters returns the letterStore over q: a pool, a connection
+// or a transaction.
+func newPostgresLetters(q store.Querier) letterStore { return postgresLetters{q: q} }
+
+// LetterInsertBatch implements letterStore. The letters travel as one array
+// per column, in one round trip; ON CONFLICT on the fingerprint, inside
+// ingest_letters, makes a redelivery a no-op, also for two copies inside
+// the same batch. The database hashes each payload itself.
+func (s postgresLetters) LetterInsertBatch(ctx context.Context, actor, queue string, letters []Letter) ([]int64, error) {
+	c := newIngestColumns(len(letters))
+	for i := range letters {
+		if err := c.set(i, &letters[i]); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := s.q.Query(ctx, `SELECT expiryctl.ingest_letters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+		actor, queue, c.fingerprints, c.jobKeys, c.messageIDs, c.reservationIDs, c.idempotencyKeys, c.versions, c.dueAts,
+		c.sourceQueues, c.originQueues, c.exchanges, c.routingKeys, c.categories, c.errorClasses, c.lastErrors, c.attempts,
+		c.histories, c.headers, c.contentTypes, c.payloads, c.deadAts, c.replayRequests, c.replayCounts, c.properties)
+	if err != nil {
+		return nil, store.AsRefusal(err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// ingestColumns are the arguments of ingest_letters: one array per column,
+// element i for letter i.
+type ingestColumns struct {
+	fingerprints    [][]byte
+	jobKeys         []*string
+	messageIDs      []*string
+	reservationIDs  []*string
+	idempotencyKeys []*string
+	versions        []*int64
+	dueAts          []*time.Time
+	sourceQueues    []string
+	originQueues    []*string
+	exchanges       []*string
+	routingKeys     []*string
+	categories      []string
+	errorClasses    []*string
+	lastErrors      []*string
+	attempts        []int32
+	histories       []string
+	headers         []string
+	contentTypes    []*string
+	payloads        [][]byte
+	deadAts         []time.Time
+	replayRequests  []*int64
+	replayCounts    []int32
+	properties      []*string
+}
+
+func newIngestColumns(n int) *ingestColumns {
+	return &ingestColumns{
+		fingerprints:    make([][]byte, n),
+		jobKeys:         make([]*string, n),
+		messageIDs:      make([]*string, n),
+		reservationIDs:  make([]*string, n),
+		idempotencyKeys: make([]*string, n),
+		versions:        make([]*int64, n),
+		dueAts:          make([]*time.Time, n),
+		sourceQueues:    make([]string, n),
+		originQueues:    make([]*string, n),
+		exchanges:       make([]*string, n),
+		routingKeys:     make([]*string, n),
+		categories:      make([]string, n),
+		errorClasses:    make([]*string, n),
+		lastErrors:      make([]*string, n),
+		attempts:        make([]int32, n),
+		histories:       make([]string, n),
+		headers:         make([]string, n),
+		contentTypes:    make([]*string, n),
+		payloads:        make([][]byte, n),
+		deadAts:         make([]time.Time, n),
+		replayRequests:  make([]*int64, n),
+		replayCounts:    make([]int32, n),
+		properties:      make([]*string, n),
+	}
+}
+
+// set fills element i from l: an empty text is NULL, and the columns that
+// are NOT NULL get their empty value.
+func (c *ingestColumns) set(i int, l *Letter) error {
+	c.fingerprints[i] = l.Fingerprint[:]
+	c.jobKeys[i] = nullable(l.JobKey)
+	c.messageIDs[i] = nullable(l.MessageID)
+	c.reservationIDs[i] = nullable(l.ReservationID)
+	c.idempotencyKeys[i] = nullable(l.IdempotencyKey)
+	c.versions[i] = l.ExpectedVersion
+	c.dueAts[i] = l.DueAt
+	c.sourceQueues[i] = l.SourceQueue
+	c.originQueues[i] = nullable(l.OriginQueue)
+	c.exchanges[i] = nullable(l.OriginalExchange)
+	c.routingKeys[i] = nullable(l.OriginalRoutingKey)
+	c.categories[i] = string(l.Category)
+	c.errorClasses[i] = nullable(l.ErrorClass)
+	c.lastErrors[i] = nullable(l.LastError)
+	c.attempts[i] = int32(min(l.Attempts, 1<<31-1))
+	history, err := json.Marshal(l.AttemptHistory)
+	if err != nil {
+		return fmt.Errorf("encode attempt history: %w", err)
+	}
+	if l.AttemptHistory == nil {
+		history = []byte("[]")
+	}
+	c.histories[i] = string(history)
+	c.headers[i] = string(l.Headers)
+	if len(l.Headers) == 0 {
+		c.headers[i] = "{}"
+	}
+	c.contentTypes[i] = nullable(l.ContentType)
+	c.payloads[i] = l.Payload
+	if c.payloads[i] == nil {
+		c.payloads[i] = []byte{}
+	}
+	c.deadAts[i] = l.DeadLetteredAt
+	c.replayRequests[i] = l.ReplayRequestID
+	c.replayCounts[i] = int32(min(l.ReplayCount, 1<<31-1))
+	if l.Properties != nil {
+		p := string(EncodeProperties(*l.Properties))
+		c.properties[i] = &p
+	}
+	return nil
+}
+
+// rolledBackForAnother reports whether err is PostgreSQL rolling a
+// transaction back whole to let another one through (a deadlock, a
+// serialization failure): nothing of it was stored, so writing it again is
+// safe.
+func rolledBackForAnother(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == deadlockDetected || pgErr.Code == serializationFailure)
+}
+
+// The SQLSTATEs of a transaction PostgreSQL rolled back to let another
+// one through.
+const (
+	deadlockDetected     = "40P01"
+	serializationFailure = "40001"
+)
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// LetterSummary implements letterStore. Its cost does not grow with the
+// archive: counts come from the trigger-maintained tallies and the oldest
+// letter from a partial index.
+func (s postgresLetters) LetterSummary(ctx context.Context) ([]CategorySummary, error) {
+	rows, err := s.q.Query(ctx, `
+		SELECT t.reason_category,
+		       coalesce(sum(t.letters) FILTER (WHERE t.status IN ('dead', 'in_request')), 0)::bigint,
+		       sum(t.letters)::bigint,
+		       coalesce(array_agg(DISTINCT t.source_queue ORDER BY t.source_queue)
+		                FILTER (WHERE t.status IN ('dead', 'in_request') AND t.letters > 0), '{}'),
+		       (SELECT min(d.dead_lettered_at) FROM expiryctl.dead_letters d
+		         WHERE d.reason_category = t.reason_category AND d.status IN ('dead', 'in_request'))
+		FROM expiryctl.dead_letter_tallies t
+		GROUP BY t.reason_category
+		HAVING sum(t.letters) > 0`)
+	if err != nil {
+		return nil, err
+	}
+	var out []CategorySummary
+	for rows.Next() {
+		var c CategorySummary
+		var oldest *time.Time
+		if err := rows.Scan(&c.Category, &c.Count, &c.Total, &c.Queues, &oldest); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if oldest != nil {
+			utc := oldest.UTC()
+			c.OldestDeadLetteredAt = &utc
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// listColumns are the columns of a Row, in the order rowFields scans them.
+const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''), coalesce(idempotency_key, ''),
+	reason_category, coalesce(error_class, ''), attempts, status, source_queue, dead_lettered_at, due_at,
+	coalesce(last_error, ''), previous_id, replay_request_id`
+
+// rowFields are the scan targets of listColumns.
+func rowFields(r *Row) []any {
+	return []any{&r.ID, &r.MessageID, &r.ReservationID, &r.IdempotencyKey, &r.Category, &r.ErrorClass,
+		&r.Attempts, &r.Status, &r.SourceQueue, &r.DeadLetteredAt, &r.DueAt, &r.LastError, &r.PreviousID, &r.ReplayRequestID}
+}
+
+func scanRow(row pgx.CollectableRow) (Row, error) {
+	var r Row
+	err := row.Scan(rowFields(&r)...)
+	r.DeadLetteredAt = r.DeadLetteredAt.UTC()
+	if r.DueAt != nil {
+		utc := r.DueAt.UTC()
+		r.DueAt = &utc
+	}
+	return r, err
+}
+
+// LetterList implements letterStore. It pages by keyset on
+// (dead_lettered_at, id), so a page deep in a large archive costs what the
+// first page costs.
+func (s postgresLetters) LetterList(ctx context.Context, p letterListParams) ([]Row, error) {
+	where, args := FilterSQL(p.Filter)
+	cmp, order := "<", "DESC"
+	if p.OldestFirst {
+		cmp, order = ">", "ASC"
+	}
+	if p.After != nil {
+		args = append(args, p.After.DeadLetteredAt, p.After.ID)
+		where = append(where, fmt.Sprintf("(dead_lettered_at, id) %s ($%d, $%d)", cmp, len(args)-1, len(args)))
+	}
+	sql := "SELECT " + listColumns + " FROM expiryctl.dead_letters"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, p.Limit)
+	sql += fmt.Sprintf(" ORDER BY dead_lettered_at %[1]s, id %[1]s LIMIT $%[2]d", order, len(args))
+
+	rows, err := s.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRow)
+}
+
+// FilterSQL returns the WHERE conditions (over expiryctl.dead_letters) and
+// arguments for f, numbered from $1. Only the conditions f sets are built, so
+// each query gets a plan for exactly its filter rather than a generic plan
+// full of "IS NULL OR".
+func FilterSQL(f Filter) ([]string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if len(f.Categories) > 0 {
+		names := make([]string, len(f.Categories))
+		for i, c := range f.Categories {
+			names[i] = string(c)
+		}
+		add("reason_category = ANY($%d)", names)
+	}
+	if f.Queue != "" {
+		add("source_queue = $%d", f.Queue)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if !f.Since.IsZero() {
+		add("dead_lettered_at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("dead_lettered_at < $%d", f.Until)
+	}
+	if f.Search != "" {
+		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
+		add(`(reservation_id ILIKE $%[1]d OR message_id ILIKE $%[1]d OR idempotency_key ILIKE $%[1]d
+			OR error_class ILIKE $%[1]d OR last_error ILIKE $%[1]d)`, pattern)
+	}
+	return where, args
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// LetterGet implements letterStore.
+func (s postgresLetters) LetterGet(ctx context.Context, id int64) (storedLetter, error) {
+	var l storedLetter
+	d := &l.Detail
+	err := s.q.QueryRow(ctx, "SELECT "+listColumns+`,
+		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
+		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
+		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties
+		FROM expiryctl.dead_letters WHERE id = $1`, id).Scan(append(rowFields(&d.Row),
+		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
+		&l.history, &d.Headers, &d.Payload, &d.PayloadSize, &l.payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt,
+		&l.jobKey, &l.properties)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storedLetter{}, &NotFoundError{ID: id}
+	}
+	return l, err
+}
+
+// LetterListByJob implements letterStore.
+func (s postgresLetters) LetterListByJob(ctx context.Context, jobKey string, exceptID int64) ([]Row, error) {
+	rows, err := s.q.Query(ctx, "SELECT "+listColumns+
+		` FROM expiryctl.dead_letters WHERE job_key = $1 AND id <> $2 ORDER BY id LIMIT 100`, jobKey, exceptID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRow)
+}
+
+// LetterPurgeCount implements letterStore.
+func (s postgresLetters) LetterPurgeCount(ctx context.Context, olderThan time.Duration) (PurgeResult, error) {
+	var res PurgeResult
+	if err := s.q.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, olderThan.Seconds()).Scan(&res.Cutoff); err != nil {
+		return res, err
+	}
+	res.Cutoff = res.Cutoff.UTC()
+	err := s.q.QueryRow(ctx, `SELECT
+			count(*),
+			count(*) FILTER (WHERE status = 'in_request')
+		FROM expiryctl.dead_letters WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
+	return res, err
+}
+
+// LetterPurge implements letterStore.
+func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error) {
+	rows, err := s.q.Query(ctx, `SELECT expiryctl.purge_letters($1, $2, $3)`, actor, cutoff, batch)
+	if err != nil {
+		return 0, store.AsRefusal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return int64(len(ids)), store.AsRefusal(err)
+}
