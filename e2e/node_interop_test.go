@@ -280,7 +280,7 @@ func nodeModulesCurrent(dir string) error {
 			return err
 		}
 		if err := json.Unmarshal(b, f.into); err != nil {
-			return fmt.Errorf("%s: %v", f.path, err)
+			return fmt.Errorf("%s: %w", f.path, err)
 		}
 	}
 	const pkg = "node_modules/amqplib"
@@ -334,7 +334,7 @@ func rabbitmqctl(stdin string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "rabbitmqctl", args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("rabbitmqctl %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("rabbitmqctl %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

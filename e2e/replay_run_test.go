@@ -212,6 +212,9 @@ func (w *replayWorld) ids(t *testing.T, sql string, args ...any) []int64 {
 		}
 		out = append(out, id)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -244,6 +247,9 @@ func (w *replayWorld) assertTransitionedOnce(t *testing.T, jobs int) {
 			t.Errorf("reservation %s was %s: now %s with %d capacity releases, want unchanged with none", id, before, status, releases)
 		}
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // replaySummary is `replay run -o json`.
@@ -274,6 +280,9 @@ func itemStates(t *testing.T, pool *pgxpool.Pool, request int64) map[string]int 
 			t.Fatal(err)
 		}
 		out[s] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

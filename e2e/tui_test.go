@@ -204,7 +204,7 @@ func TestTUI(t *testing.T) {
 
 	// Detail of the hostile letter.
 	tm.keys("alice", "Enter")
-	s = tm.waitFor("alice", fmt.Sprintf("Dead letter %d", hostile))
+	tm.waitFor("alice", fmt.Sprintf("Dead letter %d", hostile))
 	s = tm.waitFor("alice", `\x1b]0;pwned\x07`)
 	tuiAssertIntact(t, tm, s, fmt.Sprintf("2 Letters › %d", hostile))
 	tm.keys("alice", "G")

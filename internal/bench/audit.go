@@ -106,7 +106,7 @@ func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) 
 	defer os.Remove(noaudit)
 	build := exec.CommandContext(ctx, "go", "build", "-tags", "expiryctl_noaudit", "-o", noaudit, "github.com/expiryctl/expiryctl/cmd/expiryctl")
 	if msg, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the no-audit binary: %v\n%s", err, msg)
+		return fmt.Errorf("build the no-audit binary: %w\n%s", err, msg)
 	}
 	for _, c := range []struct {
 		command []string

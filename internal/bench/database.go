@@ -74,7 +74,7 @@ func createDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
 	name := "expiryctl_bench_" + runID + "_" + purpose + "_" + randomSuffix()
 	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL is not reachable at the admin URL (%v): start it with scripts/services.sh or set -database-url", err)
+		return nil, fmt.Errorf("PostgreSQL is not reachable at the admin URL (%w): start it with scripts/services.sh or set -database-url", err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {

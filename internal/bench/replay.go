@@ -492,8 +492,12 @@ func replayBenchFill(ctx context.Context, conn *amqp.Connection, queue string, m
 		pending = append(pending, dc)
 		if len(pending) == 2000 || i == len(msgs)-1 {
 			for _, dc := range pending {
-				if ok, err := dc.WaitContext(ctx); err != nil || !ok {
-					return fmt.Errorf("fill %s: publish not confirmed (%v)", queue, err)
+				ok, err := dc.WaitContext(ctx)
+				if err != nil {
+					return fmt.Errorf("fill %s: publish not confirmed: %w", queue, err)
+				}
+				if !ok {
+					return fmt.Errorf("fill %s: publish not confirmed (nacked)", queue)
 				}
 			}
 			pending = pending[:0]
@@ -518,7 +522,7 @@ func replayBenchShovel(ctx context.Context, conn *amqp.Connection, amqpURL, name
 	defer clock.stop()
 	defer func() { _ = exec.Command("rabbitmqctl", "clear_parameter", "shovel", name).Run() }()
 	if out, err := exec.CommandContext(ctx, "rabbitmqctl", "set_parameter", "shovel", name, string(def)).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("rabbitmqctl set_parameter shovel: %v: %s (is the rabbitmq_shovel plugin enabled?)", err, strings.TrimSpace(string(out)))
+		return 0, fmt.Errorf("rabbitmqctl set_parameter shovel: %w: %s (is the rabbitmq_shovel plugin enabled?)", err, strings.TrimSpace(string(out)))
 	}
 	return clock.rate(ctx, 10*time.Minute)
 }

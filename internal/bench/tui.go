@@ -161,7 +161,7 @@ func tuiPeakRSS(ctx context.Context, cfg *config, dbURL string) (int64, error) {
 	start := exec.CommandContext(ctx, "tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40",
 		"exec env "+env+" "+cfg.Bin+" tui --refresh 1s")
 	if out, err := start.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("tmux: %v: %s", err, out)
+		return 0, fmt.Errorf("tmux: %w: %s", err, out)
 	}
 	defer exec.Command("tmux", "kill-session", "-t", session).Run() //nolint:errcheck // best effort
 	pidOut, err := exec.CommandContext(ctx, "tmux", "display", "-p", "-t", session, "#{pane_pid}").Output()

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/fixture/secrettest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/internal/fixture/secrettest"
 )
 
 // fuzzShape is a connection string a user might type, built around a

@@ -280,8 +280,12 @@ func publish(ctx context.Context, ch *amqp.Channel, topo worker.Topology, p *pla
 		if err != nil {
 			return n, fmt.Errorf("demo: publish %s: %w", msg.MessageId, err)
 		}
-		if ok, err := confirm.WaitContext(ctx); err != nil || !ok {
-			return n, fmt.Errorf("demo: the broker did not confirm %s (%v)", msg.MessageId, err)
+		ok, err := confirm.WaitContext(ctx)
+		if err != nil {
+			return n, fmt.Errorf("demo: the broker did not confirm %s: %w", msg.MessageId, err)
+		}
+		if !ok {
+			return n, fmt.Errorf("demo: the broker did not confirm %s (nacked)", msg.MessageId)
 		}
 		n++
 	}
@@ -405,7 +409,10 @@ func (t *tracker) wait(ctx context.Context, workerDone <-chan struct{}, workerEr
 		select {
 		case <-t.changed:
 		case <-workerDone:
-			return fmt.Errorf("demo: the worker stopped early: %v", *workerErr)
+			if *workerErr == nil {
+				return errors.New("demo: the worker stopped early")
+			}
+			return fmt.Errorf("demo: the worker stopped early: %w", *workerErr)
 		case <-deadline:
 			return fmt.Errorf("demo: the worker finished %d of %d jobs within %s", done, n, settleTimeout)
 		case <-ctx.Done():

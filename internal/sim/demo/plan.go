@@ -66,17 +66,6 @@ func (p *plan) count(ph phase) int {
 	return n
 }
 
-// expected counts the dead letters the plan should produce, by category.
-func (p *plan) expected() map[deadletter.Category]int {
-	counts := map[deadletter.Category]int{}
-	for _, m := range p.messages {
-		if m.category != "" {
-			counts[m.category]++
-		}
-	}
-	return counts
-}
-
 // newPlan builds the incident for one run. Every id carries runID, so a
 // second run neither collides with the first's rows nor reuses its
 // idempotency keys.
