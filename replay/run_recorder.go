@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// outcome is one broker answer for the recorder.
+type outcome struct {
+	id      int64
+	ordinal int
+	failed  bool
+	why     string
+}
+
+// recorder writes broker answers in batches on its own goroutine: items
+// confirmed (and their letters replayed) or failed, in one transaction per
+// batch. An item is written confirmed only from an ack.
+type recorder struct {
+	r       *Runner
+	request int64
+	in      chan outcome
+	flush   chan chan error
+	done    chan struct{}
+	// failed is closed at the first write error; err is that error, set
+	// before failed closes and never changed after.
+	failed chan struct{}
+	err    error
+	// unrecorded holds answers that could not be written once a write
+	// failed; read only after done is closed.
+	unrecorded []outcome
+}
+
+func newRecorder(r *Runner, request int64) *recorder {
+	rec := &recorder{r: r, request: request, in: make(chan outcome, 8192), flush: make(chan chan error),
+		done: make(chan struct{}), failed: make(chan struct{})}
+	go rec.loop()
+	return rec
+}
+
+func (rec *recorder) loop() {
+	defer close(rec.done)
+	const maxBatch = 1000
+	var buf []outcome
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	write := func() {
+		if len(buf) == 0 {
+			return
+		}
+		if rec.err != nil {
+			rec.unrecorded = append(rec.unrecorded, buf...)
+			buf = buf[:0]
+			return
+		}
+		if err := rec.write(buf); err != nil {
+			rec.err = err
+			close(rec.failed)
+			rec.unrecorded = append(rec.unrecorded, buf...)
+		}
+		buf = buf[:0]
+	}
+	for {
+		select {
+		case o, ok := <-rec.in:
+			if !ok {
+				write()
+				return
+			}
+			if rec.err != nil {
+				rec.unrecorded = append(rec.unrecorded, o)
+				continue
+			}
+			buf = append(buf, o)
+			if len(buf) >= maxBatch {
+				write()
+			}
+		case <-tick.C:
+			write()
+		case reply := <-rec.flush:
+			// Everything sent before the flush request is in rec.in ahead
+			// of nothing: take it all first.
+			for drained := false; !drained; {
+				select {
+				case o, ok := <-rec.in:
+					if !ok {
+						drained = true
+						break
+					}
+					buf = append(buf, o)
+				default:
+					drained = true
+				}
+			}
+			write()
+			if rec.err != nil {
+				reply <- fmt.Errorf("record broker answers: %w", rec.err)
+			} else {
+				reply <- nil
+			}
+		}
+	}
+}
+
+func (rec *recorder) write(buf []outcome) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var confirmed, failed []int64
+	var whys []string
+	lo, hi := buf[0].ordinal, buf[0].ordinal
+	for _, o := range buf {
+		lo, hi = min(lo, o.ordinal), max(hi, o.ordinal)
+		if o.failed {
+			failed, whys = append(failed, o.id), append(whys, o.why)
+		} else {
+			confirmed = append(confirmed, o.id)
+		}
+	}
+	// Items are found by the batch's ordinal range and an id list, never by
+	// joining an unnest: the items table is rarely analysed during a run,
+	// and a cached generic plan then joins the unnest by nested loop, a
+	// thousand comparisons per item.
+	// replay_items_record writes confirms (and the letters replayed) and
+	// failures in one statement; a confirm only of an item publishing.
+	_, err := rec.r.Pool.Exec(ctx, `SELECT expiryctl.replay_items_record($1, $2, $3, $4, $5, $6)`,
+		rec.request, lo, hi, nonNil(confirmed), nonNil(failed), nonNilText(whys))
+	return asRefusal(err)
+}
+
+// sync writes everything sent so far and reports the first write error.
+func (rec *recorder) sync() error {
+	reply := make(chan error, 1)
+	select {
+	case rec.flush <- reply:
+		return <-reply
+	case <-rec.failed:
+		return rec.err
+	}
+}
+
+// close writes what is left and stops the recorder.
+func (rec *recorder) close() error {
+	close(rec.in)
+	<-rec.done
+	return rec.err
+}
