@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// initCanary finds where this approval's canary stands: passed, published
+// by an earlier run that died in its window, or still to publish.
 func (x *replayRun) initCanary(ctx context.Context) error {
 	req := x.st.req
 	if req.Canary <= 0 {
@@ -20,24 +22,22 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, requestTarget(req.ID), req.Approvals).Scan(&passed); err != nil {
 		return err
 	}
-	if passed {
-		return nil
+	var started *time.Duration
+	if !passed {
+		var waited float64
+		err := x.r.Pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
+			WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
+			ORDER BY seq DESC LIMIT 1`, requestTarget(req.ID), req.Approvals).Scan(&waited)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			d := time.Duration(waited * float64(time.Second))
+			started = &d
+		}
 	}
-	var waited float64
-	err := x.r.Pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
-		WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
-		ORDER BY seq DESC LIMIT 1`, requestTarget(req.ID), req.Approvals).Scan(&waited)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		x.canaryTarget = req.Canary
-	case err != nil:
-		return err
-	default:
-		// An earlier run published this approval's canary and died in its
-		// window: wait out the rest, publish no second canary.
-		d := time.Duration(waited * float64(time.Second))
-		x.canaryWaitFrom = &d
-	}
+	x.canaryTarget, x.canaryWaitFrom = canaryResume(req.Canary, passed, started)
 	return nil
 }
 
@@ -72,7 +72,12 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 		if stop := x.check(true); stop != nil {
 			return stop
 		}
-		if !time.Now().Before(end) {
+		verdict, h := judgeCanary(time.Now(), end, req.ID, req.Stop, st.attempted, st.failedRun)
+		if verdict != canaryWaiting {
+			st.canaryLeft = 0
+			if verdict == canaryFailed {
+				return &stopReason{halt: h}
+			}
 			break
 		}
 		select {
@@ -81,12 +86,6 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 		case <-tick.C:
 		case <-time.After(time.Until(end)):
 		}
-	}
-	st.canaryLeft = 0
-	// The canary's failures are judged with no minimum: it is small on
-	// purpose.
-	if h := x.failureHalt(1); h != nil {
-		return &stopReason{halt: h}
 	}
 	var redead int
 	if err := r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID).Scan(&redead); err != nil {
@@ -106,4 +105,86 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 func recordCanary(ctx context.Context, r *Runner, request int64, passed bool, details map[string]any) error {
 	_, err := r.Pool.Exec(ctx, `SELECT expiryctl.replay_canary_record($1, $2, $3, $4)`, r.Actor, request, passed, details)
 	return asRefusal(err)
+}
+
+// The canary is decided by the plain functions below, over the numbers the
+// run has counted and the times it has read.
+
+// canaryResume is how a run starts its canary phase, given the request's
+// canary size, whether this approval's canary already passed, and, when an
+// earlier run published it and died in its window, how long ago that was.
+// target is how many items the canary publishes (0: no canary phase);
+// waitFrom, when set, is the part of the window already waited: the run
+// waits out the rest and publishes no second canary.
+func canaryResume(size int, passed bool, started *time.Duration) (target int, waitFrom *time.Duration) {
+	switch {
+	case size <= 0 || passed:
+		return 0, nil
+	case started != nil:
+		return 0, started
+	}
+	return size, nil
+}
+
+// canaryPhase is where the publishing loop stands with the canary.
+type canaryPhase int
+
+const (
+	// canaryPublishing: no canary phase, or its items are still going out.
+	canaryPublishing canaryPhase = iota
+	// canaryEmpty: the cohort ran out before a single canary item was
+	// published; there is nothing to wait for.
+	canaryEmpty
+	// canaryOut: the canary is out; wait for its outcome before anything
+	// more is published.
+	canaryOut
+)
+
+// canaryPhaseOf places the loop given the canary's size (target, 0 when
+// no canary phase is left), how many of it were published, and whether the
+// preparer has no more items to give (drained).
+func canaryPhaseOf(target, published int, drained bool) canaryPhase {
+	if target <= 0 || (published < target && !drained) {
+		return canaryPublishing
+	}
+	if published == 0 {
+		return canaryEmpty
+	}
+	return canaryOut
+}
+
+// canaryAsk is how many items to ask the preparer for during the canary:
+// what the canary still lacks beyond the items queued and asked for, at
+// most a chunk; 0 or less means ask for nothing more, so that nothing
+// beyond the canary is marked publishing while it is judged.
+func canaryAsk(target, published, queued, requested, chunk int) int {
+	n := target - published - queued - requested
+	if n <= 0 {
+		return n
+	}
+	return min(n, chunk)
+}
+
+// canaryVerdict is the canary window's answer.
+type canaryVerdict int
+
+const (
+	canaryWaiting canaryVerdict = iota
+	canaryPassed
+	canaryFailed
+)
+
+// judgeCanary decides the canary at now: waiting until end, the end of its
+// window; then failed when its failure ratio is above the stop condition,
+// judged with no minimum number of publishes (the canary is small on
+// purpose), else passed. The other stop conditions are the checks' while it
+// waits.
+func judgeCanary(now, end time.Time, request int64, stop StopConditions, attempted, failed int) (canaryVerdict, *HaltError) {
+	if now.Before(end) {
+		return canaryWaiting, nil
+	}
+	if h := failureRatioHalt(request, stop, attempted, failed, 1); h != nil {
+		return canaryFailed, h
+	}
+	return canaryPassed, nil
 }

@@ -27,38 +27,13 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 	// Nothing more goes out; what is in flight gets its answer.
 	x.drain(30 * time.Second)
 	x.stopProber()
-	close(x.prep.want)
-	for b := range x.prep.out {
-		if b.err == nil && b.halt == nil && b.stopped == "" && !b.last {
-			for _, m := range b.msgs {
-				if !b.wasPublishing[m.Item] {
-					x.unsent[m.Item] = true
-				}
-			}
-			// Skips and failures of a late batch are committed: count them.
-			st.skipped += len(b.skipped)
-			for _, f := range b.failed {
-				st.failed++
-				st.failedItems = append(st.failedItems, f)
-			}
-		}
-	}
+	x.closePreparer()
 	recErr := x.rec.close()
 	unsent := make([]int64, 0, len(x.unsent))
 	for id := range x.unsent {
 		unsent = append(unsent, id)
 	}
-
-	if stop == nil && x.lost != nil {
-		stop = &stopReason{err: x.lost}
-	}
-	var refusal *Refusal
-	if recErr != nil && errors.As(recErr, &refusal) {
-		// The request stopped running under the recorder: a cancel.
-		stop = &stopReason{stopped: StatusCancelled}
-	} else if recErr != nil && (stop == nil || stop.err == nil) {
-		stop = &stopReason{err: recErr}
-	}
+	stop = endReason(stop, x.lost, recErr)
 
 	switch {
 	case stop != nil && stop.stopped != "":
@@ -80,6 +55,48 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		return r.halt(ctx, st, h, nil, nil)
 	}
 	return r.complete(ctx, st)
+}
+
+// closePreparer stops the preparer and takes the batches it still sends:
+// their items marked publishing are unsent, and their skips and failures
+// are committed, so they are counted.
+func (x *replayRun) closePreparer() {
+	st := x.st
+	close(x.prep.want)
+	for b := range x.prep.out {
+		if b.err == nil && b.halt == nil && b.stopped == "" && !b.last {
+			for _, m := range b.msgs {
+				if !b.wasPublishing[m.Item] {
+					x.unsent[m.Item] = true
+				}
+			}
+			st.skipped += len(b.skipped)
+			for _, f := range b.failed {
+				st.failed++
+				st.failedItems = append(st.failedItems, f)
+			}
+		}
+	}
+}
+
+// endReason is why a run ends, given why its loop stopped (nil: everything
+// went out), the loss of a broker answer, and the recorder's error. A lost
+// answer counts only when nothing else stopped the run. A recorder the
+// database refused means the request stopped running under it: a cancel,
+// whatever else happened. Any other recorder error replaces every reason but
+// an earlier error: a run cannot halt or complete on answers it could not
+// record.
+func endReason(stop *stopReason, lost, recErr error) *stopReason {
+	if stop == nil && lost != nil {
+		stop = &stopReason{err: lost}
+	}
+	var refusal *Refusal
+	if recErr != nil && errors.As(recErr, &refusal) {
+		return &stopReason{stopped: StatusCancelled}
+	} else if recErr != nil && (stop == nil || stop.err == nil) {
+		return &stopReason{err: recErr}
+	}
+	return stop
 }
 
 // recordUnrecorded handles items the broker acked after the request was

@@ -90,11 +90,9 @@ func (x *replayRun) ask() {
 	for x.outstanding < markAhead && !x.ended && len(x.queue) <= x.chunk {
 		n := x.chunk
 		if x.canaryTarget > 0 {
-			n = x.canaryTarget - x.canaryPublished - len(x.queue) - x.requested
-			if n <= 0 {
+			if n = canaryAsk(x.canaryTarget, x.canaryPublished, len(x.queue), x.requested, x.chunk); n <= 0 {
 				return
 			}
-			n = min(n, x.chunk)
 		}
 		x.prep.want <- n
 		x.outstanding++
@@ -235,11 +233,11 @@ func (x *replayRun) run(ctx context.Context) error {
 		r.report(st, phase)
 
 		// The canary is out: wait for its outcome before anything more.
-		if x.canaryTarget > 0 && (x.canaryPublished >= x.canaryTarget || (x.ended && len(x.queue) == 0)) {
-			if x.canaryPublished == 0 {
-				x.canaryTarget = 0
-				continue
-			}
+		switch canaryPhaseOf(x.canaryTarget, x.canaryPublished, x.ended && len(x.queue) == 0) {
+		case canaryEmpty:
+			x.canaryTarget = 0
+			continue
+		case canaryOut:
 			// Nothing beyond the canary was asked for (ask stops at the
 			// canary's size), so nothing else waits marked meanwhile.
 			if stop := x.canaryWait(ctx, -1); stop != nil {
@@ -248,6 +246,7 @@ func (x *replayRun) run(ctx context.Context) error {
 			x.canaryTarget, phase = 0, "replay"
 			x.ask()
 			continue
+		case canaryPublishing:
 		}
 		if x.ended && len(x.queue) == 0 && len(x.inflight) == 0 {
 			return x.finish(ctx, nil)

@@ -134,20 +134,8 @@ func (x *replayRun) probed(p probe, canary bool) *stopReason {
 		return &stopReason{stopped: p.status}
 	}
 	req := st.req
-	minAttempts := r.minFailureAttempts()
-	if canary {
-		minAttempts = min(minAttempts, max(1, req.Canary))
-	}
-	if h := x.failureHalt(minAttempts); h != nil {
-		return &stopReason{halt: h}
-	}
-	for _, d := range p.depths {
-		if d.depth > req.Stop.QueueDepth {
-			return &stopReason{halt: &HaltError{RequestID: req.ID, Condition: ConditionQueueDepth,
-				Reason: fmt.Sprintf("queue %s holds %d messages, above the stop condition of %d", d.queue, d.depth, req.Stop.QueueDepth)}}
-		}
-	}
-	if h := x.redeadFrom(p.redead); h != nil {
+	minAttempts := failureMinimum(r.minFailureAttempts(), req.Canary, canary)
+	if h := probeHalt(req.ID, req.Stop, st.attempted, st.failedRun, minAttempts, p.depths, p.redead-st.redeadBase, st.confirmedRun); h != nil {
 		return &stopReason{halt: h}
 	}
 	return nil
