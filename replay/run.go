@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -154,6 +153,8 @@ const (
 	ConditionCancelled    = "cancelled"
 )
 
+func (r *Runner) tables() tables { return onPostgres(r.Pool) }
+
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -194,7 +195,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	svc := &Service{Pool: r.Pool, Actor: r.Actor}
 	if r.Broker == nil {
 		// Said before the run spends the approval.
-		if req, err := Get(ctx, r.Pool, id); err == nil && req.Kind == KindReplay {
+		if req, err := r.tables().RequestGet(ctx, id); err == nil && req.Kind == KindReplay {
 			return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
 		}
 	}
@@ -210,7 +211,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
 		var refusal *Refusal
 		if errors.As(err, &refusal) && refusal.Rule == "approval-ttl" {
-			_ = pgx.BeginFunc(context.WithoutCancel(ctx), r.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, r.Actor) })
+			_ = inTx(context.WithoutCancel(ctx), r.Pool, func(t tables) error { return t.RequestExpireStale(ctx, r.Actor) })
 		}
 		return res, err
 	}
@@ -280,47 +281,28 @@ func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
 // approval) or takes over a running one, and audits the start.
 func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
 	st := &runState{}
-	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		// replay_run_start spends the approval (or takes over a running
-		// request whose runner is gone) and writes the start's audit row;
-		// it refuses anything else, and a caller whose login does not hold
-		// the runner lock.
-		var label string
-		if err := tx.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2)`, r.Actor, id).Scan(&st.resumed, &label); err != nil {
-			return databaseError(err)
-		}
-		st.label = label
-		req, err := Get(ctx, tx, id)
-		if err != nil {
+	err := inTx(ctx, r.Pool, func(t tables) error {
+		var err error
+		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id); err != nil {
 			return err
 		}
-		pol, err := LoadPolicy(ctx, tx)
-		if err != nil {
+		if st.req, err = t.RequestGet(ctx, id); err != nil {
 			return err
 		}
-		st.req, st.pol, st.status = req, pol, StatusRunning
-		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM expiryctl.replay_items WHERE request_id = $1 GROUP BY state`, id)
-		if err != nil {
+		if st.pol, err = t.PolicyGet(ctx); err != nil {
 			return err
 		}
-		states := map[string]int{}
-		for rows.Next() {
-			var s string
-			var n int
-			if err := rows.Scan(&s, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			states[s] = n
-		}
-		if err := rows.Err(); err != nil {
+		st.status = StatusRunning
+		states, err := t.ItemsCountByState(ctx, id)
+		if err != nil {
 			return err
 		}
 		st.confirmed, st.skipped, st.failed = states["confirmed"], states["skipped"], states["failed"]
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, id).Scan(&st.redeadBase); err != nil {
+		if st.redeadBase, err = t.RunRedeadLettered(ctx, id); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&st.maxOrdinal)
+		st.maxOrdinal, err = t.ItemsMaxOrdinal(ctx, id)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -361,15 +343,7 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 		if err := ctx.Err(); err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}
-		var n int
-		var stopped Status
-		bg := context.WithoutCancel(ctx)
-		var status Status
-		err := r.Pool.QueryRow(bg, `SELECT status, decided FROM expiryctl.replay_discard_window($1, $2, $3)`, id, lo, lo+chunk-1).Scan(&status, &n)
-		err = databaseError(err)
-		if err == nil && status != StatusRunning {
-			stopped = status
-		}
+		n, stopped, err := r.tables().RunDiscardWindow(context.WithoutCancel(ctx), id, lo, lo+chunk-1)
 		if err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}

@@ -2,10 +2,7 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // initCanary finds where this approval's canary stands: passed, published
@@ -15,26 +12,15 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 	if req.Canary <= 0 {
 		return nil
 	}
-	// Only replay_canary_record writes these rows "ok" (audit_append
-	// refuses to), so a forged one cannot shorten or skip the canary.
-	var passed bool
-	if err := x.r.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
-		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, requestTarget(req.ID), req.Approvals).Scan(&passed); err != nil {
+	t := x.r.tables()
+	passed, err := t.CanaryPassed(ctx, req.ID, req.Approvals)
+	if err != nil {
 		return err
 	}
 	var started *time.Duration
 	if !passed {
-		var waited float64
-		err := x.r.Pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
-			WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
-			ORDER BY seq DESC LIMIT 1`, requestTarget(req.ID), req.Approvals).Scan(&waited)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
+		if started, err = t.CanaryStarted(ctx, req.ID, req.Approvals); err != nil {
 			return err
-		default:
-			d := time.Duration(waited * float64(time.Second))
-			started = &d
 		}
 	}
 	x.canaryTarget, x.canaryWaitFrom = canaryResume(req.Canary, passed, started)
@@ -87,11 +73,11 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 		case <-time.After(time.Until(end)):
 		}
 	}
-	var redead int
-	if err := r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID).Scan(&redead); err != nil {
+	redead, err := r.tables().RunRedeadLettered(ctx, req.ID)
+	if err != nil {
 		return &stopReason{err: err}
 	}
-	err := recordCanary(ctx, r, req.ID, true, map[string]any{"confirmed": st.confirmedRun, "failed": st.failedRun,
+	err = recordCanary(ctx, r, req.ID, true, map[string]any{"confirmed": st.confirmedRun, "failed": st.failedRun,
 		"redead": redead - st.redeadBase, "window_seconds": req.Stop.CanaryWindow.Seconds()})
 	if err != nil {
 		return &stopReason{err: err}
@@ -99,12 +85,11 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 	return nil
 }
 
-// recordCanary writes the canary's start or pass through the schema's
-// replay_canary_record function: a resumed run trusts these rows (a pass
-// skips the canary), so only the request's runner may write them.
+// recordCanary writes the canary's start or pass: a resumed run trusts
+// these rows (a pass skips the canary), so only the request's runner may
+// write them.
 func recordCanary(ctx context.Context, r *Runner, request int64, passed bool, details map[string]any) error {
-	_, err := r.Pool.Exec(ctx, `SELECT expiryctl.replay_canary_record($1, $2, $3, $4)`, r.Actor, request, passed, details)
-	return asRefusal(err)
+	return r.tables().CanaryRecord(ctx, r.Actor, request, passed, details)
 }
 
 // The canary is decided by the plain functions below, over the numbers the

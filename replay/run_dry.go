@@ -56,27 +56,27 @@ func (r *Runner) DryRun(ctx context.Context, id int64) (DryRunResult, error) {
 }
 
 func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
-	req, err := Get(ctx, r.Pool, id)
+	req, err := r.tables().RequestGet(ctx, id)
 	if err != nil {
 		return DryRunResult{}, err
 	}
 	if !req.Open() {
 		return DryRunResult{}, refuse("terminal", "replay request %d is %s: there is nothing left to run", id, req.Status)
 	}
-	pol, err := LoadPolicy(ctx, r.Pool)
+	pol, err := r.tables().PolicyGet(ctx)
 	if err != nil {
 		return DryRunResult{}, err
 	}
 	res := DryRunResult{Request: req, Items: []DryRunItem{}, Counts: map[string]int{}, Canary: req.Canary}
 	elig := newEligibility(pol.EligibilityQuery)
 	exchanges := map[string]bool{}
-	var maxOrdinal int
-	if err := r.Pool.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&maxOrdinal); err != nil {
+	maxOrdinal, err := r.tables().ItemsMaxOrdinal(ctx, id)
+	if err != nil {
 		return DryRunResult{}, err
 	}
 	const page = 500
 	for lo := 0; lo <= maxOrdinal; lo += page {
-		items, err := loadItems(ctx, r.Pool, id, lo, lo+page-1, nil)
+		items, err := r.tables().ItemsLoad(ctx, id, lo, lo+page-1, nil)
 		if err != nil {
 			return DryRunResult{}, err
 		}

@@ -7,8 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/expiryctl/expiryctl/audit"
 )
 
@@ -114,7 +112,7 @@ func (x *replayRun) recordUnrecorded(ctx context.Context) {
 	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, _ = x.r.Pool.Exec(bg, `SELECT expiryctl.replay_run_acked_after_cancel($1, $2, $3)`, x.r.Actor, x.st.req.ID, acked)
+	_ = x.r.tables().RunAckedAfterCancel(bg, x.r.Actor, x.st.req.ID, acked)
 }
 
 // interrupt records a run that stops without a status change: the request
@@ -123,21 +121,17 @@ func (x *replayRun) recordUnrecorded(ctx context.Context) {
 func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsent []int64, unconfirmed int) error {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if unsent == nil {
-		unsent = []int64{}
-	}
 	details := map[string]any{"error": audit.ErrorText(cause), "published": st.published,
 		"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
 		"skipped": st.skipped, "failed": st.failed}
-	_, _ = r.Pool.Exec(bg, `SELECT expiryctl.replay_run_interrupted($1, $2, $3, $4)`, r.Actor, st.req.ID, unsent, details)
+	_ = r.tables().RunInterrupted(bg, r.Actor, st.req.ID, unsent, details)
 	return &InterruptedError{RequestID: st.req.ID, Unconfirmed: unconfirmed, Err: cause}
 }
 
 // stopped handles a request whose status changed under the runner: only a
 // cancel can do that (a halt or completion is the runner's own).
 func (r *Runner) stopped(ctx context.Context, st *runState, status Status) error {
-	var reason string
-	_ = r.Pool.QueryRow(context.WithoutCancel(ctx), `SELECT coalesce(halt_reason, '') FROM expiryctl.replay_requests WHERE id = $1`, st.req.ID).Scan(&reason)
+	_, reason, _ := r.tables().RequestStatus(context.WithoutCancel(ctx), st.req.ID)
 	st.status = status
 	if reason == "" {
 		reason = "status " + string(status)
@@ -158,17 +152,7 @@ func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []
 	details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
 	details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
 	details["stop_conditions"] = st.req.Stop
-	if unsent == nil {
-		unsent = []int64{}
-	}
-	var stoppedAs Status
-	var status Status
-	err := r.Pool.QueryRow(bg, `SELECT expiryctl.replay_run_halt($1, $2, $3, $4, $5)`,
-		r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details).Scan(&status)
-	err = databaseError(err)
-	if err == nil && status != StatusHalted {
-		stoppedAs = status
-	}
+	stoppedAs, err := r.tables().RunHalt(bg, r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details)
 	if err != nil {
 		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)
 	}
@@ -185,43 +169,25 @@ func (r *Runner) complete(ctx context.Context, st *runState) error {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	var stoppedAs Status
-	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-		// replay_run_complete refuses while items are left to publish and
-		// records every item's outcome in the audit row it writes.
-		var status Status
-		if err := tx.QueryRow(bg, `SELECT expiryctl.replay_run_complete($1, $2, $3)`, r.Actor, st.req.ID, map[string]any{
+	err := inTx(bg, r.Pool, func(t tables) error {
+		var err error
+		stoppedAs, err = t.RunComplete(bg, r.Actor, st.req.ID, map[string]any{
 			"kind": st.req.Kind, "published": st.published, "republished": st.republished, "resumed": st.resumed,
-			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}).Scan(&status); err != nil {
-			return databaseError(err)
+			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000})
+		if err != nil || stoppedAs != "" {
+			return err
 		}
-		if status != StatusCompleted {
-			stoppedAs = status
-			return nil
-		}
-		rows, err := tx.Query(bg, `SELECT dead_letter_id, state, coalesce(last_error, '') FROM expiryctl.replay_items
-			WHERE request_id = $1 AND state <> 'confirmed' ORDER BY ordinal`, st.req.ID)
+		outcomes, err := t.ItemsNotConfirmed(bg, st.req.ID)
 		if err != nil {
 			return err
 		}
-		outcomes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ItemOutcome])
+		total, err := t.ItemsCount(bg, st.req.ID)
 		if err != nil {
 			return err
 		}
-		failed := []ItemOutcome{}
-		skipped := 0
-		for _, o := range outcomes {
-			if o.State == "failed" {
-				failed = append(failed, o)
-			} else {
-				skipped++
-			}
-		}
-		var total int
-		if err := tx.QueryRow(bg, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1`, st.req.ID).Scan(&total); err != nil {
-			return err
-		}
-		st.confirmed, st.skipped, st.failed = total-len(outcomes), skipped, len(failed)
-		st.failedItems = failed
+		st.confirmed = total - len(outcomes)
+		st.skipped, st.failedItems = skippedAndFailed(outcomes)
+		st.failed = len(st.failedItems)
 		return nil
 	})
 	if err != nil {
@@ -232,4 +198,18 @@ func (r *Runner) complete(ctx context.Context, st *runState) error {
 	}
 	st.status = StatusCompleted
 	return nil
+}
+
+// skippedAndFailed counts the skipped outcomes and lists the failed ones.
+func skippedAndFailed(outcomes []ItemOutcome) (int, []ItemOutcome) {
+	failed := []ItemOutcome{}
+	skipped := 0
+	for _, o := range outcomes {
+		if o.State == "failed" {
+			failed = append(failed, o)
+		} else {
+			skipped++
+		}
+	}
+	return skipped, failed
 }

@@ -85,8 +85,8 @@ func (x *replayRun) failureHalt(minAttempts int) *HaltError {
 // after their replay; `dlq ingest` links them by x-replay-request) and
 // judges them.
 func (x *replayRun) redeadHalt(ctx context.Context) (*HaltError, error) {
-	var n int
-	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, x.st.req.ID).Scan(&n); err != nil {
+	n, err := x.r.tables().RunRedeadLettered(ctx, x.st.req.ID)
+	if err != nil {
 		return nil, err
 	}
 	return x.redeadFrom(n), nil

@@ -99,7 +99,7 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 			Headers: headers, Body: body}
 		candidates = append(candidates, it)
 	}
-	ineligible, err := elig.checkAll(ctx, r.Pool.BeginTx, candidates)
+	ineligible, err := elig.checkAll(ctx, r.Pool, candidates)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (p *preparer) plan() {
 		lo, hi := after+1, after+p.window
 		after = hi
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		items, err := loadItems(ctx, p.r.Pool, req.ID, lo, hi, []string{"pending", "publishing"})
+		items, err := p.r.tables().ItemsLoad(ctx, req.ID, lo, hi, []string{"pending", "publishing"})
 		for _, it := range items {
 			p.queues.add(it.depthQueue(req))
 		}

@@ -161,7 +161,7 @@ func (p *preparer) mark(plans []plan) batch {
 			candidates = append(candidates, pl.item)
 		}
 	}
-	ineligible, err := p.elig.checkAll(ctx, p.r.Pool.BeginTx, candidates)
+	ineligible, err := p.elig.checkAll(ctx, p.r.Pool, candidates)
 	var eligErr *EligibilityError
 	if errors.As(err, &eligErr) {
 		return batch{halt: &HaltError{RequestID: req.ID, Condition: ConditionEligibility, Reason: eligErr.Error()}}
@@ -169,45 +169,8 @@ func (p *preparer) mark(plans []plan) batch {
 	if err != nil {
 		return batch{err: err}
 	}
-	// Updates name the ordinal range too, so that they read the chunk's
-	// rows by index, not every item of a large request.
-	lo, hi := plans[0].item.ordinal, plans[len(plans)-1].item.ordinal
-	b := batch{wasPublishing: map[int64]bool{}}
-	var skipIDs, failIDs, pubIDs []int64
-	var skipWhy, failWhy []string
-	for _, pl := range plans {
-		if why, no := ineligible[pl.item.id]; no {
-			pl.action, pl.reason = actionSkip, why
-		}
-		switch pl.action {
-		case actionReplay:
-			b.msgs = append(b.msgs, outgoing{Message: pl.msg, ordinal: pl.item.ordinal})
-			pubIDs = append(pubIDs, pl.item.id)
-			if pl.item.state == "publishing" {
-				b.wasPublishing[pl.item.id] = true
-			}
-		case actionFail:
-			failIDs, failWhy = append(failIDs, pl.item.id), append(failWhy, pl.reason)
-			b.failed = append(b.failed, ItemOutcome{DeadLetterID: pl.item.id, State: "failed", Reason: pl.reason})
-		default:
-			why := pl.reason
-			if pl.action == actionBlock {
-				why = "blocked: " + why
-			}
-			skipIDs, skipWhy = append(skipIDs, pl.item.id), append(skipWhy, why)
-			b.skipped = append(b.skipped, ItemOutcome{DeadLetterID: pl.item.id, State: "skipped", Reason: why})
-		}
-	}
-	// replay_items_mark commits the window's decisions in one statement,
-	// unless the request stopped running (a cancel), which it reports.
-	var stopped Status
-	var status Status
-	err = p.r.Pool.QueryRow(ctx, `SELECT expiryctl.replay_items_mark($1, $2, $3, $4, $5, $6, $7, $8)`,
-		req.ID, lo, hi, nonNil(pubIDs), nonNil(skipIDs), nonNilText(skipWhy), nonNil(failIDs), nonNilText(failWhy)).Scan(&status)
-	err = asRefusal(err)
-	if err == nil && status != StatusRunning {
-		stopped = status
-	}
+	b, marks := decide(plans, ineligible)
+	stopped, err := p.r.tables().ItemsMark(ctx, req.ID, marks)
 	var refusal *Refusal
 	switch {
 	case errors.As(err, &refusal) && refusal.Rule == "approved-to-run":
@@ -220,16 +183,33 @@ func (p *preparer) mark(plans []plan) batch {
 	return b
 }
 
-func nonNil(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
+// decide sorts the chosen plans, with the ineligible among them skipped,
+// into the batch to publish and the window's decisions to commit.
+func decide(plans []plan, ineligible map[int64]string) (batch, itemMarks) {
+	b := batch{wasPublishing: map[int64]bool{}}
+	m := itemMarks{lo: plans[0].item.ordinal, hi: plans[len(plans)-1].item.ordinal}
+	for _, pl := range plans {
+		if why, no := ineligible[pl.item.id]; no {
+			pl.action, pl.reason = actionSkip, why
+		}
+		switch pl.action {
+		case actionReplay:
+			b.msgs = append(b.msgs, outgoing{Message: pl.msg, ordinal: pl.item.ordinal})
+			m.publish = append(m.publish, pl.item.id)
+			if pl.item.state == "publishing" {
+				b.wasPublishing[pl.item.id] = true
+			}
+		case actionFail:
+			m.fail, m.failWhy = append(m.fail, pl.item.id), append(m.failWhy, pl.reason)
+			b.failed = append(b.failed, ItemOutcome{DeadLetterID: pl.item.id, State: "failed", Reason: pl.reason})
+		default:
+			why := pl.reason
+			if pl.action == actionBlock {
+				why = "blocked: " + why
+			}
+			m.skip, m.skipWhy = append(m.skip, pl.item.id), append(m.skipWhy, why)
+			b.skipped = append(b.skipped, ItemOutcome{DeadLetterID: pl.item.id, State: "skipped", Reason: why})
+		}
 	}
-	return ids
-}
-
-func nonNilText(texts []string) []string {
-	if texts == nil {
-		return []string{}
-	}
-	return texts
+	return b, m
 }

@@ -96,9 +96,7 @@ func (x *replayRun) probeOnce() probe {
 			p.depths = append(p.depths, queueDepth{q, depth})
 		}
 	}
-	if err := x.r.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, x.st.req.ID).Scan(&p.redead); err != nil {
-		p.err = err
-	}
+	p.redead, p.err = x.r.tables().RunRedeadLettered(ctx, x.st.req.ID)
 	return p
 }
 

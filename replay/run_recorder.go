@@ -117,15 +117,9 @@ func (rec *recorder) write(buf []outcome) error {
 			confirmed = append(confirmed, o.id)
 		}
 	}
-	// Items are found by the batch's ordinal range and an id list, never by
-	// joining an unnest: the items table is rarely analysed during a run,
-	// and a cached generic plan then joins the unnest by nested loop, a
-	// thousand comparisons per item.
-	// replay_items_record writes confirms (and the letters replayed) and
-	// failures in one statement; a confirm only of an item publishing.
-	_, err := rec.r.Pool.Exec(ctx, `SELECT expiryctl.replay_items_record($1, $2, $3, $4, $5, $6)`,
-		rec.request, lo, hi, nonNil(confirmed), nonNil(failed), nonNilText(whys))
-	return asRefusal(err)
+	// The batch's ordinal range lets the database find its items by index
+	// (see ItemsRecord).
+	return rec.r.tables().ItemsRecord(ctx, rec.request, lo, hi, confirmed, failed, whys)
 }
 
 // sync writes everything sent so far and reports the first write error.
