@@ -197,16 +197,26 @@ func (x *replayRun) drain(timeout time.Duration) {
 	}
 }
 
+// loopState is the publishing loop's own: the ticker of its checks, the
+// confirm window, the limiter's answer for the next publish, and the phase
+// it reports.
+type loopState struct {
+	check  *time.Ticker
+	window int
+	waitC  <-chan time.Time // the limiter's delay before the next publish
+	ready  bool             // the limiter allowed the next publish
+	phase  string
+}
+
+// run is the publishing loop: canary, canary window, then the rest, until
+// everything went out or something stops it; then finish settles the
+// request.
 func (x *replayRun) run(ctx context.Context) error {
-	r, st := x.r, x.st
-	check := time.NewTicker(r.checkInterval())
-	defer check.Stop()
-	window := r.windowSize()
-	var waitC <-chan time.Time
-	ready := false // the limiter allowed the next publish
-	phase := "replay"
+	r := x.r
+	l := &loopState{check: time.NewTicker(r.checkInterval()), window: r.windowSize(), phase: "replay"}
+	defer l.check.Stop()
 	if x.canaryTarget > 0 {
-		phase = "canary"
+		l.phase = "canary"
 	}
 	if x.canaryWaitFrom != nil {
 		if stop := x.canaryWait(ctx, *x.canaryWaitFrom); stop != nil {
@@ -215,114 +225,146 @@ func (x *replayRun) run(ctx context.Context) error {
 	}
 	x.ask()
 	for {
-		select {
-		case p := <-x.probeRes:
-			if stop := x.probed(p, phase == "canary"); stop != nil {
-				return x.finish(ctx, stop)
-			}
-		default:
-		}
-		x.settleReady()
-		if x.lost != nil {
-			return x.finish(ctx, &stopReason{err: x.lost})
-		}
-		if err := x.recErr(); err != nil {
-			return x.finish(ctx, &stopReason{err: err})
-		}
-		st.inFlight = len(x.inflight)
-		r.report(st, phase)
-
-		// The canary is out: wait for its outcome before anything more.
-		switch canaryPhaseOf(x.canaryTarget, x.canaryPublished, x.ended && len(x.queue) == 0) {
-		case canaryEmpty:
-			x.canaryTarget = 0
-			continue
-		case canaryOut:
-			// Nothing beyond the canary was asked for (ask stops at the
-			// canary's size), so nothing else waits marked meanwhile.
-			if stop := x.canaryWait(ctx, -1); stop != nil {
-				return x.finish(ctx, stop)
-			}
-			x.canaryTarget, phase = 0, "replay"
-			x.ask()
-			continue
-		case canaryPublishing:
-		}
-		if x.ended && len(x.queue) == 0 && len(x.inflight) == 0 {
-			return x.finish(ctx, nil)
-		}
-
-		var headDone <-chan struct{}
-		if len(x.inflight) > 0 {
-			headDone = x.inflight[0].pending.Done()
-		}
-		var batchC <-chan batch
-		if x.outstanding > 0 {
-			batchC = x.prep.out
-		}
-		canPublish := len(x.queue) > 0 && len(x.inflight) < window
-		if canPublish && !ready && waitC == nil {
-			res := x.limiter.Reserve()
-			if d := res.Delay(); d <= 0 {
-				ready = true
-			} else {
-				waitC = time.After(d)
-			}
-		}
-		if canPublish && ready {
-			m := x.queue[0]
-			if !x.unsent[m.Item] && !x.wasPub[m.Item] {
-				return x.finish(ctx, &stopReason{err: fmt.Errorf("item %d was not marked publishing by this run: refusing to publish it", m.Item)})
-			}
-			p, err := r.Broker.Publish(ctx, m.Message)
-			if err != nil {
-				if ctx.Err() != nil {
-					return x.finish(ctx, &stopReason{err: ctx.Err()})
-				}
-				return x.finish(ctx, &stopReason{err: err})
-			}
-			x.queue = x.queue[1:]
-			ready = false
-			republish := x.wasPub[m.Item]
-			delete(x.unsent, m.Item)
-			delete(x.wasPub, m.Item)
-			x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish})
-			st.published++
-			if republish {
-				st.republished++
-			}
-			if x.canaryTarget > 0 {
-				x.canaryPublished++
-			}
-			x.ask()
-			if time.Since(x.lastCheck) >= r.checkInterval() {
-				x.requestProbe()
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return x.finish(ctx, &stopReason{err: ctx.Err()})
-		case <-headDone:
-		case b, ok := <-batchC:
-			if !ok {
-				x.outstanding, x.requested, x.ended = 0, 0, true
-				continue
-			}
-			if stop := x.take(b); stop != nil {
-				return x.finish(ctx, stop)
-			}
-			x.ask()
-		case <-waitC:
-			waitC, ready = nil, true
-		case <-check.C:
-			x.requestProbe()
-		case p := <-x.probeRes:
-			if stop := x.probed(p, phase == "canary"); stop != nil {
-				return x.finish(ctx, stop)
-			}
+		if stop, end := x.step(ctx, l); end {
+			return x.finish(ctx, stop)
 		}
 	}
+}
+
+// step is one turn of the loop: take in what happened, then publish the
+// next message or wait for something to happen. end is set when the loop is
+// over, with why (nil: everything went out).
+func (x *replayRun) step(ctx context.Context, l *loopState) (stop *stopReason, end bool) {
+	if stop := x.observe(l); stop != nil {
+		return stop, true
+	}
+	switch canaryPhaseOf(x.canaryTarget, x.canaryPublished, x.ended && len(x.queue) == 0) {
+	case canaryEmpty:
+		x.canaryTarget = 0
+		return nil, false
+	case canaryOut:
+		// The canary is out: wait for its outcome before anything more.
+		// Nothing beyond the canary was asked for (ask stops at the
+		// canary's size), so nothing else waits marked meanwhile.
+		if stop := x.canaryWait(ctx, -1); stop != nil {
+			return stop, true
+		}
+		x.canaryTarget, l.phase = 0, "replay"
+		x.ask()
+		return nil, false
+	case canaryPublishing:
+	}
+	if x.ended && len(x.queue) == 0 && len(x.inflight) == 0 {
+		return nil, true
+	}
+	canPublish := len(x.queue) > 0 && len(x.inflight) < l.window
+	if canPublish && !l.ready && l.waitC == nil {
+		res := x.limiter.Reserve()
+		if d := res.Delay(); d <= 0 {
+			l.ready = true
+		} else {
+			l.waitC = time.After(d)
+		}
+	}
+	if canPublish && l.ready {
+		stop := x.publishNext(ctx, l)
+		return stop, stop != nil
+	}
+	return x.await(ctx, l)
+}
+
+// observe takes in what happened since the last turn without waiting: a
+// probe's answer, the broker's answers, a lost channel, a recorder that
+// failed; then reports progress.
+func (x *replayRun) observe(l *loopState) *stopReason {
+	select {
+	case p := <-x.probeRes:
+		if stop := x.probed(p, l.phase == "canary"); stop != nil {
+			return stop
+		}
+	default:
+	}
+	x.settleReady()
+	if x.lost != nil {
+		return &stopReason{err: x.lost}
+	}
+	if err := x.recErr(); err != nil {
+		return &stopReason{err: err}
+	}
+	x.st.inFlight = len(x.inflight)
+	x.r.report(x.st, l.phase)
+	return nil
+}
+
+// publishNext publishes the head of the queue, which this run must have
+// marked publishing, and puts it in flight.
+func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
+	r, st := x.r, x.st
+	m := x.queue[0]
+	if !x.unsent[m.Item] && !x.wasPub[m.Item] {
+		return &stopReason{err: fmt.Errorf("item %d was not marked publishing by this run: refusing to publish it", m.Item)}
+	}
+	p, err := r.Broker.Publish(ctx, m.Message)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &stopReason{err: ctx.Err()}
+		}
+		return &stopReason{err: err}
+	}
+	x.queue = x.queue[1:]
+	l.ready = false
+	republish := x.wasPub[m.Item]
+	delete(x.unsent, m.Item)
+	delete(x.wasPub, m.Item)
+	x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish})
+	st.published++
+	if republish {
+		st.republished++
+	}
+	if x.canaryTarget > 0 {
+		x.canaryPublished++
+	}
+	x.ask()
+	if time.Since(x.lastCheck) >= r.checkInterval() {
+		x.requestProbe()
+	}
+	return nil
+}
+
+// await waits for the next thing to happen: the oldest flight's answer, a
+// prepared batch, the limiter, a check, a probe's answer, or the end of ctx.
+func (x *replayRun) await(ctx context.Context, l *loopState) (stop *stopReason, end bool) {
+	var headDone <-chan struct{}
+	if len(x.inflight) > 0 {
+		headDone = x.inflight[0].pending.Done()
+	}
+	var batchC <-chan batch
+	if x.outstanding > 0 {
+		batchC = x.prep.out
+	}
+	select {
+	case <-ctx.Done():
+		return &stopReason{err: ctx.Err()}, true
+	case <-headDone:
+	case b, ok := <-batchC:
+		if !ok {
+			x.outstanding, x.requested, x.ended = 0, 0, true
+			return nil, false
+		}
+		if stop := x.take(b); stop != nil {
+			return stop, true
+		}
+		x.ask()
+	case <-l.waitC:
+		l.waitC, l.ready = nil, true
+	case <-l.check.C:
+		x.requestProbe()
+	case p := <-x.probeRes:
+		if stop := x.probed(p, l.phase == "canary"); stop != nil {
+			return stop, true
+		}
+	}
+	return nil, false
 }
 
 // recErr reports the recorder's first write error without waiting.

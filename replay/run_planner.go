@@ -43,61 +43,15 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 	var candidates []*runItem
 	idx := map[int64]int{}
 	for i, it := range items {
-		p := plan{item: it}
-		plans[i] = p
 		idx[it.id] = i
-		if why := it.changed(); why != "" {
-			plans[i].action, plans[i].reason = actionBlock, why
-			continue
-		}
-		exchange, key, ok := it.target(req)
-		if !ok {
-			plans[i].action, plans[i].reason = actionBlock, "no target: the letter names no origin and the request no --to-exchange/--routing-key"
-			continue
-		}
-		plans[i].target = describeTarget(exchange, key)
-		exists, known := exchanges[exchange]
-		if !known && r.Broker != nil {
-			var err error
-			if exists, err = r.Broker.ExchangeExists(ctx, exchange); err != nil {
-				return nil, err
-			}
-			exchanges[exchange] = exists
-		} else if !known {
-			exists = true
-		}
-		if !exists {
-			plans[i].action, plans[i].reason = actionFail, fmt.Sprintf("exchange %q does not exist on the broker", exchange)
-			continue
-		}
-		props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
+		p, err := r.planItem(ctx, req, replayedBy, it, exchanges)
 		if err != nil {
-			plans[i].action, plans[i].reason = actionBlock, "stored properties cannot be decoded: "+err.Error()
-			continue
+			return nil, err
 		}
-		headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount, r.now(), moved)
-		if err != nil {
-			plans[i].action, plans[i].reason = actionBlock, "stored headers cannot be decoded: "+err.Error()
-			continue
+		plans[i] = p
+		if p.action == actionReplay {
+			candidates = append(candidates, it)
 		}
-		body, messageID := it.payload, props.MessageID
-		if req.FreshKey {
-			var newKey string
-			body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID)
-			if err != nil {
-				plans[i].action, plans[i].reason = actionBlock, "cannot give it a fresh key: "+err.Error()
-				continue
-			}
-			plans[i].newKey = newKey
-			if messageID != "" {
-				messageID = freshKey(messageID, req.ID)
-			}
-		}
-		plans[i].action = actionReplay
-		props.MessageID = messageID
-		plans[i].msg = Message{Item: it.id, Exchange: exchange, RoutingKey: key, Properties: props,
-			Headers: headers, Body: body}
-		candidates = append(candidates, it)
 	}
 	ineligible, err := elig.checkAll(ctx, r.Pool, candidates)
 	if err != nil {
@@ -108,6 +62,78 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 		p.action, p.reason, p.msg = actionSkip, why, Message{}
 	}
 	return plans, nil
+}
+
+// planItem decides one item, eligibility aside. An error is the broker's,
+// asked whether the target exchange exists.
+func (r *Runner) planItem(ctx context.Context, req Request, replayedBy string, it *runItem, exchanges map[string]bool) (plan, error) {
+	p := plan{item: it}
+	if why := it.changed(); why != "" {
+		p.action, p.reason = actionBlock, why
+		return p, nil
+	}
+	exchange, key, ok := it.target(req)
+	if !ok {
+		p.action, p.reason = actionBlock, "no target: the letter names no origin and the request no --to-exchange/--routing-key"
+		return p, nil
+	}
+	p.target = describeTarget(exchange, key)
+	exists, err := r.exchangeExists(ctx, exchange, exchanges)
+	if err != nil {
+		return plan{}, err
+	}
+	if !exists {
+		p.action, p.reason = actionFail, fmt.Sprintf("exchange %q does not exist on the broker", exchange)
+		return p, nil
+	}
+	msg, newKey, blocked := r.replayMessage(req, replayedBy, it, exchange, key)
+	if blocked != "" {
+		p.action, p.reason = actionBlock, blocked
+		return p, nil
+	}
+	p.action, p.msg, p.newKey = actionReplay, msg, newKey
+	return p, nil
+}
+
+// exchangeExists asks the broker once per exchange and run (known holds the
+// answers); with no broker, every exchange is taken to exist.
+func (r *Runner) exchangeExists(ctx context.Context, exchange string, known map[string]bool) (bool, error) {
+	exists, asked := known[exchange]
+	switch {
+	case asked:
+		return exists, nil
+	case r.Broker == nil:
+		return true, nil
+	}
+	exists, err := r.Broker.ExchangeExists(ctx, exchange)
+	if err != nil {
+		return false, err
+	}
+	known[exchange] = exists
+	return exists, nil
+}
+
+// replayMessage builds the message that replays it, with the fresh key it
+// carries for a fresh-key request; blocked says why it cannot be built.
+func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exchange, key string) (msg Message, newKey, blocked string) {
+	props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
+	if err != nil {
+		return Message{}, "", "stored properties cannot be decoded: " + err.Error()
+	}
+	headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount, r.now(), moved)
+	if err != nil {
+		return Message{}, "", "stored headers cannot be decoded: " + err.Error()
+	}
+	body := it.payload
+	if req.FreshKey {
+		if body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID); err != nil {
+			return Message{}, "", "cannot give it a fresh key: " + err.Error()
+		}
+		if props.MessageID != "" {
+			props.MessageID = freshKey(props.MessageID, req.ID)
+		}
+	}
+	return Message{Item: it.id, Exchange: exchange, RoutingKey: key, Properties: props, Headers: headers, Body: body}, newKey, ""
 }
 
 // planned is one window of items, planned without eligibility.

@@ -45,27 +45,11 @@ func (rec *recorder) loop() {
 	var buf []outcome
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	write := func() {
-		if len(buf) == 0 {
-			return
-		}
-		if rec.err != nil {
-			rec.unrecorded = append(rec.unrecorded, buf...)
-			buf = buf[:0]
-			return
-		}
-		if err := rec.write(buf); err != nil {
-			rec.err = err
-			close(rec.failed)
-			rec.unrecorded = append(rec.unrecorded, buf...)
-		}
-		buf = buf[:0]
-	}
 	for {
 		select {
 		case o, ok := <-rec.in:
 			if !ok {
-				write()
+				rec.writeOut(buf)
 				return
 			}
 			if rec.err != nil {
@@ -74,31 +58,51 @@ func (rec *recorder) loop() {
 			}
 			buf = append(buf, o)
 			if len(buf) >= maxBatch {
-				write()
+				buf = rec.writeOut(buf)
 			}
 		case <-tick.C:
-			write()
+			buf = rec.writeOut(buf)
 		case reply := <-rec.flush:
-			// Everything sent before the flush request is in rec.in ahead
-			// of nothing: take it all first.
-			for drained := false; !drained; {
-				select {
-				case o, ok := <-rec.in:
-					if !ok {
-						drained = true
-						break
-					}
-					buf = append(buf, o)
-				default:
-					drained = true
-				}
-			}
-			write()
+			buf = rec.writeOut(rec.takeQueued(buf))
 			if rec.err != nil {
 				reply <- fmt.Errorf("record broker answers: %w", rec.err)
 			} else {
 				reply <- nil
 			}
+		}
+	}
+}
+
+// writeOut writes buf, or once a write failed keeps it as unrecorded, and
+// returns buf emptied for reuse.
+func (rec *recorder) writeOut(buf []outcome) []outcome {
+	if len(buf) == 0 {
+		return buf
+	}
+	if rec.err != nil {
+		rec.unrecorded = append(rec.unrecorded, buf...)
+		return buf[:0]
+	}
+	if err := rec.write(buf); err != nil {
+		rec.err = err
+		close(rec.failed)
+		rec.unrecorded = append(rec.unrecorded, buf...)
+	}
+	return buf[:0]
+}
+
+// takeQueued adds to buf every answer already sent, without waiting:
+// everything sent before a flush request is in rec.in ahead of nothing.
+func (rec *recorder) takeQueued(buf []outcome) []outcome {
+	for {
+		select {
+		case o, ok := <-rec.in:
+			if !ok {
+				return buf
+			}
+			buf = append(buf, o)
+		default:
+			return buf
 		}
 	}
 }
