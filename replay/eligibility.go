@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // eligibilityTimeout bounds one run of the policy's eligibility query, so
@@ -18,6 +17,8 @@ const eligibilityTimeout = "5s"
 // for the items of a run. An empty query makes every item eligible.
 type eligibility struct {
 	query string
+	// sql is the query as it runs (eligibilitySQL).
+	sql string
 }
 
 func newEligibility(query string) eligibility {
@@ -25,19 +26,10 @@ func newEligibility(query string) eligibility {
 	for strings.HasSuffix(q, ";") {
 		q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
 	}
-	return eligibility{query: q}
+	return eligibility{query: q, sql: eligibilitySQL(q)}
 }
 
 func (e eligibility) enabled() bool { return e.query != "" }
-
-// sql wraps the policy's query so that it always takes exactly three
-// parameters of known types: a query that uses only $1, or compares $3 with
-// an integer column, then works as its author meant. The query is a lateral
-// subquery, so it may be any SELECT (with CTEs, ORDER BY, LIMIT).
-func (e eligibility) sql() string {
-	return `SELECT q.* FROM (SELECT $1::text, $2::text, $3::bigint) AS expiryctl_args (reservation_id, idempotency_key, expected_version),
-		LATERAL (` + e.query + `) AS q LIMIT 1`
-}
 
 // EligibilityError is the policy's eligibility query failing (bad SQL, a
 // missing table, a timeout), as opposed to answering "not eligible". The run
@@ -58,57 +50,44 @@ func (e *EligibilityError) Unwrap() error { return e.Err }
 // It returns the reason for every ineligible item, keyed by dead letter id.
 // An error from the query itself is an *EligibilityError; other errors (a
 // lost connection) come back as they are.
-func (e eligibility) checkAll(ctx context.Context, begin func(context.Context, pgx.TxOptions) (pgx.Tx, error), items []*runItem) (map[int64]string, error) {
+func (e eligibility) checkAll(ctx context.Context, pool *pgxpool.Pool, items []*runItem) (map[int64]string, error) {
 	out := map[int64]string{}
 	if !e.enabled() || len(items) == 0 {
 		return out, nil
 	}
-	tx, err := begin(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	err := inReadOnlyTx(ctx, pool, func(t tables) error {
+		if err := t.EligibilityLimit(ctx); err != nil {
+			return err
+		}
+		for _, it := range items {
+			eligible, reason, found, err := e.one(ctx, t, it)
+			switch {
+			case isStatementError(err):
+				return &EligibilityError{DeadLetterID: it.id, Err: err}
+			case err != nil:
+				return err
+			case !found:
+				out[it.id] = "not eligible: the eligibility query returned no row"
+			case !eligible:
+				if reason == "" {
+					reason = "no reason given"
+				}
+				out[it.id] = "not eligible: " + reason
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '"+eligibilityTimeout+"'"); err != nil {
-		return nil, err
-	}
-	sql := e.sql()
-	for _, it := range items {
-		eligible, reason, found, err := e.one(ctx, tx, sql, it)
-		var pgErr *pgconn.PgError
-		switch {
-		case errors.As(err, &pgErr):
-			return nil, &EligibilityError{DeadLetterID: it.id, Err: err}
-		case err != nil:
-			return nil, err
-		case !found:
-			out[it.id] = "not eligible: the eligibility query returned no row"
-		case !eligible:
-			if reason == "" {
-				reason = "no reason given"
-			}
-			out[it.id] = "not eligible: " + reason
-		}
-	}
-	return out, tx.Commit(ctx)
+	return out, nil
 }
 
 // one runs the query for one item and reads its first row, whatever its
 // column types turned out to be.
-func (e eligibility) one(ctx context.Context, tx pgx.Tx, sql string, it *runItem) (eligible bool, reason string, found bool, err error) {
-	rows, err := tx.Query(ctx, sql, nullIfEmpty(it.reservationID), nullIfEmpty(it.idempotencyKey), it.expectedVersion)
-	if err != nil {
-		return false, "", false, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return false, "", false, rows.Err()
-	}
-	values, err := rows.Values()
-	if err != nil {
-		return false, "", false, err
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+func (e eligibility) one(ctx context.Context, t tables, it *runItem) (eligible bool, reason string, found bool, err error) {
+	values, found, err := t.EligibilityRow(ctx, e.sql, it)
+	if err != nil || !found {
 		return false, "", false, err
 	}
 	if len(values) == 0 {

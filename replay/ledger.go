@@ -24,49 +24,28 @@ type LedgerEntry struct {
 
 // Ledger returns every request with its items' states, oldest first.
 func Ledger(ctx context.Context, q store.Querier) ([]LedgerEntry, error) {
-	rows, err := q.Query(ctx, `SELECT r.id, r.kind, r.status, coalesce(r.reviewed_db_role, ''),
-		       coalesce((SELECT jsonb_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM expiryctl.replay_items
-		                 WHERE request_id = r.id GROUP BY state) s), '{}')
-		FROM expiryctl.replay_requests r ORDER BY r.id`)
+	t := onPostgres(q)
+	entries, err := t.RequestLedger(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the replay requests: %w", err)
-	}
-	entries, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LedgerEntry, error) {
-		e := LedgerEntry{Outcomes: map[int64]string{}}
-		err := row.Scan(&e.ID, &e.Kind, &e.Status, &e.ReviewedDBRole, &e.States)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read the replay requests: %w", err)
+		return nil, err
 	}
 	byID := make(map[int64]*LedgerEntry, len(entries))
 	for i := range entries {
 		byID[entries[i].ID] = &entries[i]
 	}
-	rows, err = q.Query(ctx, `SELECT request_id, dead_letter_id, state FROM expiryctl.replay_items
-		WHERE state IN ('confirmed', 'skipped', 'failed')`)
-	if err != nil {
-		return nil, fmt.Errorf("read the replay items: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var req, letter int64
-		var state string
-		if err := rows.Scan(&req, &letter, &state); err != nil {
-			return nil, fmt.Errorf("read the replay items: %w", err)
-		}
-		if e := byID[req]; e != nil {
+	err = t.ItemsDecided(ctx, func(request, letter int64, state string) {
+		if e := byID[request]; e != nil {
 			e.Outcomes[letter] = state
 		}
-	}
-	return entries, rows.Err()
+	})
+	return entries, err
 }
 
 // PolicyDocument returns the policy row as jsonb renders it, the form the
 // policy events record as "after".
 func PolicyDocument(ctx context.Context, q store.Querier) (map[string]any, error) {
-	var doc map[string]any
-	if err := q.QueryRow(ctx, `SELECT to_jsonb(p) - 'singleton' FROM expiryctl.policy p WHERE singleton`).Scan(&doc); err != nil {
+	doc, err := onPostgres(q).PolicyDocument(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("read the policy: %w", err)
 	}
 	return doc, nil
@@ -83,16 +62,8 @@ func PolicyDefaults(ctx context.Context, db interface {
 		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // nothing is kept
-	var doc map[string]any
-	for _, sql := range []string{
-		`CREATE TEMP TABLE policy_defaults (LIKE expiryctl.policy INCLUDING DEFAULTS) ON COMMIT DROP`,
-		`INSERT INTO policy_defaults DEFAULT VALUES`,
-	} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return nil, fmt.Errorf("compute the policy's defaults: %w", err)
-		}
-	}
-	if err := tx.QueryRow(ctx, `SELECT to_jsonb(p) - 'singleton' FROM policy_defaults p`).Scan(&doc); err != nil {
+	doc, err := onPostgres(tx).PolicyDefaults(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("compute the policy's defaults: %w", err)
 	}
 	return doc, nil

@@ -2,15 +2,12 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -58,40 +55,9 @@ const (
 	IdentityDBRole   = "db-role"
 )
 
-// LoadPolicy reads the policy.
+// LoadPolicy reads the policy. q may be a pool or a transaction.
 func LoadPolicy(ctx context.Context, q store.Querier) (Policy, error) {
-	var p Policy
-	var ttl, window, retention time.Duration
-	err := q.QueryRow(ctx, `SELECT approvers, max_cohort, max_rate::float8,
-		extract(epoch FROM approval_ttl)::float8, stop_failure_ratio::float8, stop_queue_depth,
-		stop_redead_ratio::float8, extract(epoch FROM canary_window)::float8, identity_mode,
-		eligibility_query, extract(epoch FROM retention)::float8, updated_at, updated_by
-		FROM expiryctl.policy WHERE singleton`).Scan(&p.Approvers, &p.MaxCohort, &p.MaxRate,
-		durationScanner{&ttl}, &p.StopFailureRatio, &p.StopQueueDepth, &p.StopRedeadRatio,
-		durationScanner{&window}, &p.IdentityMode, &p.EligibilityQuery, durationScanner{&retention}, &p.UpdatedAt, &p.UpdatedBy)
-	if err != nil {
-		return Policy{}, fmt.Errorf("read policy: %w", err)
-	}
-	p.ApprovalTTL, p.CanaryWindow, p.Retention = ttl, window, retention
-	if p.Approvers == nil {
-		p.Approvers = []string{}
-	}
-	return p, nil
-}
-
-// durationScanner reads seconds (float8) into a time.Duration.
-type durationScanner struct{ d *time.Duration }
-
-func (s durationScanner) Scan(src any) error {
-	switch v := src.(type) {
-	case float64:
-		*s.d = time.Duration(v * float64(time.Second))
-		return nil
-	case nil:
-		*s.d = 0
-		return nil
-	}
-	return fmt.Errorf("unexpected %T for a duration", src)
+	return onPostgres(q).PolicyGet(ctx)
 }
 
 // policyKey describes one settable key: its column and how to read a value.
@@ -181,16 +147,16 @@ func SetPolicy(ctx context.Context, pool *pgxpool.Pool, actor string, changes ma
 // SetPolicyWhy is SetPolicy with the reason the proposer gives.
 func SetPolicyWhy(ctx context.Context, pool *pgxpool.Pool, actor string, changes map[string]any, why string) (PolicySetResult, error) {
 	var res PolicySetResult
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var id *int64
-		if err := tx.QueryRow(ctx, `SELECT change_id, applied FROM expiryctl.policy_set($1, $2, $3)`, actor, changes, why).Scan(&id, &res.Applied); err != nil {
-			return policyError(err)
+	err := inTx(ctx, pool, func(t tables) error {
+		id, applied, err := t.PolicySet(ctx, actor, changes, why)
+		if err != nil {
+			return err
 		}
+		res.Applied = applied
 		if id != nil {
 			res.ChangeID = *id
 		}
-		var err error
-		res.Policy, err = LoadPolicy(ctx, tx)
+		res.Policy, err = t.PolicyGet(ctx)
 		return err
 	})
 	if err != nil {
@@ -216,17 +182,7 @@ type PolicyChange struct {
 // PendingPolicyChanges lists the proposals waiting for a second admin,
 // oldest first. It does not audit: callers record their own read.
 func PendingPolicyChanges(ctx context.Context, q store.Querier) ([]PolicyChange, error) {
-	rows, err := q.Query(ctx, `SELECT id, changes, why, proposed_by, proposed_db_role, proposed_at, status,
-		coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''), reviewed_at
-		FROM expiryctl.policy_changes WHERE status = 'pending' ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PolicyChange])
-	if out == nil {
-		out = []PolicyChange{}
-	}
-	return out, err
+	return onPostgres(q).PolicyChangesPending(ctx)
 }
 
 // ReviewPolicyChange approves (the change applies) or rejects proposal id,
@@ -239,12 +195,12 @@ func ReviewPolicyChange(ctx context.Context, pool *pgxpool.Pool, actor string, i
 		decision, action = "reject", "policy.reject"
 	}
 	var after Policy
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT expiryctl.policy_review($1, $2, $3, $4)`, actor, id, decision, why); err != nil {
-			return policyError(err)
+	err := inTx(ctx, pool, func(t tables) error {
+		if err := t.PolicyReview(ctx, actor, id, decision, why); err != nil {
+			return err
 		}
 		var err error
-		after, err = LoadPolicy(ctx, tx)
+		after, err = t.PolicyGet(ctx)
 		return err
 	})
 	if err != nil {
@@ -262,15 +218,6 @@ func (e *PolicyChangeNotFoundError) Error() string {
 
 // Is makes errors.Is(err, deadletter.ErrNotFound) true, for the exit code.
 func (e *PolicyChangeNotFoundError) Is(target error) bool { return target == deadletter.ErrNotFound }
-
-func policyError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.HasPrefix(pgErr.ConstraintName, "policy_") &&
-		pgErr.ConstraintName != "policy_four_eyes" {
-		return refuse("policy-value", "the policy refuses that value (%s)", pgErr.ConstraintName)
-	}
-	return databaseError(err)
-}
 
 // recordPolicyRefusal audits a policy change that was refused or failed; the
 // change rolled back, so the row goes in on its own.

@@ -2,16 +2,12 @@ package replay
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -160,28 +156,6 @@ type Created struct {
 	Matched int `json:"matched"`
 }
 
-const requestColumns = `id, kind, status, item_count, filter, cohort_hash, rate::float8, canary,
-	stop_failure_ratio::float8, stop_queue_depth, stop_redead_ratio::float8, extract(epoch FROM canary_window)::float8,
-	fresh_key, eligibility_confirmed, coalesce(to_exchange, ''), coalesce(to_routing_key, ''), why,
-	requested_by, requested_db_role, created_at, expires_at, coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''),
-	reviewed_at, coalesce(review_why, ''), approval_spent, approval_expires_at, approvals, started_at, finished_at,
-	coalesce(halt_reason, '')`
-
-func scanRequest(row pgx.Row) (Request, error) {
-	var r Request
-	var hash []byte
-	var window time.Duration
-	err := row.Scan(&r.ID, &r.Kind, &r.Status, &r.Items, &r.Filter, &hash, &r.Rate, &r.Canary,
-		&r.Stop.FailureRatio, &r.Stop.QueueDepth, &r.Stop.RedeadRatio, durationScanner{&window},
-		&r.FreshKey, &r.EligibilityConfirmed, &r.ToExchange, &r.ToRoutingKey, &r.Why,
-		&r.RequestedBy, &r.RequestedDBRole, &r.CreatedAt, &r.ExpiresAt, &r.ReviewedBy, &r.ReviewedDBRole,
-		&r.ReviewedAt, &r.ReviewWhy, &r.ApprovalSpent, &r.ApprovalExpiresAt, &r.Approvals, &r.StartedAt, &r.FinishedAt,
-		&r.HaltReason)
-	r.CohortHash = hex.EncodeToString(hash)
-	r.Stop.CanaryWindow = window
-	return r, err
-}
-
 // NotFoundError names a request that does not exist.
 type NotFoundError struct{ ID int64 }
 
@@ -194,29 +168,18 @@ func (e *NotFoundError) Error() string {
 func (e *NotFoundError) Is(target error) bool { return target == deadletter.ErrNotFound }
 
 // Get reads one request without auditing it; callers audit what they do.
-func Get(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, id int64) (Request, error) {
-	r, err := scanRequest(q.QueryRow(ctx, "SELECT "+requestColumns+" FROM expiryctl.replay_requests WHERE id = $1", id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Request{}, &NotFoundError{ID: id}
-	}
-	return r, err
+// q may be a pool or a transaction.
+func Get(ctx context.Context, q store.Querier, id int64) (Request, error) {
+	return onPostgres(q).RequestGet(ctx, id)
 }
+
+func (s *Service) tables() tables { return onPostgres(s.Pool) }
 
 func (s *Service) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
 	return time.Now()
-}
-
-// expireStale marks requests whose review or approval window has passed, so
-// their letters are free again, each with its audit row. The database
-// decides what is stale.
-func expireStale(ctx context.Context, q store.Querier, actor string) error {
-	_, err := q.Exec(ctx, `SELECT expiryctl.replay_expire_stale($1)`, actor)
-	return asRefusal(err)
 }
 
 func requestTarget(id int64) string { return "replay_request:" + strconv.FormatInt(id, 10) }
@@ -233,20 +196,14 @@ func (s *Service) Create(ctx context.Context, nr NewRequest) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	var canary *int32
-	if nr.Canary != nil {
-		c := int32(min(max(*nr.Canary, 0), 1<<31-1))
-		canary = &c
-	}
 	var created Created
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var id int64
-		if err := tx.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10)`,
-			s.Actor, string(nr.Kind), string(selection), nr.Rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
-			nr.FreshKey, nr.ConfirmEligible).Scan(&id, &created.Matched); err != nil {
-			return databaseError(err)
+	err = inTx(ctx, s.Pool, func(t tables) error {
+		id, matched, err := t.RequestCreate(ctx, s.Actor, nr, selection)
+		if err != nil {
+			return err
 		}
-		created.Request, err = Get(ctx, tx, id)
+		created.Matched = matched
+		created.Request, err = t.RequestGet(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -254,25 +211,6 @@ func (s *Service) Create(ctx context.Context, nr NewRequest) (Created, error) {
 		return Created{}, err
 	}
 	return created, nil
-}
-
-// databaseError names what the schema's functions refused or did not find.
-func databaseError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == store.NotFoundSQLState {
-		kind, idText, _ := strings.Cut(pgErr.Detail, ":")
-		id, _ := strconv.ParseInt(idText, 10, 64)
-		switch kind {
-		case "dead_letter":
-			return &deadletter.NotFoundError{ID: id}
-		case "replay_request":
-			return &NotFoundError{ID: id}
-		case "policy_change":
-			return &PolicyChangeNotFoundError{ID: id}
-		}
-		return fmt.Errorf("%s: %w", pgErr.Message, deadletter.ErrNotFound)
-	}
-	return asRefusal(err)
 }
 
 // recordRefusal audits a request that was refused or failed; the state

@@ -3,13 +3,9 @@ package replay
 import (
 	"context"
 	"encoding/hex"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // ReviewOptions are what an approver adds to a review.
@@ -54,20 +50,19 @@ func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOp
 		}
 	}
 	var out Request
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT expiryctl.replay_review($1, $2, $3, $4, $5, $6)`,
-			s.Actor, id, decision, opts.Why, opts.AllowFreshKey, shown); err != nil {
-			return databaseError(err)
+	err := inTx(ctx, s.Pool, func(t tables) error {
+		if err := t.RequestReview(ctx, s.Actor, id, decision, opts.Why, opts.AllowFreshKey, shown); err != nil {
+			return err
 		}
 		var err error
-		out, err = Get(ctx, tx, id)
+		out, err = t.RequestGet(ctx, id)
 		return err
 	})
 	if err != nil {
 		s.recordRefusal(ctx, action, requestTarget(id), err, map[string]any{"why": opts.Why})
 		// A request refused for expiry is marked so, for everyone to see.
 		if r, ok := err.(*Refusal); ok && r.Rule == "approval-ttl" {
-			_ = expireStale(context.WithoutCancel(ctx), s.Pool, s.Actor)
+			_ = s.tables().RequestExpireStale(context.WithoutCancel(ctx), s.Actor)
 		}
 		return Request{}, err
 	}
@@ -79,12 +74,12 @@ func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOp
 // replayed are free again.
 func (s *Service) Cancel(ctx context.Context, id int64, why string) (Request, error) {
 	var out Request
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT expiryctl.replay_cancel($1, $2, $3)`, s.Actor, id, why); err != nil {
-			return databaseError(err)
+	err := inTx(ctx, s.Pool, func(t tables) error {
+		if err := t.RequestCancel(ctx, s.Actor, id, why); err != nil {
+			return err
 		}
 		var err error
-		out, err = Get(ctx, tx, id)
+		out, err = t.RequestGet(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -160,134 +155,35 @@ func (s *Service) Show(ctx context.Context, id int64, sample int) (Detail, error
 }
 
 func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, error) {
-	req, err := Get(ctx, s.Pool, id)
+	t := s.tables()
+	req, err := t.RequestGet(ctx, id)
 	if err != nil {
 		return Detail{}, err
 	}
-	d := Detail{Request: req, Categories: map[deadletter.Category]int{}, States: map[string]int{}, Sample: []Item{}, Changes: []CohortChange{}}
-	rows, err := s.Pool.Query(ctx, `SELECT d.reason_category, i.state, count(*) FROM expiryctl.replay_items i
-		JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id WHERE i.request_id = $1 GROUP BY 1, 2`, id)
-	if err != nil {
+	d := Detail{Request: req, Changes: []CohortChange{}}
+	if d.Categories, d.States, err = t.ItemsCountByCategoryAndState(ctx, id); err != nil {
 		return Detail{}, err
 	}
-	for rows.Next() {
-		var c deadletter.Category
-		var state string
-		var n int
-		if err := rows.Scan(&c, &state, &n); err != nil {
-			rows.Close()
-			return Detail{}, err
-		}
-		d.Categories[c] += n
-		d.States[state] += n
-	}
-	if err := rows.Err(); err != nil {
+	if d.Sample, err = t.ItemsSample(ctx, req, sample); err != nil {
 		return Detail{}, err
 	}
-	limit := any(nil)
-	if sample > 0 {
-		limit = sample
-	}
-	rows, err = s.Pool.Query(ctx, `SELECT i.dead_letter_id, i.ordinal, encode(i.payload_sha256, 'hex'), i.state, i.attempts,
-		coalesce(i.last_error, ''), d.reason_category, coalesce(d.reservation_id, ''), coalesce(d.error_class, ''),
-		CASE WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL
-		       THEN 'exchange ' || coalesce(d.original_exchange, '""') || ' key ' || coalesce(d.original_routing_key, '""')
-		     WHEN d.origin_queue IS NOT NULL THEN 'queue ' || d.origin_queue
-		     ELSE 'exchange ' || coalesce($2, '""') || ' key ' || coalesce($3, '""') END
-		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 ORDER BY i.ordinal LIMIT $4`, id, nullIfEmpty(req.ToExchange), nullIfEmpty(req.ToRoutingKey), limit)
-	if err != nil {
-		return Detail{}, err
-	}
-	d.Sample, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Item, error) {
-		var it Item
-		err := row.Scan(&it.DeadLetterID, &it.Ordinal, &it.PayloadSHA256, &it.State, &it.Attempts, &it.LastError,
-			&it.Category, &it.ReservationID, &it.ErrorClass, &it.Target)
-		return it, err
-	})
-	if err != nil {
-		return Detail{}, err
-	}
-	if d.Properties, err = propertyNotes(ctx, s.Pool, id); err != nil {
+	if d.Properties, err = t.ItemsPropertyNotes(ctx, id); err != nil {
 		return Detail{}, err
 	}
 	if req.Open() {
-		rows, err = s.Pool.Query(ctx, `SELECT dead_letter_id, change FROM expiryctl.replay_cohort_changes($1) ORDER BY 1`, id)
-		if err != nil {
-			return Detail{}, err
-		}
-		d.Changes, err = pgx.CollectRows(rows, pgx.RowToStructByPos[CohortChange])
-		if err != nil {
+		if d.Changes, err = t.ItemsCohortChanges(ctx, id); err != nil {
 			return Detail{}, err
 		}
 	}
 	return d, nil
 }
 
-func propertyNotes(ctx context.Context, q store.Querier, id int64) (PropertyNotes, error) {
-	notes := PropertyNotes{UserIDs: map[string]int{}}
-	// The user_id is read back through DecodeProperties, which undoes the
-	// tag a user_id that is not plain UTF-8 is stored with.
-	rows, err := q.Query(ctx, `SELECT d.properties IS NULL,
-		       d.properties IS NOT NULL AND coalesce(d.properties->>'delivery_mode', '') <> '2',
-		       CASE WHEN d.properties ? 'user_id' THEN jsonb_build_object('user_id', d.properties->'user_id')::text END,
-		       count(*)
-		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 GROUP BY 1, 2, 3`, id)
-	if err != nil {
-		return PropertyNotes{}, err
-	}
-	for rows.Next() {
-		var missing, transient bool
-		var user *string
-		var n int
-		if err := rows.Scan(&missing, &transient, &user, &n); err != nil {
-			rows.Close()
-			return PropertyNotes{}, err
-		}
-		if missing {
-			notes.NotRecorded += n
-		}
-		if transient {
-			notes.MadePersistent += n
-		}
-		if user != nil {
-			p, err := deadletter.DecodeProperties([]byte(*user))
-			if err != nil {
-				rows.Close()
-				return PropertyNotes{}, err
-			}
-			notes.UserIDs[p.UserID] += n
-		}
-	}
-	return notes, rows.Err()
-}
-
-func nullIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // List returns requests newest first, optionally of one status. Audited.
 func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request, error) {
-	if err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, s.Actor) }); err != nil {
+	if err := inTx(ctx, s.Pool, func(t tables) error { return t.RequestExpireStale(ctx, s.Actor) }); err != nil {
 		return nil, err
 	}
-	sql := "SELECT " + requestColumns + " FROM expiryctl.replay_requests"
-	args := []any{}
-	if status != "" {
-		args = append(args, string(status))
-		sql += " WHERE status = $1"
-	}
-	args = append(args, limit)
-	sql += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
-	rows, err := s.Pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Request, error) { return scanRequest(row) })
+	out, err := s.tables().RequestList(ctx, status, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -298,20 +194,5 @@ func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request
 // CountOpen counts open requests by status. It neither writes nor audits:
 // it serves views that refresh on a timer, such as the terminal UI's summary.
 func (s *Service) CountOpen(ctx context.Context) (map[Status]int, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT status, count(*) FROM expiryctl.replay_requests
-		WHERE status IN ('pending', 'approved', 'running', 'halted') GROUP BY status`)
-	if err != nil {
-		return nil, err
-	}
-	counts := map[Status]int{}
-	for rows.Next() {
-		var st Status
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		counts[st] = n
-	}
-	return counts, rows.Err()
+	return s.tables().RequestCountOpen(ctx)
 }

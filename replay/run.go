@@ -4,15 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/expiryctl/expiryctl/audit"
 )
 
 // Runner runs approved requests: it publishes a replay's frozen cohort back
@@ -158,9 +153,7 @@ const (
 	ConditionCancelled    = "cancelled"
 )
 
-// runLockNamespace is the first key of the advisory lock a runner holds
-// ("RPLY"); the second is the request id (its low 32 bits).
-const runLockNamespace int32 = 0x52504c59
+func (r *Runner) tables() tables { return onPostgres(r.Pool) }
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
@@ -202,7 +195,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	svc := &Service{Pool: r.Pool, Actor: r.Actor}
 	if r.Broker == nil {
 		// Said before the run spends the approval.
-		if req, err := Get(ctx, r.Pool, id); err == nil && req.Kind == KindReplay {
+		if req, err := r.tables().RequestGet(ctx, id); err == nil && req.Kind == KindReplay {
 			return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
 		}
 	}
@@ -218,7 +211,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
 		var refusal *Refusal
 		if errors.As(err, &refusal) && refusal.Rule == "approval-ttl" {
-			_ = pgx.BeginFunc(context.WithoutCancel(ctx), r.Pool, func(tx pgx.Tx) error { return expireStale(ctx, tx, r.Actor) })
+			_ = inTx(context.WithoutCancel(ctx), r.Pool, func(t tables) error { return t.RequestExpireStale(ctx, r.Actor) })
 		}
 		return res, err
 	}
@@ -246,67 +239,6 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	res.FailedItems = st.failedItems
 	res.Elapsed = r.now().Sub(start).Seconds()
 	return res, err
-}
-
-// runLock is the dedicated session that holds a request's advisory lock.
-type runLock struct {
-	conn *pgx.Conn
-	id   int64
-}
-
-// acquire takes the request's advisory lock on a connection of its own, or
-// refuses naming who holds it.
-func (r *Runner) acquire(ctx context.Context, id int64) (*runLock, error) {
-	cfg := r.Pool.Config().ConnConfig.Copy()
-	host, _ := os.Hostname()
-	cfg.RuntimeParams["application_name"] = truncateText("expiryctl replay run by "+r.Actor+"@"+host, 63)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open the runner's lock session: %w", err)
-	}
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(id)).Scan(&ok); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("take the runner lock of replay request %d: %w", id, err)
-	}
-	if ok {
-		return &runLock{conn: conn, id: id}, nil
-	}
-	holder := "another session"
-	var pid int32
-	var app, addr string
-	var since time.Time
-	err = conn.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local socket'), a.backend_start
-		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-		  AND l.classid::int8 = $1 AND l.objid::int8 = $2 LIMIT 1`,
-		int64(uint32(runLockNamespace)), int64(uint32(int32(id)))).Scan(&pid, &app, &addr, &since)
-	if err == nil {
-		holder = fmt.Sprintf("%q (PostgreSQL backend %d from %s, connected %s)", app, pid, addr, since.UTC().Format(time.RFC3339))
-	}
-	_ = conn.Close(context.WithoutCancel(ctx))
-	return nil, refuse("single-runner", "replay request %d is being run by another runner, %s: only one runner may run a request; wait for it to finish, or stop it and run again to resume", id, holder)
-}
-
-// status reads the request's status through the lock session, which also
-// checks that the session still stands: if PostgreSQL dropped
-// it, another runner could take the request, so this one must stop.
-func (l *runLock) status(ctx context.Context) (Status, string, error) {
-	var status Status
-	var reason string
-	err := l.conn.QueryRow(ctx, `SELECT status, coalesce(halt_reason, '') FROM expiryctl.replay_requests WHERE id = $1`, l.id).Scan(&status, &reason)
-	if err != nil {
-		return "", "", fmt.Errorf("the runner's lock session to PostgreSQL failed, so the lease on the request may be lost: %w", err)
-	}
-	return status, reason, nil
-}
-
-func (l *runLock) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Closing the session releases the lock even if the unlock fails.
-	_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1::int4, $2::int4)", runLockNamespace, int32(l.id))
-	_ = l.conn.Close(ctx)
 }
 
 // runState is one run's bookkeeping.
@@ -349,47 +281,28 @@ func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
 // approval) or takes over a running one, and audits the start.
 func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
 	st := &runState{}
-	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		// replay_run_start spends the approval (or takes over a running
-		// request whose runner is gone) and writes the start's audit row;
-		// it refuses anything else, and a caller whose login does not hold
-		// the runner lock.
-		var label string
-		if err := tx.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2)`, r.Actor, id).Scan(&st.resumed, &label); err != nil {
-			return databaseError(err)
-		}
-		st.label = label
-		req, err := Get(ctx, tx, id)
-		if err != nil {
+	err := inTx(ctx, r.Pool, func(t tables) error {
+		var err error
+		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id); err != nil {
 			return err
 		}
-		pol, err := LoadPolicy(ctx, tx)
-		if err != nil {
+		if st.req, err = t.RequestGet(ctx, id); err != nil {
 			return err
 		}
-		st.req, st.pol, st.status = req, pol, StatusRunning
-		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM expiryctl.replay_items WHERE request_id = $1 GROUP BY state`, id)
-		if err != nil {
+		if st.pol, err = t.PolicyGet(ctx); err != nil {
 			return err
 		}
-		states := map[string]int{}
-		for rows.Next() {
-			var s string
-			var n int
-			if err := rows.Scan(&s, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			states[s] = n
-		}
-		if err := rows.Err(); err != nil {
+		st.status = StatusRunning
+		states, err := t.ItemsCountByState(ctx, id)
+		if err != nil {
 			return err
 		}
 		st.confirmed, st.skipped, st.failed = states["confirmed"], states["skipped"], states["failed"]
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, id).Scan(&st.redeadBase); err != nil {
+		if st.redeadBase, err = t.RunRedeadLettered(ctx, id); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&st.maxOrdinal)
+		st.maxOrdinal, err = t.ItemsMaxOrdinal(ctx, id)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -430,15 +343,7 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 		if err := ctx.Err(); err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}
-		var n int
-		var stopped Status
-		bg := context.WithoutCancel(ctx)
-		var status Status
-		err := r.Pool.QueryRow(bg, `SELECT status, decided FROM expiryctl.replay_discard_window($1, $2, $3)`, id, lo, lo+chunk-1).Scan(&status, &n)
-		err = databaseError(err)
-		if err == nil && status != StatusRunning {
-			stopped = status
-		}
+		n, stopped, err := r.tables().RunDiscardWindow(context.WithoutCancel(ctx), id, lo, lo+chunk-1)
 		if err != nil {
 			return r.interrupt(ctx, st, err, nil, 0)
 		}
@@ -449,123 +354,6 @@ func (r *Runner) discard(ctx context.Context, st *runState) error {
 		r.report(st, "discard")
 	}
 	return r.complete(ctx, st)
-}
-
-// interrupt records a run that stops without a status change: the request
-// stays running for the next run to resume. Items this run marked
-// publishing but never published go back to pending.
-func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsent []int64, unconfirmed int) error {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if unsent == nil {
-		unsent = []int64{}
-	}
-	details := map[string]any{"error": audit.ErrorText(cause), "published": st.published,
-		"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
-		"skipped": st.skipped, "failed": st.failed}
-	_, _ = r.Pool.Exec(bg, `SELECT expiryctl.replay_run_interrupted($1, $2, $3, $4)`, r.Actor, st.req.ID, unsent, details)
-	return &InterruptedError{RequestID: st.req.ID, Unconfirmed: unconfirmed, Err: cause}
-}
-
-// stopped handles a request whose status changed under the runner: only a
-// cancel can do that (a halt or completion is the runner's own).
-func (r *Runner) stopped(ctx context.Context, st *runState, status Status) error {
-	var reason string
-	_ = r.Pool.QueryRow(context.WithoutCancel(ctx), `SELECT coalesce(halt_reason, '') FROM expiryctl.replay_requests WHERE id = $1`, st.req.ID).Scan(&reason)
-	st.status = status
-	if reason == "" {
-		reason = "status " + string(status)
-	}
-	st.haltCondition, st.haltReason = ConditionCancelled, reason
-	return &HaltError{RequestID: st.req.ID, Condition: ConditionCancelled, Reason: reason}
-}
-
-// halt marks the request halted with why, after reverting items marked
-// publishing that were never published.
-func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []int64, details map[string]any) error {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["condition"], details["reason"] = h.Condition, h.Reason
-	details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
-	details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
-	details["stop_conditions"] = st.req.Stop
-	if unsent == nil {
-		unsent = []int64{}
-	}
-	var stoppedAs Status
-	var status Status
-	err := r.Pool.QueryRow(bg, `SELECT expiryctl.replay_run_halt($1, $2, $3, $4, $5)`,
-		r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details).Scan(&status)
-	err = databaseError(err)
-	if err == nil && status != StatusHalted {
-		stoppedAs = status
-	}
-	if err != nil {
-		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)
-	}
-	if stoppedAs != "" {
-		return r.stopped(ctx, st, stoppedAs)
-	}
-	st.status, st.haltCondition, st.haltReason = StatusHalted, h.Condition, h.Condition+": "+h.Reason
-	return h
-}
-
-// complete marks the request completed once no item is left to publish and
-// audits every item's outcome.
-func (r *Runner) complete(ctx context.Context, st *runState) error {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-	defer cancel()
-	var stoppedAs Status
-	err := pgx.BeginFunc(bg, r.Pool, func(tx pgx.Tx) error {
-		// replay_run_complete refuses while items are left to publish and
-		// records every item's outcome in the audit row it writes.
-		var status Status
-		if err := tx.QueryRow(bg, `SELECT expiryctl.replay_run_complete($1, $2, $3)`, r.Actor, st.req.ID, map[string]any{
-			"kind": st.req.Kind, "published": st.published, "republished": st.republished, "resumed": st.resumed,
-			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}).Scan(&status); err != nil {
-			return databaseError(err)
-		}
-		if status != StatusCompleted {
-			stoppedAs = status
-			return nil
-		}
-		rows, err := tx.Query(bg, `SELECT dead_letter_id, state, coalesce(last_error, '') FROM expiryctl.replay_items
-			WHERE request_id = $1 AND state <> 'confirmed' ORDER BY ordinal`, st.req.ID)
-		if err != nil {
-			return err
-		}
-		outcomes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ItemOutcome])
-		if err != nil {
-			return err
-		}
-		failed := []ItemOutcome{}
-		skipped := 0
-		for _, o := range outcomes {
-			if o.State == "failed" {
-				failed = append(failed, o)
-			} else {
-				skipped++
-			}
-		}
-		var total int
-		if err := tx.QueryRow(bg, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1`, st.req.ID).Scan(&total); err != nil {
-			return err
-		}
-		st.confirmed, st.skipped, st.failed = total-len(outcomes), skipped, len(failed)
-		st.failedItems = failed
-		return nil
-	})
-	if err != nil {
-		return r.interrupt(ctx, st, fmt.Errorf("completing failed: %w", err), nil, 0)
-	}
-	if stoppedAs != "" {
-		return r.stopped(ctx, st, stoppedAs)
-	}
-	st.status = StatusCompleted
-	return nil
 }
 
 func truncateText(s string, n int) string {

@@ -56,75 +56,91 @@ func (r *Runner) DryRun(ctx context.Context, id int64) (DryRunResult, error) {
 }
 
 func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
-	req, err := Get(ctx, r.Pool, id)
+	req, err := r.tables().RequestGet(ctx, id)
 	if err != nil {
 		return DryRunResult{}, err
 	}
 	if !req.Open() {
 		return DryRunResult{}, refuse("terminal", "replay request %d is %s: there is nothing left to run", id, req.Status)
 	}
-	pol, err := LoadPolicy(ctx, r.Pool)
+	pol, err := r.tables().PolicyGet(ctx)
 	if err != nil {
 		return DryRunResult{}, err
 	}
 	res := DryRunResult{Request: req, Items: []DryRunItem{}, Counts: map[string]int{}, Canary: req.Canary}
 	elig := newEligibility(pol.EligibilityQuery)
 	exchanges := map[string]bool{}
-	var maxOrdinal int
-	if err := r.Pool.QueryRow(ctx, `SELECT coalesce(max(ordinal), -1) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&maxOrdinal); err != nil {
+	maxOrdinal, err := r.tables().ItemsMaxOrdinal(ctx, id)
+	if err != nil {
 		return DryRunResult{}, err
 	}
 	const page = 500
 	for lo := 0; lo <= maxOrdinal; lo += page {
-		items, err := loadItems(ctx, r.Pool, id, lo, lo+page-1, nil)
+		items, err := r.tables().ItemsLoad(ctx, id, lo, lo+page-1, nil)
 		if err != nil {
 			return DryRunResult{}, err
 		}
-		var open []*runItem
-		for _, it := range items {
-			if it.state == "pending" || it.state == "publishing" {
-				open = append(open, it)
-			}
-		}
-		byID := map[int64]plan{}
-		if req.Kind == KindReplay && len(open) > 0 {
-			plans, err := r.planItems(ctx, req, r.Actor, elig, open, exchanges)
-			var eligErr *EligibilityError
-			if errors.As(err, &eligErr) {
-				// Shown as the block it would halt the run with.
-				for _, it := range open {
-					byID[it.id] = plan{item: it, action: actionBlock, reason: eligErr.Error()}
-				}
-			} else if err != nil {
-				return DryRunResult{}, err
-			}
-			for _, p := range plans {
-				byID[p.item.id] = p
-			}
+		byID, err := r.dryPlans(ctx, req, elig, items, exchanges)
+		if err != nil {
+			return DryRunResult{}, err
 		}
 		for _, it := range items {
-			d := DryRunItem{DeadLetterID: it.id, Ordinal: it.ordinal, ReservationID: it.reservationID, State: it.state}
-			switch {
-			case it.state != "pending" && it.state != "publishing":
-				d.Action = actionDone
-			case req.Kind == KindDiscard:
-				d.Action = actionDiscard
-			default:
-				p := byID[it.id]
-				d.Action, d.Reason, d.Target = p.action, p.reason, p.target
-				if d.Action == actionFail {
-					d.Action = actionBlock
-				}
-				if d.Action == actionReplay {
-					d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.Properties.MessageID
-					if p.newKey != "" {
-						d.IdempotencyKey = p.newKey
-					}
-				}
-			}
+			d := dryRunItem(req, it, byID[it.id])
 			res.Counts[d.Action]++
 			res.Items = append(res.Items, d)
 		}
 	}
 	return res, nil
+}
+
+// dryPlans plans the open items of a replay among items, by dead letter id.
+// An eligibility query that fails is shown as the block it would halt the
+// run with.
+func (r *Runner) dryPlans(ctx context.Context, req Request, elig eligibility, items []*runItem, exchanges map[string]bool) (map[int64]plan, error) {
+	var open []*runItem
+	for _, it := range items {
+		if it.state == "pending" || it.state == "publishing" {
+			open = append(open, it)
+		}
+	}
+	byID := map[int64]plan{}
+	if req.Kind != KindReplay || len(open) == 0 {
+		return byID, nil
+	}
+	plans, err := r.planItems(ctx, req, r.Actor, elig, open, exchanges)
+	var eligErr *EligibilityError
+	if errors.As(err, &eligErr) {
+		for _, it := range open {
+			byID[it.id] = plan{item: it, action: actionBlock, reason: eligErr.Error()}
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
+		byID[p.item.id] = p
+	}
+	return byID, nil
+}
+
+// dryRunItem says what a run would do with it, planned as p.
+func dryRunItem(req Request, it *runItem, p plan) DryRunItem {
+	d := DryRunItem{DeadLetterID: it.id, Ordinal: it.ordinal, ReservationID: it.reservationID, State: it.state}
+	switch {
+	case it.state != "pending" && it.state != "publishing":
+		d.Action = actionDone
+	case req.Kind == KindDiscard:
+		d.Action = actionDiscard
+	default:
+		d.Action, d.Reason, d.Target = p.action, p.reason, p.target
+		if d.Action == actionFail {
+			d.Action = actionBlock
+		}
+		if d.Action == actionReplay {
+			d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.Properties.MessageID
+			if p.newKey != "" {
+				d.IdempotencyKey = p.newKey
+			}
+		}
+	}
+	return d
 }

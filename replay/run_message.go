@@ -154,49 +154,9 @@ func freshKey(old string, request int64) string {
 // returns the new body and the new key; an error when the body is not a
 // JSON object or has no idempotency key.
 func rewriteIdempotencyKey(body []byte, request int64) ([]byte, string, error) {
-	type span struct {
-		start, end int
-		old        string
-	}
-	var spans []span
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, "", errors.New("the body is not a JSON object")
-	}
-	for dec.More() {
-		keyTok, err := dec.Token()
-		if err != nil {
-			return nil, "", fmt.Errorf("the body is not valid JSON: %w", err)
-		}
-		key, _ := keyTok.(string)
-		afterKey := int(dec.InputOffset())
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, "", fmt.Errorf("the body is not valid JSON: %w", err)
-		}
-		end := int(dec.InputOffset())
-		if !isKeyField(key) {
-			continue
-		}
-		// The value starts after the colon and any white space.
-		start := afterKey
-		for start < end && (body[start] == ' ' || body[start] == '\t' || body[start] == '\n' || body[start] == '\r' || body[start] == ':') {
-			start++
-		}
-		var old string
-		if err := json.Unmarshal(raw, &old); err != nil {
-			// A number or other scalar: its JSON text is the key.
-			old = string(bytes.TrimSpace(raw))
-		}
-		if old == "" || old == "null" {
-			return nil, "", fmt.Errorf("the body's %s is empty", key)
-		}
-		spans = append(spans, span{start, end, old})
-	}
-	if len(spans) == 0 {
-		return nil, "", errors.New("the body has no idempotency_key or idempotencyKey field")
+	spans, err := keySpans(body)
+	if err != nil {
+		return nil, "", err
 	}
 	var out bytes.Buffer
 	prev := 0
@@ -213,6 +173,59 @@ func rewriteIdempotencyKey(body []byte, request int64) ([]byte, string, error) {
 	}
 	out.Write(body[prev:])
 	return out.Bytes(), newKey, nil
+}
+
+// keySpan is where the value of an idempotency key field lies in a body,
+// and the key it holds.
+type keySpan struct {
+	start, end int
+	old        string
+}
+
+// keySpans finds the values of the top-level idempotency key fields of a
+// JSON object body, in order.
+func keySpans(body []byte) ([]keySpan, error) {
+	var spans []keySpan
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, errors.New("the body is not a JSON object")
+	}
+	for dec.More() {
+		keyTok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("the body is not valid JSON: %w", err)
+		}
+		key, _ := keyTok.(string)
+		afterKey := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("the body is not valid JSON: %w", err)
+		}
+		end := int(dec.InputOffset())
+		if !isKeyField(key) {
+			continue
+		}
+		// The value starts after the colon and any white space.
+		start := afterKey
+		for start < end && (body[start] == ' ' || body[start] == '\t' || body[start] == '\n' || body[start] == '\r' || body[start] == ':') {
+			start++
+		}
+		var old string
+		if err := json.Unmarshal(raw, &old); err != nil {
+			// A number or other scalar: its JSON text is the key.
+			old = string(bytes.TrimSpace(raw))
+		}
+		if old == "" || old == "null" {
+			return nil, fmt.Errorf("the body's %s is empty", key)
+		}
+		spans = append(spans, keySpan{start, end, old})
+	}
+	if len(spans) == 0 {
+		return nil, errors.New("the body has no idempotency_key or idempotencyKey field")
+	}
+	return spans, nil
 }
 
 func isKeyField(k string) bool {

@@ -1,0 +1,21 @@
+package deadletter
+
+import (
+	"context"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+)
+
+// CountRedeadLettered counts the letters captured with an x-replay-request
+// header naming requestID: jobs that a replay of that request put back on
+// the queue and that were dead-lettered again (ingest records the header as
+// the letter's replay request). It is the number behind replay's
+// redead-ratio stop condition, and it lives here because dead_letters is
+// this package's table: replay reads it through this function rather than
+// with SQL of its own. q may be a pool or a transaction, so that a runner
+// can read it in the same snapshot as its own tables.
+func CountRedeadLettered(ctx context.Context, q store.Querier, requestID int64) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, requestID).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,159 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+func (p postgresTables) RunLockTry(ctx context.Context, request int64) (bool, error) {
+	var ok bool
+	err := p.q.QueryRow(ctx, "SELECT pg_try_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(request)).Scan(&ok)
+	return ok, err
+}
+
+func (p postgresTables) RunLockHolder(ctx context.Context, request int64) (lockHolder, error) {
+	var h lockHolder
+	err := p.q.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local socket'), a.backend_start
+		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+		  AND l.classid::int8 = $1 AND l.objid::int8 = $2 LIMIT 1`,
+		int64(uint32(runLockNamespace)), int64(uint32(int32(request)))).Scan(&h.pid, &h.application, &h.address, &h.since)
+	return h, err
+}
+
+func (p postgresTables) RunLockRelease(ctx context.Context, request int64) error {
+	_, err := p.q.Exec(ctx, "SELECT pg_advisory_unlock($1::int4, $2::int4)", runLockNamespace, int32(request))
+	return err
+}
+
+// RunStart: replay_run_start spends the approval (or takes over a running
+// request whose runner is gone) and writes the start's audit row; it
+// refuses anything else, and a caller whose login does not hold the runner
+// lock.
+func (p postgresTables) RunStart(ctx context.Context, actor string, request int64) (bool, string, error) {
+	var resumed bool
+	var label string
+	if err := p.q.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2)`, actor, request).Scan(&resumed, &label); err != nil {
+		return false, "", databaseError(err)
+	}
+	return resumed, label, nil
+}
+
+func (p postgresTables) RunDiscardWindow(ctx context.Context, request int64, lo, hi int) (int, Status, error) {
+	var status Status
+	var decided int
+	err := p.q.QueryRow(ctx, `SELECT status, decided FROM expiryctl.replay_discard_window($1, $2, $3)`, request, lo, hi).Scan(&status, &decided)
+	if err != nil {
+		return 0, "", databaseError(err)
+	}
+	return decided, stoppedUnless(status, StatusRunning), nil
+}
+
+func (p postgresTables) RunInterrupted(ctx context.Context, actor string, request int64, unsent []int64, details map[string]any) error {
+	_, err := p.q.Exec(ctx, `SELECT expiryctl.replay_run_interrupted($1, $2, $3, $4)`, actor, request, nonNil(unsent), details)
+	return err
+}
+
+func (p postgresTables) RunHalt(ctx context.Context, actor string, request int64, reason string, unsent []int64, details map[string]any) (Status, error) {
+	var status Status
+	err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_run_halt($1, $2, $3, $4, $5)`, actor, request, reason, nonNil(unsent), details).Scan(&status)
+	if err != nil {
+		return "", databaseError(err)
+	}
+	return stoppedUnless(status, StatusHalted), nil
+}
+
+// RunComplete: replay_run_complete refuses while items are left to publish
+// and records every item's outcome in the audit row it writes.
+func (p postgresTables) RunComplete(ctx context.Context, actor string, request int64, details map[string]any) (Status, error) {
+	var status Status
+	if err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_run_complete($1, $2, $3)`, actor, request, details).Scan(&status); err != nil {
+		return "", databaseError(err)
+	}
+	return stoppedUnless(status, StatusCompleted), nil
+}
+
+func (p postgresTables) RunAckedAfterCancel(ctx context.Context, actor string, request int64, acked []int64) error {
+	_, err := p.q.Exec(ctx, `SELECT expiryctl.replay_run_acked_after_cancel($1, $2, $3)`, actor, request, acked)
+	return err
+}
+
+// RunRedeadLettered asks deadletter, whose table dead_letters is.
+func (p postgresTables) RunRedeadLettered(ctx context.Context, request int64) (int, error) {
+	return deadletter.CountRedeadLettered(ctx, p.q, request)
+}
+
+// CanaryRecord: a resumed run trusts these rows (a pass skips the canary),
+// so only the request's runner may write them, through
+// replay_canary_record.
+func (p postgresTables) CanaryRecord(ctx context.Context, actor string, request int64, passed bool, details map[string]any) error {
+	_, err := p.q.Exec(ctx, `SELECT expiryctl.replay_canary_record($1, $2, $3, $4)`, actor, request, passed, details)
+	return asRefusal(err)
+}
+
+// CanaryPassed and CanaryStarted read the audit trail (audit's table) for
+// the rows replay_canary_record wrote: only that function writes them "ok"
+// (audit_append refuses to), so a forged one cannot shorten or skip the
+// canary.
+func (p postgresTables) CanaryPassed(ctx context.Context, request int64, approval int) (bool, error) {
+	var passed bool
+	err := p.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
+		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, requestTarget(request), approval).Scan(&passed)
+	return passed, err
+}
+
+func (p postgresTables) CanaryStarted(ctx context.Context, request int64, approval int) (*time.Duration, error) {
+	var waited float64
+	err := p.q.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
+		WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
+		ORDER BY seq DESC LIMIT 1`, requestTarget(request), approval).Scan(&waited)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	d := time.Duration(waited * float64(time.Second))
+	return &d, nil
+}
+
+// eligibilitySQL wraps the policy's query so that it always takes exactly
+// three parameters of known types: a query that uses only $1, or compares
+// $3 with an integer column, then works as its author meant. The query is
+// a lateral subquery, so it may be any SELECT (with CTEs, ORDER BY, LIMIT).
+func eligibilitySQL(query string) string {
+	return `SELECT q.* FROM (SELECT $1::text, $2::text, $3::bigint) AS expiryctl_args (reservation_id, idempotency_key, expected_version),
+		LATERAL (` + query + `) AS q LIMIT 1`
+}
+
+func (p postgresTables) EligibilityLimit(ctx context.Context) error {
+	_, err := p.q.Exec(ctx, "SET LOCAL statement_timeout = '"+eligibilityTimeout+"'")
+	return err
+}
+
+// EligibilityRow reads the first row's values whatever their types turned
+// out to be.
+func (p postgresTables) EligibilityRow(ctx context.Context, sql string, it *runItem) ([]any, bool, error) {
+	rows, err := p.q.Query(ctx, sql, nullIfEmpty(it.reservationID), nullIfEmpty(it.idempotencyKey), it.expectedVersion)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false, rows.Err()
+	}
+	values, err := rows.Values()
+	if err != nil {
+		return nil, false, err
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	return values, true, nil
+}

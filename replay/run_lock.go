@@ -1,0 +1,69 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// runLockNamespace is the first key of the advisory lock a runner holds
+// ("RPLY"); the second is the request id (its low 32 bits).
+const runLockNamespace int32 = 0x52504c59
+
+// runLock is the dedicated session that holds a request's advisory lock.
+type runLock struct {
+	session lockSession
+	id      int64
+}
+
+// lockHolder is the session that holds a request's runner lock.
+type lockHolder struct {
+	pid                  int32
+	application, address string
+	since                time.Time
+}
+
+// acquire takes the request's advisory lock on a connection of its own, or
+// refuses naming who holds it.
+func (r *Runner) acquire(ctx context.Context, id int64) (*runLock, error) {
+	host, _ := os.Hostname()
+	session, err := openLockSession(ctx, r.Pool, "expiryctl replay run by "+r.Actor+"@"+host)
+	if err != nil {
+		return nil, fmt.Errorf("open the runner's lock session: %w", err)
+	}
+	t := session.tables()
+	ok, err := t.RunLockTry(ctx, id)
+	if err != nil {
+		_ = session.close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("take the runner lock of replay request %d: %w", id, err)
+	}
+	if ok {
+		return &runLock{session: session, id: id}, nil
+	}
+	holder := "another session"
+	if h, err := t.RunLockHolder(ctx, id); err == nil {
+		holder = fmt.Sprintf("%q (PostgreSQL backend %d from %s, connected %s)", h.application, h.pid, h.address, h.since.UTC().Format(time.RFC3339))
+	}
+	_ = session.close(context.WithoutCancel(ctx))
+	return nil, refuse("single-runner", "replay request %d is being run by another runner, %s: only one runner may run a request; wait for it to finish, or stop it and run again to resume", id, holder)
+}
+
+// status reads the request's status through the lock session, which also
+// checks that the session still stands: if PostgreSQL dropped
+// it, another runner could take the request, so this one must stop.
+func (l *runLock) status(ctx context.Context) (Status, string, error) {
+	status, reason, err := l.session.tables().RequestStatus(ctx, l.id)
+	if err != nil {
+		return "", "", fmt.Errorf("the runner's lock session to PostgreSQL failed, so the lease on the request may be lost: %w", err)
+	}
+	return status, reason, nil
+}
+
+func (l *runLock) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Closing the session releases the lock even if the unlock fails.
+	_ = l.session.tables().RunLockRelease(ctx, l.id)
+	_ = l.session.close(ctx)
+}

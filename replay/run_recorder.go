@@ -1,0 +1,145 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// outcome is one broker answer for the recorder.
+type outcome struct {
+	id      int64
+	ordinal int
+	failed  bool
+	why     string
+}
+
+// recorder writes broker answers in batches on its own goroutine: items
+// confirmed (and their letters replayed) or failed, in one transaction per
+// batch. An item is written confirmed only from an ack.
+type recorder struct {
+	r       *Runner
+	request int64
+	in      chan outcome
+	flush   chan chan error
+	done    chan struct{}
+	// failed is closed at the first write error; err is that error, set
+	// before failed closes and never changed after.
+	failed chan struct{}
+	err    error
+	// unrecorded holds answers that could not be written once a write
+	// failed; read only after done is closed.
+	unrecorded []outcome
+}
+
+func newRecorder(r *Runner, request int64) *recorder {
+	rec := &recorder{r: r, request: request, in: make(chan outcome, 8192), flush: make(chan chan error),
+		done: make(chan struct{}), failed: make(chan struct{})}
+	go rec.loop()
+	return rec
+}
+
+func (rec *recorder) loop() {
+	defer close(rec.done)
+	const maxBatch = 1000
+	var buf []outcome
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case o, ok := <-rec.in:
+			if !ok {
+				rec.writeOut(buf)
+				return
+			}
+			if rec.err != nil {
+				rec.unrecorded = append(rec.unrecorded, o)
+				continue
+			}
+			buf = append(buf, o)
+			if len(buf) >= maxBatch {
+				buf = rec.writeOut(buf)
+			}
+		case <-tick.C:
+			buf = rec.writeOut(buf)
+		case reply := <-rec.flush:
+			buf = rec.writeOut(rec.takeQueued(buf))
+			if rec.err != nil {
+				reply <- fmt.Errorf("record broker answers: %w", rec.err)
+			} else {
+				reply <- nil
+			}
+		}
+	}
+}
+
+// writeOut writes buf, or once a write failed keeps it as unrecorded, and
+// returns buf emptied for reuse.
+func (rec *recorder) writeOut(buf []outcome) []outcome {
+	if len(buf) == 0 {
+		return buf
+	}
+	if rec.err != nil {
+		rec.unrecorded = append(rec.unrecorded, buf...)
+		return buf[:0]
+	}
+	if err := rec.write(buf); err != nil {
+		rec.err = err
+		close(rec.failed)
+		rec.unrecorded = append(rec.unrecorded, buf...)
+	}
+	return buf[:0]
+}
+
+// takeQueued adds to buf every answer already sent, without waiting:
+// everything sent before a flush request is in rec.in ahead of nothing.
+func (rec *recorder) takeQueued(buf []outcome) []outcome {
+	for {
+		select {
+		case o, ok := <-rec.in:
+			if !ok {
+				return buf
+			}
+			buf = append(buf, o)
+		default:
+			return buf
+		}
+	}
+}
+
+func (rec *recorder) write(buf []outcome) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var confirmed, failed []int64
+	var whys []string
+	lo, hi := buf[0].ordinal, buf[0].ordinal
+	for _, o := range buf {
+		lo, hi = min(lo, o.ordinal), max(hi, o.ordinal)
+		if o.failed {
+			failed, whys = append(failed, o.id), append(whys, o.why)
+		} else {
+			confirmed = append(confirmed, o.id)
+		}
+	}
+	// The batch's ordinal range lets the database find its items by index
+	// (see ItemsRecord).
+	return rec.r.tables().ItemsRecord(ctx, rec.request, lo, hi, confirmed, failed, whys)
+}
+
+// sync writes everything sent so far and reports the first write error.
+func (rec *recorder) sync() error {
+	reply := make(chan error, 1)
+	select {
+	case rec.flush <- reply:
+		return <-reply
+	case <-rec.failed:
+		return rec.err
+	}
+}
+
+// close writes what is left and stops the recorder.
+func (rec *recorder) close() error {
+	close(rec.in)
+	<-rec.done
+	return rec.err
+}

@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"context"
+	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// tables is everything replay asks of PostgreSQL: one method per operation
+// on the tables it owns (replay_requests, replay_items, policy,
+// policy_changes) and per call of the schema's replay and policy functions,
+// which make every governed write. Its one implementation is postgresTables
+// (postgres*.go), the only code in this package with SQL in it; it is bound
+// to a store.Querier, so the same methods serve the pool, a transaction or
+// the runner's lock session (see onPostgres and inTx).
+//
+// Methods return the errors the rest of the package acts on: a refusal of
+// the database as a *Refusal, a request that does not exist as a
+// *NotFoundError. A run function that found the request no longer running
+// returns the status it found instead (stopped), having written nothing.
+type tables interface {
+	// RequestGet reads one request.
+	RequestGet(ctx context.Context, id int64) (Request, error)
+	// RequestList reads requests newest first, of one status unless status
+	// is "", at most limit of them.
+	RequestList(ctx context.Context, status Status, limit int) ([]Request, error)
+	// RequestCountOpen counts the open requests by status.
+	RequestCountOpen(ctx context.Context) (map[Status]int, error)
+	// RequestStatus reads a request's status and halt reason.
+	RequestStatus(ctx context.Context, id int64) (status Status, haltReason string, err error)
+	// RequestCreate freezes a new request (replay_request_create) and
+	// returns its id and how many letters the selection matched.
+	RequestCreate(ctx context.Context, actor string, nr NewRequest, selection []byte) (id int64, matched int, err error)
+	// RequestReview approves or rejects a request (replay_review);
+	// decision is "approve" or "reject", shown the cohort hash shown.
+	RequestReview(ctx context.Context, actor string, id int64, decision, why string, allowFreshKey bool, shown []byte) error
+	// RequestCancel cancels a request (replay_cancel).
+	RequestCancel(ctx context.Context, actor string, id int64, why string) error
+	// RequestExpireStale marks requests whose review or approval window has
+	// passed expired (replay_expire_stale), so their letters are free again,
+	// each with its audit row. The database decides what is stale.
+	RequestExpireStale(ctx context.Context, actor string) error
+	// RequestLedger reads every request, oldest first, with its items'
+	// counts per state and no outcomes yet.
+	RequestLedger(ctx context.Context) ([]LedgerEntry, error)
+
+	// ItemsLoad reads the items of a request whose ordinals lie in
+	// [lo, hi], with their letters, in ordinal order, in the given states
+	// (all when none are given).
+	ItemsLoad(ctx context.Context, request int64, lo, hi int, states []string) ([]*runItem, error)
+	// ItemsMaxOrdinal is the last ordinal of a request's items, -1 when it
+	// has none.
+	ItemsMaxOrdinal(ctx context.Context, request int64) (int, error)
+	// ItemsCount counts a request's items.
+	ItemsCount(ctx context.Context, request int64) (int, error)
+	// ItemsCountByState counts a request's items per state.
+	ItemsCountByState(ctx context.Context, request int64) (map[string]int, error)
+	// ItemsCountByCategoryAndState counts a request's items per reason
+	// category of their letters and per state.
+	ItemsCountByCategoryAndState(ctx context.Context, request int64) (map[deadletter.Category]int, map[string]int, error)
+	// ItemsNotConfirmed reads the outcome of every item of a request that
+	// was not confirmed, in ordinal order.
+	ItemsNotConfirmed(ctx context.Context, request int64) ([]ItemOutcome, error)
+	// ItemsSample reads the first limit items of a request (all when limit
+	// is 0), in ordinal order, with where each would be published.
+	ItemsSample(ctx context.Context, req Request, limit int) ([]Item, error)
+	// ItemsPropertyNotes counts the letters of a request whose properties a
+	// replay cannot send as received.
+	ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error)
+	// ItemsCohortChanges lists the letters of a request that changed since
+	// it was frozen (replay_cohort_changes).
+	ItemsCohortChanges(ctx context.Context, request int64) ([]CohortChange, error)
+	// ItemsDecided calls each for every item decided confirmed, skipped or
+	// failed, of every request.
+	ItemsDecided(ctx context.Context, each func(request, letter int64, state string)) error
+	// ItemsMark commits a window's decisions (replay_items_mark).
+	ItemsMark(ctx context.Context, request int64, m itemMarks) (stopped Status, err error)
+	// ItemsRecord writes the broker's answers for items of the ordinal
+	// range [lo, hi] (replay_items_record): confirmed, or failed with why.
+	ItemsRecord(ctx context.Context, request int64, lo, hi int, confirmed, failed []int64, failedWhy []string) error
+
+	// RunLockTry takes the request's runner lock for the session, without
+	// waiting; false when another session holds it.
+	RunLockTry(ctx context.Context, request int64) (bool, error)
+	// RunLockHolder reads which session holds the request's runner lock.
+	RunLockHolder(ctx context.Context, request int64) (lockHolder, error)
+	// RunLockRelease lets the request's runner lock go.
+	RunLockRelease(ctx context.Context, request int64) error
+	// RunStart spends the approval or takes over a running request
+	// (replay_run_start).
+	RunStart(ctx context.Context, actor string, request int64) (resumed bool, label string, err error)
+	// RunDiscardWindow decides the open items of a running discard in the
+	// ordinal range [lo, hi] (replay_discard_window).
+	RunDiscardWindow(ctx context.Context, request int64, lo, hi int) (decided int, stopped Status, err error)
+	// RunInterrupted records a run that stops leaving the request running
+	// (replay_run_interrupted); unsent go back to pending.
+	RunInterrupted(ctx context.Context, actor string, request int64, unsent []int64, details map[string]any) error
+	// RunHalt halts a running request (replay_run_halt).
+	RunHalt(ctx context.Context, actor string, request int64, reason string, unsent []int64, details map[string]any) (stopped Status, err error)
+	// RunComplete completes a running request (replay_run_complete).
+	RunComplete(ctx context.Context, actor string, request int64, details map[string]any) (stopped Status, err error)
+	// RunAckedAfterCancel records items acked after the request was
+	// cancelled under its runner (replay_run_acked_after_cancel).
+	RunAckedAfterCancel(ctx context.Context, actor string, request int64, acked []int64) error
+	// RunRedeadLettered counts the request's letters captured again.
+	RunRedeadLettered(ctx context.Context, request int64) (int, error)
+
+	// CanaryRecord records the canary's start or pass
+	// (replay_canary_record).
+	CanaryRecord(ctx context.Context, actor string, request int64, passed bool, details map[string]any) error
+	// CanaryPassed reports whether the canary of the request's approval
+	// number approval passed.
+	CanaryPassed(ctx context.Context, request int64, approval int) (bool, error)
+	// CanaryStarted is how long ago the canary of the request's approval
+	// number approval was published; nil when it was not.
+	CanaryStarted(ctx context.Context, request int64, approval int) (*time.Duration, error)
+
+	// EligibilityLimit bounds each eligibility query of the transaction
+	// by eligibilityTimeout.
+	EligibilityLimit(ctx context.Context) error
+	// EligibilityRow runs a query built by eligibilitySQL for one item and
+	// returns the values of its first row; found is false when it returned
+	// none.
+	EligibilityRow(ctx context.Context, sql string, it *runItem) (values []any, found bool, err error)
+
+	// PolicyGet reads the policy.
+	PolicyGet(ctx context.Context) (Policy, error)
+	// PolicyDocument reads the policy row as jsonb renders it.
+	PolicyDocument(ctx context.Context) (map[string]any, error)
+	// PolicyDefaults builds the policy row a fresh schema has, in a
+	// temporary table dropped at commit: call it in a transaction that is
+	// rolled back.
+	PolicyDefaults(ctx context.Context) (map[string]any, error)
+	// PolicySet proposes or applies a change (policy_set); changeID is set
+	// for a proposal.
+	PolicySet(ctx context.Context, actor string, changes map[string]any, why string) (changeID *int64, applied bool, err error)
+	// PolicyReview approves or rejects a proposal (policy_review).
+	PolicyReview(ctx context.Context, actor string, id int64, decision, why string) error
+	// PolicyChangesPending reads the proposals waiting for review, oldest
+	// first.
+	PolicyChangesPending(ctx context.Context) ([]PolicyChange, error)
+}
+
+// itemMarks is one window's decisions for ItemsMark: the ordinal range it
+// covers, the items to mark publishing, and the items skipped and failed
+// with why.
+type itemMarks struct {
+	lo, hi           int
+	publish          []int64
+	skip, fail       []int64
+	skipWhy, failWhy []string
+}
