@@ -1,8 +1,9 @@
 package commands
 
 import (
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // NewCmdDLQ builds `expiryctl dlq`, the commands over the dead-letter archive.

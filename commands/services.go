@@ -198,7 +198,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
 
 func (s *services) requests() *replay.Service {
-	return &replay.Service{Pool: s.pool, Actor: s.actor, Now: s.now}
+	return &replay.Service{Pool: s.pool, Actor: s.actor}
 }
 
 func (s *services) policy() *policyService { return &policyService{s} }

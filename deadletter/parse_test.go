@@ -379,7 +379,7 @@ func TestParseBrokerLetters(t *testing.T) {
 			amqp.Table{"count": 1.0, "reason": "rejected", "queue": testRetry},
 		}}, BrokerExpired, testRetry, 2, testDied},
 		{"x-death as a slice of plain maps", amqp.Table{"x-death": []map[string]any{
-			map[string]any{"count": int64(1), "reason": "maxlen", "queue": testWorkQueue, "time": testDied},
+			{"count": int64(1), "reason": "maxlen", "queue": testWorkQueue, "time": testDied},
 		}}, BrokerLimit, testWorkQueue, 2, testDied},
 		{"reason in capitals", testBrokerHeaders(testDeath("EXPIRED", testWorkQueue, 1, testDied)), BrokerExpired, testWorkQueue, 2, testDied},
 		{"unknown reason", testBrokerHeaders(testDeath("exploded", testWorkQueue, 1, testDied)), Unknown, testWorkQueue, 2, testDied},

@@ -115,9 +115,6 @@ func (r Request) Open() bool {
 type Service struct {
 	Pool  *pgxpool.Pool
 	Actor string
-	// Now is the clock (default time.Now); the database's own clock decides
-	// expiry, this one only fills in defaults.
-	Now func() time.Time
 }
 
 // Selection chooses the letters of a new request: explicit ids, or a filter
@@ -174,13 +171,6 @@ func Get(ctx context.Context, q store.Querier, id int64) (Request, error) {
 }
 
 func (s *Service) tables() tables { return onPostgres(s.Pool) }
-
-func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
 
 func requestTarget(id int64) string { return "replay_request:" + strconv.FormatInt(id, 10) }
 

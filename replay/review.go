@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -61,7 +62,7 @@ func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOp
 	if err != nil {
 		s.recordRefusal(ctx, action, requestTarget(id), err, map[string]any{"why": opts.Why})
 		// A request refused for expiry is marked so, for everyone to see.
-		if r, ok := err.(*Refusal); ok && r.Rule == "approval-ttl" {
+		if r, ok := errors.AsType[*Refusal](err); ok && r.Rule == "approval-ttl" {
 			_ = s.tables().RequestExpireStale(context.WithoutCancel(ctx), s.Actor)
 		}
 		return Request{}, err

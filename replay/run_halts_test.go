@@ -147,7 +147,7 @@ func TestEndReason(t *testing.T) {
 			got := endReason(tc.stop, tc.lost, tc.rec)
 			switch {
 			case tc.wantErr != nil:
-				if got == nil || got.err != tc.wantErr {
+				if got == nil || !errors.Is(got.err, tc.wantErr) {
 					t.Fatalf("endReason = %+v, want the error %v", got, tc.wantErr)
 				}
 			case tc.wantStopped != "":

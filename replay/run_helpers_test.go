@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -256,6 +257,9 @@ func (b *runBundle) itemStates(t *testing.T, id int64) map[string]int {
 		}
 		out[s] = n
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -270,7 +274,7 @@ func (b *runBundle) count(t *testing.T, sql string, args ...any) int {
 
 func wantRunRefusal(t *testing.T, err error, rule string) {
 	t.Helper()
-	r, ok := err.(*Refusal)
+	r, ok := errors.AsType[*Refusal](err)
 	if !ok {
 		t.Fatalf("error = %v, want a refusal by rule %s", err, rule)
 	}

@@ -215,7 +215,7 @@ func TestRunSendsThePropertiesTheLetterDiedWith(t *testing.T) {
 	got := [...]any{d.ContentType, d.ContentEncoding, d.CorrelationId, d.ReplyTo, d.Type, d.AppId, d.Priority, d.UserId,
 		d.DeliveryMode, d.Expiration, d.MessageId, d.Timestamp.Unix()}
 	want := [...]any{"application/json", "gzip", "corr-16", "booking.replies", "reservation.expire.v1", "booking-api@4.2.0",
-		uint8(5), publisher, uint8(amqp.Persistent), "60000", "expire:r-1:v3", millis}
+		uint8(5), publisher, amqp.Persistent, "60000", "expire:r-1:v3", millis}
 	if got != want {
 		t.Errorf("properties of the full letter:\n got %v\nwant %v", got, want)
 	}

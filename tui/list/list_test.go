@@ -263,9 +263,3 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
-
-func sizeName(w, h int) string { return itoa(w) + "x" + itoa(h) }
-
-func itoa(n int) string {
-	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
-}

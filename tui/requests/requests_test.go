@@ -2,6 +2,7 @@ package requests_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -138,9 +139,7 @@ func TestApproveRefusedByFourEyes(t *testing.T) {
 }
 
 func asRefusal(err error, target **replay.Refusal) bool {
-	r, ok := err.(*replay.Refusal)
-	*target = r
-	return ok
+	return errors.As(err, target)
 }
 
 func TestGolden(t *testing.T) {

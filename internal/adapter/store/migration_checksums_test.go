@@ -117,7 +117,7 @@ func parsePins(raw []byte) ([]pin, error) {
 		}
 		version, err := migrationVersion(path)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if len(pins) > 0 && version <= pins[len(pins)-1].version {
 			return nil, fmt.Errorf("line %d: version %05d after %05d: the lines go oldest first, one per version", n, version, pins[len(pins)-1].version)
