@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // The groups `expiryctl migrate` creates.
@@ -95,8 +94,7 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 		action = "access.revoke"
 	}
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT expiryctl.access_change($1, $2, $3, $4)`, s.Actor, login, groups, grant)
-		return store.AsRefusal(err)
+		return changeMembership(ctx, tx, s.Actor, login, groups, grant)
 	})
 	if err != nil {
 		_ = audit.RecordFailure(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: "login:" + login,
@@ -114,36 +112,4 @@ func (s *Service) List(ctx context.Context) ([]Member, error) {
 	}
 	return members, audit.Record(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: "access.list",
 		Details: map[string]any{"members": len(members)}})
-}
-
-// Members returns every role that is a member of an expiryctl group, by
-// name, unaudited: for List and for checks that read it in their own
-// snapshot.
-func Members(ctx context.Context, q store.Querier) ([]Member, error) {
-	rows, err := q.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
-		FROM pg_auth_members a
-		JOIN pg_roles g ON g.oid = a.roleid
-		JOIN pg_roles m ON m.oid = a.member
-		WHERE g.rolname = ANY ($1)
-		GROUP BY m.rolname, m.rolsuper, m.rolcanlogin ORDER BY m.rolname`,
-		[]string{Ingester, Operator, Approver, Auditor, Admin})
-	if err != nil {
-		return nil, err
-	}
-	members, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Member])
-	if err != nil {
-		return nil, err
-	}
-	if members == nil {
-		members = []Member{}
-	}
-	return members, nil
-}
-
-// SchemaOwner returns the role that owns the expiryctl schema, for whom
-// governance is advisory.
-func SchemaOwner(ctx context.Context, q store.Querier) (string, error) {
-	var owner string
-	err := q.QueryRow(ctx, `SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'expiryctl'`).Scan(&owner)
-	return owner, err
 }

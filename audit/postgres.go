@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
@@ -274,4 +275,28 @@ func (s postgresTrail) Snapshot(ctx context.Context, fn func(trailStore) error) 
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to keep or lose
 	return fn(postgresTrail{q: tx})
+}
+
+// AuditCanaryPassed implements trailStore.
+func (s postgresTrail) AuditCanaryPassed(ctx context.Context, target string, approval int) (bool, error) {
+	var passed bool
+	err := s.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
+		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, target, approval).Scan(&passed)
+	return passed, err
+}
+
+// AuditCanaryStarted implements trailStore.
+func (s postgresTrail) AuditCanaryStarted(ctx context.Context, target string, approval int) (*time.Duration, error) {
+	var waited float64
+	err := s.q.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
+		WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
+		ORDER BY seq DESC LIMIT 1`, target, approval).Scan(&waited)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	d := time.Duration(waited * float64(time.Second))
+	return &d, nil
 }

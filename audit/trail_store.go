@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -50,6 +51,15 @@ type trailStore interface {
 	// AuditEvents returns the rows with outcome "ok" of the given actions,
 	// lowest seq first.
 	AuditEvents(ctx context.Context, actions []string) ([]Event, error)
+
+	// AuditCanaryPassed reports whether the trail holds an "ok"
+	// replay.canary.pass row for target's approval number approval.
+	AuditCanaryPassed(ctx context.Context, target string, approval int) (bool, error)
+
+	// AuditCanaryStarted returns how long ago, by the database's clock, the
+	// newest "ok" replay.canary.start row for target's approval was
+	// written, or nil when there is none.
+	AuditCanaryStarted(ctx context.Context, target string, approval int) (*time.Duration, error)
 
 	// TrailGet returns the trail's origin ("" when unnamed) and the number
 	// of its rows the stored tree holds.

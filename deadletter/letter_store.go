@@ -45,6 +45,10 @@ type letterStore interface {
 	// refuses a cutoff inside the policy's retention, and returns how many
 	// it redacted.
 	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error)
+
+	// LetterCountRedead counts the letters captured with an
+	// x-replay-request header naming requestID.
+	LetterCountRedead(ctx context.Context, requestID int64) (int, error)
 }
 
 // letterListParams says which page of letters LetterList returns.

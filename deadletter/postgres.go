@@ -346,3 +346,10 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	return int64(len(ids)), store.AsRefusal(err)
 }
+
+// LetterCountRedead implements letterStore.
+func (p postgresLetters) LetterCountRedead(ctx context.Context, requestID int64) (int, error) {
+	var n int
+	err := p.q.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, requestID).Scan(&n)
+	return n, err
+}

@@ -15,7 +15,5 @@ import (
 // with SQL of its own. q may be a pool or a transaction, so that a runner
 // can read it in the same snapshot as its own tables.
 func CountRedeadLettered(ctx context.Context, q store.Querier, requestID int64) (int, error) {
-	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, requestID).Scan(&n)
-	return n, err
+	return newPostgresLetters(q).LetterCountRedead(ctx, requestID)
 }

@@ -2,11 +2,9 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 )
 
@@ -96,30 +94,14 @@ func (p postgresTables) CanaryRecord(ctx context.Context, actor string, request 
 	return asRefusal(err)
 }
 
-// CanaryPassed and CanaryStarted read the audit trail (audit's table) for
-// the rows replay_canary_record wrote: only that function writes them "ok"
-// (audit_append refuses to), so a forged one cannot shorten or skip the
-// canary.
+// CanaryPassed and CanaryStarted read the rows replay_canary_record wrote
+// in the audit trail, through audit: audit_log is its table.
 func (p postgresTables) CanaryPassed(ctx context.Context, request int64, approval int) (bool, error) {
-	var passed bool
-	err := p.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM expiryctl.audit_log WHERE target = $1
-		AND action = 'replay.canary.pass' AND outcome = 'ok' AND (details->>'approval')::int = $2)`, requestTarget(request), approval).Scan(&passed)
-	return passed, err
+	return audit.CanaryPassed(ctx, p.q, requestTarget(request), approval)
 }
 
 func (p postgresTables) CanaryStarted(ctx context.Context, request int64, approval int) (*time.Duration, error) {
-	var waited float64
-	err := p.q.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - at)::float8 FROM expiryctl.audit_log
-		WHERE target = $1 AND action = 'replay.canary.start' AND outcome = 'ok' AND (details->>'approval')::int = $2
-		ORDER BY seq DESC LIMIT 1`, requestTarget(request), approval).Scan(&waited)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	d := time.Duration(waited * float64(time.Second))
-	return &d, nil
+	return audit.CanaryStarted(ctx, p.q, requestTarget(request), approval)
 }
 
 // eligibilitySQL wraps the policy's query so that it always takes exactly

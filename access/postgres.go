@@ -1,0 +1,52 @@
+package access
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+)
+
+// This file is the package's only SQL: membership lives in PostgreSQL's own
+// catalogs (pg_auth_members), changed only by the schema's access_change.
+
+// changeMembership grants (or revokes) login's membership of groups through
+// access_change, which audits the change and refuses anyone but the
+// schema's owner.
+func changeMembership(ctx context.Context, q store.Querier, actor, login string, groups []string, grant bool) error {
+	_, err := q.Exec(ctx, `SELECT expiryctl.access_change($1, $2, $3, $4)`, actor, login, groups, grant)
+	return store.AsRefusal(err)
+}
+
+// Members returns every role that is a member of an expiryctl group, by
+// name, unaudited: for List and for checks that read it in their own
+// snapshot.
+func Members(ctx context.Context, q store.Querier) ([]Member, error) {
+	rows, err := q.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
+		FROM pg_auth_members a
+		JOIN pg_roles g ON g.oid = a.roleid
+		JOIN pg_roles m ON m.oid = a.member
+		WHERE g.rolname = ANY ($1)
+		GROUP BY m.rolname, m.rolsuper, m.rolcanlogin ORDER BY m.rolname`,
+		[]string{Ingester, Operator, Approver, Auditor, Admin})
+	if err != nil {
+		return nil, err
+	}
+	members, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Member])
+	if err != nil {
+		return nil, err
+	}
+	if members == nil {
+		members = []Member{}
+	}
+	return members, nil
+}
+
+// SchemaOwner returns the role that owns the expiryctl schema, for whom
+// governance is advisory.
+func SchemaOwner(ctx context.Context, q store.Querier) (string, error) {
+	var owner string
+	err := q.QueryRow(ctx, `SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'expiryctl'`).Scan(&owner)
+	return owner, err
+}
