@@ -3,10 +3,12 @@ package deadletter
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
@@ -54,5 +56,22 @@ func TestWriteBatchSurvivesADeadlock(t *testing.T) {
 	var stored int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters`).Scan(&stored); err != nil || stored != 2 {
 		t.Errorf("%d letters stored (%v), want each once: 2 (the batch stored %+v)", stored, err, res)
+	}
+}
+
+// TestInsertByANonIngesterIsARefusal: PostgreSQL refuses ingest_letters to a
+// login outside expiryctl_ingester while the statement runs, after Query
+// has returned; the refusal still comes back as one, naming its rule.
+func TestInsertByANonIngesterIsARefusal(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	mallory := db.Login(t, "mallory", "expiryctl_operator")
+	body := []byte(`{"reservation_id":"r-1"}`)
+	letter := Letter{Fingerprint: sha256.Sum256(body), SourceQueue: "q.dlq", Category: Unknown, Headers: []byte(`{}`),
+		Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	_, err := InsertAs(context.Background(), mallory.Pool, "mallory", "q.dlq", []Letter{letter})
+	refusal, ok := errors.AsType[*store.Refusal](err)
+	if !ok || refusal.Rule != "role" {
+		t.Fatalf("ingest by an operator: %v (%T), want a refusal by rule role", err, err)
 	}
 }

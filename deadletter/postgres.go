@@ -44,7 +44,9 @@ func (s postgresLetters) LetterInsertBatch(ctx context.Context, actor, queue str
 	if err != nil {
 		return nil, store.AsRefusal(err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	// The function's own refusals arrive with the rows, not from Query.
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, store.AsRefusal(err)
 }
 
 // ingestColumns are the arguments of ingest_letters: one array per column,

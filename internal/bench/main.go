@@ -212,7 +212,7 @@ func (c *config) defaults() {
 		}
 	}
 	pick(&c.IngestN, 100_000, 10_000, 500)
-	pick(&c.LargeN, 1_000_000, 10_000, 5_000)
+	pick(&c.LargeN, 1_000_000, 10_000, 10_000)
 	pick(&c.SmallN, 10_000, 1_000, 1_000)
 	pick(&c.Runs, 31, 9, 3)
 	pick(&c.Warmup, 5, 2, 1)
