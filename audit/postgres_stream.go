@@ -83,6 +83,8 @@ const postgresEpochMicros = 946_684_800_000_000
 // inferred from the query) and calls fn for each row, in order. It reads the
 // rows from the socket as they come: nothing is buffered beyond one row.
 func streamRows(ctx context.Context, conn *pgconn.PgConn, sql string, params [][]byte, fn func(*rawRow) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rr := conn.ExecParams(ctx, sql, params, nil, nil, binaryResults)
 	var (
 		r      rawRow
@@ -96,13 +98,15 @@ func streamRows(ctx context.Context, conn *pgconn.PgConn, sql string, params [][
 			break
 		}
 	}
-	// Close drains unread rows; when the loop stopped early the caller
-	// cancels ctx, which makes the drain end at once (and discards the
-	// connection rather than reading a million unwanted rows).
-	_, err := rr.Close()
 	if rowErr != nil {
+		// Close would read every row left; cancelling first ends the
+		// statement at once. pgconn closes the connection to do so (a pool
+		// discards it) rather than read a million unwanted rows.
+		cancel()
+		_, _ = rr.Close()
 		return rowErr
 	}
+	_, err := rr.Close()
 	return err
 }
 
