@@ -350,8 +350,8 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 }
 
 // LetterCountRedead implements letterStore.
-func (p postgresLetters) LetterCountRedead(ctx context.Context, requestID int64) (int, error) {
+func (s postgresLetters) LetterCountRedead(ctx context.Context, requestID int64) (int, error) {
 	var n int
-	err := p.q.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, requestID).Scan(&n)
+	err := s.q.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, requestID).Scan(&n)
 	return n, err
 }
