@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -95,7 +96,62 @@ Every command, reads included, leaves a row in the audit trail.`,
 	}
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
+	argumentsAreUsage(root)
 	return root
+}
+
+// argumentsAreUsage makes a wrong argument a usage error everywhere in the
+// tree (exit 2, as docs/exit-codes.md says), and a mistyped command name say
+// which commands it may have meant: cobra suggests only below a root that
+// accepts arbitrary arguments, and a command that only groups others would
+// otherwise print its help and exit 0.
+func argumentsAreUsage(cmd *cobra.Command) {
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	switch {
+	case cmd.HasSubCommands() && !cmd.Runnable():
+		// Runnable now only to catch a wrong name: its usage stays the
+		// one line "cmd [command]".
+		cmd.SetUsageTemplate(strings.Replace(cmd.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		}
+	case cmd.HasSubCommands():
+		validate := cmd.Args
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			if validate != nil {
+				return validate(cmd, args)
+			}
+			return nil
+		}
+	case cmd.Args != nil:
+		validate := cmd.Args
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := validate(cmd, args); err != nil {
+				return &FlagError{Err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		argumentsAreUsage(sub)
+	}
+}
+
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if suggestions := cmd.SuggestionsFor(name); len(suggestions) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(suggestions, "\n\t")
+	}
+	return &FlagError{Err: errors.New(msg)}
 }
 
 // Version is set at build time with -ldflags "-X …/commands.Version=…".

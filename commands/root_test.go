@@ -1,0 +1,47 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWrongCommandsAreUsageErrors: a mistyped command, at any depth, says
+// what would be right and exits 2; a stray argument exits 2 too; a group
+// alone still shows its help.
+func TestWrongCommandsAreUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{[]string{"dlqq"}, ExitUsage, "Did you mean this?\n\tdlq"},
+		{[]string{"dlq", "lst"}, ExitUsage, "Did you mean this?\n\tlist"},
+		{[]string{"replay", "aprove", "7"}, ExitUsage, "Did you mean this?\n\tapprove"},
+		{[]string{"audit", "verfy"}, ExitUsage, "Did you mean this?\n\tverify"},
+		{[]string{"dlq", "frobnicate"}, ExitUsage, `unknown command "frobnicate" for "expiryctl dlq"`},
+		{[]string{"dlq", "summary", "extra"}, ExitUsage, `unknown command "extra" for "expiryctl dlq summary"`},
+		{[]string{"dlq"}, ExitOK, "Available Commands:"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			f, out, _ := testFactory(t)
+			root := NewCmdRoot(f)
+			root.SetArgs(tc.args)
+			err := root.Execute()
+			if code := ExitCode(err); code != tc.wantCode {
+				t.Fatalf("exit code %d (%v), want %d", code, err, tc.wantCode)
+			}
+			got := out.String()
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want it to say %q", got, tc.want)
+			}
+			if f.pool != nil || f.amqpConn != nil {
+				t.Fatal("a usage error opened a connection")
+			}
+		})
+	}
+}
