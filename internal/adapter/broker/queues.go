@@ -1,0 +1,46 @@
+package broker
+
+import "time"
+
+// QueueRole is what a queue of the expiry topology is for.
+type QueueRole string
+
+// The roles of the topology's queues: work waits in the work queue
+// (ready) or is being handled (in flight), waits out a backoff in a retry
+// queue (scheduled), or is isolated in the dead-letter queue.
+const (
+	RoleWork       QueueRole = "work"
+	RoleRetry      QueueRole = "retry"
+	RoleDeadLetter QueueRole = "dead-letter"
+)
+
+// QueueState is what one queue holds now, as RabbitMQ's management API
+// reports it.
+type QueueState struct {
+	Name string    `json:"name"`
+	Role QueueRole `json:"role"`
+	// Ready are messages waiting for a consumer; Unacked are delivered and
+	// not yet acknowledged (in flight).
+	Ready     int64 `json:"ready"`
+	Unacked   int64 `json:"unacked"`
+	Consumers int   `json:"consumers"`
+	// Rates are per second, over the management API's sampling window;
+	// nil when the broker reported none (no traffic since it started
+	// sampling).
+	PublishRate *float64 `json:"publish_rate,omitempty"`
+	DeliverRate *float64 `json:"deliver_rate,omitempty"`
+	AckRate     *float64 `json:"ack_rate,omitempty"`
+	// HeadAge is how long the message at the head of the queue has waited,
+	// where the broker knows it (the message carries a timestamp); nil
+	// otherwise.
+	HeadAge *time.Duration `json:"head_age,omitempty"`
+}
+
+// QueueReport is the live state of a work queue's topology. When the
+// management API could not be read, Queues is empty and Unavailable says
+// why (with any password redacted), so that a caller shows the rest of what
+// it knows and says what is missing.
+type QueueReport struct {
+	Queues      []QueueState `json:"queues"`
+	Unavailable string       `json:"unavailable,omitempty"`
+}
