@@ -6,7 +6,9 @@
 #               (the default URL postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable),
 #               user "postgres" reachable over TCP for the test harness
 #   RabbitMQ    127.0.0.1:5672, guest/guest may log in to vhost "/",
-#               plugin rabbitmq_shovel enabled (used by the benchmark)
+#               plugin rabbitmq_shovel enabled (used by the benchmark),
+#               plugin rabbitmq_management answering guest/guest on
+#               http://127.0.0.1:15672/ (expiryctl reads the live queues there)
 #
 # It installs, creates, starts or repairs only what is missing, so it is safe to
 # run again and again. When everything already runs (the common case) it needs no
@@ -18,6 +20,7 @@
 # Environment (all optional):
 #   PG_WAIT_SECONDS      how long to wait for PostgreSQL to accept connections (60)
 #   RABBIT_WAIT_SECONDS  how long to wait for RabbitMQ to accept AMQP logins (90)
+#   MGMT_WAIT_SECONDS    how long to wait for its management API to answer (60)
 set -euo pipefail
 
 export PATH="/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
@@ -31,8 +34,11 @@ readonly PG_DB_GOVERNED=expiryctl_demo
 readonly PG_ROLE=root
 readonly AMQP_HOST=127.0.0.1
 readonly AMQP_PORT=5672
+readonly MGMT_HOST=127.0.0.1
+readonly MGMT_PORT=15672
 readonly PG_WAIT_SECONDS="${PG_WAIT_SECONDS:-60}"
 readonly RABBIT_WAIT_SECONDS="${RABBIT_WAIT_SECONDS:-90}"
+readonly MGMT_WAIT_SECONDS="${MGMT_WAIT_SECONDS:-60}"
 readonly HBA_MARKER="# expiryctl scripts/services.sh: trust loopback TCP"
 
 step() { printf 'services: %s\n' "$*" >&2; }
@@ -353,19 +359,81 @@ ensure_guest_login() {
 	step "rabbitmq: guest/guest can log in to vhost / from $AMQP_HOST"
 }
 
-# ensure_shovel enables rabbitmq_shovel on the running node. The enabled-plugins
-# file is read first because asking the node costs a few seconds; enabling an
-# enabled plugin is harmless, so a stale file only costs time.
-ensure_shovel() {
-	local file="${RABBITMQ_ENABLED_PLUGINS_FILE:-/etc/rabbitmq/enabled_plugins}"
-	if [[ -r $file ]] && grep -Eq '(^|[^a-z_])rabbitmq_shovel([^a-z_]|$)' "$file"; then
-		step "rabbitmq: plugin rabbitmq_shovel enabled"
+# ensure_plugins enables, on the running node, the plugins expiryctl needs:
+# rabbitmq_shovel (the benchmark) and rabbitmq_management (the live queues
+# expiryctl reads over HTTP). The enabled-plugins file is read first because
+# asking the node costs a few seconds; the missing plugins are then enabled in
+# one rabbitmq-plugins call, which starts them on the running node. Enabling
+# an enabled plugin is harmless, so a stale file only costs time.
+PLUGINS_ENABLED_NOW=0
+ensure_plugins() {
+	local file="${RABBITMQ_ENABLED_PLUGINS_FILE:-/etc/rabbitmq/enabled_plugins}" p missing=()
+	for p in rabbitmq_shovel rabbitmq_management; do
+		if ! { [[ -r $file ]] && grep -Eq "(^|[^a-z_])$p([^a-z_]|\$)" "$file"; }; then
+			missing+=("$p")
+		fi
+	done
+	if [[ ${#missing[@]} -eq 0 ]]; then
+		step "rabbitmq: plugins rabbitmq_shovel and rabbitmq_management enabled"
 		return
 	fi
-	need_root "enabling the rabbitmq_shovel plugin"
-	step "rabbitmq: enabling plugin rabbitmq_shovel"
-	rabbitmq-plugins -q enable rabbitmq_shovel >&2 </dev/null ||
-		die "rabbitmq-plugins enable rabbitmq_shovel failed: $(rabbit_log_hint)"
+	need_root "enabling the RabbitMQ plugins ${missing[*]}"
+	step "rabbitmq: enabling plugins ${missing[*]}"
+	rabbitmq-plugins -q enable "${missing[@]}" >&2 </dev/null ||
+		die "rabbitmq-plugins enable ${missing[*]} failed: $(rabbit_log_hint)"
+	PLUGINS_ENABLED_NOW=1
+}
+
+# management_probe asks the management API who guest/guest is, over bash's
+# /dev/tcp (curl may not be installed on a fresh machine), and prints one word:
+#   ok       the API answered 200
+#   down     nothing listens on the port, or it did not answer (still starting)
+#   refused  the API refused guest/guest (401)
+#   other    something else answered: the status line follows
+management_probe() {
+	local fd status
+	if ! exec {fd}<>"/dev/tcp/$MGMT_HOST/$MGMT_PORT"; then
+		echo down
+		return
+	fi 2>/dev/null
+	printf 'GET /api/whoami HTTP/1.0\r\nHost: %s:%s\r\nAuthorization: Basic %s\r\n\r\n' \
+		"$MGMT_HOST" "$MGMT_PORT" "$(printf 'guest:guest' | base64)" >&"$fd" 2>/dev/null || true
+	status=$(timeout 5 head -n 1 <&"$fd" 2>/dev/null | tr -d '\r') || true
+	exec {fd}>&-
+	case $status in
+	"HTTP/1."?" 200"*) echo ok ;;
+	"HTTP/1."?" 401"*) echo refused ;;
+	"") echo down ;;
+	*) echo "other $status" ;;
+	esac
+}
+
+# ensure_management_api waits until the management API answers guest/guest on
+# $MGMT_HOST:$MGMT_PORT. A plugin just enabled, or a node just started, opens
+# the HTTP listener a moment after AMQP. When the enabled-plugins file named
+# the plugin but nothing answers after a short grace, the node did not start
+# it (the file was edited behind its back): enabling it again applies the file
+# to the running node.
+ensure_management_api() {
+	local r deadline=$((SECONDS + MGMT_WAIT_SECONDS)) grace=$((SECONDS + 10))
+	while r=$(management_probe) || true; [[ $r == down ]]; do
+		if ((SECONDS >= deadline)); then
+			die "the RabbitMQ management API did not answer on http://$MGMT_HOST:$MGMT_PORT/ within ${MGMT_WAIT_SECONDS}s (is another management.tcp.port configured? $(rabbit_log_hint))"
+		fi
+		if ((PLUGINS_ENABLED_NOW == 0 && SECONDS >= grace)); then
+			need_root "starting the rabbitmq_management plugin"
+			step "rabbitmq: nothing answers on $MGMT_HOST:$MGMT_PORT; enabling rabbitmq_management on the running node"
+			rabbitmq-plugins -q enable rabbitmq_management >&2 </dev/null ||
+				die "rabbitmq-plugins enable rabbitmq_management failed: $(rabbit_log_hint)"
+			PLUGINS_ENABLED_NOW=1
+		fi
+		sleep 0.5
+	done
+	case $r in
+	ok) step "rabbitmq: management API answers guest/guest on http://$MGMT_HOST:$MGMT_PORT/" ;;
+	refused) die "the RabbitMQ management API refuses guest/guest: give guest the administrator tag (rabbitmqctl set_user_tags guest administrator)" ;;
+	*) die "the RabbitMQ management API on http://$MGMT_HOST:$MGMT_PORT/ answered '${r#other }' to GET /api/whoami" ;;
+	esac
 }
 
 # ensure_test_tools installs what the tests drive besides the two servers:
@@ -386,8 +454,9 @@ main() {
 	ensure_governed_people
 	ensure_rabbitmq_running
 	ensure_guest_login
-	ensure_shovel
-	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/"
+	ensure_plugins
+	ensure_management_api
+	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/ http://guest@$MGMT_HOST:$MGMT_PORT/"
 }
 
 main "$@"
