@@ -55,9 +55,10 @@ type Factory struct {
 
 	// Values of the global flags; empty means "use the environment, then the
 	// default".
-	DatabaseURLFlag string
-	AMQPURLFlag     string
-	ActorFlag       string
+	DatabaseURLFlag   string
+	AMQPURLFlag       string
+	ManagementURLFlag string
+	ActorFlag         string
 
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
@@ -82,6 +83,27 @@ func (f *Factory) DatabaseURL() string {
 // AMQPURL resolves --amqp-url, then EXPIRYCTL_AMQP_URL, then the default.
 func (f *Factory) AMQPURL() string {
 	return firstNonEmpty(f.AMQPURLFlag, f.Getenv("EXPIRYCTL_AMQP_URL"), broker.DefaultURL)
+}
+
+// ManagementURL resolves --management-url, then EXPIRYCTL_MANAGEMENT_URL,
+// then the management API of the AMQP URL's broker: its host and
+// credentials over http on port 15672 (broker.ManagementURLFor), so that a
+// user who set only the AMQP URL needs nothing more. It is empty when the
+// AMQP URL cannot be read; the live queues then say so.
+func (f *Factory) ManagementURL() string {
+	if u := firstNonEmpty(f.ManagementURLFlag, f.Getenv("EXPIRYCTL_MANAGEMENT_URL")); u != "" {
+		return u
+	}
+	u, err := broker.ManagementURLFor(f.AMQPURL())
+	if err != nil {
+		return ""
+	}
+	return u
+}
+
+// connectionURLs are the URLs whose passwords no message may show.
+func (f *Factory) connectionURLs() []string {
+	return []string{f.DatabaseURL(), f.AMQPURL(), f.ManagementURL()}
 }
 
 // Actor resolves --actor, then EXPIRYCTL_ACTOR. Empty means the database

@@ -32,7 +32,7 @@ func Main() int {
 		fmt.Fprintln(f.IO.ErrOut, "cancelled")
 		return code
 	}
-	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.DatabaseURL(), f.AMQPURL()))
+	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.connectionURLs()...))
 	var flagErr *FlagError
 	if errors.As(err, &flagErr) && cmd != nil {
 		fmt.Fprintf(f.IO.ErrOut, "\nUsage:  %s\nRun `%s --help` for examples.\n", cmd.UseLine(), cmd.CommandPath())
@@ -68,6 +68,8 @@ Every command, reads included, leaves a row in the audit trail.`,
 		"PostgreSQL URL (env EXPIRYCTL_DATABASE_URL; default postgres://root@127.0.0.1:5432/expiryctl)")
 	pf.StringVar(&f.AMQPURLFlag, "amqp-url", "",
 		"RabbitMQ URL (env EXPIRYCTL_AMQP_URL; default amqp://guest:***@127.0.0.1:5672/)")
+	pf.StringVar(&f.ManagementURLFlag, "management-url", "",
+		"RabbitMQ management API URL, read for the live queues (env EXPIRYCTL_MANAGEMENT_URL; default the RabbitMQ URL's host and credentials over http on port 15672)")
 	pf.StringVar(&f.ActorFlag, "actor", "",
 		"a label for the audit trail, recorded beside your database login (env EXPIRYCTL_ACTOR; default the login itself)")
 
