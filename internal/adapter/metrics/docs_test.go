@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,6 +141,43 @@ func TestRulesAndDashboardUseRealMetrics(t *testing.T) {
 		if strings.HasPrefix(n, "expiryctl_") && !used[n] {
 			t.Errorf("no dashboard panel shows %s", n)
 		}
+	}
+}
+
+// TestDashboardQueriesParse hands every panel's query to promtool as a
+// recording rule, so that a query Prometheus would refuse fails here
+// rather than as an empty panel.
+func TestDashboardQueriesParse(t *testing.T) {
+	t.Parallel()
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(readDoc(t, "dashboards", "expiryctl.json")), &dash); err != nil {
+		t.Fatal(err)
+	}
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	n := 0
+	for _, p := range dash.Panels {
+		for _, q := range p.Targets {
+			n++
+			expr, err := json.Marshal(q.Expr) // a JSON string is a YAML string
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&rules, "      - record: dashboard:query_%d\n        expr: %s\n", n, expr)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "dashboard.rules.yml"), []byte(rules.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := promtooltest.Run(t, dir, nil, "check", "rules", "dashboard.rules.yml"); err != nil {
+		t.Fatalf("promtool check rules on the dashboard's %d queries: %v\n%s\n%s", n, err, out, rules.String())
 	}
 }
 
