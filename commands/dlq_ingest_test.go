@@ -181,7 +181,7 @@ func TestDLQIngestRun(t *testing.T) {
 			t.Errorf("%d audit rows for the metrics, want 1", n)
 		}
 		close(idle)
-		if err := s.stop(); err != nil {
+		if err := <-s.done; err != nil {
 			t.Fatalf("ingest ended with %v", err)
 		}
 		if _, err := http.Get(s.url); err == nil {
