@@ -78,7 +78,8 @@ func TestMetricsServe(t *testing.T) {
 	if rows.Err() != nil || len(validation) != 2 {
 		t.Fatalf("validation letters %v, %v", validation, rows.Err())
 	}
-	if _, err := (&replay.Service{Pool: operator.Pool, Actor: "alice"}).Create(ctx, replay.NewRequest{
+	alice := db.GrantedLogin(t, "alice", "expiryctl_operator")
+	if _, err := (&replay.Service{Pool: alice.Pool, Actor: "alice"}).Create(ctx, replay.NewRequest{
 		Kind: replay.KindReplay, Selection: replay.Selection{IDs: validation}, Why: "INC-13",
 	}); err != nil {
 		t.Fatal(err)
