@@ -209,9 +209,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 }
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
-// serves for the queue's topology, and the counters of this capture, until
-// stop is called or ctx is done.
-func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (counters *metrics.IngestCounters, stop func(), err error) {
+// serves for the queue's topology, and the counters of this capture, which
+// it returns with the function that stops serving (as ctx's end does).
+func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.IngestCounters, func(), error) {
 	ln, err := listenMetrics(opts.MetricsListen)
 	if err != nil {
 		return nil, nil, err
@@ -227,11 +227,12 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (counters *
 		_ = ln.Close()
 		return nil, nil, err
 	}
-	counters = metrics.NewIngestCounters(opts.Queue)
+	counters := metrics.NewIngestCounters(opts.Queue)
+	handler := metrics.Handler(metrics.NewRegistry(exp, counters))
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		if err := metrics.Serve(ctx, ln, metrics.Handler(metrics.NewRegistry(exp, counters))); err != nil {
+		if err := metrics.Serve(ctx, ln, handler); err != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "warning: serving metrics stopped: %v\n", err)
 		}
 	}()
