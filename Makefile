@@ -9,13 +9,14 @@ GO       ?= go
 BIN      := bin/expiryctl
 SERVICES ?= bash scripts/services.sh
 NODE     ?= bash scripts/node.sh
+PROMTOOL ?= bash scripts/promtool.sh
 FUZZTIME ?= 60s
 BENCH_ARGS ?=
 LINT_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services node build test vet demo bench lint docs schema fuzz clean
+.PHONY: help services node promtool build test vet alerts demo bench lint docs schema fuzz clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -26,6 +27,9 @@ services: ## start (or install) PostgreSQL and RabbitMQ on this machine
 node: ## install Node.js and the npm packages of the Node.js interop test (e2e/node)
 	$(NODE)
 
+promtool: ## install promtool (from Debian's prometheus package, without its server)
+	$(PROMTOOL)
+
 build: ## build bin/expiryctl
 	$(GO) build -o $(BIN) ./cmd/expiryctl
 
@@ -34,8 +38,14 @@ vet: ## go vet ./...
 
 # End-to-end tests run the binary built here, the way a user would; they find it
 # through EXPIRYCTL_BIN.
-test: services node build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
+test: services node promtool build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
+
+# The alert rules and their unit tests (also run by `make test`, through
+# internal/adapter/metrics).
+alerts: promtool ## check docs/alerts' rules and run their promtool unit tests
+	promtool check rules docs/alerts/expiryctl.rules.yml
+	cd docs/alerts && promtool test rules expiryctl.rules_test.yml
 
 # The demo runs governed: the schema's owner (not a superuser) migrates,
 # grants the people their groups and stages the incident; alice requests a

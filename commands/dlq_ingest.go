@@ -10,6 +10,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
 
@@ -20,7 +21,11 @@ type DLQIngestOptions struct {
 	// Source opens a consumer on a queue, allowed prefetch letters ahead.
 	Source func(queue string, prefetch int) (service.DLQSource, error)
 	Signer func(context.Context) (service.AuditSigner, error)
-	Getenv func(string) string
+	// MetricsSource and Recorder serve --metrics-listen: the archive's
+	// numbers, and the one audit row of reading them.
+	MetricsSource func(ctx context.Context, workQueue string) (metrics.Source, error)
+	Recorder      func(context.Context) (service.Recorder, error)
+	Getenv        func(string) string
 
 	Queue       string
 	Batch       int
@@ -31,12 +36,18 @@ type DLQIngestOptions struct {
 	// every CheckpointEvery.
 	CheckpointKey   string
 	CheckpointEvery time.Duration
+	// MetricsListen, with Follow, serves the metrics of `metrics serve`
+	// and this process's own ingest counters there, read every
+	// MetricsInterval.
+	MetricsListen   string
+	MetricsInterval time.Duration
 	Output          *outputFormat
 }
 
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
 func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
-	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner, Getenv: f.Getenv}
+	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner,
+		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv}
 	cmd := &cobra.Command{
 		Use:   "ingest --queue QUEUE",
 		Short: "Capture a dead-letter queue into the archive",
@@ -58,6 +69,9 @@ Several ingest processes may run on the same queue at once.`,
 
   # keep capturing during an incident
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow
+
+  # and serve Prometheus metrics meanwhile, with this capture's own counters
+  expiryctl dlq ingest --queue reservation-expiry.dlq --follow --metrics-listen 127.0.0.1:9464
 
   # and sign a checkpoint of the audit trail every 5 minutes meanwhile
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow --checkpoint-key audit.key --checkpoint-every 5m
@@ -84,6 +98,12 @@ Several ingest processes may run on the same queue at once.`,
 			if opts.CheckpointEvery < time.Second {
 				return flagErrorf("invalid --checkpoint-every %s: use 1s or more, e.g. 5m", opts.CheckpointEvery)
 			}
+			if opts.MetricsListen != "" && !opts.Follow {
+				return flagErrorf("--metrics-listen is for --follow: a run that ends has nothing to scrape; `expiryctl metrics serve` serves the archive's metrics")
+			}
+			if err := checkMetricsFlags(opts.MetricsInterval, metrics.DefaultMaxClasses); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -95,8 +115,10 @@ Several ingest processes may run on the same queue at once.`,
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
 	cmd.Flags().StringVar(&opts.ClassesFile, "classes", "", "JSON file mapping error classes to categories (env EXPIRYCTL_CLASSES)")
-	cmd.Flags().StringVar(&opts.CheckpointKey, "checkpoint-key", "", "with --follow: sign a checkpoint of the audit trail with this key (from `audit keygen`) periodically")
+	cmd.Flags().StringVar(&opts.CheckpointKey, "checkpoint-key", "", "with --follow: sign a checkpoint of the audit trail with this key (from audit keygen) periodically")
 	cmd.Flags().DurationVar(&opts.CheckpointEvery, "checkpoint-every", 5*time.Minute, "with --checkpoint-key: how often")
+	cmd.Flags().StringVar(&opts.MetricsListen, "metrics-listen", "", "with --follow: serve Prometheus metrics (those of metrics serve, and this capture's counters) on this address")
+	cmd.Flags().DurationVar(&opts.MetricsInterval, "metrics-interval", metrics.DefaultInterval, "with --metrics-listen: how often the archive's numbers are read")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	_ = cmd.MarkFlagFilename("classes", "json")
 	return cmd
@@ -155,6 +177,18 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				opts.Queue, s.Stored, s.Duplicates, s.Rate())
 		}
 	}
+	if opts.MetricsListen != "" {
+		counters, stopMetrics, err := serveIngestMetrics(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+		show := progress
+		progress = func(s deadletter.IngestStats) {
+			counters.Observe(s.Stored, s.Duplicates, s.Batches)
+			show(s)
+		}
+	}
 	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{
 		Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
@@ -172,4 +206,35 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "ingested %d letters from %s: %d stored, %d duplicates, in %s (%.0f msgs/s)\n",
 		stats.Received, opts.Queue, stats.Stored, stats.Duplicates, stats.Elapsed.Round(time.Millisecond), stats.Rate())
 	return nil
+}
+
+// serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
+// serves for the queue's topology, and the counters of this capture, which
+// it returns with the function that stops serving (as ctx's end does).
+func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.IngestCounters, func(), error) {
+	ln, err := listenMetrics(opts.MetricsListen)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	exp, err := startExporter(ctx, opts.IO, exporterSetup{
+		source: opts.MetricsSource, recorder: opts.Recorder, workQueue: workQueueOf(opts.Queue),
+		listen: ln.Addr().String(), interval: opts.MetricsInterval, maxClasses: metrics.DefaultMaxClasses,
+		firstMayFail: true,
+	})
+	if err != nil {
+		cancel()
+		_ = ln.Close()
+		return nil, nil, err
+	}
+	counters := metrics.NewIngestCounters(opts.Queue)
+	handler := metrics.Handler(metrics.NewRegistry(exp, counters))
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := metrics.Serve(ctx, ln, handler); err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: serving metrics stopped: %v\n", err)
+		}
+	}()
+	return counters, func() { cancel(); <-served }, nil
 }

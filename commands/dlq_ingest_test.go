@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
+	"github.com/expiryctl/expiryctl/internal/fixture/promtooltest"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
 
@@ -122,6 +125,67 @@ func TestDLQIngestRun(t *testing.T) {
 				t.Fatal("no checkpoint signer was started")
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Run("--metrics-listen is for --follow", func(t *testing.T) {
+		t.Parallel()
+		_, err := ingest(t, "--queue", "q", "--metrics-listen", "127.0.0.1:0")
+		wantExit(t, err, ExitUsage)
+	})
+	t.Run("--follow --metrics-listen serves the archive's metrics and the capture's counters", func(t *testing.T) {
+		t.Parallel()
+		f, errOut := servingFactory(t)
+		idle := make(chan struct{})
+		ingester := &fakes.Ingester{Stats: deadletter.IngestStats{Stored: 2, Duplicates: 1, Batches: 1}, Idle: idle}
+		source := &fakes.MetricsSource{Snap: fakes.MetricsSnapshot()}
+		recorder := &fakes.Recorder{}
+		var workQueue string
+		cmd := NewCmdDLQIngest(f, func(ctx context.Context, o *DLQIngestOptions) error {
+			o.Ingester = serve[service.Ingester](ingester)
+			o.Source = func(string, int) (service.DLQSource, error) {
+				return fakes.NewDLQSource(deadletter.Message{Body: []byte(`{}`)}), nil
+			}
+			o.MetricsSource = func(_ context.Context, q string) (metrics.Source, error) { workQueue = q; return source, nil }
+			o.Recorder = serve[service.Recorder](recorder)
+			return dlqIngestRun(ctx, o)
+		})
+		s := startServing(t, errOut, func(ctx context.Context) error {
+			return runCmdContext(ctx, cmd, "--queue", "reservation-expiry.dlq", "--follow", "--metrics-listen", "127.0.0.1:0")
+		})
+		// The counters move after the batch commits, which follows the
+		// start of the server.
+		var got map[string]float64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got = promtooltest.Samples(t, scrape(t, s.url))
+			if got[`expiryctl_ingest_letters_total{outcome="stored",queue="reservation-expiry.dlq"}`] == 2 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		want := map[string]float64{
+			`expiryctl_ingest_letters_total{outcome="stored",queue="reservation-expiry.dlq"}`:    2,
+			`expiryctl_ingest_letters_total{outcome="duplicate",queue="reservation-expiry.dlq"}`: 1,
+			`expiryctl_ingest_batches_total{queue="reservation-expiry.dlq"}`:                     1,
+			`expiryctl_dead_letters_waiting{category="transient-exhausted"}`:                     12,
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %v, want %v", k, got[k], v)
+			}
+		}
+		if workQueue != "reservation-expiry" {
+			t.Errorf("metrics read for work queue %q", workQueue)
+		}
+		if n := len(recorder.Recorded()); n != 1 {
+			t.Errorf("%d audit rows for the metrics, want 1", n)
+		}
+		close(idle)
+		if err := <-s.done; err != nil {
+			t.Fatalf("ingest ended with %v", err)
+		}
+		if _, err := http.Get(s.url); err == nil {
+			t.Error("the metrics are still served after ingest ended")
 		}
 	})
 	t.Run("an unreadable key stops before ingesting", func(t *testing.T) {

@@ -75,7 +75,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 
 	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "governance", Title: "Governance:"},
 		&cobra.Group{ID: "setup", Title: "Setup:"})
-	for _, cmd := range []*cobra.Command{NewCmdDLQ(f), NewCmdTUI(f, nil)} {
+	for _, cmd := range []*cobra.Command{NewCmdDLQ(f), NewCmdTUI(f, nil), NewCmdMetrics(f)} {
 		cmd.GroupID = "triage"
 		root.AddCommand(cmd)
 	}

@@ -27,6 +27,9 @@ type tables interface {
 	RequestList(ctx context.Context, status Status, limit int) ([]Request, error)
 	// RequestCountOpen counts the open requests by status.
 	RequestCountOpen(ctx context.Context) (map[Status]int, error)
+	// RequestTally counts the items of the open requests by request status
+	// and item state, and the items ever confirmed (see Service.Tally).
+	RequestTally(ctx context.Context) (Tally, error)
 	// RequestStatus reads a request's status and halt reason.
 	RequestStatus(ctx context.Context, id int64) (status Status, haltReason string, err error)
 	// RequestCreate freezes a new request (replay_request_create) and

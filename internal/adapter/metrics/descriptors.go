@@ -1,0 +1,87 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// namespace prefixes every metric of expiryctl's own.
+const namespace = "expiryctl"
+
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
+}
+
+// The archive's metrics.
+var (
+	waitingDesc = newDesc("dead_letters_waiting",
+		"Dead letters waiting for a decision (dead, or held by an open replay or discard request), by reason category.",
+		"category")
+	ingestedDesc = newDesc("dead_letters_ingested_total",
+		"Dead letters the archive captured, by reason category, including those replayed or discarded since; its rate is the dead-letter arrival rate.",
+		"category")
+	oldestDesc = newDesc("dead_letter_oldest_waiting_age_seconds",
+		"Time since the oldest waiting dead letter of the reason category was dead-lettered.",
+		"category")
+	classesDesc = newDesc("dead_letters_waiting_by_error_class",
+		"Dead letters waiting for a decision, by error class: the most frequent classes by name, the rest summed as \"other\", letters with none as \"none\".",
+		"error_class")
+	overdueDesc = newDesc("overdue_holds",
+		"Waiting dead letters whose hold deadline (due_at) has passed: reservations that should have expired and have not.")
+	latenessDesc = newDesc("overdue_hold_lateness_seconds",
+		"How far past their deadline the overdue holds are: stat is p50 (the median), p99 or max.",
+		"stat")
+)
+
+// The live queues' metrics, from RabbitMQ's management API.
+var (
+	managementUpDesc = newDesc("rabbitmq_management_up",
+		"1 when the last snapshot read RabbitMQ's management API, 0 when it could not; the queue metrics are absent then.")
+	readyDesc = newDesc("rabbitmq_queue_messages_ready",
+		"Messages waiting in the queue for a consumer (in a retry queue: scheduled, waiting out their backoff).",
+		"queue", "role")
+	unackedDesc = newDesc("rabbitmq_queue_messages_unacked",
+		"Messages delivered to a consumer and not yet acknowledged (in flight).",
+		"queue", "role")
+	consumersDesc = newDesc("rabbitmq_queue_consumers",
+		"Consumers of the queue.",
+		"queue", "role")
+	headAgeDesc = newDesc("rabbitmq_queue_head_message_age_seconds",
+		"How long the message at the head of the queue had waited when the snapshot was taken; absent when the broker does not know (the message has no timestamp) or the queue is empty.",
+		"queue", "role")
+	rateDesc = newDesc("rabbitmq_queue_message_rate_per_second",
+		"Messages per second over the broker's sampling window, by operation: publish, deliver or ack.",
+		"queue", "role", "operation")
+)
+
+// The replays' metrics.
+var (
+	requestsDesc = newDesc("replay_requests",
+		"Open replay and discard requests by status: pending, approved, running, halted (a halted run needs a fresh approval).",
+		"status")
+	itemsDesc = newDesc("replay_items",
+		"Items of the open requests by their request's status and their own state (pending, publishing, confirmed, failed, skipped).",
+		"request_status", "state")
+	publishedDesc = newDesc("replay_items_published_total",
+		"Replayed items the broker confirmed, of every request ever run.")
+)
+
+// The exporter's own metrics, which say how fresh the others are.
+var (
+	snapshotAgeDesc = newDesc("metrics_snapshot_age_seconds",
+		"Time since the snapshot every other expiryctl metric comes from was taken.")
+	snapshotDurationDesc = newDesc("metrics_snapshot_duration_seconds",
+		"How long taking the last successful snapshot took.")
+	snapshotsDesc = newDesc("metrics_snapshots_total",
+		"Snapshots taken successfully since the exporter started.")
+	snapshotErrorsDesc = newDesc("metrics_snapshot_errors_total",
+		"Snapshots that failed since the exporter started; the previous snapshot is served meanwhile.")
+	availableDesc = newDesc("metrics_signal_available",
+		"1 when the last snapshot could read the signal, 0 when its metrics are left out: error_classes, overdue_holds, live_queues, replay.",
+		"signal")
+)
+
+// exporterDescs are the metrics an Exporter may export.
+var exporterDescs = []*prometheus.Desc{
+	waitingDesc, ingestedDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
+	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, rateDesc,
+	requestsDesc, itemsDesc, publishedDesc,
+	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,
+}

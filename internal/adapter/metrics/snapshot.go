@@ -1,0 +1,103 @@
+package metrics
+
+import (
+	"context"
+	"time"
+)
+
+// Source gives an Exporter its numbers. Snapshot reads all of them at once;
+// the Exporter calls it once per refresh interval, never per scrape, so it
+// may cost a few queries.
+type Source interface {
+	Snapshot(ctx context.Context) (Snapshot, error)
+}
+
+// Snapshot is the state of the archive, the replays and the live queues at
+// one time, in plain numbers. A nil pointer field is a signal the source
+// could not read (not wired yet, or unreachable): the Exporter exports
+// nothing for it, and says so in expiryctl_metrics_signal_available.
+type Snapshot struct {
+	// Categories are the archive's letters per reason category, for each
+	// category that holds any.
+	Categories []CategoryLetters
+	// ErrorClasses counts the waiting letters per error class; nil when not
+	// available.
+	ErrorClasses *ClassCounts
+	// Overdue are the holds past their deadline; nil when not available.
+	Overdue *OverdueHolds
+	// Queues is what the live queues hold; nil when the source has no way to
+	// read them.
+	Queues *LiveQueues
+	// Replay is how the replay and discard requests stand; nil when not
+	// available.
+	Replay *ReplayState
+	// Missing says, for the operator, which signals are left out and why.
+	Missing []string
+}
+
+// CategoryLetters is one reason category's letters.
+type CategoryLetters struct {
+	Category string
+	// Waiting are the letters still waiting for a decision: dead, or held by
+	// an open request.
+	Waiting int64
+	// Ingested are all the letters of the category the archive captured,
+	// including those replayed or discarded since.
+	Ingested int64
+	// OldestWaiting is when the oldest waiting letter was dead-lettered;
+	// zero when none waits.
+	OldestWaiting time.Time
+}
+
+// ClassCounts counts waiting letters per error class, as the letters name
+// it (x-error-class). The classes come from messages, so the Exporter
+// exports only the most frequent and sums the rest as "other".
+type ClassCounts struct {
+	Waiting map[string]int64
+}
+
+// OverdueHolds are the waiting letters whose hold deadline (due_at) has
+// passed: the reservations that should have expired and have not.
+type OverdueHolds struct {
+	Count int64
+	// P50, P99 and Max are how far past their deadline they are.
+	P50, P99, Max time.Duration
+}
+
+// LiveQueues is what the expiry topology's queues hold, read from
+// RabbitMQ's management API. When it could not be read, Unavailable says
+// why and Queues is empty.
+type LiveQueues struct {
+	Unavailable string
+	Queues      []QueueState
+}
+
+// QueueState is one queue of the topology. Role is "work", "retry" or
+// "dead-letter"; the names are the topology's few queues, never a
+// message's.
+type QueueState struct {
+	Name      string
+	Role      string
+	Ready     int64
+	Unacked   int64
+	Consumers int
+	// PublishRate, DeliverRate and AckRate are messages per second over the
+	// broker's sampling window; nil when the broker reported none.
+	PublishRate, DeliverRate, AckRate *float64
+	// HeadAge is how long the head message has waited, where the broker
+	// knows it; nil otherwise.
+	HeadAge *time.Duration
+}
+
+// ReplayState is how the replay and discard requests stand, by status and
+// state only: no request ids, so the series do not grow with the history.
+type ReplayState struct {
+	// Requests counts the open requests by status.
+	Requests map[string]int64
+	// Items counts the open requests' items by their request's status, then
+	// by their own state.
+	Items map[string]map[string]int64
+	// Published counts the items the broker confirmed, of every request
+	// ever run; it only grows.
+	Published int64
+}
