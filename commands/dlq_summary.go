@@ -17,6 +17,10 @@ type DLQSummaryOptions struct {
 	Archive func(context.Context) (service.Archive, error)
 	Now     func() time.Time
 	Output  *outputFormat
+
+	// Watch is --watch; UnauditedArchive serves its redraws.
+	Watch            *watchFlag
+	UnauditedArchive func(context.Context) (service.Archive, error)
 }
 
 // NewCmdDLQSummary builds `expiryctl dlq summary`.
@@ -28,7 +32,10 @@ func NewCmdDLQSummary(f *Factory, runF func(context.Context, *DLQSummaryOptions)
 		Long: `Show, per reason category, how many letters wait for a decision (dead or in
 a replay request), how old the oldest is, and which queues they came from.`,
 		Example: `  expiryctl dlq summary
-  expiryctl dlq summary -o json | jq '.[] | select(.count > 0)'`,
+  expiryctl dlq summary -o json | jq '.[] | select(.count > 0)'
+  expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
+  expiryctl dlq summary --watch=1m >> incident.log # piped, one line per update:
+  # 2026-11-30T03:00:00Z waiting=42 oldest=2026-11-30T01:12:00Z transient-exhausted=40 validation=2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -38,10 +45,14 @@ a replay request), how old the oldest is, and which queues they came from.`,
 		},
 	}
 	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Watch, opts.UnauditedArchive = addWatchFlag(cmd, f), f.UnauditedArchive
 	return cmd
 }
 
 func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
+	if opts.Watch.on() {
+		return dlqSummaryWatch(ctx, opts)
+	}
 	archive, err := opts.Archive(ctx)
 	if err != nil {
 		return err

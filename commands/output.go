@@ -124,9 +124,13 @@ type styleSet struct {
 
 func styles(streams *IOStreams) styleSet {
 	r := lipgloss.NewRenderer(streams.Out)
-	if !streams.Color {
-		r.SetColorProfile(termenv.Ascii)
+	// Color decides, not the writer: a --watch draws each frame into a
+	// buffer, which lipgloss alone would take for a pipe.
+	profile := termenv.Ascii
+	if streams.Color {
+		profile = termenv.ANSI
 	}
+	r.SetColorProfile(profile)
 	return styleSet{
 		header: r.NewStyle().Bold(true),
 		dim:    r.NewStyle().Faint(true),

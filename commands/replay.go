@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -191,6 +192,10 @@ type ReplayShowOptions struct {
 	ID       int64
 	Sample   int
 	Output   *outputFormat
+
+	// Watch is --watch; UnauditedRequests serves its redraws.
+	Watch             *watchFlag
+	UnauditedRequests func(context.Context) (service.RequestReads, error)
 }
 
 // NewCmdReplayShow builds `expiryctl replay show`.
@@ -202,9 +207,17 @@ func NewCmdReplayShow(f *Factory, runF func(context.Context, *ReplayShowOptions)
 		Long: `Show a request as the approver sees it: requester and reason, the cohort
 (count, categories, sample rows with payload hashes and targets), rate, canary,
 stop conditions, flags such as a fresh idempotency key, and any letter that
-changed since the cohort was frozen.`,
+changed since the cohort was frozen.
+
+With --watch it follows the request, its run's progress included, until
+Ctrl-C; the watch is audited once. Piped, each update is one line: the time,
+then status=, items=, the items per run state, changes= (letters changed
+since the cohort was frozen) and halt_reason= once it halted or was cancelled.`,
 		Example: `  expiryctl replay show 7
-  expiryctl replay show 7 --sample 0 -o json`,
+  expiryctl replay show 7 --sample 0 -o json
+  expiryctl replay show 7 --watch=2s --sample 5      # follow a run in place
+  expiryctl replay show 7 --watch | grep -m1 -E 'status=(completed|halted)'
+  # 2026-11-30T03:00:05Z request=7 kind=replay status=running items=200 pending=80 confirmed=120 changes=0`,
 		Args: requestIDArg("show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
@@ -219,6 +232,7 @@ changed since the cohort was frozen.`,
 	}
 	cmd.Flags().IntVar(&opts.Sample, "sample", 20, "items listed; 0 lists the whole cohort")
 	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
 	return cmd
 }
 
@@ -235,6 +249,9 @@ func requestIDArg(verb string) cobra.PositionalArgs {
 }
 
 func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
+	if opts.Watch.on() {
+		return replayShowWatch(ctx, opts)
+	}
 	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
@@ -243,10 +260,76 @@ func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, d)
+	return showRequest(opts.IO, opts.Output, d)
+}
+
+func showRequest(streams *IOStreams, output *outputFormat, d replay.Detail) error {
+	if output.value == "json" {
+		return writeJSON(streams.Out, d)
 	}
-	return renderRequest(opts.IO, d)
+	return renderRequest(streams, d)
+}
+
+// replayShowWatch is `replay show --watch`: the request as `replay show`
+// prints it, read through the audited service the first time and the
+// unaudited reads after; piped, requestLine.
+func replayShowWatch(ctx context.Context, opts *ReplayShowOptions) error {
+	reads := &watchServices[service.RequestReads]{audited: requestReads(opts.Requests), unaudited: opts.UnauditedRequests}
+	title := "replay show " + strconv.FormatInt(opts.ID, 10)
+	return opts.Watch.run(ctx, opts.IO, title, opts.Output.value == "json", func(ctx context.Context, u *watchUpdate) error {
+		svc, err := reads.get(ctx, u.Redraw)
+		if err != nil {
+			return err
+		}
+		d, err := svc.Show(ctx, opts.ID, opts.Sample)
+		if err != nil {
+			return err
+		}
+		if u.OneLine {
+			u.Line = requestLine(d)
+			return nil
+		}
+		return showRequest(u.IO, opts.Output, d)
+	})
+}
+
+// requestReads is the Requests constructor as one of RequestReads, for
+// the audited first read of a watch.
+func requestReads(requests func(context.Context) (service.Requests, error)) func(context.Context) (service.RequestReads, error) {
+	return func(ctx context.Context) (service.RequestReads, error) { return requests(ctx) }
+}
+
+// requestLine is a request on one line: what a watch of it follows.
+func requestLine(d replay.Detail) string {
+	line := (&logfmt{}).add("request", d.ID).add("kind", d.Kind).add("status", d.Status).add("items", d.Items)
+	for _, state := range itemStates(d.States) {
+		line.add(state, d.States[state])
+	}
+	line.add("changes", len(d.Changes))
+	if d.HaltReason != "" {
+		line.add("halt_reason", d.HaltReason)
+	}
+	return line.String()
+}
+
+// itemStates are the states of states in run order, those the runner
+// knows first.
+func itemStates(states map[string]int) []string {
+	order := []string{"pending", "publishing", "confirmed", "failed", "skipped"}
+	out := []string{}
+	for _, s := range order {
+		if _, ok := states[s]; ok {
+			out = append(out, s)
+		}
+	}
+	var others []string
+	for s := range states {
+		if !slices.Contains(order, s) {
+			others = append(others, s)
+		}
+	}
+	slices.Sort(others)
+	return append(out, others...)
 }
 
 func renderRequest(streams *IOStreams, d replay.Detail) error {
@@ -277,16 +360,29 @@ type ReplayListOptions struct {
 	Limit    int
 	Output   *outputFormat
 	status   replay.Status
+
+	// Watch is --watch; UnauditedRequests serves its redraws.
+	Watch             *watchFlag
+	UnauditedRequests func(context.Context) (service.RequestReads, error)
 }
 
 // NewCmdReplayList builds `expiryctl replay list`.
 func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions) error) *cobra.Command {
 	opts := &ReplayListOptions{IO: f.IO, Requests: f.Requests, Now: f.Now}
 	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List replay and discard requests, newest first",
-		Example: "  expiryctl replay list --status pending",
-		Args:    cobra.NoArgs,
+		Use:   "list",
+		Short: "List replay and discard requests, newest first",
+		Long: `List replay and discard requests, newest first.
+
+With --watch the list is updated until Ctrl-C; the watch is audited once.
+Piped, each update is one line: the time, requests= (how many are listed),
+the count per status, and open= with each open request as ID:STATUS.`,
+		Example: `  expiryctl replay list --status pending
+  expiryctl replay list --watch                      # redraw every 5s until Ctrl-C
+  expiryctl replay list --watch=30s >> requests.log  # piped, one line per update:
+  # 2026-11-30T03:00:00Z requests=3 pending=1 running=1 completed=1 open=9:pending,8:running
+  expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Status != "" {
 				s, err := replay.ParseStatus(opts.Status)
@@ -312,10 +408,14 @@ func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions)
 	}
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statuses, cobra.ShellCompDirectiveNoFileComp))
 	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
 	return cmd
 }
 
 func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
+	if opts.Watch.on() {
+		return replayListWatch(ctx, opts)
+	}
 	svc, err := opts.Requests(ctx)
 	if err != nil {
 		return err
@@ -324,19 +424,72 @@ func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, reqs)
+	return listRequests(opts.IO, opts.Output, opts.Now(), reqs)
+}
+
+func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs []replay.Request) error {
+	if output.value == "json" {
+		return writeJSON(streams.Out, reqs)
 	}
 	if len(reqs) == 0 {
-		fmt.Fprintln(opts.IO.ErrOut, "no requests")
+		fmt.Fprintln(streams.ErrOut, "no requests")
 		return nil
 	}
-	t := newTable(opts.IO, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY")
+	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY")
 	for _, r := range reqs {
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
-			r.RequestedBy, r.ReviewedBy, formatTime(opts.IO, r.CreatedAt, opts.Now()), r.Why)
+			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)
 	}
 	return t.render()
+}
+
+// replayListWatch is `replay list --watch`: the list as `replay list`
+// prints it, read through the audited service the first time and the
+// unaudited reads after; piped, requestsLine.
+func replayListWatch(ctx context.Context, opts *ReplayListOptions) error {
+	reads := &watchServices[service.RequestReads]{audited: requestReads(opts.Requests), unaudited: opts.UnauditedRequests}
+	title := "replay list"
+	if opts.status != "" {
+		title += " --status " + string(opts.status)
+	}
+	return opts.Watch.run(ctx, opts.IO, title, opts.Output.value == "json", func(ctx context.Context, u *watchUpdate) error {
+		svc, err := reads.get(ctx, u.Redraw)
+		if err != nil {
+			return err
+		}
+		reqs, err := svc.List(ctx, opts.status, opts.Limit)
+		if err != nil {
+			return err
+		}
+		if u.OneLine {
+			u.Line = requestsLine(reqs)
+			return nil
+		}
+		return listRequests(u.IO, opts.Output, opts.Now(), reqs)
+	})
+}
+
+// requestsLine is a list of requests on one line: how many, how many per
+// status, and each open request with its status, newest first.
+func requestsLine(reqs []replay.Request) string {
+	byStatus := map[replay.Status]int{}
+	var open []string
+	for _, r := range reqs {
+		byStatus[r.Status]++
+		if r.Open() {
+			open = append(open, strconv.FormatInt(r.ID, 10)+":"+string(r.Status))
+		}
+	}
+	line := (&logfmt{}).add("requests", len(reqs))
+	for _, s := range replay.Statuses() {
+		if n := byStatus[s]; n > 0 {
+			line.add(string(s), n)
+		}
+	}
+	if len(open) > 0 {
+		line.add("open", strings.Join(open, ","))
+	}
+	return line.String()
 }
 
 // ReplayReviewOptions holds what `expiryctl replay approve|reject` needs.

@@ -178,6 +178,27 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 	}, nil
 }
 
+// UnauditedArchive returns the archive whose summaries and listings write no
+// audit row, for the redraws of a --watch whose first read went through
+// Archive; opening a letter (Show) is audited all the same.
+func (f *Factory) UnauditedArchive(ctx context.Context) (service.Archive, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.archive().WithoutListingAudit(), nil
+}
+
+// UnauditedRequests returns the reads of requests that write no audit row,
+// for the redraws of a --watch whose first read went through Requests.
+func (f *Factory) UnauditedRequests(ctx context.Context) (service.RequestReads, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.requests().Unaudited(), nil
+}
+
 // services builds every service over one pool, acting as one actor.
 type services struct {
 	pool  *pgxpool.Pool
