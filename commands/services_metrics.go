@@ -27,11 +27,9 @@ func (f *Factory) MetricsSource(ctx context.Context, workQueue string) (metrics.
 }
 
 // metricsLiveQueues is the reader of RabbitMQ's management API that the
-// metrics read the live queues with. It is nil until the LiveQueues
-// service is wired here; the live queue metrics are left out meanwhile and
-// expiryctl_metrics_signal_available{signal="live_queues"} is 0.
-func (f *Factory) metricsLiveQueues(context.Context) (service.LiveQueues, error) {
-	return nil, nil
+// metrics read the live queues with: the commands' own.
+func (f *Factory) metricsLiveQueues(ctx context.Context) (service.LiveQueues, error) {
+	return f.LiveQueues(ctx)
 }
 
 // replayTally is what the metrics read of replay: counts only, neither
