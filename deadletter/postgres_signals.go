@@ -119,7 +119,7 @@ func (s postgresLetters) LetterArrivals(ctx context.Context, end time.Time) ([]a
 	}
 	// Hours are UTC hours, as the tallies' date_trunc(..., 'UTC') makes
 	// them: Truncate works on absolute time.
-	dayStart := end.Add(-arrivalDay)
+	dayStart := end.Add(-dayWindow)
 	lastHour, firstWholeHour := end.Truncate(time.Hour), dayStart.Truncate(time.Hour)
 	if firstWholeHour.Before(dayStart) {
 		firstWholeHour = firstWholeHour.Add(time.Hour)
@@ -146,7 +146,7 @@ func (s postgresLetters) LetterArrivals(ctx context.Context, end time.Time) ([]a
 			GROUP BY reason_category
 		) AS windows
 		GROUP BY reason_category`,
-		end, end.Add(-arrivalShort), end.Add(-arrivalHour), dayStart, lastHour, firstWholeHour, names)
+		end, end.Add(-shortWindow), end.Add(-hourWindow), dayStart, lastHour, firstWholeHour, names)
 	if err != nil {
 		return nil, err
 	}

@@ -25,9 +25,9 @@ type SignalsOptions struct {
 
 // The arrival windows, each ending at Signals.ArrivalsEnd.
 const (
-	arrivalShort = 5 * time.Minute
-	arrivalHour  = time.Hour
-	arrivalDay   = 24 * time.Hour
+	shortWindow = 5 * time.Minute
+	hourWindow  = time.Hour
+	dayWindow   = 24 * time.Hour
 )
 
 // A rate this many times the longer window's (or more) is rising; this
@@ -375,7 +375,7 @@ func NewArrivals(last5m, last1h, last24h int64) Arrivals {
 	window := func(d time.Duration, n int64) ArrivalWindow {
 		return ArrivalWindow{WindowSeconds: int64(d / time.Second), Letters: n, PerMinute: float64(n) / d.Minutes()}
 	}
-	a := Arrivals{Last5m: window(arrivalShort, last5m), Last1h: window(arrivalHour, last1h), Last24h: window(arrivalDay, last24h)}
+	a := Arrivals{Last5m: window(shortWindow, last5m), Last1h: window(hourWindow, last1h), Last24h: window(dayWindow, last24h)}
 	a.FiveMinutesVsHour = NewTrend(a.Last5m.PerMinute, a.Last1h.PerMinute)
 	a.HourVsDay = NewTrend(a.Last1h.PerMinute, a.Last24h.PerMinute)
 	return a
