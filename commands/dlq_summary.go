@@ -2,21 +2,36 @@ package commands
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
 // DLQSummaryOptions holds what `expiryctl dlq summary` needs.
 type DLQSummaryOptions struct {
-	IO      *IOStreams
-	Archive func(context.Context) (service.Archive, error)
-	Now     func() time.Time
-	Output  *outputFormat
+	IO         *IOStreams
+	Archive    func(context.Context) (service.Archive, error)
+	LiveQueues func(context.Context) (service.LiveQueues, error)
+	Now        func() time.Time
+
+	Since     string
+	Until     string
+	WorkQueue string
+	Output    *outputFormat
+	// Window is what --since and --until resolve to.
+	Window deadletter.SignalsOptions
 
 	// Watch is --watch; UnauditedArchive serves its redraws.
 	Watch            *watchFlag
@@ -25,28 +40,177 @@ type DLQSummaryOptions struct {
 
 // NewCmdDLQSummary builds `expiryctl dlq summary`.
 func NewCmdDLQSummary(f *Factory, runF func(context.Context, *DLQSummaryOptions) error) *cobra.Command {
-	opts := &DLQSummaryOptions{IO: f.IO, Archive: f.Archive, Now: f.Now}
+	opts := &DLQSummaryOptions{IO: f.IO, Archive: f.Archive, LiveQueues: f.LiveQueues, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "summary",
-		Short: "Count dead letters per reason category",
-		Long: `Show, per reason category, how many letters wait for a decision (dead or in
-a replay request), how old the oldest is, and which queues they came from.`,
+		Short: "Say whether it is getting worse: arrival rates, overdue holds, live queues, counts by reason",
+		Long: `Answer "is it getting worse?" from the archive and the broker, in one
+snapshot of the database and by its clock:
+
+  arrivals      letters dead-lettered in the last 5 minutes, hour and 24 hours,
+                per minute, overall and per category, and the trends: the 5-minute
+                rate against the hour's, the hour's against the 24 hours'
+                (rising at 1.5 times or more, falling at 1/1.5 or less)
+  overdue       waiting letters (dead or in a request: not yet replayed or
+                discarded) past their due_at: how many, and the p50, p99 and
+                maximum lateness (nearest rank); letters without a due_at are
+                not counted
+  categories    per reason category, the letters waiting and in all, the
+                attempts the waiting ones went through (min/p50/max), the
+                oldest waiting and the queues they came from
+  error classes the same per error class, most waiting first
+  live queues   from RabbitMQ's management API, for the work queue, its retry
+                queues and its dead-letter queue: scheduled (in retry queues),
+                ready and in flight (work queue), isolated (in the DLQ, not yet
+                captured); when the API cannot be read the summary says so and
+                shows the rest
+
+--since and --until count only the letters dead-lettered in that window (the
+categories, classes and overdue holds); the arrival windows always end at
+--until, or now when it is unset or later, and --since does not shorten them.
+Unbounded, every number comes from tallies and indexes: the summary costs
+about the same on a million letters as on ten thousand. A bounded summary
+reads the letters of its window.
+
+-o json carries all of it, durations in seconds: at, since, until,
+arrivals_end, arrivals {last_5m, last_1h, last_24h {window_seconds, letters,
+per_minute}, trend_5m_vs_1h, trend_1h_vs_24h {direction, ratio}}, overdue
+{count, oldest_due_at, lateness_p50_seconds, lateness_p99_seconds,
+lateness_max_seconds}, categories [{reason_category, count (waiting), total,
+oldest_dead_lettered_at, queues, arrivals, attempts {min, p50, max}}],
+error_classes [{error_class, reason_categories, count, total, attempts}],
+live_queues {work_queue, unavailable, scheduled, ready, in_flight, isolated,
+queues [{name, role, ready, unacked, consumers, publish_rate, deliver_rate,
+ack_rate, head_age_seconds}]}.`,
 		Example: `  expiryctl dlq summary
-  expiryctl dlq summary -o json | jq '.[] | select(.count > 0)'
+  expiryctl dlq summary --since 2h
+  expiryctl dlq summary -o json | jq '.overdue, .arrivals.trend_5m_vs_1h'
   expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
   expiryctl dlq summary --watch=1m >> incident.log # piped, one line per update:
-  # 2026-11-30T03:00:00Z waiting=42 oldest=2026-11-30T01:12:00Z transient-exhausted=40 validation=2`,
+  # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.resolve(); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return dlqSummaryRun(cmd.Context(), opts)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Since, "since", "", "count only letters dead-lettered at or after this time (RFC 3339, date, or duration ago)")
+	fl.StringVar(&opts.Until, "until", "", "count only letters dead-lettered before this time; the arrival windows end here")
+	// Not --queue: on dlq list and dlq ingest that names a dead-letter queue.
+	fl.StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
+		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") are shown`)
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	opts.Watch, opts.UnauditedArchive = addWatchFlag(cmd, f), f.UnauditedArchive
 	return cmd
+}
+
+func (o *DLQSummaryOptions) resolve() error {
+	now := o.Now()
+	var err error
+	if o.Since != "" {
+		if o.Window.Since, err = parseTimeFlag("since", o.Since, now); err != nil {
+			return err
+		}
+	}
+	if o.Until != "" {
+		if o.Window.Until, err = parseTimeFlag("until", o.Until, now); err != nil {
+			return err
+		}
+	}
+	if !o.Window.Since.IsZero() && !o.Window.Until.IsZero() && !o.Window.Since.Before(o.Window.Until) {
+		return flagErrorf("--since %s is not before --until %s: the window would be empty", o.Since, o.Until)
+	}
+	if strings.TrimSpace(o.WorkQueue) == "" {
+		return flagErrorf("--work-queue must name a queue (the default is %s)", worker.NewTopology("").Queue)
+	}
+	return nil
+}
+
+// summaryReport is what `dlq summary` shows: the archive's signals and the
+// live queues' states.
+type summaryReport struct {
+	deadletter.Signals
+	LiveQueues liveQueues `json:"live_queues"`
+}
+
+// liveQueues are the live states of a work queue's topology, as distinct
+// states of work: scheduled (waiting out a retry backoff), ready, in
+// flight, isolated (in the DLQ, not yet captured). The totals are null
+// when the broker could not be read, and Unavailable says why.
+type liveQueues struct {
+	WorkQueue   string      `json:"work_queue"`
+	Unavailable string      `json:"unavailable,omitempty"`
+	Scheduled   *int64      `json:"scheduled"`
+	Ready       *int64      `json:"ready"`
+	InFlight    *int64      `json:"in_flight"`
+	Isolated    *int64      `json:"isolated"`
+	Consumers   *int        `json:"consumers"`
+	Queues      []queueLine `json:"queues"`
+}
+
+// queueLine is broker.QueueState with its head age in seconds, as every
+// duration of the summary's JSON is.
+type queueLine struct {
+	Name           string              `json:"name"`
+	Role           broker.QueueRole    `json:"role"`
+	Ready          int64               `json:"ready"`
+	Unacked        int64               `json:"unacked"`
+	Consumers      int                 `json:"consumers"`
+	PublishRate    *float64            `json:"publish_rate"`
+	DeliverRate    *float64            `json:"deliver_rate"`
+	AckRate        *float64            `json:"ack_rate"`
+	HeadAgeSeconds *deadletter.Seconds `json:"head_age_seconds"`
+}
+
+// newLiveQueues sorts a report's queues into the states of work.
+func newLiveQueues(workQueue string, r broker.QueueReport) liveQueues {
+	l := liveQueues{WorkQueue: workQueue, Unavailable: r.Unavailable, Queues: []queueLine{}}
+	if r.Unavailable != "" {
+		return l
+	}
+	var scheduled, ready, inFlight, isolated int64
+	var consumers int
+	for _, q := range r.Queues {
+		line := queueLine{Name: q.Name, Role: q.Role, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
+			PublishRate: q.PublishRate, DeliverRate: q.DeliverRate, AckRate: q.AckRate}
+		if q.HeadAge != nil {
+			age := deadletter.Seconds(*q.HeadAge)
+			line.HeadAgeSeconds = &age
+		}
+		l.Queues = append(l.Queues, line)
+		switch q.Role {
+		case broker.RoleWork:
+			ready += q.Ready
+			inFlight += q.Unacked
+			consumers += q.Consumers
+		case broker.RoleRetry:
+			scheduled += q.Ready + q.Unacked
+		case broker.RoleDeadLetter:
+			isolated += q.Ready + q.Unacked
+		}
+	}
+	l.Scheduled, l.Ready, l.InFlight, l.Isolated, l.Consumers = &scheduled, &ready, &inFlight, &isolated, &consumers
+	return l
+}
+
+// readLiveQueues reads the topology's states. A broker that cannot be
+// read is not the summary's failure: it says what is missing instead.
+func readLiveQueues(ctx context.Context, opts *DLQSummaryOptions) liveQueues {
+	var report broker.QueueReport
+	lq, err := opts.LiveQueues(ctx)
+	if err == nil {
+		report, err = lq.Topology(ctx, opts.WorkQueue)
+	}
+	if err != nil {
+		report = broker.QueueReport{Unavailable: dsn.RedactText(err.Error())}
+	}
+	return newLiveQueues(opts.WorkQueue, report)
 }
 
 func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
@@ -57,26 +221,276 @@ func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
 	if err != nil {
 		return err
 	}
-	summary, err := archive.Summary(ctx)
+	// The broker is asked while the database answers: the slower of the
+	// two sets the summary's latency, not their sum.
+	queuesCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	queues := make(chan liveQueues, 1)
+	go func() { queues <- readLiveQueues(queuesCtx, opts) }()
+	signals, err := archive.Signals(ctx, opts.Window)
 	if err != nil {
 		return err
 	}
+	report := summaryReport{Signals: signals, LiveQueues: <-queues}
 	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, summary)
+		return writeJSON(opts.IO.Out, report)
 	}
-	t := newTable(opts.IO, "CATEGORY", "WAITING", "TOTAL", "OLDEST", "QUEUES")
-	for _, s := range summary {
-		oldest := "-"
-		if s.OldestDeadLetteredAt != nil {
-			oldest = formatTime(opts.IO, *s.OldestDeadLetteredAt, opts.Now())
-		}
-		t.addRow(string(s.Category), strconv.FormatInt(s.Count, 10), strconv.FormatInt(s.Total, 10), oldest, strings.Join(s.Queues, ","))
-	}
-	if len(summary) == 0 && opts.IO.StdoutTTY {
-		_, err := opts.IO.ErrOut.Write([]byte("the archive is empty: capture a queue with `expiryctl dlq ingest --queue QUEUE`\n"))
+	if err := renderSummary(opts.IO, report); err != nil {
 		return err
 	}
-	return t.render()
+	if len(report.Categories) == 0 && opts.IO.StdoutTTY {
+		_, err := io.WriteString(opts.IO.ErrOut, "the archive is empty: capture a queue with `expiryctl dlq ingest --queue QUEUE`\n")
+		return err
+	}
+	return nil
+}
+
+// maxClassesShown bounds the error classes a terminal shows: the rest are
+// the long tail, and -o json lists them.
+const maxClassesShown = 10
+
+// renderSummary writes the summary for people on a terminal, worst news
+// first, and as tab-separated tables, one after another, for a pipe.
+func renderSummary(streams *IOStreams, r summaryReport) error {
+	w := streams.Out
+	if streams.StdoutTTY {
+		if err := writeHeadlines(streams, r); err != nil {
+			return err
+		}
+	} else {
+		if err := arrivalsTable(streams, r.Arrivals).render(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		if err := overdueTable(streams, r.Overdue).render(); err != nil {
+			return err
+		}
+	}
+	if len(r.Categories) > 0 {
+		fmt.Fprintln(w)
+		if err := categoryTable(streams, r).render(); err != nil {
+			return err
+		}
+	}
+	if len(r.ErrorClasses) > 0 {
+		fmt.Fprintln(w)
+		if err := classTable(streams, r.ErrorClasses).render(); err != nil {
+			return err
+		}
+		if hidden := len(r.ErrorClasses) - maxClassesShown; streams.StdoutTTY && hidden > 0 {
+			fmt.Fprintf(w, "%s\n", styles(streams).dim.Render(fmt.Sprintf("… and %d more error classes: -o json lists them all", hidden)))
+		}
+	}
+	if r.LiveQueues.Unavailable == "" && len(r.LiveQueues.Queues) > 0 {
+		fmt.Fprintln(w)
+		return queueTable(streams, r.LiveQueues).render()
+	}
+	if !streams.StdoutTTY {
+		fmt.Fprintln(w)
+		t := newTable(streams, "LIVE QUEUES", "UNAVAILABLE")
+		t.addRow(r.LiveQueues.WorkQueue, r.LiveQueues.Unavailable)
+		return t.render()
+	}
+	return nil
+}
+
+// writeHeadlines writes the three lines on-call reads first: are letters
+// arriving faster, how late are the holds, what do the live queues hold.
+func writeHeadlines(streams *IOStreams, r summaryReport) error {
+	st := styles(streams)
+	var b strings.Builder
+	if r.Since != nil || r.Until != nil {
+		from, to := "the first letter", "now"
+		if r.Since != nil {
+			from = r.Since.Format(time.RFC3339)
+		}
+		if r.Until != nil {
+			to = r.Until.Format(time.RFC3339)
+		}
+		fmt.Fprintf(&b, "%s\n", st.dim.Render(fmt.Sprintf("counting letters dead-lettered from %s to %s; arrival windows end %s",
+			from, to, r.ArrivalsEnd.Format(time.RFC3339))))
+	}
+
+	a := r.Arrivals
+	arrivals := "none in the last 24 h"
+	if a.Last24h.Letters > 0 {
+		arrivals = fmt.Sprintf("%s: %s in the last 5 min against %s over the hour; the hour %s against %s over 24 h",
+			strings.ToUpper(trendText(a.FiveMinutesVsHour)), rateText(a.Last5m), rateText(a.Last1h),
+			trendText(a.HourVsDay), rateText(a.Last24h))
+		if a.FiveMinutesVsHour.Direction == deadletter.Rising || a.HourVsDay.Direction == deadletter.Rising {
+			arrivals = st.warn.Render(arrivals)
+		}
+	}
+	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Arrivals "), arrivals)
+
+	o := r.Overdue
+	overdue := "no hold is past its due time"
+	if o.Count > 0 {
+		overdue = st.warn.Render(fmt.Sprintf("%d holds past due: p50 %s late, p99 %s, max %s",
+			o.Count, durationText(o.LatenessP50), durationText(o.LatenessP99), durationText(o.LatenessMax)))
+	}
+	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Overdue  "), overdue)
+
+	q := r.LiveQueues
+	// What the broker or the flag said is shown escaped: it is not ours.
+	live := st.dim.Render(fmt.Sprintf("unavailable (%s): the archive's signals are complete, the broker's are missing",
+		termsafe.EscapeLine(q.Unavailable)))
+	if q.Unavailable == "" {
+		live = fmt.Sprintf("%s: %d ready, %d in flight (%d consumers) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
+			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), deref(q.Consumers), deref(q.Scheduled), deref(q.Isolated))
+		if deref(q.Consumers) == 0 && deref(q.Ready) > 0 {
+			live = st.warn.Render(live)
+		}
+	}
+	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Queues   "), live)
+	_, err := io.WriteString(streams.Out, b.String())
+	return err
+}
+
+func arrivalsTable(streams *IOStreams, a deadletter.Arrivals) *table {
+	t := newTable(streams, "WINDOW", "LETTERS", "PER MINUTE", "TREND", "AGAINST", "RATIO")
+	t.addRow("5m", strconv.FormatInt(a.Last5m.Letters, 10), perMinute(a.Last5m.PerMinute),
+		string(a.FiveMinutesVsHour.Direction), "1h", ratioText(a.FiveMinutesVsHour.Ratio))
+	t.addRow("1h", strconv.FormatInt(a.Last1h.Letters, 10), perMinute(a.Last1h.PerMinute),
+		string(a.HourVsDay.Direction), "24h", ratioText(a.HourVsDay.Ratio))
+	t.addRow("24h", strconv.FormatInt(a.Last24h.Letters, 10), perMinute(a.Last24h.PerMinute), "-", "-", "-")
+	return t
+}
+
+func overdueTable(streams *IOStreams, o deadletter.Overdue) *table {
+	t := newTable(streams, "OVERDUE", "LATE P50 S", "LATE P99 S", "LATE MAX S", "OLDEST DUE")
+	oldest := "-"
+	if o.OldestDueAt != nil {
+		oldest = o.OldestDueAt.UTC().Format(time.RFC3339)
+	}
+	t.addRow(strconv.FormatInt(o.Count, 10), secondsText(o.LatenessP50), secondsText(o.LatenessP99), secondsText(o.LatenessMax), oldest)
+	return t
+}
+
+func categoryTable(streams *IOStreams, r summaryReport) *table {
+	t := newTable(streams, "CATEGORY", "WAITING", "TOTAL", "5M/MIN", "1H/MIN", "24H/MIN", "TREND", "ATTEMPTS MIN/P50/MAX", "OLDEST", "QUEUES")
+	for _, c := range r.Categories {
+		oldest := "-"
+		if c.OldestDeadLetteredAt != nil {
+			oldest = formatTime(streams, *c.OldestDeadLetteredAt, r.At)
+		}
+		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), strconv.FormatInt(c.Total, 10),
+			perMinute(c.Arrivals.Last5m.PerMinute), perMinute(c.Arrivals.Last1h.PerMinute), perMinute(c.Arrivals.Last24h.PerMinute),
+			trendText(c.Arrivals.FiveMinutesVsHour), attemptsText(c.Attempts), oldest, strings.Join(c.Queues, ","))
+	}
+	return t
+}
+
+func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *table {
+	t := newTable(streams, "ERROR CLASS", "CATEGORIES", "WAITING", "TOTAL", "ATTEMPTS MIN/P50/MAX")
+	for i, c := range classes {
+		if streams.StdoutTTY && i == maxClassesShown {
+			break
+		}
+		class := c.ErrorClass
+		if class == "" && streams.StdoutTTY {
+			class = "(none)"
+		}
+		names := make([]string, len(c.Categories))
+		for j, cat := range c.Categories {
+			names[j] = string(cat)
+		}
+		t.addRow(class, strings.Join(names, ","), strconv.FormatInt(c.Count, 10), strconv.FormatInt(c.Total, 10), attemptsText(c.Attempts))
+	}
+	return t
+}
+
+func queueTable(streams *IOStreams, q liveQueues) *table {
+	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE")
+	states := map[broker.QueueRole]string{broker.RoleWork: "ready / in flight", broker.RoleRetry: "scheduled", broker.RoleDeadLetter: "isolated"}
+	for _, l := range q.Queues {
+		state := states[l.Role]
+		if state == "" {
+			state = string(l.Role)
+		}
+		age := "-"
+		if l.HeadAgeSeconds != nil {
+			age = durationText(l.HeadAgeSeconds)
+			if !streams.StdoutTTY {
+				age = secondsText(l.HeadAgeSeconds)
+			}
+		}
+		t.addRow(l.Name, state, strconv.FormatInt(l.Ready, 10), strconv.FormatInt(l.Unacked, 10), strconv.Itoa(l.Consumers), age)
+	}
+	return t
+}
+
+// rateText is a window's rate for a sentence: "12.4/min".
+func rateText(w deadletter.ArrivalWindow) string { return perMinute(w.PerMinute) + "/min" }
+
+// perMinute shows a rate with the digits that matter at its size.
+func perMinute(r float64) string {
+	switch {
+	case r == 0:
+		return "0"
+	case r < 0.1:
+		return strconv.FormatFloat(r, 'f', 3, 64)
+	case r < 10:
+		return strconv.FormatFloat(r, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 0, 64)
+}
+
+// trendText is "rising ×4.2", or the direction alone when there is no ratio.
+func trendText(t deadletter.Trend) string {
+	if t.Ratio == nil {
+		return string(t.Direction)
+	}
+	return string(t.Direction) + " ×" + strconv.FormatFloat(*t.Ratio, 'f', 1, 64)
+}
+
+func ratioText(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*r, 'f', 3, 64)
+}
+
+func attemptsText(a *deadletter.AttemptSpread) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", a.Min, a.P50, a.Max)
+}
+
+// secondsText is a duration for a pipe: whole seconds.
+func secondsText(s *deadletter.Seconds) string {
+	if s == nil {
+		return "-"
+	}
+	return strconv.FormatInt(int64(math.Round(s.Duration().Seconds())), 10)
+}
+
+// durationText is a duration for people, to the two units that matter:
+// "45s", "1m35s", "14m", "2h03m", "3d04h".
+func durationText(s *deadletter.Seconds) string {
+	if s == nil {
+		return "-"
+	}
+	d := s.Duration().Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < 10*time.Minute:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
+}
+
+func deref[T int | int64](p *T) T {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // formatTime shows an age ("3h12m ago") to people and an exact time to pipes.

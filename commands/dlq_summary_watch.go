@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -25,35 +26,42 @@ func dlqSummaryWatch(ctx context.Context, opts *DLQSummaryOptions) error {
 		if err != nil {
 			return err
 		}
-		summary, err := archive.Summary(ctx)
+		signals, err := archive.Signals(ctx, opts.Window)
 		if err != nil {
 			return err
 		}
-		u.Line = summaryLine(summary)
+		u.Line = summaryLine(signals)
 		return nil
 	})
 }
 
-// summaryLine is the summary on one line: the letters waiting for a
-// decision, when the oldest of them was dead-lettered, and the letters
-// waiting per category, for every category the archive holds.
-func summaryLine(summary []deadletter.CategorySummary) string {
+// summaryLine is the summary on one line, the answer to "is it getting
+// worse?" first: the letters waiting for a decision, the overdue holds and
+// the latest of them, the arrival rate of the last 5 minutes and its trend
+// against the hour, when the oldest waiting letter was dead-lettered, and
+// the letters waiting per category, for every category the archive holds.
+func summaryLine(signals deadletter.Signals) string {
 	var (
 		waiting int64
 		oldest  *time.Time
 	)
-	for _, s := range summary {
-		waiting += s.Count
-		if s.OldestDeadLetteredAt != nil && (oldest == nil || s.OldestDeadLetteredAt.Before(*oldest)) {
-			oldest = s.OldestDeadLetteredAt
+	for _, c := range signals.Categories {
+		waiting += c.Count
+		if c.OldestDeadLetteredAt != nil && (oldest == nil || c.OldestDeadLetteredAt.Before(*oldest)) {
+			oldest = c.OldestDeadLetteredAt
 		}
 	}
-	line := (&logfmt{}).add("waiting", waiting)
+	line := (&logfmt{}).add("waiting", waiting).add("overdue", signals.Overdue.Count)
+	if late := signals.Overdue.LatenessMax; late != nil {
+		line.add("late_max", late.Duration().Round(time.Second).String())
+	}
+	line.add("per_min_5m", strconv.FormatFloat(signals.Arrivals.Last5m.PerMinute, 'f', 1, 64)).
+		add("trend", string(signals.Arrivals.FiveMinutesVsHour.Direction))
 	if oldest != nil {
 		line.add("oldest", oldest.UTC().Format(time.RFC3339))
 	}
-	for _, s := range summary {
-		line.add(string(s.Category), s.Count)
+	for _, c := range signals.Categories {
+		line.add(string(c.Category), c.Count)
 	}
 	return line.String()
 }

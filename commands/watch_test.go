@@ -96,6 +96,9 @@ func summaryWatch(f *Factory, reads *fakes.ArchiveReads) func(*watchClock) *cobr
 	return func(clock *watchClock) *cobra.Command {
 		return NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
 			o.Archive, o.UnauditedArchive = reads.Audited, reads.Unaudited
+			o.LiveQueues = func(context.Context) (service.LiveQueues, error) {
+				return &fakes.LiveQueues{Report: fakes.TopologyReport(o.WorkQueue)}, nil
+			}
 			clock.install(o.Watch)
 			return dlqSummaryRun(ctx, o)
 		})
@@ -243,9 +246,8 @@ func TestWatchPiped(t *testing.T) {
 			t.Fatal(err)
 		}
 		oldest := fakes.Letter(1).DeadLetteredAt.Format(time.RFC3339)
-		want := "2026-11-30T03:00:00Z waiting=8 oldest=" + oldest + " transient-exhausted=2 validation=2 not-found=2 conflict=2\n" +
-			"2026-11-30T03:01:00Z waiting=8 oldest=" + oldest + " transient-exhausted=2 validation=2 not-found=2 conflict=2\n" +
-			"2026-11-30T03:02:00Z waiting=8 oldest=" + oldest + " transient-exhausted=2 validation=2 not-found=2 conflict=2\n"
+		line := " waiting=8 overdue=0 per_min_5m=0.0 trend=steady oldest=" + oldest + " transient-exhausted=2 validation=2 not-found=2 conflict=2\n"
+		want := "2026-11-30T03:00:00Z" + line + "2026-11-30T03:01:00Z" + line + "2026-11-30T03:02:00Z" + line
 		if out.String() != want || errOut.Len() != 0 {
 			t.Fatalf("piped watch wrote:\n%s\nwant:\n%s\nstderr: %q", out, want, errOut)
 		}
@@ -267,10 +269,12 @@ func TestWatchPiped(t *testing.T) {
 		}
 		for i, line := range lines {
 			var update struct {
-				At   time.Time                    `json:"at"`
-				Data []deadletter.CategorySummary `json:"data"`
+				At   time.Time `json:"at"`
+				Data struct {
+					Categories []deadletter.CategorySummary `json:"categories"`
+				} `json:"data"`
 			}
-			if err := json.Unmarshal([]byte(line), &update); err != nil || len(update.Data) != 4 ||
+			if err := json.Unmarshal([]byte(line), &update); err != nil || len(update.Data.Categories) != 4 ||
 				!update.At.Equal(time.Date(2026, 11, 30, 3, 0, i, 0, time.UTC)) {
 				t.Errorf("line %d = %+v (%v): %s", i, update, err, line)
 			}
@@ -581,6 +585,9 @@ func TestWatchFitsTheTerminal(t *testing.T) {
 	err := watchRun(t, f, 1, nil, func(clock *watchClock) *cobra.Command {
 		return NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
 			o.Archive, o.UnauditedArchive = reads.Audited, reads.Unaudited
+			o.LiveQueues = func(context.Context) (service.LiveQueues, error) {
+				return &fakes.LiveQueues{Report: fakes.TopologyReport(o.WorkQueue)}, nil
+			}
 			clock.install(o.Watch)
 			o.Watch.size = func(io.Writer) (int, int, bool) { return 40, 6, true }
 			return dlqSummaryRun(ctx, o)
@@ -590,11 +597,12 @@ func TestWatchFitsTheTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	shown := frames(t, out.String())
-	// Header, blank line and the table (a heading and four categories) are
-	// seven lines: on six rows, four and a note, the last row left free.
+	// Header, blank line and the summary (its headlines, then the tables)
+	// are taller than six rows: four are shown and a note, the last row
+	// left free.
 	lines := strings.Split(strings.TrimSuffix(shown[0], "\n"), "\n")
-	if len(lines) != 5 || lines[4] != "… 3 more lines: a taller terminal shows…" ||
-		lines[0] != "expiryctl dlq summary · every 5s · upda…" || !strings.HasPrefix(lines[2], "CATEGORY") {
+	if len(lines) != 5 || !strings.HasPrefix(lines[4], "… ") || !strings.HasSuffix(lines[4], " more lines: a taller terminal show…") ||
+		lines[0] != "expiryctl dlq summary · every 5s · upda…" || !strings.HasPrefix(lines[2], "Arrivals") {
 		t.Fatalf("frame on a 40×6 terminal:\n%s", strings.Join(lines, "\n"))
 	}
 	for _, l := range lines {

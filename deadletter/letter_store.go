@@ -49,6 +49,32 @@ type letterStore interface {
 	// LetterCountRedead counts the letters captured with an
 	// x-replay-request header naming requestID.
 	LetterCountRedead(ctx context.Context, requestID int64) (int, error)
+
+	// LetterSnapshot runs fn on a letterStore whose reads all see one
+	// snapshot, read only, with one clock (now() stays the snapshot's).
+	LetterSnapshot(ctx context.Context, fn func(letterStore) error) error
+
+	// LetterClock returns the database's now().
+	LetterClock(ctx context.Context) (time.Time, error)
+
+	// LetterSummaryBetween is LetterSummary for the letters dead-lettered
+	// within w's bounds, read from the letters themselves.
+	LetterSummaryBetween(ctx context.Context, w SignalsOptions) ([]CategorySummary, error)
+
+	// LetterAttempts counts the letters per category, error class, waiting
+	// or not, and attempts: from the tallies when w is unbounded, from the
+	// letters within w's bounds otherwise.
+	LetterAttempts(ctx context.Context, w SignalsOptions) ([]attemptTally, error)
+
+	// LetterArrivals counts, per category, the letters dead-lettered in the
+	// 5 minutes, hour and 24 hours before end.
+	LetterArrivals(ctx context.Context, end time.Time) ([]arrivalTally, error)
+
+	// LetterOverdue counts the waiting letters whose due_at is before
+	// now() and finds the deadlines at the lateness percentiles: from the
+	// due-hour tallies and an index when w is unbounded, from the letters
+	// within w's bounds otherwise.
+	LetterOverdue(ctx context.Context, w SignalsOptions) (overdueTally, error)
 }
 
 // letterListParams says which page of letters LetterList returns.

@@ -160,16 +160,18 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("summary", func(t *testing.T) {
 		res := c.ok(t, "dlq", "summary", "-o", "json")
 		audited["dlq.summary"]++
-		var summary []struct {
-			Category string     `json:"reason_category"`
-			Count    int        `json:"count"`
-			Total    int        `json:"total"`
-			Oldest   *time.Time `json:"oldest_dead_lettered_at"`
-			Queues   []string   `json:"queues"`
+		var summary struct {
+			Categories []struct {
+				Category string     `json:"reason_category"`
+				Count    int        `json:"count"`
+				Total    int        `json:"total"`
+				Oldest   *time.Time `json:"oldest_dead_lettered_at"`
+				Queues   []string   `json:"queues"`
+			} `json:"categories"`
 		}
 		decodeJSON(t, res, &summary)
 		got := map[string]int{}
-		for _, s := range summary {
+		for _, s := range summary.Categories {
 			got[s.Category] = s.Count
 			if s.Total != s.Count || s.Oldest == nil || !slices.Equal(s.Queues, []string{dlq}) {
 				t.Errorf("summary line %+v: want total = count, an oldest time and queues [%s]", s, dlq)
@@ -185,7 +187,7 @@ func TestEndToEnd(t *testing.T) {
 
 		table := c.ok(t, "dlq", "summary")
 		audited["dlq.summary"]++
-		if !strings.HasPrefix(table.stdout, "CATEGORY\t") || !strings.Contains(table.stdout, "transient-exhausted\t1\t1\t") {
+		if !strings.Contains(table.stdout, "\nCATEGORY\t") || !strings.Contains(table.stdout, "\ntransient-exhausted\t1\t1\t") {
 			t.Errorf("piped summary should be tab-separated with a header: %s", table)
 		}
 	})

@@ -18,9 +18,13 @@ import (
 // WithoutListingAudit (the terminal UI's, whose lists refresh on a timer).
 // List pages newest first by keyset; Stream emits every match, newest
 // first, with bounded memory; Show is audited always, since it reveals a
-// payload. A missing letter is a *deadletter.NotFoundError.
+// payload. A missing letter is a *deadletter.NotFoundError. Signals reads
+// the incident signals of `dlq summary` (arrival rates and trends, overdue
+// holds, counts by category and error class with their attempts) in one
+// snapshot, recorded as dlq.summary like Summary.
 type Archive interface {
 	Summary(ctx context.Context) ([]deadletter.CategorySummary, error)
+	Signals(ctx context.Context, opts deadletter.SignalsOptions) (deadletter.Signals, error)
 	List(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
 	Stream(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, emit func(deadletter.Row) error) error
 	Show(ctx context.Context, id int64) (deadletter.Detail, error)

@@ -19,16 +19,19 @@ import (
 // do. A new table in schema.sql fails TestEachTableHasOneOwner until it is
 // given an owner here.
 var tableOwners = map[string]string{
-	"dead_letters":        "deadletter",
-	"dead_letter_tallies": "deadletter",
-	"replay_requests":     "replay",
-	"replay_items":        "replay",
-	"policy":              "replay",
-	"policy_changes":      "replay",
-	"audit_log":           "audit",
-	"audit_trail":         "audit",
-	"audit_tree":          "audit",
-	"audit_checkpoints":   "audit",
+	"dead_letters":                "deadletter",
+	"dead_letter_tallies":         "deadletter",
+	"dead_letter_class_tallies":   "deadletter",
+	"dead_letter_due_tallies":     "deadletter",
+	"dead_letter_arrival_tallies": "deadletter",
+	"replay_requests":             "replay",
+	"replay_items":                "replay",
+	"policy":                      "replay",
+	"policy_changes":              "replay",
+	"audit_log":                   "audit",
+	"audit_trail":                 "audit",
+	"audit_tree":                  "audit",
+	"audit_checkpoints":           "audit",
 }
 
 // functionOwners names, by prefix, the package that calls each family of

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00011) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00012) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -1677,6 +1677,92 @@ $$;
 
 
 --
+-- Name: tally_dead_letter_signals(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.tally_dead_letter_signals() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- As in tally_dead_letters: each change is a -1 for an old row and a +1
+    -- for a new one, summed per key and upserted in key order, so that
+    -- concurrent writers lock tally rows in the same order and cannot
+    -- deadlock. An UPDATE that moves no key (a redaction) writes nothing.
+    -- A transition table exists only for the events that have it, hence a
+    -- branch per event.
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO expiryctl.dead_letter_class_tallies AS t (reason_category, error_class, status, attempts, letters)
+        SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*)
+        FROM new_rows GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (reason_category, error_class, status, attempts)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), count(*)
+        FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
+        GROUP BY 1 ORDER BY 1
+        ON CONFLICT (due_hour)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
+        SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*)
+        FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (dead_hour, reason_category)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO expiryctl.dead_letter_class_tallies AS t (reason_category, error_class, status, attempts, letters)
+        SELECT reason_category, coalesce(error_class, ''), status, attempts, sum(delta)
+        FROM (SELECT reason_category, error_class, status, attempts, -1 AS delta FROM old_rows
+              UNION ALL
+              SELECT reason_category, error_class, status, attempts, 1 FROM new_rows) AS changes
+        GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (reason_category, error_class, status, attempts)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), sum(delta)
+        FROM (SELECT due_at, -1 AS delta FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
+              UNION ALL
+              SELECT due_at, 1 FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL) AS changes
+        GROUP BY 1 HAVING sum(delta) <> 0 ORDER BY 1
+        ON CONFLICT (due_hour)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
+        SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, sum(delta)
+        FROM (SELECT dead_lettered_at, reason_category, -1 AS delta FROM old_rows
+              UNION ALL
+              SELECT dead_lettered_at, reason_category, 1 FROM new_rows) AS changes
+        GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
+        ON CONFLICT (dead_hour, reason_category)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO expiryctl.dead_letter_class_tallies AS t (reason_category, error_class, status, attempts, letters)
+        SELECT reason_category, coalesce(error_class, ''), status, attempts, -count(*)
+        FROM old_rows GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (reason_category, error_class, status, attempts)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), -count(*)
+        FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
+        GROUP BY 1 ORDER BY 1
+        ON CONFLICT (due_hour)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+
+        INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
+        SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, -count(*)
+        FROM old_rows GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (dead_hour, reason_category)
+        DO UPDATE SET letters = t.letters + excluded.letters;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: tally_dead_letters(); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -1798,6 +1884,61 @@ CREATE TABLE expiryctl.audit_tree (
 --
 
 COMMENT ON TABLE expiryctl.audit_tree IS 'tlog stored hashes of the audit trail (index tlog.StoredHashIndex); the first audit_trail.tree_size rows are in it';
+
+
+--
+-- Name: dead_letter_arrival_tallies; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letter_arrival_tallies (
+    dead_hour timestamp with time zone NOT NULL,
+    reason_category text NOT NULL,
+    letters bigint NOT NULL
+);
+
+
+--
+-- Name: TABLE dead_letter_arrival_tallies; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.dead_letter_arrival_tallies IS 'Letters per UTC hour of dead_lettered_at and category, kept by dead_letters'' statement triggers.';
+
+
+--
+-- Name: dead_letter_class_tallies; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letter_class_tallies (
+    reason_category text NOT NULL,
+    error_class text NOT NULL,
+    status text NOT NULL,
+    attempts integer NOT NULL,
+    letters bigint NOT NULL
+);
+
+
+--
+-- Name: TABLE dead_letter_class_tallies; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.dead_letter_class_tallies IS 'Letters per category, error class, status and attempts, kept by dead_letters'' statement triggers.';
+
+
+--
+-- Name: dead_letter_due_tallies; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letter_due_tallies (
+    due_hour timestamp with time zone NOT NULL,
+    letters bigint NOT NULL
+);
+
+
+--
+-- Name: TABLE dead_letter_due_tallies; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or in_request) per UTC hour of due_at, kept by dead_letters'' statement triggers.';
 
 
 --
@@ -2009,6 +2150,30 @@ ALTER TABLE ONLY expiryctl.audit_tree
 
 
 --
+-- Name: dead_letter_arrival_tallies dead_letter_arrival_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letter_arrival_tallies
+    ADD CONSTRAINT dead_letter_arrival_tallies_pkey PRIMARY KEY (dead_hour, reason_category);
+
+
+--
+-- Name: dead_letter_class_tallies dead_letter_class_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letter_class_tallies
+    ADD CONSTRAINT dead_letter_class_tallies_pkey PRIMARY KEY (reason_category, error_class, status, attempts);
+
+
+--
+-- Name: dead_letter_due_tallies dead_letter_due_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letter_due_tallies
+    ADD CONSTRAINT dead_letter_due_tallies_pkey PRIMARY KEY (due_hour);
+
+
+--
 -- Name: dead_letter_tallies dead_letter_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -2151,6 +2316,13 @@ CREATE INDEX dead_letters_replay_request ON expiryctl.dead_letters USING btree (
 
 
 --
+-- Name: dead_letters_waiting_due; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letters_waiting_due ON expiryctl.dead_letters USING btree (due_at) WHERE ((status = ANY (ARRAY['dead'::text, 'in_request'::text])) AND (due_at IS NOT NULL));
+
+
+--
 -- Name: policy_changes_pending; Type: INDEX; Schema: expiryctl
 --
 
@@ -2269,6 +2441,27 @@ CREATE TRIGGER dead_letters_no_delete BEFORE DELETE ON expiryctl.dead_letters FO
 --
 
 CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON expiryctl.dead_letters FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+
+--
+-- Name: dead_letters dead_letters_signal_tally_delete; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_signal_tally_delete AFTER DELETE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
+
+
+--
+-- Name: dead_letters dead_letters_signal_tally_insert; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_signal_tally_insert AFTER INSERT ON expiryctl.dead_letters REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
+
+
+--
+-- Name: dead_letters dead_letters_signal_tally_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letters_signal_tally_update AFTER UPDATE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
 
 
 --
@@ -2790,6 +2983,13 @@ REVOKE ALL ON FUNCTION expiryctl.require_role(action text, VARIADIC groups text[
 
 
 --
+-- Name: FUNCTION tally_dead_letter_signals(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.tally_dead_letter_signals() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION tally_dead_letters(); Type: ACL; Schema: expiryctl
 --
 
@@ -2851,6 +3051,33 @@ GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_auditor;
 GRANT SELECT ON TABLE expiryctl.audit_tree TO expiryctl_admin;
+
+
+--
+-- Name: TABLE dead_letter_arrival_tallies; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letter_arrival_tallies TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letter_arrival_tallies TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letter_arrival_tallies TO expiryctl_admin;
+
+
+--
+-- Name: TABLE dead_letter_class_tallies; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letter_class_tallies TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letter_class_tallies TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letter_class_tallies TO expiryctl_admin;
+
+
+--
+-- Name: TABLE dead_letter_due_tallies; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_admin;
 
 
 --
