@@ -46,7 +46,7 @@ func benchArchives(ctx context.Context, cfg *config, rep *report) error {
 	for _, s := range []struct {
 		name string
 		fn   func(context.Context, *config, *report, archives) error
-	}{{"list", benchList}, {"summary", benchSummary}, {"export", benchExport}, {"tui", benchTUIOnArchive}} {
+	}{{"list", benchList}, {"summary", benchSummary}, {"summary", benchMetrics}, {"export", benchExport}, {"tui", benchTUIOnArchive}} {
 		if !cfg.selected(s.name) {
 			continue
 		}

@@ -13,7 +13,9 @@
 // brackets it, before and after; plus, report-only, what parsing and storing
 // each reach alone, and the binary's peak RSS), list (Archive.List page cost
 // on a large archive, top and 90% deep, against a small one), summary
-// (Archive.Signals, every signal of `dlq summary`, on large vs small), export (`dlq list --limit 0 -o json`
+// (Archive.Signals, every signal of `dlq summary`, on large vs small; and
+// `metrics serve`: one scrape, one snapshot refresh, and its peak RSS over
+// 100 scrapes), export (`dlq list --limit 0 -o json`
 // peak RSS, and its rate beside a COPY of the same rows). Each scenario uses
 // its own databases and queues and removes them at the end. Audit rows are
 // written as the commands write them: they are part of the cost.
