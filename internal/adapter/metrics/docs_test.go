@@ -82,6 +82,50 @@ func TestEveryAlertIsTested(t *testing.T) {
 	}
 }
 
+// TestEveryAlertHasItsRunbookSection: the on-call engineer follows an
+// alert's runbook annotation to the section for that alert, so each one
+// must name a heading of docs/runbook.md, and each alert have one.
+func TestEveryAlertHasItsRunbookSection(t *testing.T) {
+	t.Parallel()
+	rules := readDoc(t, "alerts", "expiryctl.rules.yml")
+	runbook := readDoc(t, "runbook.md")
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(runbook, -1) {
+		anchors[githubAnchor(m[1])] = true
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatchIndex(rules, -1)
+	for i, a := range alerts {
+		name := rules[a[2]:a[3]]
+		end := len(rules)
+		if i+1 < len(alerts) {
+			end = alerts[i+1][0]
+		}
+		m := regexp.MustCompile(`(?m)^\s*runbook: docs/runbook\.md#(\S+)$`).FindStringSubmatch(rules[a[1]:end])
+		switch {
+		case m == nil:
+			t.Errorf("alert %s has no runbook annotation pointing at a section of docs/runbook.md", name)
+		case m[1] != strings.ToLower(name):
+			t.Errorf("alert %s points at #%s, want its own section #%s", name, m[1], strings.ToLower(name))
+		case !anchors[m[1]]:
+			t.Errorf("alert %s points at #%s: docs/runbook.md has no such heading", name, m[1])
+		}
+	}
+}
+
+// githubAnchor is the fragment GitHub gives a Markdown heading.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // TestRulesAndDashboardUseRealMetrics: a renamed metric breaks the alert
 // or the panel over it silently (an absent series never fires), so every
 // name they use must be one expiryctl exports.
