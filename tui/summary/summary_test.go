@@ -15,6 +15,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
@@ -36,6 +37,41 @@ func fixture() (*fakes.Archive, *fakes.Requests) {
 	done := fakes.Request(3, "alice", 3)
 	done.Status = replay.StatusCompleted
 	return a, fakes.NewRequests("bob", fakes.Request(1, "alice", 5), approved, done, fakes.Request(4, "carol", 1))
+}
+
+// incident is the fixture's archive during an incident: besides the 40
+// old letters, 24 arrived in the last hour, most in the last minutes, and
+// 6 of them are holds past their deadline.
+func incident() (*fakes.Archive, *fakes.Requests) {
+	_, r := fixture()
+	var rows []deadletter.Row
+	for i := 1; i <= 40; i++ {
+		rows = append(rows, fakes.Letter(i))
+	}
+	recent := []struct {
+		minutesAgo int
+		category   deadletter.Category
+	}{
+		{55, deadletter.Validation}, {41, deadletter.Validation}, {30, deadletter.TransientExhausted},
+		{12, deadletter.TransientExhausted}, {7, deadletter.NotFound}, {4, deadletter.TransientExhausted},
+		{3, deadletter.TransientExhausted}, {3, deadletter.TransientExhausted}, {2, deadletter.TransientExhausted},
+		{2, deadletter.TransientExhausted}, {2, deadletter.Validation}, {1, deadletter.TransientExhausted},
+		{1, deadletter.TransientExhausted}, {1, deadletter.TransientExhausted}, {1, deadletter.TransientExhausted},
+		{0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted},
+		{0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted},
+		{0, deadletter.Validation}, {0, deadletter.NotFound}, {0, deadletter.TransientExhausted},
+	}
+	for i, l := range recent {
+		row := fakes.Letter(100 + i)
+		row.Category = l.category
+		row.DeadLetteredAt = fakes.Epoch.Add(-time.Duration(l.minutesAgo)*time.Minute - 30*time.Second)
+		if i < 6 {
+			due := fakes.Epoch.Add(-time.Duration(10*(i+1)) * time.Minute)
+			row.DueAt = &due
+		}
+		rows = append(rows, row)
+	}
+	return fakes.NewArchive(rows...), r
 }
 
 func TestKeys(t *testing.T) {
@@ -93,13 +129,20 @@ func TestStaleOnFailureAndNoPileUp(t *testing.T) {
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	for _, size := range []struct {
-		name string
-		w, h int
-	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+		name   string
+		w, h   int
+		queues broker.QueueReport
+	}{
+		{"80x24", 80, 24, fakes.TopologyReport("reservation-expiry")},
+		{"120x40", 120, 40, fakes.TopologyReport("reservation-expiry")},
+		{"80x30_no_management_api", 80, 30, fakes.Unavailable("GET http://guest:xxxxx@127.0.0.1:15672/api/queues: connection refused\x1b[2J")},
+	} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			a, r := fixture()
-			m, first := summary.New(tuitest.Context(size.w, size.h), tuitest.Services(a, r), 2*time.Second).Refresh()
+			a, r := incident()
+			svc := tuitest.Services(a, r)
+			svc.LiveQueues, svc.WorkQueue = &fakes.LiveQueues{Report: size.queues}, "reservation-expiry"
+			m, first := summary.New(tuitest.Context(size.w, size.h), svc, 2*time.Second).Refresh()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("approved 1")) },
 				teatest.WithDuration(5*time.Second))
