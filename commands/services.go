@@ -15,9 +15,13 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui"
 )
+
+// The terminal UI draws its arrival sparklines when its archive offers them.
+var _ service.ArrivalMinuter = (*deadletter.Archive)(nil)
 
 // This file is the one place where services are built, for the commands and
 // for the terminal UI alike: each Factory method below connects (once, on
@@ -167,14 +171,20 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 	if err != nil {
 		return tui.Services{}, err
 	}
+	queues, err := f.LiveQueues(ctx)
+	if err != nil {
+		return tui.Services{}, err
+	}
 	return tui.Services{
-		Archive:  s.archive().WithoutListingAudit(),
-		Requests: s.requests(),
-		Policy:   s.policy().Load,
-		Runner:   &tuiRunner{runner: s.runner(), request: s.request},
-		Audit:    &tuiAudit{reviewer: s.auditReviewer()},
-		Actor:    s.actor,
-		Now:      s.now,
+		Archive:    s.archive().WithoutListingAudit(),
+		Requests:   s.requests(),
+		LiveQueues: queues,
+		WorkQueue:  worker.NewTopology("").Queue,
+		Policy:     s.policy().Load,
+		Runner:     &tuiRunner{runner: s.runner(), request: s.request},
+		Audit:      &tuiAudit{reviewer: s.auditReviewer()},
+		Actor:      s.actor,
+		Now:        s.now,
 	}, nil
 }
 

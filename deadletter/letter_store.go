@@ -75,6 +75,10 @@ type letterStore interface {
 	// due-hour tallies and an index when w is unbounded, from the letters
 	// within w's bounds otherwise.
 	LetterOverdue(ctx context.Context, w SignalsOptions) (overdueTally, error)
+
+	// LetterArrivalMinutes counts, per category, the letters dead-lettered
+	// in each whole minute of the hour before end, by minutes before end.
+	LetterArrivalMinutes(ctx context.Context, end time.Time) ([]minuteTally, error)
 }
 
 // letterListParams says which page of letters LetterList returns.

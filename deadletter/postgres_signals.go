@@ -219,3 +219,31 @@ func (s postgresLetters) LetterOverdue(ctx context.Context, w SignalsOptions) (o
 	err := s.q.QueryRow(ctx, sql, args...).Scan(&o.Count, &o.Oldest, &o.P50, &o.P99)
 	return o, err
 }
+
+// LetterArrivalMinutes implements letterStore. Minutes are half open like
+// LetterArrivals' windows, so the last five sum to its 5-minute count. It
+// reads the hour's range of an index on dead_lettered_at (the planner takes
+// dead_letters_newest: on 300k letters with 1,195 in the hour, 2 ms and 35
+// buffers), so its cost follows the hour's arrivals, not the archive.
+func (s postgresLetters) LetterArrivalMinutes(ctx context.Context, end time.Time) ([]minuteTally, error) {
+	names := make([]string, 0, len(Categories()))
+	for _, c := range Categories() {
+		names = append(names, string(c))
+	}
+	rows, err := s.q.Query(ctx, `
+		SELECT reason_category,
+		       ceil(extract(epoch FROM ($1::timestamptz - dead_lettered_at)) / 60)::int - 1 AS ago,
+		       count(*)
+		FROM expiryctl.dead_letters
+		WHERE reason_category = ANY ($3) AND dead_lettered_at >= $2 AND dead_lettered_at < $1
+		GROUP BY 1, 2`,
+		end, end.Add(-ArrivalMinuteBuckets*time.Minute), names)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (minuteTally, error) {
+		var t minuteTally
+		err := row.Scan(&t.Category, &t.Ago, &t.Letters)
+		return t, err
+	})
+}

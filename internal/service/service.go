@@ -39,6 +39,14 @@ type OldestLister interface {
 	ListOldest(ctx context.Context, f deadletter.Filter, after *deadletter.Cursor, limit int) (deadletter.Page, error)
 }
 
+// ArrivalMinuter is implemented by an archive that can count the last
+// hour's arrivals per category and minute, by the database's clock, reading
+// only that hour (an index range). The terminal UI draws its arrival
+// sparklines when its Archive implements it. *deadletter.Archive does.
+type ArrivalMinuter interface {
+	ArrivalMinutes(ctx context.Context) (deadletter.MinuteArrivals, error)
+}
+
 // Requests is the request side of replay: create, show, list, review and
 // cancel replay and discard requests. *replay.Service implements it;
 // governance refusals (four-eyes, policy, expiry, a changed cohort) come

@@ -132,10 +132,17 @@ type AuditTrail interface {
 // Policy only loses the limits shown as hints in the request form. When
 // Archive also implements service.OldestLister the letter list offers the
 // "oldest first" sort; when Requests implements service.OpenCounter the
-// summary counts open requests with it.
+// summary counts open requests with it; when Archive implements
+// service.ArrivalMinuter the summary draws the last hour's arrivals per
+// minute.
 type Services struct {
 	Archive  service.Archive
 	Requests service.Requests
+	// LiveQueues reads the states of WorkQueue's queues from the broker's
+	// management API for the summary; nil leaves the summary saying they
+	// are not read.
+	LiveQueues service.LiveQueues
+	WorkQueue  string
 	// Policy reads the governance policy, unaudited (service.Policy's Load).
 	Policy func(ctx context.Context) (replay.Policy, error)
 	Runner Runner

@@ -1,6 +1,8 @@
-// Package summary is the TUI's first screen: dead letters per reason
-// category (waiting, total, oldest, queues) and the open replay requests by
-// status, reloaded on every refresh tick while it is shown.
+// Package summary is the TUI's first screen: the incident signals (arrival
+// rate and trend, overdue holds, the live queues' states), the last hour's
+// arrivals per minute by category, dead letters per reason category
+// (waiting, total, oldest, queues) and the open replay requests by status,
+// reloaded on every refresh tick while it is shown.
 package summary
 
 import (
@@ -14,6 +16,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -46,6 +49,32 @@ func (m LoadedMsg) Queues() []string {
 	}
 	slices.Sort(qs)
 	return qs
+}
+
+// SignalsMsg carries fresh incident signals.
+type SignalsMsg struct {
+	Signals deadletter.Signals
+	Err     error
+}
+
+// Outcome makes SignalsMsg a frame.Outcome.
+func (m SignalsMsg) Outcome() error { return m.Err }
+
+// MinutesMsg carries the last hour's arrivals per minute.
+type MinutesMsg struct {
+	Minutes deadletter.MinuteArrivals
+	Err     error
+}
+
+// Outcome makes MinutesMsg a frame.Outcome.
+func (m MinutesMsg) Outcome() error { return m.Err }
+
+// QueuesMsg carries the live queues' states. It is not a frame.Outcome: an
+// unreachable broker is not a database outage, and the summary says so in
+// place.
+type QueuesMsg struct {
+	Report broker.QueueReport
+	Err    error
 }
 
 // CountsMsg carries the open requests by status.
@@ -93,6 +122,16 @@ type Model struct {
 	cursor  int
 	failed  bool
 	refresh time.Duration
+	// signals, minutes and queues are the incident part; their loaded
+	// flags stay set once a read succeeded, so a failed refresh keeps the
+	// last values on screen.
+	signals       deadletter.Signals
+	signalsLoaded bool
+	minutes       deadletter.MinuteArrivals
+	minutesLoaded bool
+	queues        broker.QueueReport
+	queuesErr     error
+	queuesLoaded  bool
 	// pending counts the loads in flight: a tick does not start more while
 	// a slow or unreachable database still holds the last ones.
 	pending int
@@ -119,14 +158,19 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 	if m.pending > 0 {
 		return m, nil
 	}
-	m.pending = 2
 	archive, requests, now := m.svc.Archive, m.svc.Requests, m.ctx.Now
-	return m, tea.Batch(
+	cmds := []tea.Cmd{
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
 			defer cancel()
 			cats, err := archive.Summary(ctx)
 			return LoadedMsg{Categories: cats, At: now(), Err: err}
+		},
+		func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			s, err := archive.Signals(ctx, deadletter.SignalsOptions{})
+			return SignalsMsg{Signals: s, Err: err}
 		},
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
@@ -147,7 +191,25 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 			}
 			return CountsMsg{Counts: counts, Capped: len(reqs) == requestSample}
 		},
-	)
+	}
+	if minuter, ok := archive.(service.ArrivalMinuter); ok {
+		cmds = append(cmds, func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			mins, err := minuter.ArrivalMinutes(ctx)
+			return MinutesMsg{Minutes: mins, Err: err}
+		})
+	}
+	if queues, work := m.svc.LiveQueues, m.svc.WorkQueue; queues != nil {
+		cmds = append(cmds, func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			r, err := queues.Topology(ctx, work)
+			return QueuesMsg{Report: r, Err: err}
+		})
+	}
+	m.pending = len(cmds)
+	return m, tea.Batch(cmds...)
 }
 
 // Selected is the category under the cursor; "" is the "all" line.
@@ -170,6 +232,19 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		m.failed = false
 		m.cats, m.at, m.loaded = msg.Categories, msg.At, true
 		m.cursor = min(m.cursor, len(m.cats))
+	case SignalsMsg:
+		m.pending = max(0, m.pending-1)
+		if msg.Err == nil {
+			m.signals, m.signalsLoaded = msg.Signals, true
+		}
+	case MinutesMsg:
+		m.pending = max(0, m.pending-1)
+		if msg.Err == nil {
+			m.minutes, m.minutesLoaded = msg.Minutes, true
+		}
+	case QueuesMsg:
+		m.pending = max(0, m.pending-1)
+		m.queues, m.queuesErr, m.queuesLoaded = msg.Report, msg.Err, true
 	case CountsMsg:
 		m.pending = max(0, m.pending-1)
 		if msg.Err == nil {
@@ -204,8 +279,14 @@ func (m Model) View() string {
 	th := m.ctx.Theme
 	t := frame.Table{Columns: table, Theme: th}
 	w := m.ctx.Width
-	var lines []string
-	lines = append(lines, th.Title.Render("Dead letters by reason"))
+	lines := []string{th.Title.Render("Now")}
+	lines = append(lines, m.signalLines()...)
+	lines = append(lines, m.queueLines()...)
+	if spark := m.sparkLines(w); len(spark) > 0 {
+		lines = append(lines, "")
+		lines = append(lines, spark...)
+	}
+	lines = append(lines, "", th.Title.Render("Dead letters by reason"))
 	if !m.loaded {
 		lines = append(lines, "", "loading…")
 		return frame.Fit(strings.Join(lines, "\n"), w, m.ctx.Height)

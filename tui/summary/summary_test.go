@@ -15,6 +15,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
@@ -36,6 +37,41 @@ func fixture() (*fakes.Archive, *fakes.Requests) {
 	done := fakes.Request(3, "alice", 3)
 	done.Status = replay.StatusCompleted
 	return a, fakes.NewRequests("bob", fakes.Request(1, "alice", 5), approved, done, fakes.Request(4, "carol", 1))
+}
+
+// incident is the fixture's archive during an incident: besides the 40
+// old letters, 24 arrived in the last hour, most in the last minutes, and
+// 6 of them are holds past their deadline.
+func incident() (*fakes.Archive, *fakes.Requests) {
+	_, r := fixture()
+	var rows []deadletter.Row
+	for i := 1; i <= 40; i++ {
+		rows = append(rows, fakes.Letter(i))
+	}
+	recent := []struct {
+		minutesAgo int
+		category   deadletter.Category
+	}{
+		{55, deadletter.Validation}, {41, deadletter.Validation}, {30, deadletter.TransientExhausted},
+		{12, deadletter.TransientExhausted}, {7, deadletter.NotFound}, {4, deadletter.TransientExhausted},
+		{3, deadletter.TransientExhausted}, {3, deadletter.TransientExhausted}, {2, deadletter.TransientExhausted},
+		{2, deadletter.TransientExhausted}, {2, deadletter.Validation}, {1, deadletter.TransientExhausted},
+		{1, deadletter.TransientExhausted}, {1, deadletter.TransientExhausted}, {1, deadletter.TransientExhausted},
+		{0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted},
+		{0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted}, {0, deadletter.TransientExhausted},
+		{0, deadletter.Validation}, {0, deadletter.NotFound}, {0, deadletter.TransientExhausted},
+	}
+	for i, l := range recent {
+		row := fakes.Letter(100 + i)
+		row.Category = l.category
+		row.DeadLetteredAt = fakes.Epoch.Add(-time.Duration(l.minutesAgo)*time.Minute - 30*time.Second)
+		if i < 6 {
+			due := fakes.Epoch.Add(-time.Duration(10*(i+1)) * time.Minute)
+			row.DueAt = &due
+		}
+		rows = append(rows, row)
+	}
+	return fakes.NewArchive(rows...), r
 }
 
 func TestKeys(t *testing.T) {
@@ -93,13 +129,20 @@ func TestStaleOnFailureAndNoPileUp(t *testing.T) {
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	for _, size := range []struct {
-		name string
-		w, h int
-	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+		name   string
+		w, h   int
+		queues broker.QueueReport
+	}{
+		{"80x24", 80, 24, fakes.TopologyReport("reservation-expiry")},
+		{"120x40", 120, 40, fakes.TopologyReport("reservation-expiry")},
+		{"80x30_no_management_api", 80, 30, fakes.Unavailable("GET http://guest:xxxxx@127.0.0.1:15672/api/queues: connection refused\x1b[2J")},
+	} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
-			a, r := fixture()
-			m, first := summary.New(tuitest.Context(size.w, size.h), tuitest.Services(a, r), 2*time.Second).Refresh()
+			a, r := incident()
+			svc := tuitest.Services(a, r)
+			svc.LiveQueues, svc.WorkQueue = &fakes.LiveQueues{Report: size.queues}, "reservation-expiry"
+			m, first := summary.New(tuitest.Context(size.w, size.h), svc, 2*time.Second).Refresh()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("approved 1")) },
 				teatest.WithDuration(5*time.Second))
@@ -111,5 +154,99 @@ func TestGolden(t *testing.T) {
 			tuitest.AssertFits(t, view, size.w, size.h)
 			golden.RequireEqual(t, []byte(view))
 		})
+	}
+}
+
+func incidentModel(t *testing.T, w, h int, queues *fakes.LiveQueues) (summary.Model, *fakes.Archive) {
+	t.Helper()
+	a, r := incident()
+	svc := tuitest.Services(a, r)
+	if queues != nil {
+		svc.LiveQueues, svc.WorkQueue = queues, "reservation-expiry"
+	}
+	m, first := summary.New(tuitest.Context(w, h), svc, 2*time.Second).Refresh()
+	m, _ = tuitest.Drive(t, m, update, first)
+	return m, a
+}
+
+func TestIncidentSignals(t *testing.T) {
+	t.Parallel()
+	queues := &fakes.LiveQueues{Report: fakes.TopologyReport("reservation-expiry")}
+	m, a := incidentModel(t, 120, 40, queues)
+	v := m.View()
+	for _, want := range []string{
+		"arrivals: 3.8/min last 5 min, rising ×9.5 vs 1h",
+		"overdue holds: 6, max 1h00m late, p99 1h00m",
+		"reservation-expiry: ready 3, oldest 12s · in flight 2 (1 consumer)",
+		"scheduled 5 in 2 retry queues · isolated 7 in the DLQ, oldest 1m",
+		"transient-exhausted ·",
+		"18/h",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the view lacks %q:\n%s", want, v)
+		}
+	}
+	if len(a.SignalCalls) != 1 || a.SignalCalls[0] != (deadletter.SignalsOptions{}) {
+		t.Errorf("signals read %v, want once, unbounded", a.SignalCalls)
+	}
+	if queues.Calls() != 1 || queues.Asked[0] != "reservation-expiry" {
+		t.Errorf("live queues asked %v, want reservation-expiry once", queues.Asked)
+	}
+
+	// A refresh that fails keeps the last signals on screen, marked stale.
+	a.SetErr(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused"))
+	m, cmd := m.Refresh()
+	m, _ = tuitest.Drive(t, m, update, cmd)
+	v = m.View()
+	if !strings.Contains(v, "overdue holds: 6") || !strings.Contains(v, "18/h") || !strings.Contains(v, "stale: the last refresh failed") {
+		t.Errorf("after a failed refresh the signals should stay, marked stale:\n%s", v)
+	}
+}
+
+func TestLiveQueuesMissing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		queues *fakes.LiveQueues
+		want   []string
+	}{
+		{"not given", nil, []string{"live queues: not read"}},
+		{"unreachable", &fakes.LiveQueues{Report: fakes.Unavailable("dial tcp 127.0.0.1:15672: connection refused")},
+			[]string{"live queues of reservation-expiry: unavailable", "dial tcp 127.0.0.1:15672: connection refused"}},
+		{"failed", &fakes.LiveQueues{Err: errors.New("queue \x1b]0;pwned\x07 refused")},
+			[]string{"live queues of reservation-expiry: unavailable", `\x1b]0;pwned\x07`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := incidentModel(t, 100, 40, tt.queues)
+			v := m.View()
+			for _, want := range tt.want {
+				if !strings.Contains(v, want) {
+					t.Errorf("the view lacks %q:\n%s", want, v)
+				}
+			}
+			if strings.ContainsAny(v, "\x1b\x07") {
+				t.Errorf("a control character reached the terminal:\n%q", v)
+			}
+			if !strings.Contains(v, "overdue holds: 6") || strings.Contains(v, "stale") {
+				t.Errorf("a broker that cannot be read should leave the rest as it is:\n%s", v)
+			}
+		})
+	}
+}
+
+func TestSparklinesFitNarrowFrames(t *testing.T) {
+	t.Parallel()
+	for _, w := range []int{40, 60, 79, 80, 81, 100, 140} {
+		m, _ := incidentModel(t, w, 40, &fakes.LiveQueues{Report: fakes.TopologyReport("reservation-expiry")})
+		v := m.View()
+		tuitest.AssertFits(t, v, w, 40)
+		for _, line := range strings.Split(v, "\n") {
+			spark := strings.HasPrefix(line, "  transient-exhausted ") && strings.ContainsAny(line, "·▁▂▃▄▅▆▇█")
+			if spark && !strings.Contains(line, "18/h") && w >= 60 {
+				t.Errorf("width %d: the sparkline's total was cut: %q", w, line)
+			}
+		}
 	}
 }
