@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/tui"
 )
 
@@ -24,6 +26,8 @@ type TUIOptions struct {
 	Services func(context.Context) (tui.Services, error)
 
 	Refresh time.Duration
+	// WorkQueue is the queue whose topology the summary's live queues show.
+	WorkQueue string
 }
 
 // NewCmdTUI builds `expiryctl tui`.
@@ -32,9 +36,11 @@ func NewCmdTUI(f *Factory, runF func(context.Context, *TUIOptions) error) *cobra
 	cmd := &cobra.Command{
 		Use:   "tui",
 		Short: "Triage and review in a terminal UI",
-		Long: `Open the terminal UI: the summary by reason (refreshed live), the letter
-list paged from the archive, a letter's detail, replay and discard requests
-with approval, running an approved request, and the audit trail.
+		Long: `Open the terminal UI: the summary (refreshed live: arrival rate and trend,
+overdue holds, the live queues of --work-queue, the last hour's arrivals per
+minute, and the letters by reason), the letter list paged from the archive, a
+letter's detail, replay and discard requests with approval, running an
+approved request, and the audit trail.
 
 It calls the same services as the other commands, under the same rules: a
 request still needs a different approver, every view is audited, and every
@@ -48,6 +54,9 @@ NO_COLOR turns colours and attributes off.`,
 			if opts.Refresh < 0 {
 				return flagErrorf("invalid --refresh %s: use a positive duration, e.g. 2s, or 0 to refresh only on keys", opts.Refresh)
 			}
+			if strings.TrimSpace(opts.WorkQueue) == "" {
+				return flagErrorf("--work-queue must name a queue (the default is %s)", worker.NewTopology("").Queue)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -55,6 +64,8 @@ NO_COLOR turns colours and attributes off.`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Refresh, "refresh", tui.DefaultRefresh, "how often the summary reloads and failed calls are retried")
+	cmd.Flags().StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
+		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") the summary shows`)
 	return cmd
 }
 
@@ -81,6 +92,9 @@ func tuiRun(ctx context.Context, opts *TUIOptions) error {
 	svc, err := opts.Services(ctx)
 	if err != nil {
 		return err
+	}
+	if opts.WorkQueue != "" {
+		svc.WorkQueue = opts.WorkQueue
 	}
 	r := lipgloss.NewRenderer(opts.IO.Out)
 	if !opts.IO.Color {

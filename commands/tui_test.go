@@ -37,6 +37,27 @@ func TestTUIRun(t *testing.T) {
 		wantExit(t, err, ExitUsage)
 	}
 	wantExit(t, tuiCmd(t, true, "--refresh", "-1s"), ExitUsage)
+	wantExit(t, tuiCmd(t, true, "--work-queue", " "), ExitUsage)
+}
+
+// TestTUIWorkQueue: the summary's live queues are those of --work-queue,
+// the topology's default unless given.
+func TestTUIWorkQueue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, "reservation-expiry"}, {[]string{"--work-queue", "payments-expiry"}, "payments-expiry"}} {
+		f, _, _ := testFactory(t)
+		var got string
+		err := runCmd(NewCmdTUI(f, func(_ context.Context, o *TUIOptions) error {
+			got = o.WorkQueue
+			return nil
+		}), tc.args...)
+		if err != nil || got != tc.want {
+			t.Errorf("tui %v: work queue %q (%v), want %q", tc.args, got, err, tc.want)
+		}
+	}
 }
 
 func TestTUIRunnerAdapter(t *testing.T) {
