@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -321,7 +322,7 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 			arrivals = st.warn.Render(arrivals)
 		}
 	}
-	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Arrivals "), arrivals)
+	headline(&b, streams, st.header.Render("Arrivals "), arrivals)
 
 	o := r.Overdue
 	overdue := "no hold is past its due time"
@@ -329,7 +330,7 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 		overdue = st.warn.Render(fmt.Sprintf("%d holds past due: p50 %s late, p99 %s, max %s",
 			o.Count, durationText(o.LatenessP50), durationText(o.LatenessP99), durationText(o.LatenessMax)))
 	}
-	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Overdue  "), overdue)
+	headline(&b, streams, st.header.Render("Overdue  "), overdue)
 
 	q := r.LiveQueues
 	// What the broker or the flag said is shown escaped: it is not ours.
@@ -342,9 +343,20 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 			live = st.warn.Render(live)
 		}
 	}
-	fmt.Fprintf(&b, "%s  %s\n", st.header.Render("Queues   "), live)
+	headline(&b, streams, st.header.Render("Queues   "), live)
 	_, err := io.WriteString(streams.Out, b.String())
 	return err
+}
+
+// headline writes one labelled line of the summary's head. On a terminal
+// narrower than the line it wraps at spaces, under the text rather than
+// under the label, so that a word is never cut in two.
+func headline(b *strings.Builder, streams *IOStreams, label, text string) {
+	const indent = "           " // the label's nine columns and two spaces
+	if width, _, ok := terminalSize(streams.Out); ok && width > len(indent)+20 {
+		text = strings.ReplaceAll(ansi.Wordwrap(text, width-len(indent), ""), "\n", "\n"+indent)
+	}
+	fmt.Fprintf(b, "%s  %s\n", label, text)
 }
 
 func arrivalsTable(streams *IOStreams, a deadletter.Arrivals) *table {

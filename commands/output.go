@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 
@@ -100,7 +101,18 @@ func (t *table) render() error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	header, rest, _ := strings.Cut(buf.String(), "\n")
+	text := buf.String()
+	// A row wider than the terminal would wrap into the next one and break
+	// the columns: it is cut at the right edge instead, where the longest
+	// cells (queues, error text) are; -o json has every cell whole.
+	if width, _, ok := terminalSize(t.io.Out); ok {
+		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		for i, l := range lines {
+			lines[i] = ansi.Truncate(l, width, "…")
+		}
+		text = strings.Join(lines, "\n") + "\n"
+	}
+	header, rest, _ := strings.Cut(text, "\n")
 	// The header is styled after alignment so escape codes do not skew widths.
 	_, err := io.WriteString(t.io.Out, styles(t.io).header.Render(header)+"\n"+rest)
 	return err

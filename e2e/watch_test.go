@@ -155,3 +155,45 @@ func TestWatchPiped(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryFitsANarrowTerminal runs `dlq summary` in a 70-column terminal:
+// the head's lines wrap at spaces under their text, and every table row
+// stays on one line, cut at the right edge, instead of wrapping into the
+// next row.
+func TestSummaryFitsANarrowTerminal(t *testing.T) {
+	t.Parallel()
+	tm := tuiNeedTmux(t)
+	db := pgtest.New(t)
+	tuiSeed(t, db, 20)
+	reader := db.Login(t, "reader", "expiryctl_operator")
+	env := []string{"EXPIRYCTL_DATABASE_URL=" + reader.URL, "EXPIRYCTL_AMQP_URL=" + amqptest.URL(),
+		"TERM=screen-256color", "NO_COLOR=1"}
+	cmd := "env " + strings.Join(quoteAll(env), " ") + " " + shellQuote(binPath) + " dlq summary; sleep 60"
+	tm.run("new-session", "-d", "-s", "e2e", "-n", "summary", "-x", "70", "-y", "60", cmd)
+	screen := tm.waitUntil("summary", "show the summary", func(s string) bool {
+		return strings.Contains(s, "ERROR CLASS")
+	})
+	lines := strings.Split(screen, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "CATEGORY") {
+			// The rows under the header each start with a category: none is
+			// the wrapped tail of the row above.
+			for _, row := range lines[i+1:] {
+				if row == "" {
+					break
+				}
+				if !regexp.MustCompile(`^[a-z-]+ `).MatchString(row) {
+					t.Errorf("a category row wrapped:\n%s", screen)
+				}
+			}
+			if !strings.HasSuffix(l, "…") {
+				t.Errorf("the category table's header, wider than 70 columns, is not cut at the edge: %q", l)
+			}
+		}
+		// A wrapped head line continues under its text, at column 12.
+		if i > 0 && strings.HasPrefix(lines[i-1], "Arrivals ") && l != "" && !strings.HasPrefix(l, "Overdue ") &&
+			!strings.HasPrefix(l, strings.Repeat(" ", 11)) {
+			t.Errorf("the arrivals line did not wrap under its text:\n%s", screen)
+		}
+	}
+}
