@@ -175,8 +175,6 @@ func newLiveQueues(workQueue string, r broker.QueueReport) liveQueues {
 	if r.Unavailable != "" {
 		return l
 	}
-	var scheduled, ready, inFlight, isolated int64
-	var consumers int
 	for _, q := range r.Queues {
 		line := queueLine{Name: q.Name, Role: q.Role, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
 			PublishRate: q.PublishRate, DeliverRate: q.DeliverRate, AckRate: q.AckRate}
@@ -185,18 +183,9 @@ func newLiveQueues(workQueue string, r broker.QueueReport) liveQueues {
 			line.HeadAgeSeconds = &age
 		}
 		l.Queues = append(l.Queues, line)
-		switch q.Role {
-		case broker.RoleWork:
-			ready += q.Ready
-			inFlight += q.Unacked
-			consumers += q.Consumers
-		case broker.RoleRetry:
-			scheduled += q.Ready + q.Unacked
-		case broker.RoleDeadLetter:
-			isolated += q.Ready + q.Unacked
-		}
 	}
-	l.Scheduled, l.Ready, l.InFlight, l.Isolated, l.Consumers = &scheduled, &ready, &inFlight, &isolated, &consumers
+	s := r.States()
+	l.Scheduled, l.Ready, l.InFlight, l.Isolated, l.Consumers = &s.Scheduled, &s.Ready, &s.InFlight, &s.Isolated, &s.Consumers
 	return l
 }
 

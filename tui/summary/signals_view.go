@@ -9,7 +9,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/tui/frame"
@@ -150,20 +149,7 @@ func (m Model) queueLines() []string {
 	case m.queues.Unavailable != "":
 		return []string{th.Warn.Render("  live queues of " + work + ": unavailable"), "    " + termsafe.EscapeLine(m.queues.Unavailable)}
 	}
-	var scheduled, retries, ready, inFlight, isolated int64
-	var consumers int
-	var readyAge, isolatedAge *time.Duration
-	for _, q := range m.queues.Queues {
-		switch q.Role {
-		case broker.RoleWork:
-			ready, inFlight, consumers, readyAge = q.Ready, q.Unacked, q.Consumers, q.HeadAge
-		case broker.RoleRetry:
-			scheduled += q.Ready + q.Unacked
-			retries++
-		case broker.RoleDeadLetter:
-			isolated, isolatedAge = q.Ready+q.Unacked, q.HeadAge
-		}
-	}
+	s := m.queues.States()
 	age := func(d *time.Duration) string {
 		if d == nil {
 			return ""
@@ -177,12 +163,12 @@ func (m Model) queueLines() []string {
 		}
 		return many
 	}
-	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%d %s)", work, ready, age(readyAge), inFlight,
-		consumers, plural(int64(consumers), "consumer", "consumers"))
-	if consumers == 0 && ready > 0 {
+	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%d %s)", work, s.Ready, age(s.ReadyHeadAge), s.InFlight,
+		s.Consumers, plural(int64(s.Consumers), "consumer", "consumers"))
+	if s.Consumers == 0 && s.Ready > 0 {
 		first = th.Warn.Render(first)
 	}
-	second := fmt.Sprintf("  scheduled %d in %d retry %s · isolated %d in the DLQ%s", scheduled, retries,
-		plural(retries, "queue", "queues"), isolated, age(isolatedAge))
+	second := fmt.Sprintf("  scheduled %d in %d retry %s · isolated %d in the DLQ%s", s.Scheduled, s.RetryQueues,
+		plural(int64(s.RetryQueues), "queue", "queues"), s.Isolated, age(s.IsolatedHeadAge))
 	return []string{first, second}
 }

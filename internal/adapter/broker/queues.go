@@ -44,3 +44,43 @@ type QueueReport struct {
 	Queues      []QueueState `json:"queues"`
 	Unavailable string       `json:"unavailable,omitempty"`
 }
+
+// WorkStates are a topology's queues summed into the states of work.
+type WorkStates struct {
+	// Scheduled are messages waiting out a backoff in RetryQueues retry
+	// queues.
+	Scheduled   int64
+	RetryQueues int
+	// Ready and InFlight are the work queue's ready and unacknowledged
+	// messages, Consumers its consumers, ReadyHeadAge its head's age.
+	Ready, InFlight int64
+	Consumers       int
+	ReadyHeadAge    *time.Duration
+	// Isolated are the messages in the dead-letter queue, not yet
+	// captured; IsolatedHeadAge is its head's age.
+	Isolated        int64
+	IsolatedHeadAge *time.Duration
+}
+
+// States sums the report's queues into the states of work. A message is
+// counted once, whether ready or delivered: a retry queue's and the DLQ's
+// unacknowledged messages are still scheduled or isolated.
+func (r QueueReport) States() WorkStates {
+	var s WorkStates
+	for _, q := range r.Queues {
+		switch q.Role {
+		case RoleWork:
+			s.Ready += q.Ready
+			s.InFlight += q.Unacked
+			s.Consumers += q.Consumers
+			s.ReadyHeadAge = q.HeadAge
+		case RoleRetry:
+			s.Scheduled += q.Ready + q.Unacked
+			s.RetryQueues++
+		case RoleDeadLetter:
+			s.Isolated += q.Ready + q.Unacked
+			s.IsolatedHeadAge = q.HeadAge
+		}
+	}
+	return s
+}
