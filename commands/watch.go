@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
@@ -230,15 +228,7 @@ func watchEnds(err error) (bool, error) {
 	if code := ExitCode(err); code != ExitError && code != ExitUnavailable {
 		return true, err
 	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false, err
-	}
-	switch pgErr.Code[:min(2, len(pgErr.Code))] {
-	case "08", "40", "53", "57", "58":
-		return false, err
-	}
-	return pgErr.Code != "55P03", err
+	return !store.Transient(err), err
 }
 
 // watchScreen shows a watch's updates on its streams.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
 
 // Delivery is one message received from a dead-letter queue together with the
@@ -305,7 +306,7 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 	var err error
 	for attempt := 1; ; attempt++ {
 		res, err = InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
-		if err == nil || attempt == maxBatchAttempts || !rolledBackForAnother(err) {
+		if err == nil || attempt == maxBatchAttempts || !store.RolledBackForAnother(err) {
 			break
 		}
 		time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)

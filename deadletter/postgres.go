@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 )
@@ -149,22 +148,6 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	}
 	return nil
 }
-
-// rolledBackForAnother reports whether err is PostgreSQL rolling a
-// transaction back whole to let another one through (a deadlock, a
-// serialization failure): nothing of it was stored, so writing it again is
-// safe.
-func rolledBackForAnother(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == deadlockDetected || pgErr.Code == serializationFailure)
-}
-
-// The SQLSTATEs of a transaction PostgreSQL rolled back to let another
-// one through.
-const (
-	deadlockDetected     = "40P01"
-	serializationFailure = "40001"
-)
 
 func nullable(s string) *string {
 	if s == "" {
