@@ -21,17 +21,11 @@ func (f *Factory) MetricsSource(ctx context.Context, workQueue string) (metrics.
 	if err != nil {
 		return nil, err
 	}
-	queues, err := f.metricsLiveQueues(ctx)
+	queues, err := f.LiveQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: s.requests(), queues: queues, workQueue: workQueue}, nil
-}
-
-// metricsLiveQueues is the reader of RabbitMQ's management API that the
-// metrics read the live queues with: the commands' own.
-func (f *Factory) metricsLiveQueues(ctx context.Context) (service.LiveQueues, error) {
-	return f.LiveQueues(ctx)
 }
 
 // replayTally is what the metrics read of replay: counts only, neither
@@ -46,39 +40,28 @@ type replayTally interface {
 type metricsSource struct {
 	archive   service.Archive
 	replay    replayTally
-	queues    service.LiveQueues // nil: not wired
+	queues    service.LiveQueues // nil: the live queues are not read
 	workQueue string
 }
 
 func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
 	var snap metrics.Snapshot
-	summary, err := m.archive.Summary(ctx)
+	// One read of the archive's signals, over the whole archive (tallies
+	// and indexes: cheap on a million letters), gives the categories, the
+	// overdue holds and the error classes. The archive is the quiet one, so
+	// a reading writes no audit row.
+	signals, err := m.archive.Signals(ctx, deadletter.SignalsOptions{})
 	if err != nil {
 		return snap, err
 	}
-	for _, c := range summary {
-		line := metrics.CategoryLetters{Category: string(c.Category), Waiting: c.Count, Ingested: c.Total}
-		if c.OldestDeadLetteredAt != nil {
-			line.OldestWaiting = *c.OldestDeadLetteredAt
-		}
-		snap.Categories = append(snap.Categories, line)
-	}
-
-	overdue, classes, missing, err := overdueAndClasses(ctx, m.archive)
-	if err != nil {
-		return snap, err
-	}
-	snap.Overdue, snap.ErrorClasses = overdue, classes
-	if missing != "" {
-		snap.Missing = append(snap.Missing, missing)
-	}
+	snap.Categories, snap.Overdue, snap.ErrorClasses = archiveMetrics(signals)
 
 	if snap.Replay, err = m.replayState(ctx); err != nil {
 		return snap, err
 	}
 
 	if m.queues == nil {
-		snap.Missing = append(snap.Missing, "live queues: the reader of RabbitMQ's management API is not wired into the metrics yet")
+		snap.Missing = append(snap.Missing, "live queues: no reader of RabbitMQ's management API was given")
 		return snap, nil
 	}
 	report, err := m.queues.Topology(ctx, m.workQueue)
@@ -92,17 +75,19 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 	return snap, nil
 }
 
-// overdueAndClasses reads the overdue holds (letters past due_at, neither
-// replayed nor discarded: count and p50/p99/max lateness) and the waiting
-// letters per error class, from deadletter's signals over the whole
-// archive (tallies and indexes: cheap on a million letters). The archive
-// is the quiet one, so a reading writes no audit row.
-func overdueAndClasses(ctx context.Context, archive service.Archive) (overdue *metrics.OverdueHolds, classes *metrics.ClassCounts, missing string, err error) {
-	signals, err := archive.Signals(ctx, deadletter.SignalsOptions{})
-	if err != nil {
-		return nil, nil, "", err
+// archiveMetrics are the archive's signals as the metrics count them: the
+// letters per category, the overdue holds (letters past due_at, neither
+// replayed nor discarded) and the waiting letters per error class.
+func archiveMetrics(signals deadletter.Signals) ([]metrics.CategoryLetters, *metrics.OverdueHolds, *metrics.ClassCounts) {
+	var categories []metrics.CategoryLetters
+	for _, c := range signals.Categories {
+		line := metrics.CategoryLetters{Category: string(c.Category), Waiting: c.Count, Ingested: c.Total}
+		if c.OldestDeadLetteredAt != nil {
+			line.OldestWaiting = *c.OldestDeadLetteredAt
+		}
+		categories = append(categories, line)
 	}
-	overdue = &metrics.OverdueHolds{Count: signals.Overdue.Count}
+	overdue := &metrics.OverdueHolds{Count: signals.Overdue.Count}
 	for _, p := range []struct {
 		from *deadletter.Seconds
 		to   *time.Duration
@@ -111,11 +96,11 @@ func overdueAndClasses(ctx context.Context, archive service.Archive) (overdue *m
 			*p.to = p.from.Duration()
 		}
 	}
-	classes = &metrics.ClassCounts{Waiting: map[string]int64{}}
+	classes := &metrics.ClassCounts{Waiting: map[string]int64{}}
 	for _, c := range signals.ErrorClasses {
 		classes.Waiting[c.ErrorClass] += c.Count
 	}
-	return overdue, classes, "", nil
+	return categories, overdue, classes
 }
 
 // replayState counts the open requests by status, every open status
