@@ -31,3 +31,12 @@ var governanceActions = []string{"replay.request", "replay.approve", "replay.rej
 func GovernanceEvents(ctx context.Context, q store.Querier) ([]Event, error) {
 	return newPostgresTrail(q).AuditEvents(ctx, governanceActions)
 }
+
+// CountEvents counts the governance events of one action by the value of
+// one key of their details ("" where a row has none), for a monitoring
+// system: the replay halts by condition, say. The action's rows are found
+// through the trail's action index, so the cost follows how many such
+// events there are, not the trail's length.
+func CountEvents(ctx context.Context, q store.Querier, action, detailKey string) (map[string]int64, error) {
+	return newPostgresTrail(q).AuditEventCounts(ctx, action, detailKey)
+}

@@ -193,6 +193,26 @@ func (s postgresTrail) AuditEvents(ctx context.Context, actions []string) ([]Eve
 	return out, rows.Err()
 }
 
+// AuditEventCounts implements trailStore.
+func (s postgresTrail) AuditEventCounts(ctx context.Context, action, detailKey string) (map[string]int64, error) {
+	rows, err := s.q.Query(ctx, `SELECT coalesce(details->>$2, ''), count(*) FROM expiryctl.audit_log
+		WHERE action = $1 AND outcome = 'ok' GROUP BY 1`, action, detailKey)
+	if err != nil {
+		return nil, fmt.Errorf("count the trail's %s events: %w", action, err)
+	}
+	counts := map[string]int64{}
+	var value string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&value, &n}, func() error {
+		counts[value] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count the trail's %s events: %w", action, err)
+	}
+	return counts, nil
+}
+
 // TrailGet implements trailStore.
 func (s postgresTrail) TrailGet(ctx context.Context) (string, int64, error) {
 	var origin string

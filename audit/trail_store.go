@@ -51,6 +51,9 @@ type trailStore interface {
 	// AuditEvents returns the rows with outcome "ok" of the given actions,
 	// lowest seq first.
 	AuditEvents(ctx context.Context, actions []string) ([]Event, error)
+	// AuditEventCounts counts the rows with outcome "ok" of action by the
+	// text of details' key.
+	AuditEventCounts(ctx context.Context, action, detailKey string) (map[string]int64, error)
 
 	// AuditCanaryPassed reports whether the trail holds an "ok"
 	// replay.canary.pass row for target's approval number approval.

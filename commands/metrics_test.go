@@ -283,8 +283,9 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	replayed.Status = deadletter.StatusReplayed
 	archive := fakes.NewArchive(fakes.Letter(4), fakes.Letter(8), replayed)
 	tally := &fakeTally{
-		open:  map[replay.Status]int{replay.StatusRunning: 1},
-		tally: replay.Tally{Open: map[replay.Status]map[string]int64{replay.StatusRunning: {"confirmed": 7, "pending": 3}}, Published: 40},
+		open: map[replay.Status]int{replay.StatusRunning: 1},
+		tally: replay.Tally{Open: map[replay.Status]map[string]int64{replay.StatusRunning: {"confirmed": 7, "pending": 3}}, Published: 40,
+			Halts: map[string]int64{replay.ConditionQueueDepth: 2}},
 	}
 	head := 90 * time.Second
 	queues := &fakeQueues{report: broker.QueueReport{Queues: []broker.QueueState{
@@ -297,14 +298,18 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	}
 	// Letters 4 and 8 are transient-exhausted and dead, 5 validation and replayed.
 	want := []metrics.CategoryLetters{
-		{Category: "transient-exhausted", Waiting: 2, Ingested: 2, OldestWaiting: fakes.Letter(4).DeadLetteredAt},
-		{Category: "validation", Waiting: 0, Ingested: 1},
+		{Category: "transient-exhausted", Waiting: 2, Ingested: 2, OldestWaiting: fakes.Letter(4).DeadLetteredAt,
+			ByStatus: map[string]int64{"dead": 2, "in_request": 0, "replayed": 0, "discarded": 0}},
+		{Category: "validation", Waiting: 0, Ingested: 1,
+			ByStatus: map[string]int64{"dead": 0, "in_request": 0, "replayed": 1, "discarded": 0}},
 	}
 	if len(snap.Categories) != len(want) {
 		t.Fatalf("categories %+v", snap.Categories)
 	}
 	for i := range want {
-		if snap.Categories[i] != want[i] {
+		got := snap.Categories[i]
+		if got.Category != want[i].Category || got.Waiting != want[i].Waiting || got.Ingested != want[i].Ingested ||
+			!got.OldestWaiting.Equal(want[i].OldestWaiting) || !maps.Equal(got.ByStatus, want[i].ByStatus) {
 			t.Errorf("category %d = %+v, want %+v", i, snap.Categories[i], want[i])
 		}
 	}
@@ -316,7 +321,8 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	}
 	r := snap.Replay
 	if r == nil || len(r.Requests) != 4 || r.Requests["running"] != 1 || r.Requests["halted"] != 0 || r.Requests["pending"] != 0 ||
-		r.Items["running"]["confirmed"] != 7 || r.Published != 40 {
+		r.Items["running"]["confirmed"] != 7 || r.Published != 40 ||
+		!maps.Equal(r.Halts, map[string]int64{"failure-ratio": 0, "queue-depth": 2, "redead-ratio": 0, "eligibility": 0}) {
 		t.Errorf("replay %+v", r)
 	}
 	if q := snap.Queues; q == nil || q.Unavailable != "" || len(q.Queues) != 1 || q.Queues[0].Role != "work" || *q.Queues[0].HeadAge != head ||

@@ -81,7 +81,10 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 func archiveMetrics(signals deadletter.Signals) ([]metrics.CategoryLetters, *metrics.OverdueHolds, *metrics.ClassCounts) {
 	var categories []metrics.CategoryLetters
 	for _, c := range signals.Categories {
-		line := metrics.CategoryLetters{Category: string(c.Category), Waiting: c.Count, Ingested: c.Total}
+		line := metrics.CategoryLetters{Category: string(c.Category), Waiting: c.Count, Ingested: c.Total, ByStatus: map[string]int64{}}
+		for status, n := range c.ByStatus {
+			line.ByStatus[string(status)] = n
+		}
 		if c.OldestDeadLetteredAt != nil {
 			line.OldestWaiting = *c.OldestDeadLetteredAt
 		}
@@ -115,7 +118,16 @@ func (m *metricsSource) replayState(ctx context.Context) (*metrics.ReplayState, 
 	if err != nil {
 		return nil, err
 	}
-	st := &metrics.ReplayState{Requests: map[string]int64{}, Items: map[string]map[string]int64{}, Published: tally.Published}
+	st := &metrics.ReplayState{Requests: map[string]int64{}, Items: map[string]map[string]int64{}, Published: tally.Published,
+		Halts: map[string]int64{}}
+	// Every condition the runner halts on is present, a zero for none yet,
+	// so that increase() sees the first halt of each.
+	for _, condition := range replay.HaltConditions() {
+		st.Halts[condition] = 0
+	}
+	for condition, n := range tally.Halts {
+		st.Halts[condition] += n
+	}
 	for _, status := range replay.Statuses() {
 		if (replay.Request{Status: status}).Open() {
 			st.Requests[string(status)] = int64(open[status])

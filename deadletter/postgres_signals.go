@@ -81,7 +81,7 @@ func (s postgresLetters) LetterSummaryBetween(ctx context.Context, w SignalsOpti
 // LetterAttempts implements letterStore.
 func (s postgresLetters) LetterAttempts(ctx context.Context, w SignalsOptions) ([]attemptTally, error) {
 	sql := `
-		SELECT reason_category, error_class, status IN ('dead', 'in_request'), attempts, sum(letters)::bigint
+		SELECT reason_category, error_class, status, attempts, sum(letters)::bigint
 		FROM expiryctl.dead_letter_class_tallies
 		WHERE letters <> 0
 		GROUP BY 1, 2, 3, 4`
@@ -90,7 +90,7 @@ func (s postgresLetters) LetterAttempts(ctx context.Context, w SignalsOptions) (
 		var where string
 		where, args = windowSQL(w)
 		sql = `
-		SELECT reason_category, coalesce(error_class, ''), status IN ('dead', 'in_request'), attempts, count(*)
+		SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*)
 		FROM expiryctl.dead_letters
 		WHERE ` + where + `
 		GROUP BY 1, 2, 3, 4`
@@ -101,7 +101,7 @@ func (s postgresLetters) LetterAttempts(ctx context.Context, w SignalsOptions) (
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (attemptTally, error) {
 		var t attemptTally
-		err := row.Scan(&t.Category, &t.ErrorClass, &t.Waiting, &t.Attempts, &t.Letters)
+		err := row.Scan(&t.Category, &t.ErrorClass, &t.Status, &t.Attempts, &t.Letters)
 		return t, err
 	})
 }

@@ -125,6 +125,19 @@ type CategorySignals struct {
 	Arrivals Arrivals `json:"arrivals"`
 	// Attempts spread over the waiting letters; null when none waits.
 	Attempts *AttemptSpread `json:"attempts"`
+	// ByStatus counts the category's letters in each status, every status
+	// present: dead, in_request, replayed, discarded.
+	ByStatus map[Status]int64 `json:"by_status"`
+}
+
+// emptyStatusCounts has a zero for every status, so that a reader (and a
+// metric) sees "none discarded" rather than nothing.
+func emptyStatusCounts() map[Status]int64 {
+	counts := map[Status]int64{}
+	for _, s := range Statuses() {
+		counts[s] = 0
+	}
+	return counts
 }
 
 // ErrorClassSignals is one error class's line. A letter that named no
@@ -252,15 +265,18 @@ func readSignals(ctx context.Context, l letterStore, opts SignalsOptions) (Signa
 	return s, nil
 }
 
-// attemptTally is how many letters of a category and error class, waiting
-// or not, went through a number of attempts.
+// attemptTally is how many letters of a category, error class and status
+// went through a number of attempts.
 type attemptTally struct {
 	Category   Category
 	ErrorClass string
-	Waiting    bool
+	Status     Status
 	Attempts   int
 	Letters    int64
 }
+
+// waiting says whether the tally's letters still wait for a decision.
+func (t attemptTally) waiting() bool { return t.Status == StatusDead || t.Status == StatusInRequest }
 
 // arrivalTally is one category's letters in each arrival window.
 type arrivalTally struct {
@@ -331,7 +347,12 @@ func assembleSignals(summary []CategorySummary, attempts []attemptTally, arrival
 			c.Categories = append(c.Categories, t.Category)
 		}
 		c.Total += t.Letters
-		if !t.Waiting {
+		cl := line(t.Category)
+		if cl.ByStatus == nil {
+			cl.ByStatus = emptyStatusCounts()
+		}
+		cl.ByStatus[t.Status] += t.Letters
+		if !t.waiting() {
 			continue
 		}
 		c.Count += t.Letters
@@ -353,6 +374,9 @@ func assembleSignals(summary []CategorySummary, attempts []attemptTally, arrival
 			l.Arrivals = NewArrivals(0, 0, 0)
 		}
 		l.Attempts = NewAttemptSpread(categoryAttempts[c])
+		if l.ByStatus == nil {
+			l.ByStatus = emptyStatusCounts()
+		}
 		s.Categories = append(s.Categories, *l)
 	}
 	for _, c := range byClass {

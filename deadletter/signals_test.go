@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -254,6 +255,16 @@ func TestSignalsCountsByCategoryAndClassWithAttempts(t *testing.T) {
 			{"throttled", 1, 1, deadletter.AttemptSpread{Min: 2, P50: 2, Max: 2}}}
 		if !slices.Equal(classes, wantClasses) {
 			t.Errorf("%s: error classes\n%+v\nwant\n%+v", name, classes, wantClasses)
+		}
+		wantStatuses := map[deadletter.Category]map[deadletter.Status]int64{
+			te:  {deadletter.StatusDead: 4, deadletter.StatusInRequest: 1, deadletter.StatusReplayed: 1, deadletter.StatusDiscarded: 0},
+			val: {deadletter.StatusDead: 3, deadletter.StatusInRequest: 0, deadletter.StatusReplayed: 0, deadletter.StatusDiscarded: 1},
+			exp: {deadletter.StatusDead: 2, deadletter.StatusInRequest: 0, deadletter.StatusReplayed: 0, deadletter.StatusDiscarded: 0},
+		}
+		for _, c := range s.Categories {
+			if !maps.Equal(c.ByStatus, wantStatuses[c.Category]) {
+				t.Errorf("%s: %s by status %v, want %v", name, c.Category, c.ByStatus, wantStatuses[c.Category])
+			}
 		}
 		if te := s.Categories[0]; len(te.Queues) != 1 || te.OldestDeadLetteredAt == nil || !te.OldestDeadLetteredAt.Equal(at) {
 			t.Errorf("%s: transient-exhausted queues %v, oldest %v", name, te.Queues, te.OldestDeadLetteredAt)

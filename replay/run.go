@@ -153,6 +153,12 @@ const (
 	ConditionCancelled    = "cancelled"
 )
 
+// HaltConditions are the stop conditions a run halts on (a cancel is not
+// a halt: it has its own audit action).
+func HaltConditions() []string {
+	return []string{ConditionFailureRatio, ConditionQueueDepth, ConditionRedeadRatio, ConditionEligibility}
+}
+
 func (r *Runner) tables() tables { return onPostgres(r.Pool) }
 
 func (r *Runner) now() time.Time {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -419,6 +420,14 @@ func TestRunHaltsOnTargetQueueDepth(t *testing.T) {
 	}
 	if states := b.itemStates(t, req.ID); states["publishing"] != 0 {
 		t.Errorf("item states %v after a halt: nothing may stay publishing", states)
+	}
+	// The metrics count the halt by its condition, from the trail.
+	tally, err := b.as("alice").Tally(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(tally.Halts, map[string]int64{ConditionQueueDepth: 1}) {
+		t.Errorf("halts %v, want one on the queue depth", tally.Halts)
 	}
 }
 

@@ -1,6 +1,10 @@
 package replay
 
-import "context"
+import (
+	"context"
+
+	"github.com/expiryctl/expiryctl/audit"
+)
 
 // Tally is what the replay tables hold, in numbers, for a monitoring
 // system: no request ids, so its size does not grow with the history.
@@ -11,6 +15,9 @@ type Tally struct {
 	// Published counts the items the broker confirmed, of every request
 	// ever run. An item is confirmed once and stays so, so it only grows.
 	Published int64
+	// Halts counts the runs halted by a stop condition, of every request
+	// ever run, by condition (failure-ratio, queue-depth, …); it only grows.
+	Halts map[string]int64
 }
 
 // Tally counts the open requests' items and the items ever published. It
@@ -20,5 +27,15 @@ type Tally struct {
 // bounded by the open cohorts; the published count reads every item, so
 // it is for a snapshot taken every few seconds, not for each scrape.
 func (s *Service) Tally(ctx context.Context) (Tally, error) {
-	return s.tables().RequestTally(ctx)
+	t, err := s.tables().RequestTally(ctx)
+	if err != nil {
+		return t, err
+	}
+	// A halt is a governance event the database writes in the transaction
+	// that halts; a request halted, re-approved and run again keeps no
+	// other trace of its earlier halt.
+	if t.Halts, err = audit.CountEvents(ctx, s.Pool, "replay.halt", "condition"); err != nil {
+		return t, err
+	}
+	return t, nil
 }

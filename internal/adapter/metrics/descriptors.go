@@ -17,6 +17,9 @@ var (
 	ingestedDesc = newDesc("dead_letters_ingested_total",
 		"Dead letters the archive captured, by reason category, including those replayed or discarded since; its rate is the dead-letter arrival rate.",
 		"category")
+	byStatusDesc = newDesc("dead_letters",
+		"Dead letters in the archive by reason category and status: dead (waiting), in_request (held by an open request), replayed or discarded.",
+		"category", "status")
 	oldestDesc = newDesc("dead_letter_oldest_waiting_age_seconds",
 		"Time since the oldest waiting dead letter of the reason category was dead-lettered.",
 		"category")
@@ -61,6 +64,9 @@ var (
 		"request_status", "state")
 	publishedDesc = newDesc("replay_items_published_total",
 		"Replayed items the broker confirmed, of every request ever run.")
+	haltsDesc = newDesc("replay_halts_total",
+		"Replay runs a stop condition halted, of every request ever run, by condition (failure-ratio, queue-depth, redead-ratio, eligibility, …).",
+		"condition")
 )
 
 // The exporter's own metrics, which say how fresh the others are.
@@ -80,8 +86,8 @@ var (
 
 // exporterDescs are the metrics an Exporter may export.
 var exporterDescs = []*prometheus.Desc{
-	waitingDesc, ingestedDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
+	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
 	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, rateDesc,
-	requestsDesc, itemsDesc, publishedDesc,
+	requestsDesc, itemsDesc, publishedDesc, haltsDesc,
 	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,
 }

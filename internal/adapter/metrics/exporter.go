@@ -135,6 +135,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range snap.Categories {
 		ch <- gauge(waitingDesc, float64(c.Waiting), c.Category)
 		ch <- counter(ingestedDesc, float64(c.Ingested), c.Category)
+		for status, n := range c.ByStatus {
+			ch <- gauge(byStatusDesc, float64(n), c.Category, status)
+		}
 		if !c.OldestWaiting.IsZero() {
 			// The oldest letter stays the oldest until it is decided, so
 			// its age is computed at the scrape, not frozen at the snapshot.
@@ -197,6 +200,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- counter(publishedDesc, float64(r.Published))
+		for condition, n := range r.Halts {
+			ch <- counter(haltsDesc, float64(n), condition)
+		}
 	}
 }
 

@@ -47,6 +47,9 @@ type CategoryLetters struct {
 	// OldestWaiting is when the oldest waiting letter was dead-lettered;
 	// zero when none waits.
 	OldestWaiting time.Time
+	// ByStatus counts the category's letters per status (dead,
+	// in_request, replayed, discarded).
+	ByStatus map[string]int64
 }
 
 // ClassCounts counts waiting letters per error class, as the letters name
@@ -100,4 +103,7 @@ type ReplayState struct {
 	// Published counts the items the broker confirmed, of every request
 	// ever run; it only grows.
 	Published int64
+	// Halts counts the runs a stop condition halted, of every request
+	// ever run, by condition; it only grows.
+	Halts map[string]int64
 }
