@@ -72,6 +72,10 @@ func Append(ctx context.Context, q store.Querier, e Entry) (Anchor, error) {
 			return Anchor{}, fmt.Errorf("audit %s: encode details: %w", e.Action, err)
 		}
 	}
+	details, err := withInvocation(ctx, details)
+	if err != nil {
+		return Anchor{}, fmt.Errorf("audit %s: %w", e.Action, err)
+	}
 	if e.Outcome == "" {
 		e.Outcome = OK
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -186,6 +187,9 @@ func (w *watchFlag) run(ctx context.Context, streams *IOStreams, title string, j
 	}
 	ticks, stop := w.ticks(w.interval)
 	defer stop()
+	// The watch's one audit row, written by its first read, says it was a
+	// watch and how often it redraws.
+	ctx = audit.WithInvocation(ctx, map[string]any{"watch": map[string]any{"interval": formatInterval(w.interval)}})
 	for first := true; ; first = false {
 		at := w.now()
 		frame := &bytes.Buffer{}

@@ -650,11 +650,13 @@ func TestWatchIsAuditedOnce(t *testing.T) {
 			t.Errorf("%s: %d updates, want 4:\n%s", action, lines, out)
 		}
 		var n int
-		if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM expiryctl.audit_log WHERE action = $1`, action).Scan(&n); err != nil {
+		var interval string
+		if err := db.Pool.QueryRow(context.Background(), `SELECT count(*), coalesce(max(details->'watch'->>'interval'), '')
+			FROM expiryctl.audit_log WHERE action = $1`, action).Scan(&n, &interval); err != nil {
 			t.Fatal(err)
 		}
-		if n != 1 {
-			t.Errorf("a watch of 4 updates left %d %s rows, want 1", n, action)
+		if n != 1 || interval != "1s" {
+			t.Errorf("a watch of 4 updates left %d %s rows with watch interval %q, want 1 saying 1s", n, action, interval)
 		}
 	}
 }
