@@ -369,15 +369,19 @@ func overdueTable(streams *IOStreams, o deadletter.Overdue) *table {
 }
 
 func categoryTable(streams *IOStreams, r summaryReport) *table {
-	t := newTable(streams, "CATEGORY", "WAITING", "TOTAL", "5M/MIN", "1H/MIN", "24H/MIN", "TREND", "ATTEMPTS MIN/P50/MAX", "OLDEST", "QUEUES")
+	// What on-call reads first comes first, so that a terminal too narrow
+	// for the row cuts the totals and the queues, not how many wait, since
+	// when, and whether it is getting worse.
+	t := newTable(streams, "CATEGORY", "WAITING", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES")
 	for _, c := range r.Categories {
 		oldest := "-"
 		if c.OldestDeadLetteredAt != nil {
 			oldest = formatTime(streams, *c.OldestDeadLetteredAt, r.At)
 		}
-		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), strconv.FormatInt(c.Total, 10),
-			perMinute(c.Arrivals.Last5m.PerMinute), perMinute(c.Arrivals.Last1h.PerMinute), perMinute(c.Arrivals.Last24h.PerMinute),
-			trendText(c.Arrivals.FiveMinutesVsHour), attemptsText(c.Attempts), oldest, strings.Join(c.Queues, ","))
+		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), oldest,
+			perMinute(c.Arrivals.Last5m.PerMinute), trendText(c.Arrivals.FiveMinutesVsHour),
+			perMinute(c.Arrivals.Last1h.PerMinute), perMinute(c.Arrivals.Last24h.PerMinute),
+			strconv.FormatInt(c.Total, 10), attemptsText(c.Attempts), strings.Join(c.Queues, ","))
 	}
 	return t
 }

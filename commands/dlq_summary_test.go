@@ -104,7 +104,7 @@ func TestDLQSummaryRun(t *testing.T) {
 		// letters in 5 minutes against its 10 in the hour are ×12; its
 		// attempts were 3, 4 and 5 in turn.
 		for _, want := range []string{
-			"transient-exhausted 10 10 2.0 0.2 0.007 rising ×12.0 3/4/5 3m ago",
+			"transient-exhausted 10 3m ago 2.0 rising ×12.0 0.2 0.007 10 3/4/5",
 			"db_timeout transient-exhausted 10 10 3/4/5",
 			"reservation-expiry.dlq isolated 42 0 0 1m35s",
 		} {
@@ -123,8 +123,8 @@ func TestDLQSummaryRun(t *testing.T) {
 		for _, want := range []string{
 			"WINDOW\tLETTERS\tPER MINUTE\tTREND\tAGAINST\tRATIO\n5m\t10\t2.0\trising\t1h\t10.909\n",
 			"OVERDUE\tLATE P50 S\tLATE P99 S\tLATE MAX S\tOLDEST DUE\n11\t900\t2400\t2400\t2026-11-30T11:20:00Z\n",
-			"\nCATEGORY\tWAITING\tTOTAL\t",
-			"\ntransient-exhausted\t10\t10\t2.0\t0.2\t0.007\trising ×12.0\t3/4/5\t2026-11-30T11:56:40Z\treservation-expiry-eu.dlq,reservation-expiry.dlq\n",
+			"\nCATEGORY\tWAITING\tOLDEST\t5M/MIN\tTREND\t",
+			"\ntransient-exhausted\t10\t2026-11-30T11:56:40Z\t2.0\trising ×12.0\t0.2\t0.007\t10\t3/4/5\treservation-expiry-eu.dlq,reservation-expiry.dlq\n",
 			"\nQUEUE\tSTATE\tREADY\tIN FLIGHT\tCONSUMERS\tHEAD AGE\n",
 			"\nreservation-expiry.dlq\tisolated\t42\t0\t0\t95\n",
 		} {

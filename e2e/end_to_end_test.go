@@ -187,7 +187,7 @@ func TestEndToEnd(t *testing.T) {
 
 		table := c.ok(t, "dlq", "summary")
 		audited["dlq.summary"]++
-		if !strings.Contains(table.stdout, "\nCATEGORY\t") || !strings.Contains(table.stdout, "\ntransient-exhausted\t1\t1\t") {
+		if !strings.Contains(table.stdout, "\nCATEGORY\t") || !strings.Contains(table.stdout, "\ntransient-exhausted\t1\t20") {
 			t.Errorf("piped summary should be tab-separated with a header: %s", table)
 		}
 	})

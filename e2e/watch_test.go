@@ -186,6 +186,11 @@ func TestSummaryFitsANarrowTerminal(t *testing.T) {
 					t.Errorf("a category row wrapped:\n%s", screen)
 				}
 			}
+			// What on-call reads first fits: how many wait, since when,
+			// and whether it is getting worse.
+			if f := strings.Fields(l); len(f) < 5 || f[1] != "WAITING" || f[2] != "OLDEST" || f[4] != "TREND" {
+				t.Errorf("the category table's first columns at 70 columns: %q", l)
+			}
 			if !strings.HasSuffix(l, "…") {
 				t.Errorf("the category table's header, wider than 70 columns, is not cut at the edge: %q", l)
 			}
