@@ -285,6 +285,10 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	tally := &fakeTally{
 		open: map[replay.Status]int{replay.StatusRunning: 1},
 		tally: replay.Tally{Open: map[replay.Status]map[string]int64{replay.StatusRunning: {"confirmed": 7, "pending": 3}}, Published: 40,
+			Requests: map[int64]replay.RequestItems{
+				3: {Status: replay.StatusRunning, States: map[string]int64{"confirmed": 7}},
+				9: {Status: replay.StatusRunning, States: map[string]int64{"pending": 3}},
+			},
 			Halts: map[string]int64{replay.ConditionQueueDepth: 2}},
 	}
 	head := 90 * time.Second
@@ -322,7 +326,8 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	r := snap.Replay
 	if r == nil || len(r.Requests) != 4 || r.Requests["running"] != 1 || r.Requests["halted"] != 0 || r.Requests["pending"] != 0 ||
 		r.Items["running"]["confirmed"] != 7 || r.Published != 40 ||
-		!maps.Equal(r.Halts, map[string]int64{"failure-ratio": 0, "queue-depth": 2, "redead-ratio": 0, "eligibility": 0}) {
+		!maps.Equal(r.Halts, map[string]int64{"failure-ratio": 0, "queue-depth": 2, "redead-ratio": 0, "eligibility": 0}) ||
+		len(r.OpenRequests) != 2 || r.OpenRequests[0].ID != 9 || r.OpenRequests[1].States["confirmed"] != 7 {
 		t.Errorf("replay %+v", r)
 	}
 	if q := snap.Queues; q == nil || q.Unavailable != "" || len(q.Queues) != 1 || q.Queues[0].Role != "work" || *q.Queues[0].HeadAge != head ||

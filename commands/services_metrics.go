@@ -1,7 +1,9 @@
 package commands
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +138,10 @@ func (m *metricsSource) replayState(ctx context.Context) (*metrics.ReplayState, 
 	for status, states := range tally.Open {
 		st.Items[string(status)] = states
 	}
+	for id, r := range tally.Requests {
+		st.OpenRequests = append(st.OpenRequests, metrics.RequestItems{ID: id, Status: string(r.Status), States: r.States})
+	}
+	slices.SortFunc(st.OpenRequests, func(a, b metrics.RequestItems) int { return cmp.Compare(b.ID, a.ID) })
 	return st, nil
 }
 

@@ -7,17 +7,26 @@ import (
 )
 
 // Tally is what the replay tables hold, in numbers, for a monitoring
-// system: no request ids, so its size does not grow with the history.
+// system. It names only the open requests, so its size follows how many
+// are open, not the history.
 type Tally struct {
 	// Open counts the items of the open requests (pending, approved,
 	// running, halted) by their request's status, then by their own state.
 	Open map[Status]map[string]int64
+	// Requests are the same items by open request.
+	Requests map[int64]RequestItems
 	// Published counts the items the broker confirmed, of every request
 	// ever run. An item is confirmed once and stays so, so it only grows.
 	Published int64
 	// Halts counts the runs halted by a stop condition, of every request
 	// ever run, by condition (failure-ratio, queue-depth, …); it only grows.
 	Halts map[string]int64
+}
+
+// RequestItems are one open request's items by state.
+type RequestItems struct {
+	Status Status
+	States map[string]int64
 }
 
 // Tally counts the open requests' items and the items ever published. It

@@ -18,8 +18,8 @@ func TestTallyCountsOpenItemsAndEveryPublish(t *testing.T) {
 	if res, err := b.runner(t).Run(ctx, done.ID); err != nil || res.Confirmed != 2 {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	b.pending(t, NewRequest{}, ids[2:5])
-	b.approved(t, NewRequest{}, ids[5:])
+	pending := b.pending(t, NewRequest{}, ids[2:5])
+	approved := b.approved(t, NewRequest{}, ids[5:])
 	before := b.count(t, `SELECT count(*) FROM expiryctl.audit_log`)
 
 	got, err := b.as("alice").Tally(ctx)
@@ -29,6 +29,11 @@ func TestTallyCountsOpenItemsAndEveryPublish(t *testing.T) {
 	want := map[Status]map[string]int64{StatusPending: {"pending": 3}, StatusApproved: {"pending": 1}}
 	if !maps.EqualFunc(got.Open, want, maps.Equal) || got.Published != 2 {
 		t.Errorf("tally %+v, want open %v and 2 published", got, want)
+	}
+	wantRequests := map[int64]RequestItems{pending.ID: {StatusPending, map[string]int64{"pending": 3}},
+		approved.ID: {StatusApproved, map[string]int64{"pending": 1}}}
+	if !maps.EqualFunc(got.Requests, wantRequests, func(a, b RequestItems) bool { return a.Status == b.Status && maps.Equal(a.States, b.States) }) {
+		t.Errorf("by request %+v, want %+v (the completed request %d left out)", got.Requests, wantRequests, done.ID)
 	}
 	if after := b.count(t, `SELECT count(*) FROM expiryctl.audit_log`); after != before {
 		t.Errorf("the tally wrote %d audit rows", after-before)

@@ -62,6 +62,9 @@ var (
 	itemsDesc = newDesc("replay_items",
 		"Items of the open requests by their request's status and their own state (pending, publishing, confirmed, failed, skipped).",
 		"request_status", "state")
+	requestItemsDesc = newDesc("replay_request_items",
+		"Items of each open request (the newest 50 open requests) by the request's status and the item's state: which request is stuck, and where.",
+		"request", "status", "state")
 	publishedDesc = newDesc("replay_items_published_total",
 		"Replayed items the broker confirmed, of every request ever run.")
 	haltsDesc = newDesc("replay_halts_total",
@@ -88,6 +91,6 @@ var (
 var exporterDescs = []*prometheus.Desc{
 	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
 	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, rateDesc,
-	requestsDesc, itemsDesc, publishedDesc, haltsDesc,
+	requestsDesc, itemsDesc, requestItemsDesc, publishedDesc, haltsDesc,
 	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,
 }

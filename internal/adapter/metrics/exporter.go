@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,11 @@ const DefaultInterval = 15 * time.Second
 // DefaultMaxClasses is how many error classes are exported by name unless
 // told otherwise.
 const DefaultMaxClasses = 10
+
+// maxRequestSeries bounds the open requests exported by id: open requests
+// are few, and a backlog of forgotten pending ones must not make a
+// thousand series.
+const maxRequestSeries = 50
 
 // maxClassBytes bounds an error class's label value: the class comes from a
 // message, and a label is for grouping, not for reading an error.
@@ -197,6 +203,15 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for status, states := range r.Items {
 			for state, n := range states {
 				ch <- gauge(itemsDesc, float64(n), status, state)
+			}
+		}
+		for i, req := range r.OpenRequests {
+			if i == maxRequestSeries {
+				break
+			}
+			id := strconv.FormatInt(req.ID, 10)
+			for state, n := range req.States {
+				ch <- gauge(requestItemsDesc, float64(n), id, req.Status, state)
 			}
 		}
 		ch <- counter(publishedDesc, float64(r.Published))

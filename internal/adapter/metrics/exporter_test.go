@@ -133,6 +133,7 @@ func TestExporterServesTheSnapshot(t *testing.T) {
 		`expiryctl_replay_items{request_status="running",state="confirmed"}`:                                           7,
 		`expiryctl_replay_items{request_status="running",state="pending"}`:                                             3,
 		`expiryctl_replay_items_published_total`:                                                                       7,
+		`expiryctl_replay_request_items{request="42",state="pending",status="running"}`:                                3,
 		`expiryctl_replay_halts_total{condition="queue-depth"}`:                                                        1,
 		`expiryctl_replay_halts_total{condition="failure-ratio"}`:                                                      0,
 		`expiryctl_metrics_snapshot_age_seconds`:                                                                       30,
@@ -379,5 +380,31 @@ func TestAScrapePassesPromtool(t *testing.T) {
 	}
 	if out, err := promtooltest.Run(t, "", body, "check", "metrics"); err != nil || out != "" {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestExporterBoundsTheRequestSeries: a backlog of open requests exports
+// the newest 50 by id, not one series set per request ever left open.
+func TestExporterBoundsTheRequestSeries(t *testing.T) {
+	t.Parallel()
+	snap := fakes.MetricsSnapshot()
+	snap.Replay.OpenRequests = nil
+	for id := int64(80); id > 0; id-- {
+		snap.Replay.OpenRequests = append(snap.Replay.OpenRequests,
+			metrics.RequestItems{ID: id, Status: "pending", States: map[string]int64{"pending": 1}})
+	}
+	exp, _, reg := setup(t, &fakes.MetricsSource{Snap: snap}, metrics.Options{})
+	refresh(t, exp)
+	got := gather(t, reg)
+	var n int
+	for k := range got {
+		if strings.HasPrefix(k, "expiryctl_replay_request_items{") {
+			n++
+		}
+	}
+	_, newest := got[`expiryctl_replay_request_items{request="80",state="pending",status="pending"}`]
+	_, oldest := got[`expiryctl_replay_request_items{request="30",state="pending",status="pending"}`]
+	if n != 50 || !newest || oldest {
+		t.Errorf("%d request series (newest present %v, the 50th from the top absent %v), want the newest 50", n, newest, !oldest)
 	}
 }

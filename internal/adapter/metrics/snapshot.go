@@ -92,18 +92,28 @@ type QueueState struct {
 	HeadAge *time.Duration
 }
 
-// ReplayState is how the replay and discard requests stand, by status and
-// state only: no request ids, so the series do not grow with the history.
+// ReplayState is how the replay and discard requests stand. Only open
+// requests are named, so the series follow how many are open, not the
+// history.
 type ReplayState struct {
 	// Requests counts the open requests by status.
 	Requests map[string]int64
 	// Items counts the open requests' items by their request's status, then
 	// by their own state.
 	Items map[string]map[string]int64
+	// OpenRequests are the open requests' items by request, newest first.
+	OpenRequests []RequestItems
 	// Published counts the items the broker confirmed, of every request
 	// ever run; it only grows.
 	Published int64
 	// Halts counts the runs a stop condition halted, of every request
 	// ever run, by condition; it only grows.
 	Halts map[string]int64
+}
+
+// RequestItems are one open request's items by state.
+type RequestItems struct {
+	ID     int64
+	Status string
+	States map[string]int64
 }
