@@ -14,30 +14,6 @@ import (
 // EXPIRYCTL_AMQP_URL is set.
 const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
-// ConnectError reports that RabbitMQ could not be reached. Its message names
-// the address (never the password) and how to start a local broker.
-type ConnectError struct {
-	Address string
-	Err     error
-	// cause is Err's message with the URL's password scrubbed, set by Dial,
-	// which knows the URL. It is kept instead of the secrets themselves so
-	// that printing the struct cannot show them.
-	cause string
-}
-
-func (e *ConnectError) Error() string {
-	cause := e.cause
-	if cause == "" {
-		cause = dsn.RedactText(e.Err.Error())
-	}
-	return fmt.Sprintf("cannot reach RabbitMQ at %s: %s\n"+
-		"start it with `scripts/services.sh` (or `rabbitmq-server -detached`), "+
-		"or point --amqp-url / EXPIRYCTL_AMQP_URL at a running broker",
-		e.Address, cause)
-}
-
-func (e *ConnectError) Unwrap() error { return e.Err }
-
 // Dial connects to the broker at url with a bounded connection timeout.
 func Dial(url string) (*amqp.Connection, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{
@@ -50,7 +26,7 @@ func Dial(url string) (*amqp.Connection, error) {
 		if isURIError(url) {
 			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
 		}
-		return nil, &ConnectError{Address: dsn.Address(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
+		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
 	}
 	return conn, nil
 }

@@ -22,30 +22,6 @@ const DefaultURL = "postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable"
 // Schema is the PostgreSQL schema that holds every expiryctl table.
 const Schema = "expiryctl"
 
-// ConnectError reports that PostgreSQL could not be reached. Its message names
-// the address (never the password) and how to start a local server.
-type ConnectError struct {
-	Address string
-	Err     error
-	// cause is Err's message with the URL's password scrubbed, set by Open,
-	// which knows the URL. It is kept instead of the secrets themselves so
-	// that printing the struct cannot show them.
-	cause string
-}
-
-func (e *ConnectError) Error() string {
-	cause := e.cause
-	if cause == "" {
-		cause = dsn.RedactText(rootCause(e.Err))
-	}
-	return fmt.Sprintf("cannot reach PostgreSQL at %s: %s\n"+
-		"start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`), "+
-		"or point --database-url / EXPIRYCTL_DATABASE_URL at a running server",
-		e.Address, cause)
-}
-
-func (e *ConnectError) Unwrap() error { return e.Err }
-
 func rootCause(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -98,6 +74,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 func connectError(url string, cfg *pgxpool.Config, err error) *ConnectError {
 	return &ConnectError{
 		Address: dsn.RedactTextFor(address(cfg), url),
+		User:    dsn.RedactTextFor(cfg.ConnConfig.User, url),
 		Err:     err,
 		cause:   dsn.RedactTextFor(rootCause(err), url),
 	}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+)
+
+// ConnectError reports that a connection to PostgreSQL failed. Its message
+// names the address (never the password), what failed (the server is
+// unreachable, the database does not exist, the credentials or TLS were
+// refused) and the next step for that failure.
+type ConnectError struct {
+	Address string
+	// User is the login the connection was for, when known.
+	User string
+	Err  error
+	// cause is Err's message with the URL's password scrubbed, set by Open,
+	// which knows the URL. It is kept instead of the secrets themselves so
+	// that printing the struct cannot show them.
+	cause string
+}
+
+func (e *ConnectError) Error() string {
+	cause := e.cause
+	if cause == "" {
+		cause = dsn.RedactText(rootCause(e.Err))
+	}
+	what, next := e.diagnosis()
+	return fmt.Sprintf("%s at %s: %s\n%s", what, e.Address, cause, next)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// diagnosis says what failed and what to do about it. A development hint
+// (start the local server) is given only where the server could not be
+// reached at all.
+func (e *ConnectError) diagnosis() (what, next string) {
+	user := "your login"
+	if e.User != "" {
+		user = fmt.Sprintf("user %q", e.User)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(e.Err, &pgErr) {
+		switch {
+		case pgErr.Code == "3D000": // invalid_catalog_name
+			return "no such database on PostgreSQL",
+				"check the database name in --database-url / EXPIRYCTL_DATABASE_URL; a new database is created by its administrator (createdb), then `expiryctl migrate` as the schema owner"
+		case pgErr.Code == "28P01" || pgErr.Code == "28000": // invalid_password, invalid_authorization_specification
+			return "PostgreSQL refused the credentials",
+				fmt.Sprintf("check the user and password for %s in --database-url / EXPIRYCTL_DATABASE_URL (or PGPASSWORD, ~/.pgpass); an administrator creates a login with `createuser` and gives it its groups with `expiryctl access grant`", user)
+		case pgErr.Code == "53300": // too_many_connections
+			return "PostgreSQL has no connection left",
+				"try again in a moment; if it persists, an administrator checks max_connections and who holds them (pg_stat_activity)"
+		case strings.HasPrefix(pgErr.Code, "57P"): // operator_intervention: shutting down, starting up
+			return "PostgreSQL is not accepting connections",
+				"the server is starting, stopping or recovering: try again in a moment"
+		}
+		return "PostgreSQL refused the connection",
+			"check --database-url / EXPIRYCTL_DATABASE_URL; the server's log says more"
+	}
+	if isTLSFailure(e.Err) {
+		return "TLS with PostgreSQL failed",
+			"check sslmode, sslrootcert and the host name in --database-url / EXPIRYCTL_DATABASE_URL: the server must offer TLS for sslmode=require and up, and its certificate must match the host for verify-full"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(e.Err, &dnsErr) && dnsErr.IsNotFound {
+		return "cannot reach PostgreSQL",
+			"the host name does not resolve: check the host in --database-url / EXPIRYCTL_DATABASE_URL"
+	}
+	return "cannot reach PostgreSQL",
+		"check the host and port in --database-url / EXPIRYCTL_DATABASE_URL and that the server runs and listens there; " +
+			"on a development machine start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`)"
+}
+
+// isTLSFailure says whether err is a TLS handshake or certificate failure,
+// or the server declining TLS.
+func isTLSFailure(err error) bool {
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return true
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "tls: ") || strings.Contains(msg, "server refused TLS connection")
+}

@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+)
+
+// TestConnectErrorSaysWhatFailed dials the real server wrongly in each way
+// a person can, and checks that the message names the failure and a next
+// step for it: the development hint to start a local server only where
+// nothing answered.
+func TestConnectErrorSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	admin, err := url.Parse(pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(edit func(u *url.URL)) string {
+		u := *admin
+		edit(&u)
+		return u.String()
+	}
+	cases := []struct {
+		name, url  string
+		what, next string
+	}{
+		{"no such database", with(func(u *url.URL) { u.Path = "/expiryctl_no_such_database" }),
+			"no such database on PostgreSQL at ", "createdb"},
+		{"unknown login", with(func(u *url.URL) { u.User = url.User("expiryctl_nobody") }),
+			"PostgreSQL refused the credentials at ", `user "expiryctl_nobody"`},
+		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }),
+			"cannot reach PostgreSQL at 127.0.0.1:1/", "scripts/services.sh"},
+		{"TLS declined", with(func(u *url.URL) {
+			u.Host = refusesTLS(t)
+			u.RawQuery = "sslmode=require"
+		}), "TLS with PostgreSQL failed at ", "sslmode"},
+		{"no such host", with(func(u *url.URL) { u.Host = "expiryctl-no-such-host.invalid:5432" }),
+			"cannot reach PostgreSQL at ", "does not resolve"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pool, err := store.Open(ctx, c.url)
+			if err == nil {
+				pool.Close()
+				t.Fatal("connected")
+			}
+			var connErr *store.ConnectError
+			if !errors.As(err, &connErr) {
+				t.Fatalf("error %T %v, want a *store.ConnectError", err, err)
+			}
+			msg := err.Error()
+			first, next, _ := strings.Cut(msg, "\n")
+			if !strings.HasPrefix(first, c.what) || !strings.Contains(next, c.next) {
+				t.Errorf("error:\n%s\nwant a first line from %q and a next step naming %q", msg, c.what, c.next)
+			}
+			if c.next != "scripts/services.sh" && strings.Contains(msg, "services.sh") {
+				t.Errorf("a server that answered gets the hint to start one:\n%s", msg)
+			}
+		})
+	}
+}
+
+// refusesTLS listens where a PostgreSQL server without TLS would, answering
+// every SSLRequest with "N".
+func refusesTLS(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				request := make([]byte, 8)
+				if _, err := c.Read(request); err == nil {
+					_, _ = c.Write([]byte("N"))
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
