@@ -30,8 +30,10 @@ node: ## install Node.js and the npm packages of the Node.js interop test (e2e/n
 promtool: ## install promtool (from Debian's prometheus package, without its server)
 	$(PROMTOOL)
 
+# -buildvcs=auto: `expiryctl version` reports the commit from the build
+# information, which a GOFLAGS of -buildvcs=false would leave out.
 build: ## build bin/expiryctl
-	$(GO) build -o $(BIN) ./cmd/expiryctl
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/expiryctl
 
 vet: ## go vet ./...
 	$(GO) vet ./...

@@ -57,8 +57,9 @@ Every command, reads included, leaves a row in the audit trail.`,
   expiryctl dlq show 42`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       Version,
+		Version:       readBuildVersion().String(),
 	}
+	root.SetVersionTemplate("expiryctl {{.Version}}\n")
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &FlagError{Err: err} })
@@ -83,7 +84,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil)} {
+	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil), NewCmdVersion(f)} {
 		cmd.GroupID = "setup"
 		root.AddCommand(cmd)
 	}
@@ -99,6 +100,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
 	argumentsAreUsage(root)
+	completeIDs(root, f)
 	return root
 }
 
@@ -155,6 +157,3 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 	}
 	return &FlagError{Err: errors.New(msg)}
 }
-
-// Version is set at build time with -ldflags "-X …/commands.Version=…".
-var Version = "dev"

@@ -37,7 +37,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binPath = filepath.Join(dir, "expiryctl")
-	build := exec.Command("go", "build", "-o", binPath, "github.com/expiryctl/expiryctl/cmd/expiryctl")
+	build := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, "github.com/expiryctl/expiryctl/cmd/expiryctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: building expiryctl failed (%v); set EXPIRYCTL_BIN to use a binary built elsewhere\n", err)
