@@ -27,6 +27,11 @@ is its membership of expiryctl's groups, which ` + "`expiryctl migrate`" + ` cre
 No group writes a table directly: every change goes through the schema's
 functions, which check the caller's login and write the audit row. Only the
 schema owner grants and revokes; every change is audited.`,
+		Example: `  # as the schema owner: alice requests and runs replays, bob approves them
+  createuser alice && createuser bob
+  expiryctl access grant alice expiryctl_operator
+  expiryctl access grant bob expiryctl_approver
+  expiryctl access list`,
 	}
 	cmd.AddCommand(NewCmdAccessChange(f, true, nil), NewCmdAccessChange(f, false, nil), NewCmdAccessList(f, nil))
 	return cmd

@@ -29,6 +29,12 @@ A change is under four-eyes: ` + "`policy set`" + ` by a member of expiryctl_adm
 proposal, and it takes effect only when a different admin's login runs
 ` + "`policy approve ID`" + `. The schema owner sets the first policy directly. Every
 change is audited with the values before and after.`,
+		Example: `  # see the policy and the proposals waiting for a second admin
+  expiryctl policy show
+  # as dana (expiryctl_admin): propose who may approve, and a lower rate ceiling
+  expiryctl policy set approvers=bob,carol max_rate=20 --why "INC-12: payments asked for less load"
+  # as erin, another admin: apply it
+  expiryctl policy approve 3 --why "agreed in the change review"`,
 	}
 	cmd.AddCommand(NewCmdPolicyShow(f, nil), NewCmdPolicySet(f, nil),
 		NewCmdPolicyReview(f, true, nil), NewCmdPolicyReview(f, false, nil))

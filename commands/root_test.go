@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestWrongCommandsAreUsageErrors: a mistyped command, at any depth, says
@@ -44,4 +46,24 @@ func TestWrongCommandsAreUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryCommandHasExamples: `--help` of every command a person runs
+// shows how to run it (cobra's own help and completion commands aside).
+func TestEveryCommandHasExamples(t *testing.T) {
+	t.Parallel()
+	f, _, _ := testFactory(t)
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		if cmd.Hidden || cmd.Name() == "help" || cmd.Name() == "completion" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+			return
+		}
+		if strings.TrimSpace(cmd.Example) == "" {
+			t.Errorf("%s has no examples", cmd.CommandPath())
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(f))
 }
