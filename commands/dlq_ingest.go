@@ -12,6 +12,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // DLQIngestOptions holds what `expiryctl dlq ingest` needs.
@@ -189,6 +190,17 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 			show(s)
 		}
 	}
+	// Say at once what is being done: a follow that waits for its first
+	// letter must not look like a hang.
+	until := "until it is empty"
+	if opts.Follow {
+		until = "until interrupted (Ctrl-C finishes the batch in hand)"
+	}
+	if waiting, err := src.Ready(); err == nil {
+		fmt.Fprintf(opts.IO.ErrOut, "capturing %s %s: %s waiting\n", opts.Queue, until, phrase.Count(waiting, "letter", "letters"))
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "capturing %s %s\n", opts.Queue, until)
+	}
 	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{
 		Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
@@ -199,12 +211,38 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, map[string]any{"queue": opts.Queue, "received": stats.Received,
-			"stored": stats.Stored, "duplicates": stats.Duplicates, "seconds": stats.Elapsed.Seconds()})
+	// An interrupted capture says what it left behind: the letters still in
+	// the queue, and those it had received but not committed, which go back
+	// to the queue unacknowledged when the consumer closes.
+	interrupted, left := ctx.Err() != nil, -1
+	if interrupted {
+		_ = src.Close()
+		if n, err := src.Ready(); err == nil {
+			left = n
+		}
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "ingested %d letters from %s: %d stored, %d duplicates, in %s (%.0f msgs/s)\n",
-		stats.Received, opts.Queue, stats.Stored, stats.Duplicates, stats.Elapsed.Round(time.Millisecond), stats.Rate())
+	if opts.Output.value == "json" {
+		doc := map[string]any{"queue": opts.Queue, "received": stats.Received,
+			"stored": stats.Stored, "duplicates": stats.Duplicates, "seconds": stats.Elapsed.Seconds(), "interrupted": interrupted}
+		if left >= 0 {
+			doc["left_in_queue"] = left
+		}
+		return writeJSON(opts.IO.Out, doc)
+	}
+	verb := "ingested"
+	if interrupted {
+		verb = "interrupted: ingested"
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s %s from %s: %d stored, %d duplicates, in %s (%.0f msgs/s)\n",
+		verb, phrase.Count(stats.Received, "letter", "letters"), opts.Queue, stats.Stored, stats.Duplicates,
+		stats.Elapsed.Round(time.Millisecond), stats.Rate())
+	switch {
+	case interrupted && left > 0:
+		fmt.Fprintf(opts.IO.ErrOut, "%s left in %s, none lost: capture them with `expiryctl dlq ingest --queue %s`\n",
+			phrase.Count(left, "letter", "letters"), opts.Queue, opts.Queue)
+	case interrupted && left < 0:
+		fmt.Fprintf(opts.IO.ErrOut, "could not read what is left in %s; letters not committed were not acknowledged and stay there\n", opts.Queue)
+	}
 	return nil
 }
 

@@ -69,8 +69,35 @@ func TestDLQIngestRun(t *testing.T) {
 		if b.source.Acked != 3 || !b.source.Closed {
 			t.Fatalf("source acked through %d, closed %v", b.source.Acked, b.source.Closed)
 		}
-		if b.out != "" || !strings.HasPrefix(b.errOut, "ingested 3 letters from reservation-expiry.dlq: 2 stored, 1 duplicates, in 1s") {
+		if b.out != "" || !strings.HasPrefix(b.errOut, "capturing reservation-expiry.dlq until it is empty: 3 letters waiting\n"+
+			"ingested 3 letters from reservation-expiry.dlq: 2 stored, 1 duplicates, in 1s") {
 			t.Fatalf("stdout %q, stderr %q", b.out, b.errOut)
+		}
+	})
+	t.Run("interrupted, it says what it left in the queue", func(t *testing.T) {
+		t.Parallel()
+		f, _, errOut := testFactory(t)
+		source := fakes.NewDLQSource(deadletter.Message{Body: []byte(`{}`)})
+		source.Requeued = 40
+		ctx, cancel := context.WithCancel(context.Background())
+		ingester := &fakes.Ingester{Stats: deadletter.IngestStats{Stored: 1}, Idle: make(chan struct{})}
+		cmd := NewCmdDLQIngest(f, func(ctx context.Context, o *DLQIngestOptions) error {
+			o.Ingester = serve[service.Ingester](ingester)
+			o.Source = func(string, int) (service.DLQSource, error) { return source, nil }
+			// Ctrl-C once the capture is under way.
+			go cancel()
+			return dlqIngestRun(ctx, o)
+		})
+		if err := runCmdContext(ctx, cmd, "--queue", "q", "--follow"); err != nil {
+			t.Fatal(err)
+		}
+		got := errOut.String()
+		for _, want := range []string{"capturing q until interrupted (Ctrl-C finishes the batch in hand): 1 letter waiting\n",
+			"interrupted: ingested 1 letter from q: 1 stored, 0 duplicates",
+			"40 letters left in q, none lost: capture them with `expiryctl dlq ingest --queue q`"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, got)
+			}
 		}
 	})
 	t.Run("prefetch above three batches is kept", func(t *testing.T) {

@@ -6,7 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
 // MigrateOptions holds what `expiryctl migrate` needs.
@@ -47,10 +50,12 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	if err != nil {
 		return err
 	}
+	where := fmt.Sprintf("database %s on %s (as %s)", termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Server), termsafe.EscapeLine(res.Login))
 	if len(res.Applied) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "schema is up to date (version %d)\n", res.Version)
+		fmt.Fprintf(opts.IO.ErrOut, "schema %s of %s is up to date (version %d)\n", store.Schema, where, res.Version)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "applied %d migration(s); schema is at version %d\n", len(res.Applied), res.Version)
+	fmt.Fprintf(opts.IO.ErrOut, "applied %s to %s; schema %s is at version %d\n",
+		phrase.Count(len(res.Applied), "migration", "migrations"), where, store.Schema, res.Version)
 	return nil
 }

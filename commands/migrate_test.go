@@ -23,12 +23,17 @@ func TestMigrateRun(t *testing.T) {
 		}))
 		return out.String(), errOut.String(), err
 	}
-	out, errOut, err := migrate(t, &fakes.Migrator{Result: store.MigrationResult{Applied: []int64{10, 11}, Version: 11}})
-	if err != nil || out != "" || errOut != "applied 2 migration(s); schema is at version 11\n" {
+	where := store.MigrationResult{Database: "expiryctl", Server: "db.internal:5432", Login: "expiryctl_owner"}
+	applied := where
+	applied.Applied, applied.Version = []int64{10, 11}, 11
+	out, errOut, err := migrate(t, &fakes.Migrator{Result: applied})
+	if want := "applied 2 migrations to database expiryctl on db.internal:5432 (as expiryctl_owner); schema expiryctl is at version 11\n"; err != nil || out != "" || errOut != want {
 		t.Fatalf("migrate = %v, %q, %q", err, out, errOut)
 	}
-	_, errOut, err = migrate(t, &fakes.Migrator{Result: store.MigrationResult{Version: 11}})
-	if err != nil || errOut != "schema is up to date (version 11)\n" {
+	current := where
+	current.Version = 11
+	_, errOut, err = migrate(t, &fakes.Migrator{Result: current})
+	if err != nil || errOut != "schema expiryctl of database expiryctl on db.internal:5432 (as expiryctl_owner) is up to date (version 11)\n" {
 		t.Fatalf("migrate again = %v, %q", err, errOut)
 	}
 	_, errOut, err = migrate(t, &fakes.Migrator{Err: &store.SchemaOutdatedError{}})

@@ -59,11 +59,12 @@ func TestEndToEnd(t *testing.T) {
 		// Flags must win over the environment, which here points nowhere.
 		viaFlags := newCLI("postgres://nobody@127.0.0.1:1/wrong?sslmode=disable", "wrong-actor")
 		first := viaFlags.ok(t, "migrate", "--database-url", db.URL, "--actor", actor)
-		if !regexp.MustCompile(`applied \d+ migration\(s\); schema is at version \d+`).MatchString(first.stderr) {
-			t.Errorf("first migrate should say what it applied: %s", first)
+		where := regexp.QuoteMeta("database " + db.Name + " on ")
+		if !regexp.MustCompile(`applied \d+ migrations to ` + where + `127\.0\.0\.1:\d+ \(as \w+\); schema expiryctl is at version \d+`).MatchString(first.stderr) {
+			t.Errorf("first migrate should say what it applied, and to which database: %s", first)
 		}
 		second := viaFlags.ok(t, "migrate", "--database-url", db.URL, "--actor", actor)
-		if !strings.Contains(second.stderr, "schema is up to date") {
+		if !strings.Contains(second.stderr, "of database "+db.Name+" on ") || !strings.Contains(second.stderr, "is up to date") {
 			t.Errorf("second migrate should say the schema is up to date: %s", second)
 		}
 		audited["schema.migrate"] += 2

@@ -120,8 +120,8 @@ func TestIngestSignalCommitsOrNothing(t *testing.T) {
 			if res.code != 0 {
 				t.Fatalf("an interrupted ingest should exit 0 after finishing its batch: %s", res)
 			}
-			if !strings.Contains(res.stderr, "ingested ") {
-				t.Errorf("an interrupted ingest should still sum up what it did: %s", res)
+			if !strings.Contains(res.stderr, "capturing "+dlq+" until interrupted") || !strings.Contains(res.stderr, "interrupted: ingested ") {
+				t.Errorf("an interrupted ingest should say at once what it does, and sum up what it did: %s", res)
 			}
 
 			queued := r.settled(t, dlq)

@@ -457,6 +457,15 @@ main() {
 	ensure_plugins
 	ensure_management_api
 	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/ http://guest@$MGMT_HOST:$MGMT_PORT/"
+	# The servers prepared here are expiryctl's defaults; a URL set in the
+	# environment wins over them. It is named, not printed: it may hold a
+	# password.
+	local var
+	for var in EXPIRYCTL_DATABASE_URL EXPIRYCTL_AMQP_URL EXPIRYCTL_MANAGEMENT_URL; do
+		if [[ -n ${!var:-} ]]; then
+			step "note: $var is set in your environment: expiryctl connects where it says, not to the server prepared above"
+		fi
+	done
 }
 
 main "$@"

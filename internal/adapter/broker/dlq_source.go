@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -17,6 +18,8 @@ type DLQSource struct {
 	queue      string
 	deliveries chan deadletter.Delivery
 	done       chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // OpenDLQSource starts consuming queue on conn with the given prefetch. The
@@ -76,8 +79,12 @@ func (s *DLQSource) Ready() (int, error) {
 	return q.Messages, nil
 }
 
-// Close stops consuming. Deliveries not yet acknowledged return to the queue.
+// Close stops consuming. Deliveries not yet acknowledged return to the
+// queue. Closing again does nothing.
 func (s *DLQSource) Close() error {
-	close(s.done)
-	return s.ch.Close()
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.closeErr = s.ch.Close()
+	})
+	return s.closeErr
 }

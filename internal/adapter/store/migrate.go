@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +50,9 @@ func (e *SchemaOutdatedError) Error() string {
 type MigrationResult struct {
 	Applied []int64
 	Version int64
+	// Database, Server and Login say which database was migrated: its
+	// name, the server's host:port, and the login that migrated it.
+	Database, Server, Login string
 }
 
 // Migrate applies every embedded migration that the database at pool lacks.
@@ -65,6 +70,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
 	}
 	var res MigrationResult
+	cfg := pool.Config().ConnConfig
+	res.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	if err := pool.QueryRow(ctx, `SELECT current_database(), session_user`).Scan(&res.Database, &res.Login); err != nil {
+		return res, fmt.Errorf("migrate: read the database's name: %w", err)
+	}
 	for _, r := range results {
 		res.Applied = append(res.Applied, r.Source.Version)
 	}
