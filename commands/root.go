@@ -62,7 +62,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 	root.SetVersionTemplate("expiryctl {{.Version}}\n")
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &FlagError{Err: err} })
+	root.SetFlagErrorFunc(flagError)
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.DatabaseURLFlag, "database-url", "",

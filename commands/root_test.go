@@ -24,6 +24,9 @@ func TestWrongCommandsAreUsageErrors(t *testing.T) {
 		{[]string{"dlq", "frobnicate"}, ExitUsage, `unknown command "frobnicate" for "expiryctl dlq"`},
 		{[]string{"dlq", "summary", "extra"}, ExitUsage, `unknown command "extra" for "expiryctl dlq summary"`},
 		{[]string{"dlq"}, ExitOK, "Available Commands:"},
+		{[]string{"dlq", "list", "--limt", "3"}, ExitUsage, "unknown flag: --limt\n\nDid you mean this?\n\t--limit"},
+		{[]string{"dlq", "list", "--databse-url", "x"}, ExitUsage, "Did you mean this?\n\t--database-url"},
+		{[]string{"dlq", "list", "--zzzzzz"}, ExitUsage, "unknown flag: --zzzzzz"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
