@@ -259,6 +259,9 @@ type Detail struct {
 	RedactedAt    *time.Time      `json:"redacted_at"`
 	// Incarnations are the other dead-letterings of the same job, oldest first.
 	Incarnations []Row `json:"incarnations"`
+	// PayloadProblem says why the payload does not read as an expiry job
+	// (see PayloadProblem); empty when it does, or when it was redacted.
+	PayloadProblem string `json:"payload_problem,omitempty"`
 }
 
 // Show returns one letter with its payload, headers, timeline and other
@@ -300,6 +303,13 @@ func (a *Archive) detail(ctx context.Context, id int64) (Detail, error) {
 	}
 	if headers, err := DecodeHeaders(d.Headers); err == nil {
 		d.Deaths = Parse(Message{Headers: headers}, DefaultClassifier(), d.IngestedAt).Deaths
+	}
+	if d.RedactedAt == nil {
+		encoding := ""
+		if d.Properties != nil {
+			encoding = d.Properties.ContentEncoding
+		}
+		d.PayloadProblem = PayloadProblem(d.Payload, encoding)
 	}
 	d.Incarnations = []Row{}
 	if l.jobKey != nil && *l.jobKey != "" {

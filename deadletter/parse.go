@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -280,15 +281,48 @@ func readableBody(m Message) []byte {
 }
 
 func decodeBody(body []byte) (jobBody, bool) {
+	b, problem := readJob(body)
+	return b, problem == ""
+}
+
+// PayloadProblem says why Parse found a payload malformed, in words an
+// operator can act on ("body is not JSON: 77 bytes of binary data"), or ""
+// when it reads as an expiry job's JSON object. contentEncoding is the
+// letter's content_encoding property: a gzip body is read inflated. It is a
+// function of the stored payload alone, which never changes, so it is
+// derived when a letter is shown rather than stored beside it.
+func PayloadProblem(body []byte, contentEncoding string) string {
+	readable := readableBody(Message{Body: body, ContentEncoding: contentEncoding})
+	_, problem := readJob(readable)
+	if problem != "" && strings.EqualFold(strings.TrimSpace(contentEncoding), "gzip") && bytes.Equal(readable, body) {
+		problem = "labelled gzip but does not inflate; " + problem
+	}
+	return problem
+}
+
+// readJob is decodeBody with the reason a body does not decode.
+func readJob(body []byte) (jobBody, string) {
 	var b jobBody
-	if len(body) == 0 || len(body) >= MaxDecodedPayload || !utf8.Valid(body) {
-		return b, false
+	switch {
+	case len(body) == 0:
+		return b, "empty body"
+	case len(body) >= MaxDecodedPayload:
+		return b, fmt.Sprintf("body of %d bytes is over the %d bytes read as a job", len(body), MaxDecodedPayload)
+	case !utf8.Valid(body):
+		return b, fmt.Sprintf("body is not JSON: %d bytes of binary data", len(body))
 	}
 	// A map rather than a struct: encoding/json matches struct fields case
 	// insensitively, and "Reservation_ID" is not part of the contract.
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return b, false
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return b, fmt.Sprintf("body is not JSON: %v (at byte %d of %d)", syntax, syntax.Offset, len(body))
+		}
+		return b, fmt.Sprintf("body is JSON but not an object (%d bytes)", len(body))
+	}
+	if fields == nil {
+		return b, "body is JSON null, not an object"
 	}
 	field := func(snake, camel string) json.RawMessage {
 		if v, ok := fields[snake]; ok {
@@ -309,7 +343,7 @@ func decodeBody(body []byte) (jobBody, bool) {
 	if n, ok := jsonInt(field("attempt", "attempt")); ok && n > 0 {
 		b.attempt = n
 	}
-	return b, true
+	return b, ""
 }
 
 // jsonText reads a JSON string, or the literal of a JSON number because

@@ -2,8 +2,10 @@ package deadletter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -1032,5 +1034,43 @@ func TestParseNodeErrorCodes(t *testing.T) {
 				t.Errorf("Category = %s, want %s", l.Category, TransientExhausted)
 			}
 		})
+	}
+}
+
+func TestPayloadProblemSaysWhy(t *testing.T) {
+	t.Parallel()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(testJob))
+	_ = zw.Close()
+	var gzNotJSON bytes.Buffer
+	zw = gzip.NewWriter(&gzNotJSON)
+	_, _ = zw.Write([]byte("expire r-8421"))
+	_ = zw.Close()
+	tests := []struct {
+		name, encoding string
+		body           []byte
+		want           string
+	}{
+		{"a job", "", []byte(testJob), ""},
+		{"a gzip job, labelled", "gzip", gz.Bytes(), ""},
+		{"a gzip job, unlabelled", "", gz.Bytes(), fmt.Sprintf("body is not JSON: %d bytes of binary data", gz.Len())},
+		{"gzip that does not inflate, read as it is", "gzip", []byte(testJob), ""},
+		{"gzip that does not inflate, nor reads", "gzip", []byte("not gzip"), "labelled gzip but does not inflate; body is not JSON: "},
+		{"gzip text that is not JSON", "gzip", gzNotJSON.Bytes(), "body is not JSON: invalid character 'e' looking for beginning of value (at byte 1 of 13)"},
+		{"empty", "", nil, "empty body"},
+		{"truncated JSON", "", []byte(`{"reservation_id": "r-1"`), "body is not JSON: unexpected end of JSON input (at byte 24 of 24)"},
+		{"an array", "", []byte(`[1]`), "body is JSON but not an object (3 bytes)"},
+		{"null", "", []byte(`null`), "body is JSON null, not an object"},
+		{"invalid UTF-8", "", []byte("{\"a\": \"\xff\"}"), "body is not JSON: 10 bytes of binary data"},
+	}
+	for _, tt := range tests {
+		got := PayloadProblem(tt.body, tt.encoding)
+		if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+		if (got != "") != PayloadMalformed(readableBody(Message{Body: tt.body, ContentEncoding: tt.encoding})) {
+			t.Errorf("%s: PayloadProblem %q disagrees with PayloadMalformed", tt.name, got)
+		}
 	}
 }

@@ -113,13 +113,14 @@ func hostileCases() []hostileCase {
 			name:     "empty payload",
 			letter:   rawLetter("empty", []byte{}, nil),
 			category: "malformed",
-			shows:    []string{"(empty)"},
+			shows:    []string{"(empty)", "unreadable body   empty body"},
 		},
 		{
 			name:     "binary payload",
 			letter:   rawLetter("binary", binary, amqp.Table{"x-error-class": "decode"}),
 			category: "malformed",
-			shows:    []string{"00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|"},
+			shows: []string{"00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|",
+				"unreadable body   body is not JSON: 4096 bytes of binary data"},
 		},
 		{
 			name: "headers of unexpected types",

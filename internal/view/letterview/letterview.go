@@ -6,6 +6,7 @@ package letterview
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -61,6 +62,9 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	}
 	field("error class", esc(d.ErrorClass))
 	field("last error", esc(d.LastError))
+	if d.PayloadProblem != "" {
+		field("unreadable body", st.Warn(esc(d.PayloadProblem)))
+	}
 	field("attempts", strconv.Itoa(d.Attempts))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
@@ -220,8 +224,9 @@ func writePayload(b *strings.Builder, st Styles, opts Options, payload []byte) {
 	case termsafe.IsText(shown):
 		text = "  " + strings.ReplaceAll(termsafe.Escape(string(shown)), "\n", "\n  ")
 	default:
-		dump, _ := termsafe.HexDump(shown, len(shown))
-		text = "  " + strings.ReplaceAll(strings.TrimRight(dump, "\n"), "\n", "\n  ")
+		// hex.Dump shows bytes outside printable ASCII as '.': its
+		// output is safe on a terminal as it is.
+		text = "  " + strings.ReplaceAll(strings.TrimRight(hex.Dump(shown), "\n"), "\n", "\n  ")
 	}
 	// Tabs are kept by Escape; expand them so that widths stay exact.
 	text = strings.ReplaceAll(text, "\t", "    ")

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -65,5 +66,34 @@ func TestRenderProperties(t *testing.T) {
 	d.Properties = nil
 	if out := Render(d, Styles{}, Options{Now: at}); !strings.Contains(out, "(not recorded: captured before expiryctl kept them") {
 		t.Errorf("a letter without recorded properties does not say so:\n%s", out)
+	}
+}
+
+// TestRenderBinaryPayload: a payload that is not text is dumped in hex with
+// nothing a terminal would act on, beside the reason it did not read as a
+// job, and a quote in a quoted value cannot end the quotes early.
+func TestRenderBinaryPayload(t *testing.T) {
+	t.Parallel()
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	d := deadletter.Detail{Payload: all, PayloadSize: len(all), PayloadProblem: "body is not JSON: 256 bytes of binary data",
+		OriginalExchange: `reserv"ations`, OriginalRoutingKey: "key\x1b[2J"}
+	out := Render(d, Styles{}, Options{Now: time.Now()})
+	for i, r := range out {
+		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f || r == utf8.RuneError) {
+			t.Fatalf("output holds %U at byte %d", r, i)
+		}
+	}
+	for _, want := range []string{
+		"  unreadable body   body is not JSON: 256 bytes of binary data\n",
+		"  00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|\n",
+		"  000000f0  f0 f1 f2 f3 f4 f5 f6 f7  f8 f9 fa fb fc fd fe ff  |................|\n",
+		`exchange "reserv\"ations", routing key "key\\x1b[2J"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
 	}
 }

@@ -29,6 +29,6 @@
 // Everything else — printable ASCII and any other valid Unicode, including
 // combining marks and emoji — passes through unchanged, so ordinary text stays
 // readable. Escape keeps newlines and tabs; EscapeLine escapes them too, for
-// single-line cells. HexDump and IsText serve binary payloads, and Truncate
+// single-line cells. IsText tells when a payload is better shown as a hex dump (encoding/hex.Dump, whose output is printable ASCII), and Truncate
 // shortens escaped text without splitting an escape sequence.
 package termsafe

@@ -25,7 +25,7 @@ func EscapeLine(s string) string {
 }
 
 // Bytes is Escape for a payload held as bytes. Bytes that are not valid UTF-8
-// are shown as `\xHH`; use IsText and HexDump to choose a hex view instead for
+// are shown as `\xHH`; use IsText to choose a hex view (encoding/hex.Dump) instead for
 // binary payloads.
 func Bytes(b []byte) string {
 	return escape(string(b), false)
