@@ -90,7 +90,7 @@ func DescribeFilter(f deadletter.Filter) string {
 		parts = append(parts, "status="+string(f.Status))
 	}
 	if f.Search != "" {
-		parts = append(parts, fmt.Sprintf("search=%q", termsafe.EscapeLine(f.Search)))
+		parts = append(parts, "search="+termsafe.Quote(f.Search))
 	}
 	if len(parts) == 0 {
 		return "all letters"

@@ -71,9 +71,9 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	field("captured from", esc(d.SourceQueue))
 	switch {
 	case d.OriginalExchange != "" || d.OriginalRoutingKey != "":
-		field("replays to", fmt.Sprintf("exchange %q, routing key %q", esc(d.OriginalExchange), esc(d.OriginalRoutingKey)))
+		field("replays to", "exchange "+termsafe.Quote(d.OriginalExchange)+", routing key "+termsafe.Quote(d.OriginalRoutingKey))
 	case d.OriginQueue != "":
-		field("replays to", fmt.Sprintf("queue %q (from x-death; no origin headers)", esc(d.OriginQueue)))
+		field("replays to", "queue "+termsafe.Quote(d.OriginQueue)+" (from x-death; no origin headers)")
 	default:
 		field("replays to", st.Warn("unknown: a replay request must name a target exchange and routing key"))
 	}

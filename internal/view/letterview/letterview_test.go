@@ -90,7 +90,7 @@ func TestRenderBinaryPayload(t *testing.T) {
 		"  unreadable body   body is not JSON: 256 bytes of binary data\n",
 		"  00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|\n",
 		"  000000f0  f0 f1 f2 f3 f4 f5 f6 f7  f8 f9 fa fb fc fd fe ff  |................|\n",
-		`exchange "reserv\"ations", routing key "key\\x1b[2J"`,
+		`exchange "reserv\"ations", routing key "key\x1b[2J"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("want %q in\n%s", want, out)

@@ -50,7 +50,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
 		if d.ToExchange != "" || d.ToRoutingKey != "" {
-			field("fallback target", fmt.Sprintf("exchange %q routing key %q", esc(d.ToExchange), esc(d.ToRoutingKey)))
+			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}
 		keyLine := "kept: the worker recognises jobs it already did"
 		if d.FreshKey {
@@ -96,8 +96,8 @@ func propertyLines(n replay.PropertyNotes, st Styles) []string {
 	}
 	sort.Strings(users)
 	for _, u := range users {
-		name := termsafe.EscapeLine(u)
-		lines = append(lines, st.Warn(fmt.Sprintf(`user_id "%s" on %d letters: kept only if `+"`replay run`"+` connects to RabbitMQ as "%s", `+
+		name := termsafe.Quote(u)
+		lines = append(lines, st.Warn(fmt.Sprintf(`user_id %s on %d letters: kept only if `+"`replay run`"+` connects to RabbitMQ as %s, `+
 			"otherwise sent as header x-original-user-id (RabbitMQ refuses another user's user_id)", name, n.UserIDs[u], name)))
 	}
 	if len(lines) == 1 {

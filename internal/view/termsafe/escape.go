@@ -198,3 +198,10 @@ func hexRun(s string, n int) bool {
 	}
 	return true
 }
+
+// Quote is EscapeLine between double quotes, with a double quote inside
+// shown as \": a value cannot end its quotes early, and, since EscapeLine
+// already shows a backslash as \\, every escape reads one way.
+func Quote(s string) string {
+	return `"` + strings.ReplaceAll(EscapeLine(s), `"`, `\"`) + `"`
+}

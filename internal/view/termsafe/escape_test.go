@@ -247,3 +247,18 @@ func TestTruncate(t *testing.T) {
 		})
 	}
 }
+
+func TestQuote(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`plain`:         `"plain"`,
+		`say "hi"`:      `"say \"hi\""`,
+		"esc\x1b[2J":    `"esc\x1b[2J"`,
+		`back\slash"`:   `"back\\slash\""`,
+		"two\nlines\t!": `"two\nlines\t!"`,
+	} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
