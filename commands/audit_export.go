@@ -60,7 +60,7 @@ proof in the newest checkpoint, which the file carries too. A reviewer checks
 it alone, with no database: ` + "`audit verify --file F --verifier KEY`" + `. See
 docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
 		Example: `  expiryctl audit export --out trail.ndjson
-  expiryctl audit export --format csv --since 2026-11-01 --until 2026-12-01 --out november.csv
+  expiryctl audit export -o csv --since 2026-11-01 --until 2026-12-01 --out november.csv
   expiryctl audit export --action replay.approve | jq -r .actor
   expiryctl audit export --target replay_request:7 --out request-7.evidence
   expiryctl audit verify --file request-7.evidence --verifier audit.vkey`,
@@ -74,7 +74,7 @@ docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR
 				return &FlagError{Err: fmt.Errorf("%w, or evidence", err)}
 			}
 			opts.Format = format
-			opts.formatChosen = cmd.Flags().Changed("format")
+			opts.formatChosen = cmd.Flags().Changed("output") || cmd.Flags().Changed("format")
 			if err := resolveAuditTimes(opts.Since, opts.Until, opts.Now, &opts.Filter); err != nil {
 				return err
 			}
@@ -89,13 +89,16 @@ docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR
 	}
 	addAuditFilterFlags(cmd, &opts.Since, &opts.Until, &opts.Filter)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "ndjson, json, csv, or evidence (rows with inclusion proofs; the default for a filtered export once a checkpoint exists)")
+	fl.StringVarP(&opts.FormatText, "output", "o", string(audit.NDJSON), "output format: ndjson, json, csv, or evidence (rows with inclusion proofs; the default for a filtered export once a checkpoint exists)")
+	// --format was this command's name for -o before every command said -o.
+	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "the same as --output")
+	_ = fl.MarkDeprecated("format", "use -o/--output")
 	fl.StringVar(&opts.Out, "out", "", "write to this file, atomically (default: stdout)")
 	formats := []string{}
 	for _, f := range append(audit.Formats(), audit.Evidence) {
 		formats = append(formats, string(f))
 	}
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

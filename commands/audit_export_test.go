@@ -91,6 +91,14 @@ func TestAuditExportRun(t *testing.T) {
 		t.Parallel()
 		x := trail()
 		x.Format = audit.Evidence
+		if _, _, err := export(t, x, "--target", "replay_request:7", "-o", "csv"); err != nil || x.Exports[0].Format != audit.CSV {
+			t.Fatalf("export = %v, %+v", err, x.Exports)
+		}
+	})
+	t.Run("--format, the old name of -o, still works", func(t *testing.T) {
+		t.Parallel()
+		x := trail()
+		x.Format = audit.Evidence
 		if _, _, err := export(t, x, "--target", "replay_request:7", "--format", "csv"); err != nil || x.Exports[0].Format != audit.CSV {
 			t.Fatalf("export = %v, %+v", err, x.Exports)
 		}

@@ -96,14 +96,14 @@ func TestAuditFlags(t *testing.T) {
 				t.Errorf("defaults = %+v", o)
 			}
 		})},
-		{name: "export csv to a file on a terminal", tty: true, args: []string{"--format", "csv", "--out", "x.csv"},
+		{name: "export csv to a file on a terminal", tty: true, args: []string{"-o", "csv", "--out", "x.csv"},
 			cmd: export(func(t *testing.T, o *AuditExportOptions) {
 				if o.Format != audit.CSV || o.Out != "x.csv" {
 					t.Errorf("options = %+v", o)
 				}
 			})},
 		{name: "export refuses a terminal", cmd: export(nil), tty: true, wantErr: "pass --out FILE or redirect stdout"},
-		{name: "export bad format", cmd: export(nil), args: []string{"--format", "xml"}, wantErr: "use ndjson, json or csv"},
+		{name: "export bad format", cmd: export(nil), args: []string{"-o", "xml"}, wantErr: "use ndjson, json or csv"},
 		{name: "verify anchor", args: []string{"--anchor", "42:" + hash, "--from", "40"}, cmd: verify(func(t *testing.T, o *AuditVerifyOptions) {
 			if o.Anchor == nil || o.Anchor.Seq != 42 || o.Anchor.Hash.String() != hash || o.From != 40 {
 				t.Errorf("options = %+v", o)
@@ -227,7 +227,7 @@ func TestAuditCommands(t *testing.T) {
 
 	// export again over the same file: replaced whole.
 	f, _, _ = auditFactory(t, db, "reviewer")
-	if err := runCmd(NewCmdAudit(f), "export", "--format", "csv", "--out", path); err != nil {
+	if err := runCmd(NewCmdAudit(f), "export", "-o", "csv", "--out", path); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); !bytes.HasPrefix(data, []byte("seq,at,actor")) {
@@ -289,7 +289,7 @@ func TestAuditExportToStdoutAndUnwritableOut(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	f, out, errOut := auditFactory(t, db, "reviewer")
-	if err := runCmd(NewCmdAudit(f), "export", "--format", "json"); err != nil {
+	if err := runCmd(NewCmdAudit(f), "export", "-o", "json"); err != nil {
 		t.Fatal(err)
 	}
 	var rows []map[string]any

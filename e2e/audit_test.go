@@ -165,7 +165,7 @@ func TestAuditVerifyOffline(t *testing.T) {
 	offline := newCLI("postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "offline-reviewer")
 	for _, format := range []string{"ndjson", "json", "csv"} {
 		file := filepath.Join(dir, "trail."+format)
-		r := c.ok(t, "audit", "export", "--format", format, "--out", file)
+		r := c.ok(t, "audit", "export", "-o", format, "--out", file)
 		fields := strings.Fields(strings.SplitN(r.stderr, "\n", 2)[0]) // exported N rows; chain head SEQ HASH
 		anchor := fields[5] + ":" + fields[6]
 

@@ -77,7 +77,7 @@ func benchAudit(ctx context.Context, cfg *config, rep *report) error {
 
 	out := filepath.Join(os.TempDir(), "expiryctl-bench-"+runID+"-audit.ndjson")
 	defer os.Remove(out)
-	run, err := runBinary(ctx, cfg.Bin, []string{"audit", "export", "--format", "ndjson", "--out", out}, cfg.binaryEnv(db.URL), false)
+	run, err := runBinary(ctx, cfg.Bin, []string{"audit", "export", "-o", "ndjson", "--out", out}, cfg.binaryEnv(db.URL), false)
 	if err != nil {
 		return err
 	}
