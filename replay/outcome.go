@@ -60,8 +60,11 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // Line is the stats in a few words, for a progress line: "outcomes 96/100
 // terminal, p50 120ms p99 1.4s, 2 conflicts, 1 unsettled".
-func (s OutcomeStats) Line() string {
-	parts := []string{fmt.Sprintf("outcomes %d/%d terminal", s.Terminal, s.Watched)}
+func (s OutcomeStats) Line() string { return "outcomes " + s.Summary() }
+
+// Summary is Line without its first word.
+func (s OutcomeStats) Summary() string {
+	parts := []string{fmt.Sprintf("%d/%d terminal", s.Terminal, s.Watched)}
 	if s.Terminal-s.Conflicts > 0 {
 		parts = append(parts, fmt.Sprintf("p50 %s p99 %s", roundLatency(s.LatencyP50), roundLatency(s.LatencyP99)))
 	}
