@@ -59,6 +59,9 @@ type Factory struct {
 	AMQPURLFlag       string
 	ManagementURLFlag string
 	ActorFlag         string
+	// OutcomeURLFlag is `replay run --outcome-url`: the reservation
+	// database the policy's outcome query runs against.
+	OutcomeURLFlag string
 
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
@@ -67,6 +70,10 @@ type Factory struct {
 	amqpOnce sync.Once
 	amqpConn *amqp.Connection
 	amqpErr  error
+
+	outcomesOnce sync.Once
+	outcomes     *pgxpool.Pool
+	outcomesErr  error
 }
 
 // NewFactory returns a Factory over the process's streams and environment.
@@ -101,9 +108,37 @@ func (f *Factory) ManagementURL() string {
 	return u
 }
 
+// OutcomeURL resolves --outcome-url, then EXPIRYCTL_OUTCOME_URL; empty
+// means the outcome query runs against expiryctl's own database. It is
+// never stored: it may carry a password.
+func (f *Factory) OutcomeURL() string {
+	return firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL"))
+}
+
 // connectionURLs are the URLs whose passwords no message may show.
 func (f *Factory) connectionURLs() []string {
-	return []string{f.DatabaseURL(), f.AMQPURL(), f.ManagementURL()}
+	urls := []string{f.DatabaseURL(), f.AMQPURL(), f.ManagementURL()}
+	if u := f.OutcomeURL(); u != "" {
+		urls = append(urls, u)
+	}
+	return urls
+}
+
+// Outcomes connects to the reservation database of OutcomeURL, once; nil
+// (and no error) when none is set, so that the outcome query runs against
+// expiryctl's database.
+func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
+	url := f.OutcomeURL()
+	if url == "" {
+		return nil, nil
+	}
+	f.outcomesOnce.Do(func() {
+		f.outcomes, f.outcomesErr = store.Open(ctx, url)
+		if f.outcomesErr != nil {
+			f.outcomesErr = fmt.Errorf("connect to the outcome database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", f.outcomesErr)
+		}
+	})
+	return f.outcomes, f.outcomesErr
 }
 
 // Actor resolves --actor, then EXPIRYCTL_ACTOR. Empty means the database
@@ -165,6 +200,9 @@ func (f *Factory) Close() {
 	}
 	if f.amqpConn != nil {
 		_ = f.amqpConn.Close()
+	}
+	if f.outcomes != nil {
+		f.outcomes.Close()
 	}
 }
 

@@ -105,6 +105,10 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t.addRow("identity_mode", p.IdentityMode)
 	t.addRow("eligibility_query", termsafe.EscapeLine(p.EligibilityQuery))
 	t.addRow("retention", p.Retention.String())
+	t.addRow("outcome_query", termsafe.EscapeLine(p.OutcomeQuery))
+	t.addRow("outcome_window", p.OutcomeWindow.String())
+	t.addRow("stop_unsettled_ratio", fmt.Sprintf("%g", p.StopUnsettledRatio))
+	t.addRow("stop_conflict_ratio", fmt.Sprintf("%g", p.StopConflictRatio))
 	t.addRow("updated", p.UpdatedAt.UTC().Format(time.RFC3339)+" by "+p.UpdatedBy)
 	return t.render()
 }

@@ -37,7 +37,7 @@ func TestPolicyShowRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"KEY\tVALUE\n", "approvers\tbob,carol\n", "max_rate\t50\n", "approval_ttl\t1h0m0s\n",
-			"retention\t720h0m0s\n", "\nCHANGE\tPROPOSED BY\tAT\tCHANGES\tWHY\n3\tdave (dave)\t2026-11-30T12:00:00Z\tapprovers=bob max_rate=80\tmore headroom\n"} {
+			"retention\t720h0m0s\n", "outcome_window\t5m0s\n", "stop_unsettled_ratio\t0.05\n", "stop_conflict_ratio\t0.2\n", "\nCHANGE\tPROPOSED BY\tAT\tCHANGES\tWHY\n3\tdave (dave)\t2026-11-30T12:00:00Z\tapprovers=bob max_rate=80\tmore headroom\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("policy show lacks %q:\n%s", want, out)
 			}

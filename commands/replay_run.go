@@ -48,6 +48,19 @@ needs a new approval. The policy's eligibility query, when set, runs before
 each item; ineligible items are skipped. ` + "`dlq ingest --follow`" + ` must be
 capturing the DLQ for re-dead letters to be seen.
 
+When the policy sets an outcome query, the run asks it, in batches and off
+the publishing path, whether each confirmed item's reservation reached its
+terminal state, when, and whether the transition was a duplicate (its
+idempotency key already recorded). It runs against the reservation database
+named by --outcome-url (or EXPIRYCTL_OUTCOME_URL; never stored, and its
+password never shown), else against expiryctl's own. The progress line shows
+the terminal-state latency (p50/p99 from confirm to transition) and the
+conflicts; each item's outcome is recorded (` + "`replay show`" + ` reports them).
+The canary passes, and the run completes, only once every outcome is known
+or its window (policy outcome_window) passed; the run halts when the share
+of items past the window and not terminal passes stop_unsettled_ratio, or
+the share of conflicts passes stop_conflict_ratio.
+
 Starting a run spends the approval. If the runner dies (kill, crash, lost
 connection), run the request again: it resumes without a new approval,
 publishing again the items that were in flight; the worker's idempotency key
@@ -59,6 +72,7 @@ A discard request marks its letters discarded and publishes nothing.
 with each item (replay, skip or block) and why. It works on any open request,
 so an approver can look before approving.`,
 		Example: `  expiryctl replay run 7
+  expiryctl replay run 7 --outcome-url "postgres://expiryctl_ro@reservations-db:5432/reservations"
   expiryctl replay run 7 --dry-run
   expiryctl replay run 7 -o json | jq .status`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -79,6 +93,8 @@ so an approver can look before approving.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "publish nothing, change nothing: say what a run would do with each item")
+	cmd.Flags().StringVar(&f.OutcomeURLFlag, "outcome-url", "",
+		"the reservation database the policy's outcome query runs against (env EXPIRYCTL_OUTCOME_URL; default: expiryctl's database)")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
 }
@@ -128,12 +144,19 @@ func printRunProgress(streams *IOStreams, p replay.Progress) {
 		if p.ETA > 0 {
 			line += ", ETA " + p.ETA.Round(time.Second).String()
 		}
+		if p.Outcomes != nil {
+			line += "; " + p.Outcomes.Line()
+		}
 	}
 	switch p.Phase {
 	case "canary":
 		line += " — canary going out"
 	case "canary-wait":
 		line += fmt.Sprintf(" — canary out, watching for re-dead letters for %s more", p.CanaryLeft.Round(time.Second))
+	case "canary-outcomes":
+		line += " — canary out, waiting for its reservations to reach their terminal state"
+	case "settling":
+		line += " — all published, waiting for the last reservations to reach their terminal state"
 	}
 	fmt.Fprint(streams.ErrOut, "\r\x1b[K"+line)
 }
@@ -158,6 +181,9 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 		if err := ft.render(); err != nil {
 			return err
 		}
+	}
+	if res.Outcomes != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d: %s\n", res.RequestID, res.Outcomes.Line())
 	}
 	switch {
 	case res.Status == replay.StatusCompleted:

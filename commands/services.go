@@ -159,7 +159,7 @@ func (f *Factory) Migrator(ctx context.Context) (service.Migrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &migrator{&services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP}}, nil
+	return &migrator{&services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes}}, nil
 }
 
 // TUIServices returns what the terminal UI calls: the same services as the
@@ -215,6 +215,9 @@ type services struct {
 	actor string
 	now   func() time.Time
 	dial  func() (*amqp.Connection, error)
+	// outcomes opens the reservation database the outcome query runs
+	// against; nil pool: expiryctl's own.
+	outcomes func(context.Context) (*pgxpool.Pool, error)
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -223,7 +226,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP}, nil
+	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -279,6 +282,11 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	runner = &replay.Runner{Pool: r.pool, Actor: r.actor, Now: r.now}
 	if req, err := replay.Get(ctx, r.pool, id); err == nil && req.Kind == replay.KindDiscard {
 		return runner, func() {}, nil
+	}
+	if r.outcomes != nil {
+		if runner.Outcomes, err = r.outcomes(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
 	conn, err := r.dial()
 	if err != nil {

@@ -46,6 +46,9 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 	case "canary-wait":
 		out.Canary = tui.CanaryWaiting
 		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"
+	case "canary-outcomes":
+		out.Canary = tui.CanaryWaiting
+		out.Note = "waiting for the canary's reservations to reach their terminal state"
 	default:
 		if req.Canary > 0 {
 			out.Canary = tui.CanaryPassed
@@ -54,6 +57,10 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 	if attempted := p.Confirmed + p.Failed; attempted > 0 {
 		out.FailureRatio = float64(p.Failed) / float64(attempted)
 	}
+	if p.Phase == "settling" {
+		out.Note = "all published: waiting for the last reservations to reach their terminal state"
+	}
+	out.Outcomes = p.Outcomes
 	return out
 }
 

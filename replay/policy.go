@@ -42,6 +42,24 @@ type Policy struct {
 	// $1 reservation_id, $2 idempotency_key, $3 expected_version; it returns
 	// one row (eligible boolean, reason text). No row means not eligible.
 	EligibilityQuery string `json:"eligibility_query"`
+	// OutcomeQuery, when set, is asked about each item a run confirmed,
+	// against the reservation database (`replay run --outcome-url`, else
+	// expiryctl's own), with $1 reservation_id, $2 idempotency_key, $3
+	// expected_version and $4 published_at (when the runner sent it); it
+	// returns one row (terminal_at timestamptz or null, duplicate boolean).
+	// No row, or a null terminal_at, means not terminal yet; duplicate true
+	// means the idempotency key was already recorded before this replay.
+	OutcomeQuery string `json:"outcome_query"`
+	// OutcomeWindow is how long after its confirm an item has to reach its
+	// terminal state before it counts as unsettled.
+	OutcomeWindow time.Duration `json:"outcome_window"`
+	// StopUnsettledRatio halts a run when more than this share of the
+	// items whose outcome is known (terminal, or past their window) are
+	// past their window and still not terminal.
+	StopUnsettledRatio float64 `json:"stop_unsettled_ratio"`
+	// StopConflictRatio halts a run when more than this share of the
+	// terminal items were duplicates (idempotency conflicts).
+	StopConflictRatio float64 `json:"stop_conflict_ratio"`
 	// Retention is how long dead-letter payloads and headers are kept before
 	// `dlq purge` redacts them.
 	Retention time.Duration `json:"retention"`
@@ -79,6 +97,11 @@ var policyKeys = map[string]policyKey{
 	"identity_mode":      {"identity_mode", parseIdentityMode, "declared or db-role"},
 	"eligibility_query":  {"eligibility_query", parseText, "SQL over $1 reservation_id, $2 idempotency_key, $3 expected_version returning (eligible boolean, reason text); empty to disable"},
 	"retention":          {"retention", parseInterval, "a duration, e.g. 2160h (90 days) or 90d"},
+	"outcome_query": {"outcome_query", parseText, "SQL over $1 reservation_id, $2 idempotency_key, $3 expected_version, $4 published_at " +
+		"returning (terminal_at timestamptz or null, duplicate boolean), run against --outcome-url; empty to disable"},
+	"outcome_window":       {"outcome_window", parseInterval, "a duration, e.g. 2m: how long a confirmed item has to reach its terminal state"},
+	"stop_unsettled_ratio": {"stop_unsettled_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.05"},
+	"stop_conflict_ratio":  {"stop_conflict_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.2"},
 }
 
 // PolicyKeys lists the keys `policy set` accepts, with what each takes.

@@ -10,18 +10,20 @@ import (
 
 func (p postgresTables) PolicyGet(ctx context.Context) (Policy, error) {
 	var pol Policy
-	var ttl, window, retention time.Duration
+	var ttl, window, retention, outcomeWindow time.Duration
 	err := p.q.QueryRow(ctx, `SELECT approvers, max_cohort, max_rate::float8,
 		extract(epoch FROM approval_ttl)::float8, stop_failure_ratio::float8, stop_queue_depth,
 		stop_redead_ratio::float8, extract(epoch FROM canary_window)::float8, identity_mode,
-		eligibility_query, extract(epoch FROM retention)::float8, updated_at, updated_by
+		eligibility_query, extract(epoch FROM retention)::float8, updated_at, updated_by,
+		outcome_query, extract(epoch FROM outcome_window)::float8, stop_unsettled_ratio::float8, stop_conflict_ratio::float8
 		FROM expiryctl.policy WHERE singleton`).Scan(&pol.Approvers, &pol.MaxCohort, &pol.MaxRate,
 		durationScanner{&ttl}, &pol.StopFailureRatio, &pol.StopQueueDepth, &pol.StopRedeadRatio,
-		durationScanner{&window}, &pol.IdentityMode, &pol.EligibilityQuery, durationScanner{&retention}, &pol.UpdatedAt, &pol.UpdatedBy)
+		durationScanner{&window}, &pol.IdentityMode, &pol.EligibilityQuery, durationScanner{&retention}, &pol.UpdatedAt, &pol.UpdatedBy,
+		&pol.OutcomeQuery, durationScanner{&outcomeWindow}, &pol.StopUnsettledRatio, &pol.StopConflictRatio)
 	if err != nil {
 		return Policy{}, fmt.Errorf("read policy: %w", err)
 	}
-	pol.ApprovalTTL, pol.CanaryWindow, pol.Retention = ttl, window, retention
+	pol.ApprovalTTL, pol.CanaryWindow, pol.Retention, pol.OutcomeWindow = ttl, window, retention, outcomeWindow
 	if pol.Approvers == nil {
 		pol.Approvers = []string{}
 	}

@@ -119,6 +119,10 @@ type Detail struct {
 	// Properties says where the replayed messages' properties will differ
 	// from those the letters were received with.
 	Properties PropertyNotes `json:"properties"`
+	// Outcomes sums up the outcomes its runs recorded (replay_outcomes):
+	// Watched is the items confirmed, Waiting those without an outcome.
+	// Nil when none were recorded.
+	Outcomes *OutcomeStats `json:"outcomes,omitempty"`
 }
 
 // PropertyNotes counts the letters of a cohort whose properties a replay
@@ -169,6 +173,9 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 		return Detail{}, err
 	}
 	if d.Properties, err = t.ItemsPropertyNotes(ctx, id); err != nil {
+		return Detail{}, err
+	}
+	if d.Outcomes, err = t.OutcomesSummary(ctx, id); err != nil {
 		return Detail{}, err
 	}
 	if req.Open() {

@@ -43,13 +43,18 @@ type Runner struct {
 	// Progress, when set, is called from the run's goroutine about five
 	// times a second and once at the end; it must not block for long.
 	Progress func(Progress)
+	// Outcomes is the reservation database the policy's outcome query runs
+	// against (nil: Pool). It is the caller's to open and close: its URL
+	// may carry a password, so it is never stored with the policy.
+	Outcomes *pgxpool.Pool
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
 	// ceiling and the stop conditions come from the request alone.
-	checkEvery  time.Duration // stop-condition checks (default 500ms)
-	window      int           // unconfirmed publishes in flight (default 1000)
-	minAttempts int           // publishes before the failure ratio is judged mid-run (default 10)
+	checkEvery   time.Duration // stop-condition checks (default 500ms)
+	window       int           // unconfirmed publishes in flight (default 1000)
+	minAttempts  int           // publishes before the failure ratio is judged mid-run (default 10)
+	outcomeEvery time.Duration // outcome polls (default 1s)
 }
 
 // Progress is a snapshot of a run for a progress display.
@@ -71,6 +76,9 @@ type Progress struct {
 	ETA time.Duration
 	// CanaryLeft is the time left in the canary window while waiting.
 	CanaryLeft time.Duration
+	// Outcomes is what the policy's outcome query said so far of the
+	// items this run confirmed; nil when the policy sets no query.
+	Outcomes *OutcomeStats
 }
 
 // RunResult is what a run did. Counts are over the request's whole life,
@@ -97,6 +105,9 @@ type RunResult struct {
 	HaltCondition string `json:"halt_condition,omitempty"`
 	// FailedItems lists the items that failed (in this or an earlier run).
 	FailedItems []ItemOutcome `json:"failed_items,omitempty"`
+	// Outcomes is what the policy's outcome query said of the items this
+	// run confirmed; nil when the policy sets no query.
+	Outcomes *OutcomeStats `json:"outcomes,omitempty"`
 }
 
 // ItemOutcome is one item's end state and why.
@@ -110,8 +121,8 @@ type ItemOutcome struct {
 // halted and needs a new approval) or by someone cancelling the request.
 type HaltError struct {
 	RequestID int64
-	// Condition is failure-ratio, queue-depth, redead-ratio, eligibility
-	// or cancelled.
+	// Condition is failure-ratio, queue-depth, redead-ratio, eligibility,
+	// unsettled-ratio, conflict-ratio, outcome-query or cancelled.
 	Condition string
 	// Reason is the numbers behind it, as recorded in halt_reason.
 	Reason string
@@ -151,6 +162,14 @@ const (
 	ConditionRedeadRatio  = "redead-ratio"
 	ConditionEligibility  = "eligibility"
 	ConditionCancelled    = "cancelled"
+	// ConditionUnsettledRatio: too many confirmed items did not reach
+	// their terminal state within the policy's outcome window.
+	ConditionUnsettledRatio = "unsettled-ratio"
+	// ConditionConflictRatio: too many transitions were idempotency
+	// conflicts (the key was already recorded).
+	ConditionConflictRatio = "conflict-ratio"
+	// ConditionOutcomeQuery: the policy's outcome query failed.
+	ConditionOutcomeQuery = "outcome-query"
 )
 
 // HaltConditions are the stop conditions a run halts on (a cancel is not
@@ -243,6 +262,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	res.Published, res.Republished = st.published, st.republished
 	res.HaltReason, res.HaltCondition = st.haltReason, st.haltCondition
 	res.FailedItems = st.failedItems
+	res.Outcomes = st.outcomes
 	res.Elapsed = r.now().Sub(start).Seconds()
 	return res, err
 }
@@ -279,6 +299,10 @@ type runState struct {
 	haltReason    string
 	haltCondition string
 	failedItems   []ItemOutcome
+	// watch watches the outcomes while the run publishes; outcomes is its
+	// last word once it stopped.
+	watch    *outcomeWatch
+	outcomes *OutcomeStats
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -329,7 +353,11 @@ func (r *Runner) report(st *runState, phase string) {
 	st.phase, st.lastReport = phase, now
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
-		InFlight: st.inFlight, CanaryLeft: st.canaryLeft}
+		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes}
+	if st.watch != nil && st.outcomes == nil {
+		s, _ := st.watch.snapshot()
+		p.Outcomes = &s
+	}
 	if el := now.Sub(st.start).Seconds(); el > 0 {
 		p.Rate = float64(st.published) / el
 	}

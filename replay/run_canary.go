@@ -73,6 +73,12 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 		case <-time.After(time.Until(end)):
 		}
 	}
+	// The canary passes only once its reservations reached their
+	// terminal state (or ran out of outcome window), when an outcome query
+	// watches them.
+	if stop := x.outcomesSettled(ctx, "canary-outcomes"); stop != nil {
+		return stop
+	}
 	redead, err := r.tables().RunRedeadLettered(ctx, req.ID)
 	if err != nil {
 		return &stopReason{err: err}

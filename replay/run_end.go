@@ -24,6 +24,12 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 	r.report(st, "stopping")
 	// Nothing more goes out; what is in flight gets its answer.
 	x.drain(30 * time.Second)
+	if stop == nil {
+		// Everything went out: the run ends once every outcome is known
+		// (or its window passed), and is judged on them.
+		stop = x.outcomesSettled(ctx, "settling")
+	}
+	x.stopOutcomes()
 	x.stopProber()
 	x.closePreparer()
 	recErr := x.rec.close()
@@ -152,6 +158,7 @@ func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []
 	details["confirmed"], details["skipped"], details["failed"] = st.confirmed, st.skipped, st.failed
 	details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
 	details["stop_conditions"] = st.req.Stop
+	st.outcomeDetails(details)
 	stoppedAs, err := r.tables().RunHalt(bg, r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details)
 	if err != nil {
 		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)
@@ -171,9 +178,9 @@ func (r *Runner) complete(ctx context.Context, st *runState) error {
 	var stoppedAs Status
 	err := inTx(bg, r.Pool, func(t tables) error {
 		var err error
-		stoppedAs, err = t.RunComplete(bg, r.Actor, st.req.ID, map[string]any{
+		stoppedAs, err = t.RunComplete(bg, r.Actor, st.req.ID, st.outcomeDetails(map[string]any{
 			"kind": st.req.Kind, "published": st.published, "republished": st.republished, "resumed": st.resumed,
-			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000})
+			"elapsed_seconds": math.Round(r.now().Sub(st.start).Seconds()*1000) / 1000}))
 		if err != nil || stoppedAs != "" {
 			return err
 		}

@@ -16,6 +16,9 @@ type flight struct {
 	ordinal   int
 	pending   Pending
 	republish bool
+	// job and published are what the outcome watcher asks about.
+	job       outcomeJob
+	published time.Time
 }
 
 // replayRun is the publishing side of one run.
@@ -51,6 +54,11 @@ type replayRun struct {
 	// canary phase left); canaryPublished counts them.
 	canaryTarget, canaryPublished int
 	canaryWaitFrom                *time.Duration // canary already published: time already waited
+
+	// watch asks the policy's outcome query about confirmed items (nil:
+	// no query); limits are its window and stop conditions.
+	watch  *outcomeWatch
+	limits outcomeLimits
 }
 
 // burstFor is the limiter's burst: a twentieth of a second's worth, at
@@ -79,6 +87,7 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
+	x.startOutcomes()
 	return x.run(ctx)
 }
 
@@ -150,6 +159,7 @@ func (x *replayRun) settle() {
 		st.confirmedRun++
 		st.attempted++
 		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal}
+		x.watchConfirmed(f)
 	case errors.As(err, &failure):
 		st.failed++
 		st.failedRun++
@@ -304,6 +314,7 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	if !x.unsent[m.Item] && !x.wasPub[m.Item] {
 		return &stopReason{err: fmt.Errorf("item %d was not marked publishing by this run: refusing to publish it", m.Item)}
 	}
+	sent := time.Now()
 	p, err := r.Broker.Publish(ctx, m.Message)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -316,7 +327,7 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	republish := x.wasPub[m.Item]
 	delete(x.unsent, m.Item)
 	delete(x.wasPub, m.Item)
-	x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish})
+	x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish, job: m.job, published: sent})
 	st.published++
 	if republish {
 		st.republished++

@@ -12,6 +12,7 @@ import (
 type outgoing struct {
 	Message
 	ordinal int
+	job     outcomeJob
 }
 
 // batch is one chunk of items marked publishing, ready to go out.
@@ -194,7 +195,7 @@ func decide(plans []plan, ineligible map[int64]string) (batch, itemMarks) {
 		}
 		switch pl.action {
 		case actionReplay:
-			b.msgs = append(b.msgs, outgoing{Message: pl.msg, ordinal: pl.item.ordinal})
+			b.msgs = append(b.msgs, outgoing{Message: pl.msg, ordinal: pl.item.ordinal, job: outcomeJobOf(pl)})
 			m.publish = append(m.publish, pl.item.id)
 			if pl.item.state == "publishing" {
 				b.wasPublishing[pl.item.id] = true

@@ -136,5 +136,5 @@ func (x *replayRun) probed(p probe, canary bool) *stopReason {
 	if h := probeHalt(req.ID, req.Stop, st.attempted, st.failedRun, minAttempts, p.depths, p.redead-st.redeadBase, st.confirmedRun); h != nil {
 		return &stopReason{halt: h}
 	}
-	return nil
+	return x.outcomeCheck(minAttempts)
 }

@@ -109,6 +109,13 @@ type tables interface {
 	// RunRedeadLettered counts the request's letters captured again.
 	RunRedeadLettered(ctx context.Context, request int64) (int, error)
 
+	// OutcomesRecord writes decided outcomes of items the run confirmed
+	// (replay_outcomes_record).
+	OutcomesRecord(ctx context.Context, request int64, rows []outcomeRow) error
+	// OutcomesSummary counts a request's recorded outcomes; nil when it has
+	// none.
+	OutcomesSummary(ctx context.Context, request int64) (*OutcomeStats, error)
+
 	// CanaryRecord records the canary's start or pass
 	// (replay_canary_record).
 	CanaryRecord(ctx context.Context, actor string, request int64, passed bool, details map[string]any) error

@@ -48,10 +48,16 @@ echo
 echo "== bob approves exactly the cohort he was shown"
 as bob replay approve "$id" --why "checked the cohort"
 echo
-echo "== alice runs it"
+echo "== alice runs it; the reference worker takes the replayed jobs (same idempotency keys), and the"
+echo "   policy's outcome query watches each reservation reach its terminal state"
+"$bin" worker >/dev/null 2>&1 &
+worker=$!
 as alice replay run "$id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+as alice replay show "$id" | grep -E '^  (items|outcomes) '
 echo
-echo "== the reference worker takes the replayed jobs (same idempotency keys)"
+echo "== the work queue is left idle"
 drain_work_queue
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"

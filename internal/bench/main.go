@@ -79,7 +79,7 @@ type config struct {
 	start time.Time
 }
 
-var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "tui"}
+var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui"}
 
 // Main runs the benchmark with the command line's arguments (without the
 // program name), prints the report on stdout and progress on stderr, and
@@ -171,6 +171,11 @@ func Main(args []string, stdout io.Writer) int {
 		rep.lines = append(rep.lines, lines...)
 		if err != nil {
 			rep.failed("replay", err)
+		}
+	}
+	if ctx.Err() == nil && cfg.selected("outcomes") {
+		if err := benchOutcomes(ctx, cfg, rep); err != nil {
+			rep.failed("outcomes", err)
 		}
 	}
 	if ctx.Err() == nil && cfg.selected("audit") {

@@ -66,6 +66,10 @@ type RunProgress struct {
 	// Note is a short line the runner wants shown ("waiting 30s for the
 	// canary", "target queue at 9500/10000: slowing down").
 	Note string
+	// Outcomes is what the policy's outcome query said so far of the
+	// confirmed items (terminal latency, conflicts, unsettled); nil when
+	// the policy sets no query.
+	Outcomes *replay.OutcomeStats
 }
 
 // RunSummary is how a run ended.

@@ -299,6 +299,9 @@ func (m Model) View() string {
 	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "publish failures", p.FailureRatio*100, stop.FailureRatio*100)
 	fmt.Fprintf(&b, "  %-22s %10d %10d\n", "target queue depth", p.QueueDepth, stop.QueueDepth)
 	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "re-dead-lettered", p.RedeadRatio*100, stop.RedeadRatio*100)
+	if o := p.Outcomes; o != nil {
+		fmt.Fprintf(&b, "\n  outcomes %s\n", o.Summary())
+	}
 	if p.Note != "" {
 		fmt.Fprintf(&b, "\n  %s\n", termsafe.EscapeLine(p.Note))
 	}

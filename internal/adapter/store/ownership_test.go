@@ -26,6 +26,7 @@ var tableOwners = map[string]string{
 	"dead_letter_arrival_tallies": "deadletter",
 	"replay_requests":             "replay",
 	"replay_items":                "replay",
+	"replay_outcomes":             "replay",
 	"policy":                      "replay",
 	"policy_changes":              "replay",
 	"audit_log":                   "audit",

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00012) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00014) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -549,7 +549,8 @@ DECLARE
 BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
-                     'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention');
+                     'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
     END IF;
@@ -566,6 +567,10 @@ BEGIN
         identity_mode = CASE WHEN changes ? 'identity_mode' THEN changes->>'identity_mode' ELSE identity_mode END,
         eligibility_query = CASE WHEN changes ? 'eligibility_query' THEN changes->>'eligibility_query' ELSE eligibility_query END,
         retention = CASE WHEN changes ? 'retention' THEN (changes->>'retention')::interval ELSE retention END,
+        outcome_query = CASE WHEN changes ? 'outcome_query' THEN changes->>'outcome_query' ELSE outcome_query END,
+        outcome_window = CASE WHEN changes ? 'outcome_window' THEN (changes->>'outcome_window')::interval ELSE outcome_window END,
+        stop_unsettled_ratio = CASE WHEN changes ? 'stop_unsettled_ratio' THEN (changes->>'stop_unsettled_ratio')::numeric ELSE stop_unsettled_ratio END,
+        stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
@@ -1080,6 +1085,51 @@ BEGIN
             'replay request %s is %s: items move only while it runs', bad.request_id, bad.status));
     END IF;
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_outcomes_record(bigint, bigint[], timestamp with time zone[], timestamp with time zone[], timestamp with time zone[], timestamp with time zone[], boolean[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    req expiryctl.replay_requests%ROWTYPE;
+    wanted integer;
+    known integer;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    SELECT * INTO req FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF req.status IS DISTINCT FROM 'running' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s: outcomes are recorded only by the run of a running request', request, coalesce(req.status, 'missing')));
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(letters) IS DISTINCT FROM cardinality(published_ats) OR cardinality(letters) IS DISTINCT FROM cardinality(confirmed_ats)
+       OR cardinality(letters) IS DISTINCT FROM cardinality(window_ends) OR cardinality(letters) IS DISTINCT FROM cardinality(terminal_ats)
+       OR cardinality(letters) IS DISTINCT FROM cardinality(duplicates) THEN
+        RAISE EXCEPTION 'replay_outcomes_record: the arrays differ in length';
+    END IF;
+    SELECT count(DISTINCT l) INTO wanted FROM unnest(letters) l;
+    SELECT count(*) INTO known FROM expiryctl.replay_items i
+     WHERE i.request_id = request AND i.dead_letter_id = ANY (letters) AND i.state = 'confirmed';
+    IF known <> wanted THEN
+        PERFORM expiryctl.replay_refuse('confirmed-items', format(
+            '%s of the %s letters are not confirmed items of replay request %s: an outcome belongs to an item the run confirmed',
+            wanted - known, wanted, request));
+    END IF;
+    INSERT INTO expiryctl.replay_outcomes AS o (request_id, dead_letter_id, approval, published_at, confirmed_at,
+                                                window_ends_at, terminal_at, duplicate)
+    SELECT request, u.id, req.approvals, u.published_at, u.confirmed_at, u.window_ends_at, u.terminal_at, coalesce(u.duplicate, false)
+      FROM unnest(letters, published_ats, confirmed_ats, window_ends, terminal_ats, duplicates)
+           AS u(id, published_at, confirmed_at, window_ends_at, terminal_at, duplicate)
+    ON CONFLICT (request_id, dead_letter_id) DO UPDATE
+       SET terminal_at = excluded.terminal_at, duplicate = excluded.duplicate, observed_at = now()
+     WHERE o.terminal_at IS NULL AND excluded.terminal_at IS NOT NULL;
 END
 $$;
 
@@ -1986,16 +2036,23 @@ CREATE TABLE expiryctl.policy (
     retention interval DEFAULT '90 days'::interval NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_by text DEFAULT 'migration'::text NOT NULL,
+    outcome_query text DEFAULT ''::text NOT NULL,
+    outcome_window interval DEFAULT '00:05:00'::interval NOT NULL,
+    stop_unsettled_ratio numeric DEFAULT 0.05 NOT NULL,
+    stop_conflict_ratio numeric DEFAULT 0.2 NOT NULL,
     CONSTRAINT policy_approval_ttl_check CHECK ((approval_ttl > '00:00:00'::interval)),
     CONSTRAINT policy_canary_window_check CHECK ((canary_window >= '00:00:00'::interval)),
     CONSTRAINT policy_identity_mode_check CHECK ((identity_mode = ANY (ARRAY['declared'::text, 'db-role'::text]))),
     CONSTRAINT policy_max_cohort_check CHECK ((max_cohort > 0)),
     CONSTRAINT policy_max_rate_check CHECK ((max_rate > (0)::numeric)),
+    CONSTRAINT policy_outcome_window_check CHECK ((outcome_window > '00:00:00'::interval)),
     CONSTRAINT policy_retention_check CHECK ((retention > '00:00:00'::interval)),
     CONSTRAINT policy_singleton_check CHECK (singleton),
+    CONSTRAINT policy_stop_conflict_ratio_check CHECK (((stop_conflict_ratio >= (0)::numeric) AND (stop_conflict_ratio <= (1)::numeric))),
     CONSTRAINT policy_stop_failure_ratio_check CHECK (((stop_failure_ratio >= (0)::numeric) AND (stop_failure_ratio <= (1)::numeric))),
     CONSTRAINT policy_stop_queue_depth_check CHECK ((stop_queue_depth > 0)),
-    CONSTRAINT policy_stop_redead_ratio_check CHECK (((stop_redead_ratio >= (0)::numeric) AND (stop_redead_ratio <= (1)::numeric)))
+    CONSTRAINT policy_stop_redead_ratio_check CHECK (((stop_redead_ratio >= (0)::numeric) AND (stop_redead_ratio <= (1)::numeric))),
+    CONSTRAINT policy_stop_unsettled_ratio_check CHECK (((stop_unsettled_ratio >= (0)::numeric) AND (stop_unsettled_ratio <= (1)::numeric)))
 );
 
 
@@ -2050,6 +2107,33 @@ CREATE TABLE expiryctl.replay_items (
     CONSTRAINT replay_items_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'publishing'::text, 'confirmed'::text, 'failed'::text, 'skipped'::text])))
 )
 WITH (fillfactor='70');
+
+
+--
+-- Name: replay_outcomes; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.replay_outcomes (
+    request_id bigint NOT NULL,
+    dead_letter_id bigint NOT NULL,
+    approval integer NOT NULL,
+    published_at timestamp with time zone NOT NULL,
+    confirmed_at timestamp with time zone NOT NULL,
+    window_ends_at timestamp with time zone NOT NULL,
+    terminal_at timestamp with time zone,
+    duplicate boolean DEFAULT false NOT NULL,
+    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - confirmed_at), '00:00:00'::interval)) STORED,
+    observed_at timestamp with time zone DEFAULT now() NOT NULL,
+    recorded_db_role text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT replay_outcomes_times CHECK (((confirmed_at >= published_at) AND (window_ends_at >= confirmed_at)))
+);
+
+
+--
+-- Name: TABLE replay_outcomes; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.replay_outcomes IS 'What the policy''s outcome query said of each item a run confirmed; written only by replay_outcomes_record.';
 
 
 --
@@ -2235,6 +2319,14 @@ ALTER TABLE ONLY expiryctl.replay_items
 
 ALTER TABLE ONLY expiryctl.replay_items
     ADD CONSTRAINT replay_items_request_id_ordinal_key UNIQUE (request_id, ordinal);
+
+
+--
+-- Name: replay_outcomes replay_outcomes_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_outcomes
+    ADD CONSTRAINT replay_outcomes_pkey PRIMARY KEY (request_id, dead_letter_id);
 
 
 --
@@ -2535,6 +2627,13 @@ CREATE TRIGGER replay_items_state_guard AFTER UPDATE ON expiryctl.replay_items R
 
 
 --
+-- Name: replay_outcomes replay_outcomes_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_outcomes_no_truncate BEFORE TRUNCATE ON expiryctl.replay_outcomes FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+
+--
 -- Name: replay_requests replay_requests_ended; Type: TRIGGER; Schema: expiryctl
 --
 
@@ -2570,6 +2669,14 @@ ALTER TABLE ONLY expiryctl.replay_items
 
 ALTER TABLE ONLY expiryctl.replay_items
     ADD CONSTRAINT replay_items_request_id_fkey FOREIGN KEY (request_id) REFERENCES expiryctl.replay_requests(id);
+
+
+--
+-- Name: replay_outcomes replay_outcomes_request_id_dead_letter_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_outcomes
+    ADD CONSTRAINT replay_outcomes_request_id_dead_letter_id_fkey FOREIGN KEY (request_id, dead_letter_id) REFERENCES expiryctl.replay_items(request_id, dead_letter_id);
 
 
 --
@@ -2892,6 +2999,14 @@ REVOKE ALL ON FUNCTION expiryctl.replay_items_state_guard() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) TO expiryctl_operator;
+
+
+--
 -- Name: FUNCTION replay_refuse(rule text, message text); Type: ACL; Schema: expiryctl
 --
 
@@ -3119,6 +3234,16 @@ GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_admin;
 GRANT SELECT ON TABLE expiryctl.replay_items TO expiryctl_auditor;
+
+
+--
+-- Name: TABLE replay_outcomes; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.replay_outcomes TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.replay_outcomes TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.replay_outcomes TO expiryctl_admin;
+GRANT SELECT ON TABLE expiryctl.replay_outcomes TO expiryctl_auditor;
 
 
 --

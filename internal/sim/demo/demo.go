@@ -121,6 +121,9 @@ func Run(ctx context.Context, deps Deps) (Result, error) {
 	if err := worker.EnsureSchema(ctx, deps.Pool); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
+	if err := watchOutcomes(ctx, deps.Pool, out); err != nil {
+		return res, err
+	}
 	work, err := ch.QueueDeclarePassive(topo.Queue, true, false, false, false, nil)
 	if err != nil {
 		return res, fmt.Errorf("demo: inspect queue %s: %w", topo.Queue, err)

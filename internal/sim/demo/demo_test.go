@@ -15,6 +15,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/sim/demo"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 func TestRunStagesTheIncident(t *testing.T) {
@@ -107,6 +108,21 @@ func TestRunStagesTheIncident(t *testing.T) {
 			releases, stillHeld)
 	}
 
+	// The demo's replays watch the reference worker's reservations, once:
+	// the second run finds the policy set and changes nothing.
+	pol, err := replay.LoadPolicy(ctx, db.Pool)
+	if err != nil || pol.OutcomeQuery != worker.OutcomeQuery || pol.OutcomeWindow != time.Minute {
+		t.Errorf("policy after the demo (%v): outcome query %q window %s, want the reference worker's", err, pol.OutcomeQuery, pol.OutcomeWindow)
+	}
+	policySets := func() int {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'policy.set'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	setsBefore := policySets()
+
 	// A second run beside the first stages a second incident.
 	res2, err := demo.Run(ctx, demo.Deps{Pool: db.Pool, AMQP: conn, Topology: topo})
 	if err != nil {
@@ -117,6 +133,9 @@ func TestRunStagesTheIncident(t *testing.T) {
 	}
 	if n := len(drain(t, ch, topo.DeadLetterQueue)); n != 21 {
 		t.Errorf("second run left %d dead letters, want 21", n)
+	}
+	if n := policySets(); n != setsBefore {
+		t.Errorf("the second run changed the policy again (%d policy.set rows, want %d)", n, setsBefore)
 	}
 }
 

@@ -87,8 +87,8 @@ func expireInTx(ctx context.Context, tx pgx.Tx, job Job) (Outcome, error) {
 			job.ReservationID, version, job.ExpectedVersion)
 	}
 
-	if _, err := tx.Exec(ctx, `UPDATE reservations.reservations SET status = 'expired', version = version + 1
-		WHERE id = $1`, job.ReservationID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE reservations.reservations SET status = 'expired', version = version + 1,
+		expired_at = now() WHERE id = $1`, job.ReservationID); err != nil {
 		return "", err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO reservations.capacity_releases (reservation_id, idempotency_key, units)

@@ -68,6 +68,12 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	if len(d.States) > 0 {
 		field("items", counts(d.States))
 	}
+	if d.Outcomes != nil {
+		field("outcomes", d.Outcomes.Summary())
+		if d.Outcomes.Waiting > 0 {
+			field("", fmt.Sprintf("%d confirmed items have no recorded outcome (confirmed without an outcome query, or before a run stopped)", d.Outcomes.Waiting))
+		}
+	}
 	if d.HaltReason != "" {
 		field("halted because", esc(d.HaltReason))
 	}
