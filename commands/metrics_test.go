@@ -326,7 +326,8 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	r := snap.Replay
 	if r == nil || len(r.Requests) != 4 || r.Requests["running"] != 1 || r.Requests["halted"] != 0 || r.Requests["pending"] != 0 ||
 		r.Items["running"]["confirmed"] != 7 || r.Published != 40 ||
-		!maps.Equal(r.Halts, map[string]int64{"failure-ratio": 0, "queue-depth": 2, "redead-ratio": 0, "eligibility": 0}) ||
+		!maps.Equal(r.Halts, map[string]int64{"failure-ratio": 0, "queue-depth": 2, "redead-ratio": 0, "eligibility": 0,
+			"unsettled-ratio": 0, "conflict-ratio": 0, "outcome-query": 0}) ||
 		len(r.OpenRequests) != 2 || r.OpenRequests[0].ID != 9 || r.OpenRequests[1].States["confirmed"] != 7 {
 		t.Errorf("replay %+v", r)
 	}

@@ -175,7 +175,8 @@ const (
 // HaltConditions are the stop conditions a run halts on (a cancel is not
 // a halt: it has its own audit action).
 func HaltConditions() []string {
-	return []string{ConditionFailureRatio, ConditionQueueDepth, ConditionRedeadRatio, ConditionEligibility}
+	return []string{ConditionFailureRatio, ConditionQueueDepth, ConditionRedeadRatio, ConditionEligibility,
+		ConditionUnsettledRatio, ConditionConflictRatio, ConditionOutcomeQuery}
 }
 
 func (r *Runner) tables() tables { return onPostgres(r.Pool) }
