@@ -43,6 +43,11 @@ type Runner struct {
 	// Progress, when set, is called from the run's goroutine about five
 	// times a second and once at the end; it must not block for long.
 	Progress func(Progress)
+	// Flow, when set, paces a replay by the consumers of its target
+	// queues: the rate drops below the request's ceiling while they fall
+	// behind and climbs back when they recover, never above it (see
+	// run_pace.go). Nil keeps the ceiling.
+	Flow Flow
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
@@ -50,6 +55,7 @@ type Runner struct {
 	checkEvery  time.Duration // stop-condition checks (default 500ms)
 	window      int           // unconfirmed publishes in flight (default 1000)
 	minAttempts int           // publishes before the failure ratio is judged mid-run (default 10)
+	paceEvery   time.Duration // reads of Flow (default 1s)
 }
 
 // Progress is a snapshot of a run for a progress display.
@@ -71,6 +77,10 @@ type Progress struct {
 	ETA time.Duration
 	// CanaryLeft is the time left in the canary window while waiting.
 	CanaryLeft time.Duration
+	// Pace is the rate the run allows itself now, at most the request's
+	// ceiling, and PaceWhy why (a replay's only).
+	Pace    float64
+	PaceWhy string
 }
 
 // RunResult is what a run did. Counts are over the request's whole life,
@@ -273,6 +283,8 @@ type runState struct {
 	haltReason    string
 	haltCondition string
 	failedItems   []ItemOutcome
+	// pace is a replay's pacer.
+	pace *pacer
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -324,6 +336,9 @@ func (r *Runner) report(st *runState, phase string) {
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft}
+	if st.pace != nil {
+		p.Pace, p.PaceWhy = st.pace.rate, st.pace.why
+	}
 	if el := now.Sub(st.start).Seconds(); el > 0 {
 		p.Rate = float64(st.published) / el
 	}
