@@ -42,9 +42,14 @@ func NewCmdDLQList(f *Factory, runF func(context.Context, *DLQListOptions) error
 
 When more letters match than --limit, the token for the next page is printed
 on stderr; pass it back with --after. --limit 0 streams every match with
-bounded memory (use it with -o json or -o csv to export).`,
+bounded memory (use it with -o json or -o csv to export).
+
+--request N lists the letters that died again after replay request N put
+their jobs back on the queue (ingest links a letter to the request its
+x-replay-request header names); ` + "`dlq summary`" + ` counts them per request.`,
 		Example: `  expiryctl dlq list --reason transient-exhausted --since 2h
   expiryctl dlq list --search r-8421
+  expiryctl dlq list --request 7      # letters back after replay request 7
   expiryctl dlq list --after MTc2NDUwODgwMDAwMDAwMDo0Mg
   expiryctl dlq list --limit 0 -o csv > letters.csv`,
 		Args: cobra.NoArgs,
@@ -67,6 +72,7 @@ bounded memory (use it with -o json or -o csv to export).`,
 	fl.StringVarP(&opts.Filter.Search, "search", "s", "", "only letters whose ids, error class or error text contain this")
 	fl.IntVarP(&opts.Limit, "limit", "n", 50, "letters per page; 0 streams them all")
 	fl.StringVar(&opts.After, "after", "", "continue after this cursor (printed by the previous page)")
+	fl.Int64Var(&opts.Filter.ReplayRequest, "request", 0, "only letters that died again after replay request N put them back on the queue")
 	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	_ = cmd.RegisterFlagCompletionFunc("reason", cobra.FixedCompletions(categoryNames(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusNames(), cobra.ShellCompDirectiveNoFileComp))
@@ -108,6 +114,9 @@ func (opts *DLQListOptions) resolve() error {
 		if opts.Filter.Until, err = parseTimeFlag("until", opts.Until, opts.Now()); err != nil {
 			return err
 		}
+	}
+	if opts.Filter.ReplayRequest < 0 {
+		return flagErrorf("invalid --request %d: use the id `expiryctl replay list` shows", opts.Filter.ReplayRequest)
 	}
 	if opts.Limit < 0 || opts.Limit > 10000 {
 		return flagErrorf("invalid --limit %d: use 1 to 10000 for a page, or 0 to stream every match", opts.Limit)

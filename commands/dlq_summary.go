@@ -60,6 +60,9 @@ snapshot of the database and by its clock:
                 attempts the waiting ones went through (min/p50/max), the
                 oldest waiting and the queues they came from
   error classes the same per error class, most waiting first
+  back after    letters that died again after a replay, per request (the 20
+  replay        latest requests): all of them and those still waiting;
+                ` + "`dlq list --request N`" + ` lists them
   live queues   from RabbitMQ's management API, for the work queue, its retry
                 queues and its dead-letter queue: scheduled (in retry queues),
                 ready and in flight (work queue), isolated (in the DLQ, not yet
@@ -80,6 +83,7 @@ per_minute}, trend_5m_vs_1h, trend_1h_vs_24h {direction, ratio}}, overdue
 lateness_max_seconds}, categories [{reason_category, count (waiting), total,
 oldest_dead_lettered_at, queues, arrivals, attempts {min, p50, max}}],
 error_classes [{error_class, reason_categories, count, total, attempts}],
+redead_by_request [{request_id, letters, waiting, last_dead_lettered_at}],
 live_queues {work_queue, unavailable, scheduled, ready, in_flight, isolated,
 queues [{name, role, ready, unacked, consumers, publish_rate, deliver_rate,
 ack_rate, head_age_seconds}]}.`,
@@ -269,6 +273,12 @@ func renderSummary(streams *IOStreams, r summaryReport) error {
 		}
 		if hidden := len(r.ErrorClasses) - maxClassesShown; streams.StdoutTTY && hidden > 0 {
 			fmt.Fprintf(w, "%s\n", styles(streams).dim.Render(fmt.Sprintf("… and %d more error classes: -o json lists them all", hidden)))
+		}
+	}
+	if len(r.Redead) > 0 {
+		fmt.Fprintln(w)
+		if err := redeadTable(streams, r).render(); err != nil {
+			return err
 		}
 	}
 	if r.LiveQueues.Unavailable == "" && len(r.LiveQueues.Queues) > 0 {

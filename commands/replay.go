@@ -35,7 +35,7 @@ confirms, a canary and stop conditions, keeping each job's identity
 	}
 	cmd.AddCommand(NewCmdReplayRequest(f, nil), NewCmdReplayShow(f, nil), NewCmdReplayList(f, nil),
 		NewCmdReplayReview(f, replay.StatusApproved, nil), NewCmdReplayReview(f, replay.StatusRejected, nil),
-		NewCmdReplayCancel(f, nil), NewCmdReplayRun(f, nil))
+		NewCmdReplayCancel(f, nil), NewCmdReplayRun(f, nil), NewCmdReplayPlan(f, nil))
 	return cmd
 }
 
@@ -196,18 +196,22 @@ type ReplayShowOptions struct {
 	// Watch is --watch; UnauditedRequests serves its redraws.
 	Watch             *watchFlag
 	UnauditedRequests func(context.Context) (service.RequestReads, error)
+	// Planner, when set, adds a replay's rate plan (see `replay plan`)
+	// to the view; a watch leaves it out.
+	Planner func(context.Context) (service.Planner, error)
 }
 
 // NewCmdReplayShow builds `expiryctl replay show`.
 func NewCmdReplayShow(f *Factory, runF func(context.Context, *ReplayShowOptions) error) *cobra.Command {
-	opts := &ReplayShowOptions{IO: f.IO, Requests: f.Requests}
+	opts := &ReplayShowOptions{IO: f.IO, Requests: f.Requests, Planner: f.Planner}
 	cmd := &cobra.Command{
 		Use:   "show REQ",
 		Short: "Show everything an approver approves",
 		Long: `Show a request as the approver sees it: requester and reason, the cohort
 (count, categories, sample rows with payload hashes and targets), rate, canary,
 stop conditions, flags such as a fresh idempotency key, and any letter that
-changed since the cohort was frozen.
+changed since the cohort was frozen. A replay's view ends with its rate plan,
+as ` + "`replay plan`" + ` measures it (under "plan" in -o json).
 
 With --watch it follows the request, its run's progress included, until
 Ctrl-C; the watch is audited once. Piped, each update is one line: the time,
@@ -260,7 +264,7 @@ func replayShowRun(ctx context.Context, opts *ReplayShowOptions) error {
 	if err != nil {
 		return err
 	}
-	return showRequest(opts.IO, opts.Output, d)
+	return showRequestWithPlan(ctx, opts, d)
 }
 
 func showRequest(streams *IOStreams, output *outputFormat, d replay.Detail) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -38,7 +39,12 @@ headers naming the request (x-replay-request, x-replay-count, x-replayed-by,
 x-approved-by, x-replay-item). A fresh-key request gives each job the key
 "<key>:replay:<request>" instead.
 
-The run holds the request's rate ceiling, publishes with mandatory routing and
+The run holds the request's rate ceiling and paces itself under it: while the
+consumers of the target queue fall behind (its ready count grows, or their ack
+rate falls with work waiting, as RabbitMQ's management API shows) it lowers its
+rate, and raises it back toward the ceiling, never above, once they recover.
+The progress line shows the current rate limit and why. Without a management
+API the run keeps the fixed ceiling and says so. It publishes with mandatory routing and
 publisher confirms, and marks an item confirmed only after the broker acked it
 without returning it. The first "canary" items go out alone; the run then waits
 the canary window and halts if they die again. It halts, too, when the share of
@@ -146,6 +152,9 @@ func printRunProgress(streams *IOStreams, p replay.Progress) {
 		}
 		if p.Outcomes != nil {
 			line += "; " + p.Outcomes.Line()
+		}
+		if p.PaceWhy != "" {
+			line += " · " + termsafe.EscapeLine(p.PaceWhy)
 		}
 	}
 	switch p.Phase {

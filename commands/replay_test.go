@@ -210,6 +210,7 @@ func TestReplayShowRun(t *testing.T) {
 		requests := fakes.NewRequests("bob", fakes.Request(7, "alice", 3))
 		err := runCmd(NewCmdReplayShow(f, func(ctx context.Context, o *ReplayShowOptions) error {
 			o.Requests = serve[service.Requests](requests)
+			o.Planner = serve[service.Planner](&fakes.Planner{Result: examplePlan()})
 			return replayShowRun(ctx, o)
 		}), args...)
 		return out.String(), err

@@ -218,6 +218,9 @@ type services struct {
 	// outcomes opens the reservation database the outcome query runs
 	// against; nil pool: expiryctl's own.
 	outcomes func(context.Context) (*pgxpool.Pool, error)
+	// flow reads the target queues' traffic for plans and pacing; nil
+	// where nothing is paced (the migrator).
+	flow replay.Flow
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -226,7 +229,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes}, nil
+	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes, flow: f.flow()}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -296,7 +299,7 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	if err != nil {
 		return nil, nil, err
 	}
-	runner.Broker, runner.PublishAs = b, b.User()
+	runner.Broker, runner.PublishAs, runner.Flow = b, b.User(), r.flow
 	return runner, func() { _ = b.Close() }, nil
 }
 

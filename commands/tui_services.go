@@ -54,6 +54,9 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 			out.Canary = tui.CanaryPassed
 		}
 	}
+	if out.Note == "" && p.PaceWhy != "" {
+		out.Note = "pace: " + p.PaceWhy
+	}
 	if attempted := p.Confirmed + p.Failed; attempted > 0 {
 		out.FailureRatio = float64(p.Failed) / float64(attempted)
 	}

@@ -113,6 +113,10 @@ type Filter struct {
 	// Search matches a substring of the reservation id, message id,
 	// idempotency key, error class or last error, case-insensitively.
 	Search string `json:"search,omitempty"`
+	// ReplayRequest keeps the letters that died again after replay
+	// request ReplayRequest put their job back on the queue (captured with
+	// its x-replay-request header).
+	ReplayRequest int64 `json:"replay_request,omitempty"`
 }
 
 // Cursor marks a position in the newest-first order: the listing continues

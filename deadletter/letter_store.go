@@ -50,6 +50,11 @@ type letterStore interface {
 	// x-replay-request header naming requestID.
 	LetterCountRedead(ctx context.Context, requestID int64) (int, error)
 
+	// LetterRedeadByRequest counts the letters captured with an
+	// x-replay-request header, per request, within w's bounds, for the
+	// maxRedeadRequests requests with the highest ids.
+	LetterRedeadByRequest(ctx context.Context, w SignalsOptions) ([]RequestRedead, error)
+
 	// LetterSnapshot runs fn on a letterStore whose reads all see one
 	// snapshot, read only, with one clock (now() stays the snapshot's).
 	LetterSnapshot(ctx context.Context, fn func(letterStore) error) error

@@ -270,6 +270,9 @@ func FilterSQL(f Filter) ([]string, []any) {
 	if !f.Until.IsZero() {
 		add("dead_lettered_at < $%d", f.Until)
 	}
+	if f.ReplayRequest != 0 {
+		add("replay_request_id = $%d", f.ReplayRequest)
+	}
 	if f.Search != "" {
 		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
 		add(`(reservation_id ILIKE $%[1]d OR message_id ILIKE $%[1]d OR idempotency_key ILIKE $%[1]d

@@ -61,6 +61,9 @@ type Signals struct {
 	// ErrorClasses are the error classes within the bounds, the most
 	// waiting letters first.
 	ErrorClasses []ErrorClassSignals `json:"error_classes"`
+	// Redead are the letters that died again after a replay, per request,
+	// within the bounds (see RequestRedead).
+	Redead []RequestRedead `json:"redead_by_request"`
 }
 
 // Arrivals are dead-letter arrival rates over three windows ending at the
@@ -254,6 +257,9 @@ func readSignals(ctx context.Context, l letterStore, opts SignalsOptions) (Signa
 	}
 	s := assembleSignals(summary, attempts, arrivals, overdue.lateness(at))
 	s.At, s.ArrivalsEnd = at, end
+	if s.Redead, err = l.LetterRedeadByRequest(ctx, opts); err != nil {
+		return Signals{}, err
+	}
 	if !opts.Since.IsZero() {
 		since := opts.Since.UTC()
 		s.Since = &since

@@ -47,6 +47,11 @@ type Runner struct {
 	// against (nil: Pool). It is the caller's to open and close: its URL
 	// may carry a password, so it is never stored with the policy.
 	Outcomes *pgxpool.Pool
+	// Flow, when set, paces a replay by the consumers of its target
+	// queues: the rate drops below the request's ceiling while they fall
+	// behind and climbs back when they recover, never above it (see
+	// run_pace.go). Nil keeps the ceiling.
+	Flow Flow
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
@@ -55,6 +60,7 @@ type Runner struct {
 	window       int           // unconfirmed publishes in flight (default 1000)
 	minAttempts  int           // publishes before the failure ratio is judged mid-run (default 10)
 	outcomeEvery time.Duration // outcome polls (default 1s)
+	paceEvery    time.Duration // reads of Flow (default 1s)
 }
 
 // Progress is a snapshot of a run for a progress display.
@@ -79,6 +85,10 @@ type Progress struct {
 	// Outcomes is what the policy's outcome query said so far of the
 	// items this run confirmed; nil when the policy sets no query.
 	Outcomes *OutcomeStats
+	// Pace is the rate the run allows itself now, at most the request's
+	// ceiling, and PaceWhy why (a replay's only).
+	Pace    float64
+	PaceWhy string
 }
 
 // RunResult is what a run did. Counts are over the request's whole life,
@@ -304,6 +314,8 @@ type runState struct {
 	// last word once it stopped.
 	watch    *outcomeWatch
 	outcomes *OutcomeStats
+	// pace is a replay's pacer.
+	pace *pacer
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -358,6 +370,9 @@ func (r *Runner) report(st *runState, phase string) {
 	if st.watch != nil && st.outcomes == nil {
 		s, _ := st.watch.snapshot()
 		p.Outcomes = &s
+	}
+	if st.pace != nil {
+		p.Pace, p.PaceWhy = st.pace.rate, st.pace.why
 	}
 	if el := now.Sub(st.start).Seconds(); el > 0 {
 		p.Rate = float64(st.published) / el

@@ -84,6 +84,8 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 		return r.interrupt(ctx, st, err, nil, 0)
 	}
 	x.prep = newPreparer(r, st, x.chunk, &x.depthQs)
+	st.pace = newPacer(r, req.Rate, &x.depthQs, x.limiter)
+	defer st.pace.stop()
 	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
@@ -301,6 +303,7 @@ func (x *replayRun) observe(l *loopState) *stopReason {
 	if err := x.recErr(); err != nil {
 		return &stopReason{err: err}
 	}
+	x.st.pace.adjust()
 	x.st.inFlight = len(x.inflight)
 	x.r.report(x.st, l.phase)
 	return nil

@@ -131,6 +131,7 @@ func (x *replayRun) probed(p probe, canary bool) *stopReason {
 	if p.status != StatusRunning {
 		return &stopReason{stopped: p.status}
 	}
+	st.pace.observeDepths(p.depths)
 	req := st.req
 	minAttempts := failureMinimum(r.minFailureAttempts(), req.Canary, canary)
 	if h := probeHalt(req.ID, req.Stop, st.attempted, st.failedRun, minAttempts, p.depths, p.redead-st.redeadBase, st.confirmedRun); h != nil {

@@ -68,6 +68,10 @@ type tables interface {
 	// ItemsSample reads the first limit items of a request (all when limit
 	// is 0), in ordinal order, with where each would be published.
 	ItemsSample(ctx context.Context, req Request, limit int) ([]Item, error)
+	// ItemsPlanInputs reads the most attempts a letter of the request's
+	// cohort went through and the distinct queues its replay fills (as
+	// runItem.depthQueue names them), for Service.Plan.
+	ItemsPlanInputs(ctx context.Context, req Request) (maxAttempts int, queues []string, err error)
 	// ItemsPropertyNotes counts the letters of a request whose properties a
 	// replay cannot send as received.
 	ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error)

@@ -1,0 +1,34 @@
+package commands
+
+import (
+	"context"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// flow is the reader of the target queues' traffic that replay's plan and
+// runner pace by: the management API of LiveQueues. It dials nothing until
+// asked.
+func (f *Factory) flow() replay.Flow {
+	return broker.NewManagement(broker.ManagementConfig{URL: f.ManagementURL(), AMQPURL: f.AMQPURL(), Now: f.Now})
+}
+
+// Planner returns the service that sizes a replay's rate against the
+// consumers' headroom.
+func (f *Factory) Planner(ctx context.Context) (service.Planner, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &planner{s}, nil
+}
+
+// planner is service.Planner over replay.Service.Plan with the management
+// API as its flow.
+type planner struct{ *services }
+
+func (p *planner) Plan(ctx context.Context, id int64, opts replay.PlanOptions) (replay.Plan, error) {
+	return p.requests().Plan(ctx, id, p.flow, opts)
+}
