@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00014) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00015) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -970,6 +970,11 @@ DECLARE
     moved integer;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    -- The request's row first, as replay_items_mark and replay_run_halt
+    -- take it: a cancel locks that row, then (replay_request_ended) the
+    -- letters and the items, so a recorder that took the items and then
+    -- the letters could wait on a cancel that waits on it.
+    PERFORM 1 FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
     PERFORM expiryctl.replay_run_lease(request);
     IF cardinality(confirmed) > 0 THEN
         -- A confirmed item is done with its letter, so it no longer holds

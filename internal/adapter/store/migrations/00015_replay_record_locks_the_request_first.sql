@@ -1,0 +1,93 @@
+-- +goose Up
+-- A cancel and a runner recording confirms deadlocked now and then (40P01):
+-- replay_cancel locks the request's row and its end trigger then updates the
+-- letters and the items, while replay_items_record updated the items, then
+-- the letters, without the request's row. Both now take the request's row
+-- first, so one waits for the other instead.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION expiryctl.replay_items_record(
+    request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[])
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    moved integer;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    -- The request's row first, as replay_items_mark and replay_run_halt
+    -- take it: a cancel locks that row, then (replay_request_ended) the
+    -- letters and the items, so a recorder that took the items and then
+    -- the letters could wait on a cancel that waits on it.
+    PERFORM 1 FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(confirmed) > 0 THEN
+        -- A confirmed item is done with its letter, so it no longer holds
+        -- it: closing it here spares the request's end a second write.
+        WITH done AS (
+            UPDATE expiryctl.replay_items i SET state = 'confirmed', attempts = i.attempts + 1,
+                   last_error = NULL, confirmed_at = now(), open = false
+             WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (confirmed)
+               AND i.state = 'publishing'
+            RETURNING i.dead_letter_id),
+        replayed AS (
+            UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
+             WHERE d.id = done.dead_letter_id AND d.status = 'in_request')
+        SELECT count(*) INTO moved FROM done;
+        IF moved <> cardinality(confirmed) THEN
+            RAISE EXCEPTION 'recorded % of % confirms for replay request %: the items changed under the runner', moved, cardinality(confirmed), request;
+        END IF;
+    END IF;
+    IF cardinality(failed) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'failed', attempts = i.attempts + 1, last_error = nullif(u.why, '')
+          FROM unnest(failed, failed_why) AS u(id, why)
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (failed)
+           AND i.dead_letter_id = u.id AND i.state = 'publishing';
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(failed) THEN
+            RAISE EXCEPTION 'recorded % of % failed publishes for replay request %: the items changed under the runner', moved, cardinality(failed), request;
+        END IF;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION expiryctl.replay_items_record(
+    request bigint, lo integer, hi integer, confirmed bigint[], failed bigint[], failed_why text[])
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    moved integer;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(confirmed) > 0 THEN
+        -- A confirmed item is done with its letter, so it no longer holds
+        -- it: closing it here spares the request's end a second write.
+        WITH done AS (
+            UPDATE expiryctl.replay_items i SET state = 'confirmed', attempts = i.attempts + 1,
+                   last_error = NULL, confirmed_at = now(), open = false
+             WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (confirmed)
+               AND i.state = 'publishing'
+            RETURNING i.dead_letter_id),
+        replayed AS (
+            UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
+             WHERE d.id = done.dead_letter_id AND d.status = 'in_request')
+        SELECT count(*) INTO moved FROM done;
+        IF moved <> cardinality(confirmed) THEN
+            RAISE EXCEPTION 'recorded % of % confirms for replay request %: the items changed under the runner', moved, cardinality(confirmed), request;
+        END IF;
+    END IF;
+    IF cardinality(failed) > 0 THEN
+        UPDATE expiryctl.replay_items i SET state = 'failed', attempts = i.attempts + 1, last_error = nullif(u.why, '')
+          FROM unnest(failed, failed_why) AS u(id, why)
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (failed)
+           AND i.dead_letter_id = u.id AND i.state = 'publishing';
+        GET DIAGNOSTICS moved = ROW_COUNT;
+        IF moved <> cardinality(failed) THEN
+            RAISE EXCEPTION 'recorded % of % failed publishes for replay request %: the items changed under the runner', moved, cardinality(failed), request;
+        END IF;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
