@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // AuditExportOptions holds what `expiryctl audit export` needs.
@@ -173,7 +174,7 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 		fmt.Fprintln(opts.IO.ErrOut, "exported 0 rows: nothing matches")
 		return nil
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "exported %d rows; chain head %d %s\n", res.Rows, res.Head.Seq, res.Head.Hash)
+	fmt.Fprintf(opts.IO.ErrOut, "exported %s; chain head %d %s\n", phrase.Count(res.Rows, "row", "rows"), res.Head.Seq, res.Head.Hash)
 	if opts.Filter.IsZero() {
 		fmt.Fprintf(opts.IO.ErrOut, "keep the anchor %s apart from the file: `expiryctl audit verify --file %s --anchor %s` checks the file with it\n",
 			res.Head, orFILE(opts.Out), res.Head)

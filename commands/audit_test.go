@@ -299,7 +299,7 @@ func TestAuditExportToStdoutAndUnwritableOut(t *testing.T) {
 	if len(rows) != 1 || rows[0]["action"] != "audit.export" || rows[0]["seq"] != 1.0 {
 		t.Fatalf("exported %v", rows)
 	}
-	if !strings.HasPrefix(withoutAdvisory(errOut.String()), "exported 1 rows; chain head 1 ") {
+	if !strings.HasPrefix(withoutAdvisory(errOut.String()), "exported 1 row; chain head 1 ") {
 		t.Fatalf("stderr %q", errOut)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // AuditVerifyOptions holds what `expiryctl audit verify` needs.
@@ -314,7 +315,7 @@ func printVerified(opts *AuditVerifyOptions, source string, res audit.Result) er
 		_, err := fmt.Fprintf(opts.IO.Out, "verified 0 rows: %s has none\n", source)
 		return err
 	}
-	if _, err := fmt.Fprintf(opts.IO.Out, "verified %d rows, head %d %s\n", res.Rows, res.Head.Seq, res.Head.Hash); err != nil {
+	if _, err := fmt.Fprintf(opts.IO.Out, "verified %s, head %d %s\n", phrase.Count(res.Rows, "row", "rows"), res.Head.Seq, res.Head.Hash); err != nil {
 		return err
 	}
 	if res.Gaps > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/demo"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // DemoOptions holds what `expiryctl demo` needs.
@@ -102,7 +103,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "captured %d letters from %s (%d new)\n\n", stats.Received, topo.DeadLetterQueue, stats.Stored)
+	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), topo.DeadLetterQueue, stats.Stored)
 
 	archive, err := opts.Archive(ctx)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -69,7 +70,7 @@ func dlqDiscardRun(ctx context.Context, opts *DLQDiscardOptions) error {
 		return writeJSON(opts.IO.Out, created.Request)
 	}
 	r := created.Request
-	fmt.Fprintf(opts.IO.Out, "discard request %d is %s: %d letters\n", r.ID, r.Status, r.Items)
+	fmt.Fprintf(opts.IO.Out, "discard request %d is %s: %s\n", r.ID, r.Status, phrase.Count(r.Items, "letter", "letters"))
 	fmt.Fprintf(opts.IO.ErrOut, "next: ask an approver to review it with `expiryctl replay show %d` and `expiryctl replay approve %d`, then `expiryctl replay run %d`\n", r.ID, r.ID, r.ID)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // DLQPurgeOptions holds what `expiryctl dlq purge` needs.
@@ -105,11 +106,11 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 	}
 	if !opts.DryRun && preview.Redacted > 0 && !opts.Yes {
 		if !opts.IO.StdoutTTY || !opts.IO.StderrTTY {
-			return flagErrorf("purge would redact %d letters dead-lettered before %s and is not on a terminal to ask: add --yes (or --dry-run)",
-				preview.Redacted, preview.Cutoff.Format(time.RFC3339))
+			return flagErrorf("purge would redact %s dead-lettered before %s and is not on a terminal to ask: add --yes (or --dry-run)",
+				phrase.Count(preview.Redacted, "letter", "letters"), preview.Cutoff.Format(time.RFC3339))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "redact payloads and headers of %d letters dead-lettered before %s? [y/N] ",
-			preview.Redacted, preview.Cutoff.Format(time.RFC3339))
+		fmt.Fprintf(opts.IO.ErrOut, "redact payloads and headers of %s dead-lettered before %s? [y/N] ",
+			phrase.Count(preview.Redacted, "letter", "letters"), preview.Cutoff.Format(time.RFC3339))
 		answer, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return fmt.Errorf("purge not confirmed: nothing was redacted: %w", context.Canceled)
@@ -134,7 +135,7 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 	if opts.DryRun {
 		verb = "would redact"
 	}
-	fmt.Fprintf(opts.IO.Out, "%s %d letters dead-lettered before %s", verb, res.Redacted, res.Cutoff.Format(time.RFC3339))
+	fmt.Fprintf(opts.IO.Out, "%s %s dead-lettered before %s", verb, phrase.Count(res.Redacted, "letter", "letters"), res.Cutoff.Format(time.RFC3339))
 	if res.InRequest > 0 {
 		voided := "which the purge voided"
 		if opts.DryRun {

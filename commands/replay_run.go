@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -133,8 +134,8 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 		return runErr
 	}
 	if res.Status == replay.StatusCompleted && len(res.FailedItems) > 0 {
-		return fmt.Errorf("replay request %d completed, but %d item(s) failed to publish (below the stop condition, so the run did not halt): their letters are back in the archive as dead; fix the cause and make a new request for them (`expiryctl dlq list --status dead`)",
-			res.RequestID, len(res.FailedItems))
+		return fmt.Errorf("replay request %d completed, but %s failed to publish (below the stop condition, so the run did not halt): their letters are back in the archive as dead; fix the cause and make a new request for them (`expiryctl dlq list --status dead`)",
+			res.RequestID, phrase.Count(len(res.FailedItems), "item", "items"))
 	}
 	return nil
 }
@@ -195,6 +196,10 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 		fmt.Fprintf(opts.IO.ErrOut, "replay request %d: %s\n", res.RequestID, res.Outcomes.Line())
 	}
 	switch {
+	case res.Status == replay.StatusCompleted && res.Kind == replay.KindDiscard:
+		// A discard publishes nothing: its letters are marked never to retry.
+		fmt.Fprintf(opts.IO.ErrOut, "discard request %d completed: %s discarded, %d skipped\n",
+			res.RequestID, phrase.Count(res.Confirmed, "letter", "letters"), res.Skipped)
 	case res.Status == replay.StatusCompleted:
 		fmt.Fprintf(opts.IO.ErrOut, "replay request %d completed: %d confirmed, %d skipped, %d failed (%d published by this run",
 			res.RequestID, res.Confirmed, res.Skipped, res.Failed, res.Published)
@@ -203,7 +208,7 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 		}
 		fmt.Fprintln(opts.IO.ErrOut, ")")
 	case res.Resumed:
-		fmt.Fprintf(opts.IO.ErrOut, "replay request %d was resumed and is now %s\n", res.RequestID, res.Status)
+		fmt.Fprintf(opts.IO.ErrOut, "%s request %d was resumed and is now %s\n", res.Kind, res.RequestID, res.Status)
 	}
 	return nil
 }
@@ -216,9 +221,11 @@ func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner service.Ru
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, res)
 	}
-	t := newTable(opts.IO, "ITEM", "ORDINAL", "RESERVATION", "STATE", "ACTION", "TARGET", "WHY")
+	// Numbered from 1 as `replay show` numbers the cohort, so that the two
+	// views name an item alike.
+	t := newTable(opts.IO, "#", "LETTER", "RESERVATION", "STATE", "ACTION", "TARGET", "WHY")
 	for _, it := range res.Items {
-		t.addRow(strconv.FormatInt(it.DeadLetterID, 10), strconv.Itoa(it.Ordinal), orDash(it.ReservationID), it.State,
+		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), orDash(it.ReservationID), it.State,
 			it.Action, orDash(it.Target), orDash(it.Reason))
 	}
 	if err := t.render(); err != nil {

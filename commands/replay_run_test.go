@@ -97,8 +97,17 @@ func TestReplayRunRun(t *testing.T) {
 		res.FailedItems = []replay.ItemOutcome{{DeadLetterID: 42, Reason: "returned unroutable"}}
 		out, _, err := run(t, &fakes.Runner{Result: res}, false, "7")
 		wantExit(t, err, ExitError)
-		if !strings.Contains(err.Error(), "1 item(s) failed to publish") || !strings.HasSuffix(out, "\nFAILED-ITEM\tREASON\n42\treturned unroutable\n") {
+		if !strings.Contains(err.Error(), "1 item failed to publish") || !strings.HasSuffix(out, "\nFAILED-ITEM\tREASON\n42\treturned unroutable\n") {
 			t.Fatalf("error %v, stdout %q", err, out)
+		}
+	})
+	t.Run("a discard says it discarded, not confirmed", func(t *testing.T) {
+		t.Parallel()
+		res := completed
+		res.Kind, res.Confirmed, res.Published = replay.KindDiscard, 1, 0
+		_, errOut, err := run(t, &fakes.Runner{Result: res}, false, "7")
+		if err != nil || !strings.Contains(errOut, "discard request 7 completed: 1 letter discarded, 0 skipped\n") || strings.Contains(errOut, "confirmed") {
+			t.Fatalf("run = %v, stderr %q", err, errOut)
 		}
 	})
 	t.Run("json", func(t *testing.T) {
@@ -126,7 +135,7 @@ func TestReplayRunRun(t *testing.T) {
 		if len(runner.Runs) != 0 || len(runner.DryRuns) != 1 {
 			t.Fatalf("runs %v, dry runs %v", runner.Runs, runner.DryRuns)
 		}
-		if out != "ITEM\tORDINAL\tRESERVATION\tSTATE\tACTION\tTARGET\tWHY\n42\t0\tr-42\tpending\treplay\texchange reservations key reservation.expire\t-\n43\t1\t-\tpending\tblock\t-\tno target\n" {
+		if out != "#\tLETTER\tRESERVATION\tSTATE\tACTION\tTARGET\tWHY\n1\t42\tr-42\tpending\treplay\texchange reservations key reservation.expire\t-\n2\t43\t-\tpending\tblock\t-\tno target\n" {
 			t.Fatalf("stdout %q", out)
 		}
 		if errOut != "dry run of replay request 7 (approved): 1 replay, 0 skip, 1 block, 0 discard, 0 already done; nothing was published or changed\n" {

@@ -220,7 +220,7 @@ func TestTUI(t *testing.T) {
 	tm.keys("alice", "Enter", "Enter")
 	tm.text("alice", "INC-4242 hostile letter")
 	tm.keys("alice", "Enter")
-	tm.waitFor("alice", "replay request 1 is pending: 1 letters")
+	tm.waitFor("alice", "replay request 1 is pending: 1 letter;")
 
 	// Alice may not approve her own request: the rule's words, no crash.
 	tm.keys("alice", "3")

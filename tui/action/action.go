@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -48,12 +49,12 @@ func (m DoneMsg) Notice() string {
 		if m.Matched > r.Items {
 			of = fmt.Sprintf(" (the oldest %d of %d matching)", r.Items, m.Matched)
 		}
-		return fmt.Sprintf("%s request %d is %s: %d letters%s; another approver must approve it (Requests screen, or `expiryctl replay approve %d`)",
-			r.Kind, r.ID, r.Status, r.Items, of, r.ID)
+		return fmt.Sprintf("%s request %d is %s: %s%s; another approver must approve it (Requests screen, or `expiryctl replay approve %d`)",
+			r.Kind, r.ID, r.Status, phrase.Count(r.Items, "letter", "letters"), of, r.ID)
 	case "approve":
-		return fmt.Sprintf("replay request %d is approved by %s: press g on it to run it", r.ID, termsafe.EscapeLine(r.ReviewedBy))
+		return fmt.Sprintf("%s request %d is approved by %s: press g on it to run it", r.Kind, r.ID, termsafe.EscapeLine(r.ReviewedBy))
 	case "reject":
-		return fmt.Sprintf("replay request %d is rejected; its letters are free again", r.ID)
+		return fmt.Sprintf("%s request %d is rejected; its letters are free again", r.Kind, r.ID)
 	case "cancel":
 		return fmt.Sprintf("replay request %d is cancelled", r.ID)
 	}
@@ -192,7 +193,7 @@ func ReviewSpec(svc backend.Services, r replay.Request, approve bool) form.Spec 
 		verb, title = "approve", fmt.Sprintf("Approve %s request %d", r.Kind, r.ID)
 	}
 	lines := []string{
-		fmt.Sprintf("%d letters, requested by %s: %s", r.Items, termsafe.EscapeLine(r.RequestedBy), termsafe.EscapeLine(r.Why)),
+		fmt.Sprintf("%s, requested by %s: %s", phrase.Count(r.Items, "letter", "letters"), termsafe.EscapeLine(r.RequestedBy), termsafe.EscapeLine(r.Why)),
 	}
 	fields := []form.Field{{Key: "why", Label: "why", Hint: "your reason, kept in the audit trail", Required: !approve}}
 	if approve && r.FreshKey {

@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/requestview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -346,7 +347,7 @@ func (m Model) View() string {
 	for len(lines) < m.visible()+2 {
 		lines = append(lines, "")
 	}
-	status := fmt.Sprintf("%d requests", len(m.reqs))
+	status := phrase.Count(len(m.reqs), "request", "requests")
 	switch {
 	case !m.loaded && m.failed:
 		status = "could not load requests; retrying"

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
@@ -287,7 +288,7 @@ func (m Model) View() string {
 		canary = "none"
 	}
 	if p.CanaryItems > 0 {
-		canary += fmt.Sprintf(" (%d letters)", p.CanaryItems)
+		canary += " (" + phrase.Count(p.CanaryItems, "letter", "letters") + ")"
 	}
 	fmt.Fprintf(&b, "  canary %s\n\n", canary)
 
