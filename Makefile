@@ -53,8 +53,12 @@ alerts: promtool ## check docs/alerts' rules and run their promtool unit tests
 # grants the people their groups and stages the incident; alice requests a
 # replay, bob approves it as shown, alice runs it and audrey verifies the trail.
 DEMO_DB  := postgres://%s@127.0.0.1:5432/expiryctl_demo?sslmode=disable
-demo: services build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser)
-	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) bash scripts/demo.sh $(BIN)
+# The demo's queues are named DEMO_PREFIX.reservation-expiry and so on, never
+# the production names on a shared broker; DEMO_PREFIX= (empty) uses them.
+DEMO_PREFIX ?= expiryctl-demo
+
+demo: services build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser); DEMO_PREFIX names its queues
+	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) DEMO_PREFIX=$(DEMO_PREFIX) bash scripts/demo.sh $(BIN)
 
 bench: services build ## run the benchmark: make bench BENCH_ARGS='...'
 	$(GO) run ./cmd/expiryctl-bench $(BENCH_ARGS)

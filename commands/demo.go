@@ -126,9 +126,10 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	}
 	sort.Strings(staged)
 	fmt.Fprintf(opts.IO.ErrOut, "\nthis run (%s) staged %v\n\nnext, try:\n"+
+		"  expiryctl dlq summary --work-queue %s\n"+
 		"  expiryctl dlq list --reason transient-exhausted\n"+
 		"  expiryctl dlq list --search %s\n"+
-		"  expiryctl dlq show <ID from the list>\n", res.RunID, staged, res.RunID)
+		"  expiryctl dlq show <ID from the list>\n", res.RunID, staged, topo.Queue, res.RunID)
 	return nil
 }
 

@@ -5,22 +5,27 @@
 set -euo pipefail
 bin=$1
 owner_url=$EXPIRYCTL_DATABASE_URL
+# The demo's exchange and queues are named under a prefix of their own, so
+# that a demo on a shared broker never touches the production queues
+# (make demo DEMO_PREFIX=…; empty for the production names).
+prefix=${DEMO_PREFIX-expiryctl-demo}
+work_queue=${prefix:+$prefix.}reservation-expiry
 as() { local who=$1; shift; EXPIRYCTL_DATABASE_URL=${owner_url/expiryctl_owner@/$who@} "$bin" "$@"; }
 
 # drain_work_queue runs the reference worker until the work queue is empty
 # (at most 60 s), so that the replayed jobs are done and the next demo finds
 # the queue idle.
 drain_work_queue() {
-	"$bin" worker >/dev/null 2>&1 &
+	"$bin" worker --prefix "$prefix" >/dev/null 2>&1 &
 	local worker=$! left
 	for _ in $(seq 60); do
-		left=$(rabbitmqctl -q list_queues name messages 2>/dev/null | awk '$1 == "reservation-expiry" { print $2 }')
+		left=$(rabbitmqctl -q list_queues name messages 2>/dev/null | awk -v q="$work_queue" '$1 == q { print $2 }')
 		[[ ${left:-0} == 0 ]] && break
 		sleep 1
 	done
 	kill -INT "$worker" 2>/dev/null || true
 	wait "$worker" 2>/dev/null || true
-	echo "work queue reservation-expiry holds ${left:-0} messages"
+	echo "work queue $work_queue holds ${left:-0} messages"
 }
 
 # A queue left busy by an earlier demo's replay is drained first.
@@ -32,10 +37,23 @@ drain_work_queue >/dev/null
 "$bin" access grant audrey expiryctl_auditor
 # The owner stages the incident (it creates the reservation tables) and
 # captures the dead letters.
-"$bin" demo
+staged=$(mktemp)
+# A step that fails ends the demo; a worker it started must not outlive it.
+cleanup() {
+	rm -f "$staged"
+	if [[ -n ${worker:-} ]]; then
+		kill -INT "$worker" 2>/dev/null || true
+	fi
+}
+trap cleanup EXIT
+"$bin" demo --prefix "$prefix" 2> >(tee "$staged" >&2)
+# This run's letters only: the demo database keeps earlier runs', whose
+# queues may have had another prefix.
+run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
+[[ -n $run_id ]] || { echo "demo: could not read this run's id from expiryctl demo" >&2; exit 1; }
 echo
 echo "== alice requests a replay of five transient failures"
-out=$(as alice replay request --reason transient-exhausted --max 5 --rate 20 --why "demo: INC-1 database failover" -o json)
+out=$(as alice replay request --reason transient-exhausted --search "$run_id" --max 5 --rate 20 --why "demo: INC-1 database failover" -o json)
 id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
 as alice replay show "$id" --sample 5
 echo
@@ -50,7 +68,7 @@ as bob replay approve "$id" --why "checked the cohort"
 echo
 echo "== alice runs it; the reference worker takes the replayed jobs (same idempotency keys), and the"
 echo "   policy's outcome query watches each reservation reach its terminal state"
-"$bin" worker >/dev/null 2>&1 &
+"$bin" worker --prefix "$prefix" >/dev/null 2>&1 &
 worker=$!
 as alice replay run "$id"
 kill -INT "$worker" 2>/dev/null || true
