@@ -68,6 +68,9 @@ type tables interface {
 	// ItemsSample reads the first limit items of a request (all when limit
 	// is 0), in ordinal order, with where each would be published.
 	ItemsSample(ctx context.Context, req Request, limit int) ([]Item, error)
+	// ItemsPermanent reads the first limit letters of a request whose
+	// category is one of PermanentCategories, in ordinal order.
+	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
 	// ItemsPropertyNotes counts the letters of a request whose properties a
 	// replay cannot send as received.
 	ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error)
@@ -91,8 +94,8 @@ type tables interface {
 	// RunLockRelease lets the request's runner lock go.
 	RunLockRelease(ctx context.Context, request int64) error
 	// RunStart spends the approval or takes over a running request
-	// (replay_run_start).
-	RunStart(ctx context.Context, actor string, request int64) (resumed bool, label string, err error)
+	// (replay_run_start), handing over the consumers seen (nil: none read).
+	RunStart(ctx context.Context, actor string, request int64, seen *Observation) (resumed bool, label string, err error)
 	// RunDiscardWindow decides the open items of a running discard in the
 	// ordinal range [lo, hi] (replay_discard_window).
 	RunDiscardWindow(ctx context.Context, request int64, lo, hi int) (decided int, stopped Status, err error)
