@@ -15,8 +15,8 @@ import (
 
 // WorkerOptions holds what `expiryctl worker` needs.
 type WorkerOptions struct {
-	IO   *IOStreams
-	DB   func(context.Context) (*pgxpool.Pool, error)
+	IO *IOStreams
+	DB func(context.Context) (*pgxpool.Pool, error)
 	// AMQP dials a connection of its own with the given connection
 	// properties, which advertise the worker's handler version.
 	AMQP func(properties amqp.Table) (*amqp.Connection, error)

@@ -18,7 +18,7 @@ import (
 // while it runs, the runner reads the consumers of the queues the cohort's
 // targets route to. The database judges the start (replay_run_start, given
 // what the runner saw: it cannot see the broker itself); the runner judges
-// each later check the same way (handlerVerdict) and halts the run when the
+// each later check the same way (HandlerVerdict) and halts the run when the
 // rule becomes violated. A request made with SameHandlerOK skips both.
 
 // Handler-check conditions: the rules replay_run_start names when it
@@ -123,10 +123,10 @@ func observeConsumers(ctx context.Context, c Consumers, req Request) Observation
 	return Observation{Queues: queues}
 }
 
-// handlerVerdict judges an observation as replay_run_start does: the
+// HandlerVerdict judges an observation as replay_run_start does: the
 // condition violated and why, or "" when every target queue has a consumer
 // on a handler version the cohort did not fail under.
-func handlerVerdict(failedUnder []VersionCount, obs Observation) (condition, reason string) {
+func HandlerVerdict(failedUnder []VersionCount, obs Observation) (condition, reason string) {
 	if obs.Unavailable != "" {
 		return ConditionHandlerUnverified, "cannot read the consumers of the target queues: " + obs.Unavailable
 	}
@@ -156,7 +156,7 @@ func handlerHalt(req Request, obs Observation) *HaltError {
 	if req.Kind != KindReplay || req.SameHandlerOK || obs.Unavailable != "" {
 		return nil
 	}
-	cond, reason := handlerVerdict(req.FailedUnder, obs)
+	cond, reason := HandlerVerdict(req.FailedUnder, obs)
 	if cond == "" {
 		return nil
 	}
@@ -308,6 +308,6 @@ func (s *Service) handlerDetail(ctx context.Context, t tables, d *Detail) error 
 		obs := observeConsumers(ctx, s.Consumers, d.Request)
 		hc.ConsumedNow = &obs
 	}
-	hc.Condition, hc.Reason = handlerVerdict(d.FailedUnder, *hc.ConsumedNow)
+	hc.Condition, hc.Reason = HandlerVerdict(d.FailedUnder, *hc.ConsumedNow)
 	return nil
 }

@@ -126,7 +126,7 @@ CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_
 -- with "unavailable" set when the runner could not read them. Per queue
 -- the cohort's targets route to: no consumer is no-consumer; no consumer
 -- advertising a version the cohort did not fail under is same-handler (a
--- consumer that advertises none proves nothing). replay's handlerVerdict
+-- consumer that advertises none proves nothing). replay's HandlerVerdict
 -- judges a run's later checks the same way.
 CREATE FUNCTION expiryctl.replay_handler_check(request bigint, failed_under jsonb, consumers jsonb) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
