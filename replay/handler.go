@@ -124,8 +124,11 @@ func observeConsumers(ctx context.Context, c Consumers, req Request) Observation
 }
 
 // HandlerVerdict judges an observation as replay_run_start does: the
-// condition violated and why, or "" when every target queue has a consumer
-// on a handler version the cohort did not fail under.
+// condition violated and why, or "" when some consumer of the target
+// queues runs a handler version the cohort did not fail under. The
+// consumers of all the target queues count together: a queue with none
+// beside one with the fix (an audit tap bound to the same key) is no
+// reason to refuse.
 func HandlerVerdict(failedUnder []VersionCount, obs Observation) (condition, reason string) {
 	if obs.Unavailable != "" {
 		return ConditionHandlerUnverified, "cannot read the consumers of the target queues: " + obs.Unavailable
@@ -137,14 +140,19 @@ func HandlerVerdict(failedUnder []VersionCount, obs Observation) (condition, rea
 	for _, v := range failedUnder {
 		failed[v.Version] = true
 	}
-	for _, q := range obs.Queues {
-		if len(q.Consumers) == 0 {
-			return ConditionNoConsumer, fmt.Sprintf("queue %s has no consumer, so nothing would take the replayed jobs", q.Queue)
-		}
-		if !slices.ContainsFunc(q.Consumers, func(c Consumer) bool { return c.HandlerVersion != "" && !failed[c.HandlerVersion] }) {
-			return ConditionSameHandler, fmt.Sprintf("every consumer of queue %s runs a handler version the cohort failed under, or advertises none (consumed now by %s; failed under %s)",
-				q.Queue, ConsumerVersions(q.Consumers), FailedUnderText(failedUnder))
-		}
+	var all []Consumer
+	names := make([]string, len(obs.Queues))
+	for i, q := range obs.Queues {
+		all = append(all, q.Consumers...)
+		names[i] = q.Queue
+	}
+	queues := strings.Join(names, ", ")
+	if len(all) == 0 {
+		return ConditionNoConsumer, fmt.Sprintf("queue %s has no consumer, so nothing would take the replayed jobs", queues)
+	}
+	if !slices.ContainsFunc(all, func(c Consumer) bool { return c.HandlerVersion != "" && !failed[c.HandlerVersion] }) {
+		return ConditionSameHandler, fmt.Sprintf("every consumer of queue %s runs a handler version the cohort failed under, or advertises none (consumed now by %s; failed under %s)",
+			queues, ConsumerVersions(all), FailedUnderText(failedUnder))
 	}
 	return "", ""
 }

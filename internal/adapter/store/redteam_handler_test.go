@@ -98,11 +98,11 @@ func TestRedTeamHandlerCheck(t *testing.T) {
 		{"no-consumer", `{}`},
 		{"no-consumer", `{"queues": []}`},
 		{"no-consumer", `{"queues": [{"queue": "reservation-expiry", "consumers": []}]}`},
-		{"no-consumer", `{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v2"}]}, {"queue": "other"}]}`},
+		{"no-consumer", `{"queues": [{"queue": "reservation-expiry"}, {"queue": "tap", "consumers": "none"}]}`},
 		{"same-handler", `{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v1"}]}]}`},
 		{"same-handler", `{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": ""}, {"tag": "no version"}]}]}`},
-		{"same-handler", `{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v2"}]},
-			{"queue": "second", "consumers": [{"handler_version": "v1"}]}]}`},
+		{"same-handler", `{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v1"}]},
+			{"queue": "tap", "consumers": []}]}`},
 	} {
 		refused(t, rt.alice.Pool, tc.rule, start, req.ID, tc.consumers)
 	}
@@ -119,10 +119,12 @@ func TestRedTeamHandlerCheck(t *testing.T) {
 	if err := rt.owner.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1`, req.ID).Scan(&status); err != nil || status != "approved" {
 		t.Fatalf("after the refused starts the request is %q (%v), want approved", status, err)
 	}
-	// A consumer on a new version beside one on the old: the fix is
-	// deployed somewhere, and the run starts.
+	// A consumer on a new version beside one on the old, and an audit tap
+	// bound to the same key that nobody consumes: the fix is deployed, and
+	// the run starts.
 	if _, err := rt.alice.Pool.Exec(ctx, start, req.ID,
-		`{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v1"}, {"handler_version": "v2"}]}]}`); err != nil {
+		`{"queues": [{"queue": "reservation-expiry", "consumers": [{"handler_version": "v1"}, {"handler_version": "v2"}]},
+			{"queue": "audit-tap", "consumers": []}]}`); err != nil {
 		t.Fatalf("a start with a consumer on v2: %v", err)
 	}
 	var observed string

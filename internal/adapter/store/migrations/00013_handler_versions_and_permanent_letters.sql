@@ -123,17 +123,19 @@ CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_
 -- cohort failed under. consumers is
 --   {"queues": [{"queue": Q, "consumers": [{"tag": T, "connection": C, "handler_version": V}]}],
 --    "unavailable": WHY}
--- with "unavailable" set when the runner could not read them. Per queue
--- the cohort's targets route to: no consumer is no-consumer; no consumer
--- advertising a version the cohort did not fail under is same-handler (a
--- consumer that advertises none proves nothing). replay's HandlerVerdict
--- judges a run's later checks the same way.
+-- with "unavailable" set when the runner could not read them, and a queue
+-- for each queue the cohort's targets route to. Over all their consumers:
+-- none at all is no-consumer; none advertising a version the cohort did
+-- not fail under is same-handler (a consumer that advertises none proves
+-- nothing). A queue without a consumer beside one with the fix (an audit
+-- tap bound to the same key) is no reason to refuse. replay's
+-- HandlerVerdict judges a run's later checks the same way.
 CREATE FUNCTION expiryctl.replay_handler_check(request bigint, failed_under jsonb, consumers jsonb) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    q jsonb;
     failed text;
     running text;
+    queues text;
     hint text := 'or, if replaying onto the same handler is what you mean, make a new request with --same-handler-ok "why"';
 BEGIN
     IF consumers IS NULL OR jsonb_typeof(consumers) <> 'object' THEN
@@ -150,24 +152,26 @@ BEGIN
         PERFORM expiryctl.replay_refuse('no-consumer', format(
             'replay request %s: its targets route to no queue, so no consumer would take the replayed jobs: check the bindings, %s', request, hint));
     END IF;
-    SELECT string_agg(CASE WHEN key = '' THEN '(none named)' ELSE key END || ': ' || value || ' letters', ', ' ORDER BY key)
-      INTO failed FROM jsonb_each_text(failed_under);
-    FOR q IN SELECT * FROM jsonb_array_elements(consumers->'queues') LOOP
-        IF jsonb_typeof(q->'consumers') IS DISTINCT FROM 'array' OR jsonb_array_length(q->'consumers') = 0 THEN
-            PERFORM expiryctl.replay_refuse('no-consumer', format(
-                'replay request %s: queue %s has no consumer, so nothing would take the replayed jobs: start the fixed worker first, %s',
-                request, q->>'queue', hint));
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(q->'consumers') c
-                        WHERE coalesce(c->>'handler_version', '') <> '' AND NOT (failed_under ? (c->>'handler_version'))) THEN
-            SELECT string_agg(DISTINCT CASE WHEN coalesce(c->>'handler_version', '') = '' THEN '(none advertised)' ELSE c->>'handler_version' END, ', ')
-              INTO running FROM jsonb_array_elements(q->'consumers') c;
-            PERFORM expiryctl.replay_refuse('same-handler', format(
-                'replay request %s: every consumer of queue %s runs a handler version the cohort failed under, or advertises none (consumed now by %s; failed under %s): '
-                || 'replaying now repeats the failure. Deploy the fix (a worker whose connection advertises a new handler-version) and run it again, %s',
-                request, q->>'queue', running, coalesce(failed, 'nothing'), hint));
-        END IF;
-    END LOOP;
+    SELECT string_agg(q->>'queue', ', ') INTO queues FROM jsonb_array_elements(consumers->'queues') q;
+    SELECT string_agg(DISTINCT CASE WHEN coalesce(c->>'handler_version', '') = '' THEN '(none advertised)' ELSE c->>'handler_version' END, ', ')
+      INTO running
+      FROM jsonb_array_elements(consumers->'queues') q
+     CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(q->'consumers') = 'array' THEN q->'consumers' ELSE '[]' END) c;
+    IF running IS NULL THEN
+        PERFORM expiryctl.replay_refuse('no-consumer', format(
+            'replay request %s: queue %s has no consumer, so nothing would take the replayed jobs: start the fixed worker first, %s',
+            request, queues, hint));
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(consumers->'queues') q
+                    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(q->'consumers') = 'array' THEN q->'consumers' ELSE '[]' END) c
+                    WHERE coalesce(c->>'handler_version', '') <> '' AND NOT (failed_under ? (c->>'handler_version'))) THEN
+        SELECT string_agg(CASE WHEN key = '' THEN '(none named)' ELSE key END || ': ' || value || ' letters', ', ' ORDER BY key)
+          INTO failed FROM jsonb_each_text(failed_under);
+        PERFORM expiryctl.replay_refuse('same-handler', format(
+            'replay request %s: every consumer of queue %s runs a handler version the cohort failed under, or advertises none (consumed now by %s; failed under %s): '
+            || 'replaying now repeats the failure. Deploy the fix (a worker whose connection advertises a new handler-version) and run it again, %s',
+            request, queues, running, coalesce(failed, 'nothing'), hint));
+    END IF;
 END
 $$;
 -- +goose StatementEnd
