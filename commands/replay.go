@@ -172,7 +172,7 @@ matches letters waiting for a decision, oldest first, up to --max.
 	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key for letters that name no origin")
 	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
 	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
-	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", `why the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver`)
+	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", "say `why` the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver")
 	fl.BoolVar(&opts.IncludePermanent, "include-permanent", false, "include letters that failed for good (conflict, validation, malformed, not-found); shown to the approver")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd

@@ -168,7 +168,7 @@ func handlerHalt(req Request, obs Observation) *HaltError {
 	if cond == "" {
 		return nil
 	}
-	return &HaltError{RequestID: req.ID, Condition: cond, Reason: reason + " since the run started", consumers: &obs}
+	return &HaltError{RequestID: req.ID, Condition: cond, Reason: "a check during the run found that " + reason, consumers: &obs}
 }
 
 // ConsumerVersions lists the distinct handler versions of consumers, with

@@ -1316,17 +1316,18 @@ BEGIN
 
     -- The handler versions the cohort failed under, and where its letters
     -- go, frozen with it: replay_run_start judges the consumers the runner
-    -- observed against them, and the approver sees both.
-    SELECT coalesce(jsonb_object_agg(v, k), '{}') INTO failed
-      FROM (SELECT expiryctl.handler_version_of(d.headers) AS v, count(*) AS k FROM unnest(c_ids) AS c(id)
-              JOIN expiryctl.dead_letters d ON d.id = c.id GROUP BY 1) s;
-    SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]') INTO tgts
-      FROM (SELECT t.e, t.rk, count(*) AS k FROM unnest(c_ids) AS c(id)
-              JOIN expiryctl.dead_letters d ON d.id = c.id
-             CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
-                                                                          to_exchange, to_routing_key)) t
-             WHERE t.rk IS NOT NULL
-             GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 20) s;
+    -- observed against them, and the approver sees both. One more read of
+    -- the cohort's letters by id, grouped once for both.
+    WITH g AS (
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
+          FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
+         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
+                                                                      to_exchange, to_routing_key)) t
+         GROUP BY 1, 2, 3)
+    SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
+           (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
+              FROM (SELECT e, rk, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk ORDER BY 3 DESC, 1, 2 LIMIT 20) b)
+      INTO failed, tgts;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
     IF canary IS NOT NULL THEN
