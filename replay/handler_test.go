@@ -175,7 +175,7 @@ func TestRunRefusesWithNoConsumer(t *testing.T) {
 	req := b.approved(t, NewRequest{Canary: intPtr(0)}, ids[:2])
 	r := b.handlerRunner(t)
 	_, err := r.Run(ctx, req.ID)
-	wantRefusal(t, err, ConditionNoConsumer)
+	_ = wantRefusal(t, err, ConditionNoConsumer)
 
 	allowed := b.approved(t, NewRequest{Canary: intPtr(0), SameHandlerWhy: "INC-42: the database failed over, the handler was never at fault"}, ids[2:])
 	if !allowed.SameHandlerOK || allowed.SameHandlerWhy == "" {

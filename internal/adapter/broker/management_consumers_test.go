@@ -51,7 +51,7 @@ func TestTargetConsumersReadsHandlerVersions(t *testing.T) {
 	targets := []replay.Target{{Exchange: x, RoutingKey: "reservation.expire"}, {Exchange: "", RoutingKey: idle},
 		{Exchange: "", RoutingKey: amqptest.Name(t, ".missing")}, {Exchange: amqptest.Name(t, ".nox"), RoutingKey: "k"}}
 	var got []replay.QueueConsumers
-	byQueue := map[string][]replay.Consumer{}
+	var byQueue map[string][]replay.Consumer
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		got, err = m.TargetConsumers(context.Background(), targets)
 		byQueue = map[string][]replay.Consumer{}
