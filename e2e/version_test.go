@@ -24,7 +24,7 @@ func TestVersionNamesTheCommit(t *testing.T) {
 		t.Fatalf("%s: %v", out, err)
 	}
 	if v.Commit != strings.TrimSpace(string(head)) || v.Version == "dev" || v.Version == "" {
-		t.Errorf("version %+v, want the checkout's commit %s", v, head)
+		t.Fatalf("version %+v, want the checkout's commit %s (build the binary with `make build`, which stamps it: -buildvcs=auto)", v, head)
 	}
 	flag, err := exec.Command(binPath, "--version").Output()
 	if err != nil || !strings.Contains(string(flag), "commit "+v.Commit[:12]) {
