@@ -29,6 +29,8 @@ func TestReplayRunInATerminal(t *testing.T) {
 	w := newReplayWorld(t, n, "canary_window=12s")
 	req := w.request(t, replay.NewRequest{Rate: 4, Canary: intRef(2)})
 	w.approve(t, req.ID)
+	// The fixed worker consumes the target queue, as a run requires.
+	w.runWorker(t)
 	id := strconv.FormatInt(req.ID, 10)
 	runner := w.db.Login(t, "runner", "expiryctl_operator")
 	reader := newCLI(w.db.Login(t, "reader", "expiryctl_operator").URL, "reader")
