@@ -13,6 +13,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
 // DLQIngestOptions holds what `expiryctl dlq ingest` needs.
@@ -43,6 +44,9 @@ type DLQIngestOptions struct {
 	MetricsListen   string
 	MetricsInterval time.Duration
 	Output          *outputFormat
+
+	// progress is the progress line on stderr; nil: newProgressLine.
+	progress *progressLine
 }
 
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
@@ -166,6 +170,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		})
 	}
 
+	if opts.progress == nil {
+		opts.progress = newProgressLine(opts.IO.ErrOut)
+	}
 	progress := func(deadletter.IngestStats) {}
 	if opts.IO.StderrTTY {
 		last := time.Time{}
@@ -174,8 +181,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				return
 			}
 			last = time.Now()
-			fmt.Fprintf(opts.IO.ErrOut, "\r\x1b[Kingesting %s: %d stored, %d duplicates, %.0f msgs/s",
-				opts.Queue, s.Stored, s.Duplicates, s.Rate())
+			opts.progress.show(fmt.Sprintf("ingesting %s: %d stored, %d duplicates, %.0f msgs/s",
+				termsafe.EscapeLine(opts.Queue), s.Stored, s.Duplicates, s.Rate()))
 		}
 	}
 	if opts.MetricsListen != "" {
@@ -206,7 +213,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		Classifier: classifier, Progress: progress,
 	})
 	if opts.IO.StderrTTY {
-		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+		opts.progress.clear()
 	}
 	if err != nil {
 		return err

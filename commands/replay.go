@@ -232,9 +232,17 @@ as ` + "`replay plan`" + ` measures it (under "plan" in -o json).
 With --watch it follows the request, its run's progress included, until
 Ctrl-C; the watch is audited once. Piped, each update is one line: the time,
 then status=, items=, the items per run state, changes= (letters changed
-since the cohort was frozen) and halt_reason= once it halted or was cancelled.`,
+since the cohort was frozen), runner_held= while it is running (false: no
+runner holds it, and ` + "`replay run`" + ` resumes it) and halt_reason= once it
+halted or was cancelled.
+
+A running request that no runner holds (its runner was interrupted with
+Ctrl-C, killed, or lost its connection) says so, with the command that
+resumes it; -o json has "runner_held": false (true while a runner holds it,
+absent for any other status) and "runner", the session that holds it.`,
 		Example: `  expiryctl replay show 7
   expiryctl replay show 7 --sample 0 -o json
+  expiryctl replay show 7 -o json | jq .runner_held   # false: running, but no runner holds it
   expiryctl replay show 7 --watch=2s --sample 5      # follow a run in place
   expiryctl replay show 7 --watch | grep -m1 -E 'status=(completed|halted)'
   # 2026-11-30T03:00:05Z request=7 kind=replay status=running items=200 pending=80 confirmed=120 changes=0`,
@@ -326,6 +334,9 @@ func requestLine(d replay.Detail) string {
 		line.add(state, d.States[state])
 	}
 	line.add("changes", len(d.Changes))
+	if d.RunnerHeld != nil {
+		line.add("runner_held", *d.RunnerHeld)
+	}
 	if d.HaltReason != "" {
 		line.add("halt_reason", d.HaltReason)
 	}
@@ -396,12 +407,18 @@ func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions)
 
 With --watch the list is updated until Ctrl-C; the watch is audited once.
 Piped, each update is one line: the time, requests= (how many are listed),
-the count per status, and open= with each open request as ID:STATUS.`,
+the count per status, open= with each open request as ID:STATUS, and
+no_runner= with the running requests that no runner holds.
+
+A running request that no runner holds (its runner was interrupted, killed
+or lost its connection) is named below the list, on stderr, with the command
+that resumes it; -o json has "runner_held" on each running request.`,
 		Example: `  expiryctl replay list --status pending
   expiryctl replay list --watch                      # redraw every 5s until Ctrl-C
   expiryctl replay list --watch=30s >> requests.log  # piped, one line per update:
   # 2026-11-30T03:00:00Z requests=3 pending=1 running=1 completed=1 open=9:pending,8:running
-  expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'`,
+  expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'
+  expiryctl replay list --status running -o json | jq '.[] | select(.runner_held == false) | .id'   # runs to resume`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Status != "" {
@@ -460,7 +477,11 @@ func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs 
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
 			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)
 	}
-	return t.render()
+	if err := t.render(); err != nil {
+		return err
+	}
+	noteRunnersGone(streams, reqs)
+	return nil
 }
 
 // replayListWatch is `replay list --watch`: the list as `replay list`
@@ -508,6 +529,9 @@ func requestsLine(reqs []replay.Request) string {
 	}
 	if len(open) > 0 {
 		line.add("open", strings.Join(open, ","))
+	}
+	if gone := runnersGone(reqs); len(gone) > 0 {
+		line.add("no_runner", strings.Join(gone, ","))
 	}
 	return line.String()
 }

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -14,18 +13,14 @@ func TestRunProgressShowsThePace(t *testing.T) {
 	t.Parallel()
 	p := replay.Progress{RequestID: 7, Kind: replay.KindReplay, Phase: "replay", Total: 300, Done: 40, Confirmed: 40, Rate: 9.5,
 		Pace: 10, PaceWhy: "lowered to 10.0/s: reservation-expiry ready 120 → 340, growing"}
-	var errOut bytes.Buffer
-	printRunProgress(&IOStreams{ErrOut: &errOut}, p)
 	want := "replay 7: 40/300 done (40 confirmed, 0 skipped, 0 failed), 0 in flight, 9.5/s · lowered to 10.0/s: reservation-expiry ready 120 → 340, growing"
-	if got := strings.TrimPrefix(errOut.String(), "\r\x1b[K"); got != want {
+	if got := runProgressLine(p); got != want {
 		t.Fatalf("progress %q, want %q", got, want)
 	}
 
 	p.PaceWhy = "fixed ceiling 20/s: no management API to pace by\x1b[31m"
-	errOut.Reset()
-	printRunProgress(&IOStreams{ErrOut: &errOut}, p)
-	if strings.Contains(errOut.String(), "\x1b[31m") || !strings.Contains(errOut.String(), "· fixed ceiling 20/s: no management API to pace by") {
-		t.Fatalf("progress %q: the reason is shown, escaped", errOut.String())
+	if got := runProgressLine(p); strings.Contains(got, "\x1b[31m") || !strings.Contains(got, "· fixed ceiling 20/s: no management API to pace by") {
+		t.Fatalf("progress %q: the reason is shown, escaped", got)
 	}
 
 	req := replay.Request{ID: 7, Rate: 20}

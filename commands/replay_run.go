@@ -10,7 +10,6 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
-	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -22,6 +21,16 @@ type ReplayRunOptions struct {
 	ID     int64
 	DryRun bool
 	Output *outputFormat
+
+	// progress is the progress line on stderr; nil: newProgressLine.
+	progress *progressLine
+}
+
+func (o *ReplayRunOptions) progressLine() *progressLine {
+	if o.progress == nil {
+		o.progress = newProgressLine(o.IO.ErrOut)
+	}
+	return o.progress
 }
 
 // NewCmdReplayRun builds `expiryctl replay run`.
@@ -116,12 +125,17 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 	}
 
 	var progress func(replay.Progress)
+	line := opts.progressLine()
 	if opts.IO.StderrTTY {
-		progress = func(p replay.Progress) { printRunProgress(opts.IO, p) }
+		progress = func(p replay.Progress) {
+			if p.Phase != "stopping" {
+				line.show(runProgressLine(p))
+			}
+		}
 	}
 	res, runErr := runner.Run(ctx, opts.ID, progress)
 	if opts.IO.StderrTTY {
-		fmt.Fprint(opts.IO.ErrOut, "\r\x1b[K")
+		line.clear()
 	}
 	if res.Status == "" {
 		// Refused before it started: the error says why.
@@ -138,37 +152,6 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 			res.RequestID, phrase.Count(len(res.FailedItems), "item", "items"))
 	}
 	return nil
-}
-
-func printRunProgress(streams *IOStreams, p replay.Progress) {
-	if p.Phase == "stopping" {
-		return
-	}
-	line := fmt.Sprintf("%s %d: %d/%d done (%d confirmed, %d skipped, %d failed)", p.Kind, p.RequestID, p.Done, p.Total,
-		p.Confirmed, p.Skipped, p.Failed)
-	if p.Kind == replay.KindReplay {
-		line += fmt.Sprintf(", %d in flight, %.1f/s", p.InFlight, p.Rate)
-		if p.ETA > 0 {
-			line += ", ETA " + p.ETA.Round(time.Second).String()
-		}
-		if p.Outcomes != nil {
-			line += "; " + p.Outcomes.Line()
-		}
-		if p.PaceWhy != "" {
-			line += " · " + termsafe.EscapeLine(p.PaceWhy)
-		}
-	}
-	switch p.Phase {
-	case "canary":
-		line += " — canary going out"
-	case "canary-wait":
-		line += fmt.Sprintf(" — canary out, watching for re-dead letters for %s more", p.CanaryLeft.Round(time.Second))
-	case "canary-outcomes":
-		line += " — canary out, waiting for its reservations to reach their terminal state"
-	case "settling":
-		line += " — all published, waiting for the last reservations to reach their terminal state"
-	}
-	fmt.Fprint(streams.ErrOut, "\r\x1b[K"+line)
 }
 
 func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {

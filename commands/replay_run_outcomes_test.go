@@ -37,8 +37,9 @@ func TestReplayRunShowsOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "replay 7: 10/10 done (10 confirmed, 0 skipped, 0 failed), 0 in flight, 5.0/s; outcomes 9/10 terminal, p50 120ms p99 1.4s, 2 conflicts, 1 unsettled"
-		if !strings.Contains(errOut, want+"\r") || !strings.Contains(errOut, want+" — all published, waiting for the last reservations") {
+		want := "10/10 done (10 confirmed, 0 skipped, 0 failed), 0 in flight, 5.0/s; outcomes 9/10 terminal, p50 120ms p99 1.4s, 2 conflicts, 1 unsettled"
+		if !strings.Contains(errOut, "replay 7: "+want+"\r") ||
+			!strings.Contains(errOut, "replay 7: all published, waiting for the last reservations to reach their terminal state · "+want) {
 			t.Fatalf("stderr %q, want lines with %q", errOut, want)
 		}
 	})

@@ -15,16 +15,6 @@ func (p postgresTables) RunLockTry(ctx context.Context, request int64) (bool, er
 	return ok, err
 }
 
-func (p postgresTables) RunLockHolder(ctx context.Context, request int64) (lockHolder, error) {
-	var h lockHolder
-	err := p.q.QueryRow(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local socket'), a.backend_start
-		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-		  AND l.classid::int8 = $1 AND l.objid::int8 = $2 LIMIT 1`,
-		int64(uint32(runLockNamespace)), int64(uint32(int32(request)))).Scan(&h.pid, &h.application, &h.address, &h.since)
-	return h, err
-}
-
 func (p postgresTables) RunLockRelease(ctx context.Context, request int64) error {
 	_, err := p.q.Exec(ctx, "SELECT pg_advisory_unlock($1::int4, $2::int4)", runLockNamespace, int32(request))
 	return err

@@ -114,6 +114,14 @@ type Request struct {
 	// Targets are where the cohort's letters are published, most letters
 	// first (the 20 largest); frozen with the cohort.
 	Targets []Target `json:"targets"`
+	// RunnerHeld is set for a running request only (Show and List fill it
+	// in): whether a runner's session holds the request's runner lock.
+	// False means no process runs it (its runner was interrupted, killed
+	// or lost its connection) and `expiryctl replay run` resumes it.
+	RunnerHeld *bool `json:"runner_held,omitempty"`
+	// Runner names the session that holds the runner lock (see
+	// lockHolder.String); empty when none does.
+	Runner string `json:"runner,omitempty"`
 }
 
 // Open reports whether the request still holds its letters.

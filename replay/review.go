@@ -174,7 +174,11 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 	if err != nil {
 		return Detail{}, err
 	}
-	d := Detail{Request: req, Changes: []CohortChange{}}
+	one := []Request{req}
+	if err := markRunners(ctx, t, one); err != nil {
+		return Detail{}, err
+	}
+	d := Detail{Request: one[0], Changes: []CohortChange{}}
 	if d.Categories, d.States, err = t.ItemsCountByCategoryAndState(ctx, id); err != nil {
 		return Detail{}, err
 	}
@@ -203,7 +207,7 @@ func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request
 	if err := inTx(ctx, s.Pool, func(t tables) error { return t.RequestExpireStale(ctx, s.Actor) }); err != nil {
 		return nil, err
 	}
-	out, err := s.tables().RequestList(ctx, status, limit)
+	out, err := s.listWithRunners(ctx, status, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -80,10 +80,14 @@ type Progress struct {
 	Confirmed, Skipped, Failed int
 	// InFlight is publishes waiting for the broker's confirm.
 	InFlight int
-	// Published counts publishes in this run; Rate is their rate.
+	// Published counts publishes in this run; Rate is their rate over
+	// the time the run could publish, its waits (the canary window, the
+	// waits for outcomes) left out.
 	Published int
 	Rate      float64
-	// ETA estimates the time left at the current rate; zero when unknown.
+	// ETA estimates a replay's time left: what is left of the canary
+	// window while it waits, then the items left at Rate, at most Pace;
+	// so it counts down through the canary's wait. Zero when unknown.
 	ETA time.Duration
 	// CanaryLeft is the time left in the canary window while waiting.
 	CanaryLeft time.Duration
@@ -316,6 +320,7 @@ type runState struct {
 	maxOrdinal int
 
 	phase         string
+	waits         runWaits
 	lastReport    time.Time
 	inFlight      int
 	canaryLeft    time.Duration
@@ -377,6 +382,7 @@ func (r *Runner) report(st *runState, phase string) {
 		return
 	}
 	st.phase, st.lastReport = phase, now
+	st.waits.observe(phase, now)
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes}
@@ -387,12 +393,17 @@ func (r *Runner) report(st *runState, phase string) {
 	if st.pace != nil {
 		p.Pace, p.PaceWhy = st.pace.rate, st.pace.why
 	}
-	if el := now.Sub(st.start).Seconds(); el > 0 {
-		p.Rate = float64(st.published) / el
-	}
-	if p.Rate > 0 {
-		left := st.req.Items - p.Done
-		p.ETA = time.Duration(float64(left) / p.Rate * float64(time.Second))
+	p.Rate = publishRate(st.published, now.Sub(st.start), st.waits.total(now))
+	if st.req.Kind == KindReplay {
+		pace := p.Pace
+		if pace <= 0 {
+			pace = st.req.Rate
+		}
+		waitLeft := time.Duration(0)
+		if phase == "canary-wait" {
+			waitLeft = st.canaryLeft
+		}
+		p.ETA = estimateETA(st.req.Items-p.Done, p.Rate, pace, waitLeft)
 	}
 	r.Progress(p)
 }

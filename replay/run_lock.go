@@ -17,11 +17,30 @@ type runLock struct {
 	id      int64
 }
 
-// lockHolder is the session that holds a request's runner lock.
+// lockHolder is the session that holds a request's runner lock. Address
+// and since are empty when PostgreSQL hides them from the reader (another
+// login's session, read without pg_read_all_stats).
 type lockHolder struct {
-	pid                  int32
-	application, address string
-	since                time.Time
+	pid                         int32
+	login, application, address string
+	since                       time.Time
+}
+
+// String names the session as a person looks it up: the application name
+// the runner set (`expiryctl replay run by ACTOR@HOST`), its login and
+// PostgreSQL backend, and where from and since when, where visible.
+func (h lockHolder) String() string {
+	s := fmt.Sprintf("%q (PostgreSQL backend %d", h.application, h.pid)
+	if h.login != "" {
+		s += " of login " + h.login
+	}
+	if h.address != "" {
+		s += " from " + h.address
+	}
+	if !h.since.IsZero() {
+		s += ", connected " + h.since.UTC().Format(time.RFC3339)
+	}
+	return s + ")"
 }
 
 // acquire takes the request's advisory lock on a connection of its own, or
@@ -42,8 +61,10 @@ func (r *Runner) acquire(ctx context.Context, id int64) (*runLock, error) {
 		return &runLock{session: session, id: id}, nil
 	}
 	holder := "another session"
-	if h, err := t.RunLockHolder(ctx, id); err == nil {
-		holder = fmt.Sprintf("%q (PostgreSQL backend %d from %s, connected %s)", h.application, h.pid, h.address, h.since.UTC().Format(time.RFC3339))
+	if held, err := t.RunLockHolders(ctx, []int64{id}); err == nil {
+		if h, ok := held[id]; ok {
+			holder = h.String()
+		}
 	}
 	_ = session.close(context.WithoutCancel(ctx))
 	return nil, refuse("single-runner", "replay request %d is being run by another runner, %s: only one runner may run a request; wait for it to finish, or stop it and run again to resume", id, holder)

@@ -93,8 +93,10 @@ type tables interface {
 	// RunLockTry takes the request's runner lock for the session, without
 	// waiting; false when another session holds it.
 	RunLockTry(ctx context.Context, request int64) (bool, error)
-	// RunLockHolder reads which session holds the request's runner lock.
-	RunLockHolder(ctx context.Context, request int64) (lockHolder, error)
+	// RunLockHolders reads which sessions hold the runner locks of the
+	// requests, by request; a request whose lock no session holds is not
+	// in the map.
+	RunLockHolders(ctx context.Context, requests []int64) (map[int64]lockHolder, error)
 	// RunLockRelease lets the request's runner lock go.
 	RunLockRelease(ctx context.Context, request int64) error
 	// RunStart spends the approval or takes over a running request

@@ -24,5 +24,5 @@ func (u UnauditedReads) List(ctx context.Context, status Status, limit int) ([]R
 	if err := inTx(ctx, u.s.Pool, func(t tables) error { return t.RequestExpireStale(ctx, u.s.Actor) }); err != nil {
 		return nil, err
 	}
-	return u.s.tables().RequestList(ctx, status, limit)
+	return u.s.listWithRunners(ctx, status, limit)
 }

@@ -275,8 +275,10 @@ func (m Model) updateKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		return m, nil
 	case key.Matches(k, keys.Run):
 		if r, ok := m.selected(); ok {
-			if r.Status != replay.StatusApproved {
-				return m, frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d is %s: only an approved request runs", r.ID, r.Status)})
+			// A running request without a runner resumes: its approval was
+			// spent when it started, and `replay run` takes it over.
+			if r.Status != replay.StatusApproved && !r.RunnerGone() {
+				return m, frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d is %s: only an approved request runs, or a running one whose runner is gone", r.ID, r.Status)})
 			}
 			return m, frame.Send(frame.RunRequestMsg{ID: r.ID})
 		}
@@ -340,7 +342,7 @@ func (m Model) View() string {
 	now := m.ctx.Now()
 	for i := m.top; i < len(m.reqs) && i < m.top+m.visible(); i++ {
 		r := m.reqs[i]
-		lines = append(lines, t.Row(w, []string{strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status),
+		lines = append(lines, t.Row(w, []string{strconv.FormatInt(r.ID, 10), string(r.Kind), statusCell(r),
 			strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate), termsafe.EscapeLine(r.RequestedBy),
 			termsafe.EscapeLine(r.ReviewedBy), frame.Age(now, r.CreatedAt), termsafe.EscapeLine(r.Why)}, i == m.cursor, false))
 	}
@@ -357,6 +359,10 @@ func (m Model) View() string {
 		status = fmt.Sprintf("no %s requests: request a replay from the letter list (r)", m.scope)
 	case m.failed:
 		status += " — stale: the last refresh failed"
+	}
+	if note := runnersGoneNote(m.reqs); note != "" && m.loaded {
+		lines = append(lines, th.Dim.Render(status+" · ")+th.Warn.Render(note))
+		return frame.Fit(strings.Join(lines, "\n"), w, m.ctx.Height)
 	}
 	lines = append(lines, th.Dim.Render(status))
 	return frame.Fit(strings.Join(lines, "\n"), w, m.ctx.Height)

@@ -19,7 +19,8 @@ type Styles struct {
 	Warn  func(...string) string
 }
 
-// Render returns what an approver approves, without the sample of items
+// Render returns what an approver approves (and, while it runs, whether a
+// runner holds it), without the sample of items
 // (callers lay that out their own way): who asked and why, the review, the
 // cohort and its hash, the selection as written, categories, rate, canary,
 // stop conditions, target, the idempotency-key flag, the handler check
@@ -34,7 +35,10 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	esc := termsafe.EscapeLine
 	const stamp = "2006-01-02T15:04:05Z"
 	field := func(name, value string) { fmt.Fprintf(&b, "  %-20s %s\n", name, value) }
-	fmt.Fprintf(&b, "%s\n", st.Title(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, d.Status)))
+	fmt.Fprintf(&b, "%s\n", st.Title(fmt.Sprintf("Replay request %d — %s %s", d.ID, d.Kind, StatusLabel(d.Request))))
+	if line := runnerLine(d.Request, st); line != "" {
+		field("runner", line)
+	}
 	field("requested by", fmt.Sprintf("%s (database role %s) at %s", esc(d.RequestedBy), esc(d.RequestedDBRole), d.CreatedAt.UTC().Format(stamp)))
 	field("why", esc(d.Why))
 	field("review by", d.ExpiresAt.UTC().Format(stamp))

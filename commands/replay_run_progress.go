@@ -1,0 +1,45 @@
+package commands
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// runProgressLine is a run's progress on one line. While the run publishes
+// it starts with the items done; while it waits (the canary window, the
+// outcomes) it starts with what it waits for and the ETA, so that what
+// changes fits an 80-column terminal, the rest being cut at its edge.
+func runProgressLine(p replay.Progress) string {
+	head := fmt.Sprintf("%s %d: ", p.Kind, p.RequestID)
+	counts := fmt.Sprintf("%d/%d done (%d confirmed, %d skipped, %d failed)", p.Done, p.Total, p.Confirmed, p.Skipped, p.Failed)
+	var rate, eta, extra string
+	if p.Kind == replay.KindReplay {
+		rate = fmt.Sprintf(", %d in flight, %.1f/s", p.InFlight, p.Rate)
+		if p.ETA > 0 {
+			eta = ", ETA " + p.ETA.Round(time.Second).String()
+		}
+		if p.Outcomes != nil {
+			extra += "; " + p.Outcomes.Line()
+		}
+		if p.PaceWhy != "" {
+			extra += " · " + termsafe.EscapeLine(p.PaceWhy)
+		}
+	}
+	var waiting string
+	switch p.Phase {
+	case "canary":
+		return head + counts + rate + eta + extra + " — canary going out"
+	case "canary-wait":
+		waiting = fmt.Sprintf("canary out, watching %s more for re-dead letters", p.CanaryLeft.Round(time.Second))
+	case "canary-outcomes":
+		waiting = "canary out, waiting for its reservations to reach their terminal state"
+	case "settling":
+		waiting = "all published, waiting for the last reservations to reach their terminal state"
+	default:
+		return head + counts + rate + eta + extra
+	}
+	return head + waiting + eta + " · " + counts + rate + extra
+}
