@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -63,14 +63,36 @@ func writeJSON(w io.Writer, v any) error {
 // table prints rows for people: aligned columns with a bold header on a
 // terminal, tab-separated values without a header decoration when piped. Every
 // cell is escaped, so stored text can never drive the terminal.
+//
+// On a terminal a row never wraps: when the rows are wider than the
+// terminal, the columns named truncatable give up their width first, widest
+// first, their cells cut with an ellipsis, so that ids and states stay
+// whole; only when those are down to their headers is the row cut at the
+// right edge. -o json and -o csv have every cell whole.
 type table struct {
 	io      *IOStreams
 	headers []string
 	rows    [][]string
+	shrink  []int
 }
 
 func newTable(streams *IOStreams, headers ...string) *table {
 	return &table{io: streams, headers: headers}
+}
+
+// truncatable names the columns that give up width when a row is wider than
+// the terminal: free text (an error, a reason, details), never what a person
+// looks a row up by. A header the table does not have is a programming
+// error, which every command's tests run into.
+func (t *table) truncatable(headers ...string) *table {
+	for _, h := range headers {
+		i := slices.Index(t.headers, h)
+		if i < 0 {
+			panic(fmt.Sprintf("table has no column %q to truncate (columns: %s)", h, strings.Join(t.headers, ", ")))
+		}
+		t.shrink = append(t.shrink, i)
+	}
+	return t
 }
 
 func (t *table) addRow(cells ...string) {
@@ -80,6 +102,9 @@ func (t *table) addRow(cells ...string) {
 	}
 	t.rows = append(t.rows, safe)
 }
+
+// columnGap is the space between two columns on a terminal.
+const columnGap = 2
 
 func (t *table) render() error {
 	if !t.io.StdoutTTY {
@@ -92,30 +117,79 @@ func (t *table) render() error {
 		}
 		return nil
 	}
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.headers, "\t"))
-	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	text := buf.String()
-	// A row wider than the terminal would wrap into the next one and break
-	// the columns: it is cut at the right edge instead, where the longest
-	// cells (queues, error text) are; -o json has every cell whole.
-	if width, _, ok := terminalSize(t.io.Out); ok {
-		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-		for i, l := range lines {
-			lines[i] = ansi.Truncate(l, width, "…")
+	widths := make([]int, len(t.headers))
+	for _, r := range append([][]string{t.headers}, t.rows...) {
+		for i, c := range r {
+			if i < len(widths) {
+				widths[i] = max(widths[i], ansi.StringWidth(c))
+			}
 		}
-		text = strings.Join(lines, "\n") + "\n"
 	}
-	header, rest, _ := strings.Cut(text, "\n")
+	width, _, fits := t.io.terminal()
+	if fits {
+		t.fit(widths, width)
+	}
+	var b strings.Builder
+	for _, r := range append([][]string{t.headers}, t.rows...) {
+		line := alignRow(r, widths)
+		// Should the columns that may shrink not be enough, the row is cut
+		// at the right edge rather than wrapped into the next one.
+		if fits {
+			line = ansi.Truncate(line, width, "…")
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	header, rest, _ := strings.Cut(b.String(), "\n")
 	// The header is styled after alignment so escape codes do not skew widths.
 	_, err := io.WriteString(t.io.Out, styles(t.io).header.Render(header)+"\n"+rest)
 	return err
+}
+
+// fit narrows the truncatable columns of widths, the widest first, until a
+// row is at most width wide or each of them is down to its header (and at
+// least a few characters).
+func (t *table) fit(widths []int, width int) {
+	total := columnGap * (len(widths) - 1)
+	for _, w := range widths {
+		total += w
+	}
+	for ; total > width; total-- {
+		widest := -1
+		for _, i := range t.shrink {
+			floor := max(ansi.StringWidth(t.headers[i]), 5)
+			if widths[i] > floor && (widest < 0 || widths[i] > widths[widest]) {
+				widest = i
+			}
+		}
+		if widest < 0 {
+			return
+		}
+		widths[widest]--
+	}
+}
+
+// alignRow pads each cell to its column's width, cutting a cell wider than
+// that with an ellipsis; the last cell is not padded, so that no line ends
+// in spaces.
+func alignRow(cells []string, widths []int) string {
+	var b strings.Builder
+	for i, c := range cells {
+		if i >= len(widths) {
+			break
+		}
+		if i > 0 {
+			b.WriteString(strings.Repeat(" ", columnGap))
+		}
+		if ansi.StringWidth(c) > widths[i] {
+			c = ansi.Truncate(c, widths[i], "…")
+		}
+		b.WriteString(c)
+		if i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", widths[i]-ansi.StringWidth(c)))
+		}
+	}
+	return b.String()
 }
 
 // csvWriter writes rows as RFC 4180 CSV. Cells are written as stored: CSV is

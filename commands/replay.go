@@ -347,7 +347,8 @@ func renderRequest(streams *IOStreams, d replay.Detail) error {
 		return nil
 	}
 	fmt.Fprintf(streams.Out, "\n%s\n", st.title.Render(fmt.Sprintf("Cohort (%d of %d)", len(d.Sample), d.Items)))
-	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE")
+	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE").
+		truncatable("TARGET", "ERROR-CLASS", "RESERVATION")
 	for _, it := range d.Sample {
 		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), string(it.Category), it.ErrorClass,
 			it.ReservationID, it.Target, it.PayloadSHA256[:16]+"…", it.State)
@@ -380,12 +381,18 @@ func NewCmdReplayList(f *Factory, runF func(context.Context, *ReplayListOptions)
 
 With --watch the list is updated until Ctrl-C; the watch is audited once.
 Piped, each update is one line: the time, requests= (how many are listed),
-the count per status, and open= with each open request as ID:STATUS.`,
+the count per status, and open= with each open request as ID:STATUS.
+
+-o csv writes one row per request (id, kind, status, items, rate, canary,
+fresh_key, requested_by, requested_db_role, created_at, expires_at,
+reviewed_by, reviewed_db_role, reviewed_at, started_at, finished_at,
+cohort_hash, why, halt_reason), times in RFC 3339.`,
 		Example: `  expiryctl replay list --status pending
   expiryctl replay list --watch                      # redraw every 5s until Ctrl-C
   expiryctl replay list --watch=30s >> requests.log  # piped, one line per update:
   # 2026-11-30T03:00:00Z requests=3 pending=1 running=1 completed=1 open=9:pending,8:running
-  expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'`,
+  expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'
+  expiryctl replay list --limit 500 -o csv > requests.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Status != "" {
@@ -397,6 +404,9 @@ the count per status, and open= with each open request as ID:STATUS.`,
 			}
 			if opts.Limit < 1 || opts.Limit > 10000 {
 				return flagErrorf("invalid --limit %d: use 1 to 10000", opts.Limit)
+			}
+			if opts.Watch.on() && opts.Output.value == "csv" {
+				return flagErrorf("--watch shows a table or, with -o json, one document per update: drop -o csv, or --watch")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -411,7 +421,7 @@ the count per status, and open= with each open request as ID:STATUS.`,
 		statuses = append(statuses, string(s))
 	}
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statuses, cobra.ShellCompDirectiveNoFileComp))
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
 	return cmd
 }
@@ -432,14 +442,18 @@ func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
 }
 
 func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs []replay.Request) error {
-	if output.value == "json" {
+	switch output.value {
+	case "json":
 		return writeJSON(streams.Out, reqs)
+	case "csv":
+		return writeCSV(streams.Out, requestCSVHeaders, reqs, requestCSVCells)
 	}
 	if len(reqs) == 0 {
 		fmt.Fprintln(streams.ErrOut, "no requests")
 		return nil
 	}
-	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY")
+	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY").
+		truncatable("WHY", "REQUESTED-BY", "REVIEWED-BY")
 	for _, r := range reqs {
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
 			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)

@@ -133,7 +133,7 @@ func renderPlan(streams *IOStreams, p replay.Plan) error {
 	}
 	fmt.Fprintf(streams.ErrOut, "plan of replay request %d (%s): ceiling %g/s, work queue %s\n",
 		p.RequestID, p.Status, p.Ceiling, termsafe.EscapeLine(queue))
-	t := newTable(streams, "FIGURE", "VALUE", "FROM")
+	t := newTable(streams, "FIGURE", "VALUE", "FROM").truncatable("FROM")
 	t.addRow("arrival_rate", planNumber(p.ArrivalRate), orDash(p.ArrivalRateSource))
 	t.addRow("failure_fraction", planNumber(p.FailureFraction), orDash(p.FailureSource))
 	t.addRow("attempts", strconv.Itoa(p.Attempts), p.AttemptsSource)
