@@ -121,8 +121,8 @@ type AccessListOptions struct {
 func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions) error) *cobra.Command {
 	opts := &AccessListOptions{IO: f.IO, Access: f.Access}
 	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List the logins in each expiryctl group",
+		Use:   "list",
+		Short: "List the logins in each expiryctl group",
 		Long: `List every login with the expiryctl groups it belongs to.
 
 -o csv writes one row per login (login, groups space-separated, superuser,

@@ -71,6 +71,9 @@ type Factory struct {
 	Now func() time.Time
 	// Getenv reads the environment (os.Getenv unless a test replaces it).
 	Getenv func(string) string
+	// LookupEnv reads the environment where set-but-empty differs from
+	// unset (PAGER=""); nil means through Getenv, empty as unset.
+	LookupEnv func(string) (string, bool)
 
 	// Values of the global flags; empty means "use the environment, then the
 	// default".
@@ -97,7 +100,15 @@ type Factory struct {
 
 // NewFactory returns a Factory over the process's streams and environment.
 func NewFactory() *Factory {
-	return &Factory{IO: SystemIO(), Now: time.Now, Getenv: os.Getenv}
+	return &Factory{IO: SystemIO(), Now: time.Now, Getenv: os.Getenv, LookupEnv: os.LookupEnv}
+}
+
+func (f *Factory) lookupEnv(name string) (string, bool) {
+	if f.LookupEnv != nil {
+		return f.LookupEnv(name)
+	}
+	v := f.Getenv(name)
+	return v, v != ""
 }
 
 // DatabaseURL resolves --database-url, then EXPIRYCTL_DATABASE_URL, then the

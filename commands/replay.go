@@ -199,6 +199,9 @@ type ReplayShowOptions struct {
 	// Planner, when set, adds a replay's rate plan (see `replay plan`)
 	// to the view; a watch leaves it out.
 	Planner func(context.Context) (service.Planner, error)
+	// Pager takes the view when it is taller than the terminal (not a
+	// watch's).
+	Pager *pager
 }
 
 // NewCmdReplayShow builds `expiryctl replay show`.
@@ -216,9 +219,14 @@ as ` + "`replay plan`" + ` measures it (under "plan" in -o json).
 With --watch it follows the request, its run's progress included, until
 Ctrl-C; the watch is audited once. Piped, each update is one line: the time,
 then status=, items=, the items per run state, changes= (letters changed
-since the cohort was frozen) and halt_reason= once it halted or was cancelled.`,
+since the cohort was frozen) and halt_reason= once it halted or was cancelled.
+
+On a terminal, a view taller than the screen goes through $EXPIRYCTL_PAGER,
+else $PAGER, else less (with LESS=FRX unless LESS is set); an empty value or
+cat, or --no-pager, writes it directly. A watch redraws in place instead.`,
 		Example: `  expiryctl replay show 7
   expiryctl replay show 7 --sample 0 -o json
+  expiryctl replay show 7 --sample 0 --no-pager > cohort.txt
   expiryctl replay show 7 --watch=2s --sample 5      # follow a run in place
   expiryctl replay show 7 --watch | grep -m1 -E 'status=(completed|halted)'
   # 2026-11-30T03:00:05Z request=7 kind=replay status=running items=200 pending=80 confirmed=120 changes=0`,
@@ -237,6 +245,7 @@ since the cohort was frozen) and halt_reason= once it halted or was cancelled.`,
 	cmd.Flags().IntVar(&opts.Sample, "sample", 20, "items listed; 0 lists the whole cohort")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
+	opts.Pager = addPagerFlag(cmd, f)
 	return cmd
 }
 

@@ -192,13 +192,15 @@ func showRequestWithPlan(ctx context.Context, opts *ReplayShowOptions, d replay.
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, detailWithPlan{Detail: d, Plan: plan})
 	}
-	if err := renderRequest(opts.IO, d); err != nil || plan == nil {
-		return err
-	}
-	fmt.Fprintf(opts.IO.Out, "\n%s\n", styles(opts.IO).title.Render("Rate plan (`expiryctl replay plan`)"))
-	notes := *opts.IO
-	notes.ErrOut = opts.IO.Out
-	return renderPlan(&notes, *plan)
+	return opts.Pager.show(opts.IO, func(streams *IOStreams) error {
+		if err := renderRequest(streams, d); err != nil || plan == nil {
+			return err
+		}
+		fmt.Fprintf(streams.Out, "\n%s\n", styles(streams).title.Render("Rate plan (`expiryctl replay plan`)"))
+		notes := *streams
+		notes.ErrOut = streams.Out
+		return renderPlan(&notes, *plan)
+	})
 }
 
 func planForShow(ctx context.Context, planner func(context.Context) (service.Planner, error), id int64) (replay.Plan, error) {
