@@ -117,7 +117,7 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 			return nil
 		}
 		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS").
-			truncatable("DETAILS", "TARGET", "ACTOR", "DB-ROLE")
+			truncatable("DETAILS", "DB-ROLE", "TARGET", "ACTOR")
 		for _, r := range page.Rows {
 			at := audit.FormatTime(r.At)
 			if opts.IO.StdoutTTY {

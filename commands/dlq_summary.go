@@ -396,7 +396,7 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 	// for the row cuts the totals and the queues, not how many wait, since
 	// when, and whether it is getting worse.
 	t := newTable(streams, "CATEGORY", "WAITING", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES").
-		truncatable("QUEUES")
+		truncatable("QUEUES", "ATTEMPTS MIN/P50/MAX", "24H/MIN", "TOTAL")
 	for _, c := range r.Categories {
 		oldest := "-"
 		if c.OldestDeadLetteredAt != nil {

@@ -67,8 +67,9 @@ func writeJSON(w io.Writer, v any) error {
 // On a terminal a row never wraps: when the rows are wider than the
 // terminal, the columns named truncatable give up their width first, widest
 // first, their cells cut with an ellipsis, so that ids and states stay
-// whole; only when those are down to their headers is the row cut at the
-// right edge. -o json and -o csv have every cell whole.
+// whole; when those are down to their headers and the rows are still too
+// wide, they are left out, the first named first; only then is the row cut
+// at the right edge. -o json and -o csv have every cell whole.
 type table struct {
 	io      *IOStreams
 	headers []string
@@ -81,8 +82,9 @@ func newTable(streams *IOStreams, headers ...string) *table {
 }
 
 // truncatable names the columns that give up width when a row is wider than
-// the terminal: free text (an error, a reason, details), never what a person
-// looks a row up by. A header the table does not have is a programming
+// the terminal, the one that matters least first: free text (an error, a
+// reason, details) and what a person can read in -o json, never what they
+// look a row up by. A header the table does not have is a programming
 // error, which every command's tests run into.
 func (t *table) truncatable(headers ...string) *table {
 	for _, h := range headers {
@@ -126,12 +128,10 @@ func (t *table) render() error {
 		}
 	}
 	width, _, fits := t.io.terminal()
-	if fits {
-		t.fit(widths, width)
-	}
+	shown := t.columns(widths, width, fits)
 	var b strings.Builder
 	for _, r := range append([][]string{t.headers}, t.rows...) {
-		line := alignRow(r, widths)
+		line := alignRow(r, widths, shown)
 		// Should the columns that may shrink not be enough, the row is cut
 		// at the right edge rather than wrapped into the next one.
 		if fits {
@@ -146,10 +146,18 @@ func (t *table) render() error {
 	return err
 }
 
-// fit narrows the truncatable columns of widths, the widest first, until a
-// row is at most width wide or each of them is down to its header (and at
-// least a few characters).
-func (t *table) fit(widths []int, width int) {
+// columns narrows the truncatable columns of widths, the widest first,
+// until a row is at most width wide or each of them is down to its header
+// (and at least a few characters); then, while a row is still too wide,
+// it leaves them out, the first named first. It returns the columns shown.
+func (t *table) columns(widths []int, width int, fits bool) []bool {
+	shown := make([]bool, len(widths))
+	for i := range shown {
+		shown[i] = true
+	}
+	if !fits {
+		return shown
+	}
 	total := columnGap * (len(widths) - 1)
 	for _, w := range widths {
 		total += w
@@ -163,33 +171,73 @@ func (t *table) fit(widths []int, width int) {
 			}
 		}
 		if widest < 0 {
-			return
+			break
 		}
 		widths[widest]--
 	}
-}
-
-// alignRow pads each cell to its column's width, cutting a cell wider than
-// that with an ellipsis; the last cell is not padded, so that no line ends
-// in spaces.
-func alignRow(cells []string, widths []int) string {
-	var b strings.Builder
-	for i, c := range cells {
-		if i >= len(widths) {
+	for _, i := range t.shrink {
+		if total <= width {
 			break
 		}
-		if i > 0 {
+		shown[i] = false
+		total -= widths[i] + columnGap
+	}
+	return shown
+}
+
+// alignRow pads each shown cell to its column's width, cutting a cell wider
+// than that with an ellipsis; the last cell is not padded, so that no line
+// ends in spaces.
+func alignRow(cells []string, widths []int, shown []bool) string {
+	last := -1
+	for i := range cells {
+		if i < len(shown) && shown[i] {
+			last = i
+		}
+	}
+	var b strings.Builder
+	first := true
+	for i, c := range cells {
+		if i > last {
+			break
+		}
+		if !shown[i] {
+			continue
+		}
+		if !first {
 			b.WriteString(strings.Repeat(" ", columnGap))
 		}
+		first = false
 		if ansi.StringWidth(c) > widths[i] {
 			c = ansi.Truncate(c, widths[i], "…")
 		}
 		b.WriteString(c)
-		if i < len(cells)-1 {
+		if i < last {
 			b.WriteString(strings.Repeat(" ", widths[i]-ansi.StringWidth(c)))
 		}
 	}
 	return b.String()
+}
+
+// wrapFields wraps each line of a labelled view (a label, then its value
+// from column indent on) that is wider than the terminal, the rest of the
+// value on the lines below under its start, so that the terminal wraps
+// nothing under the labels. Piped, or on a terminal too narrow to leave
+// the value some room, the view is as it was.
+func wrapFields(streams *IOStreams, view string, indent int) string {
+	width, _, ok := streams.terminal()
+	if !ok || width < indent+20 {
+		return view
+	}
+	lines := strings.Split(view, "\n")
+	for i, l := range lines {
+		if ansi.StringWidth(l) <= width {
+			continue
+		}
+		value := ansi.Wrap(ansi.Cut(l, indent, ansi.StringWidth(l)), width-indent, "")
+		lines[i] = ansi.Cut(l, 0, indent) + strings.ReplaceAll(value, "\n", "\n"+strings.Repeat(" ", indent))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // csvWriter writes rows as RFC 4180 CSV. Cells are written as stored: CSV is

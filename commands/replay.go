@@ -349,7 +349,8 @@ func renderRequest(streams *IOStreams, d replay.Detail) error {
 	st := styles(streams)
 	view := requestview.Render(d, requestview.Styles{Title: st.header.Render, Warn: st.warn.Render},
 		"approve only with --allow-fresh-key")
-	if _, err := fmt.Fprintln(streams.Out, view); err != nil {
+	// requestview's labels take two spaces and 20 columns, then a space.
+	if _, err := fmt.Fprintln(streams.Out, wrapFields(streams, view, 23)); err != nil {
 		return err
 	}
 	if len(d.Sample) == 0 {
@@ -357,7 +358,7 @@ func renderRequest(streams *IOStreams, d replay.Detail) error {
 	}
 	fmt.Fprintf(streams.Out, "\n%s\n", st.title.Render(fmt.Sprintf("Cohort (%d of %d)", len(d.Sample), d.Items)))
 	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE").
-		truncatable("TARGET", "ERROR-CLASS", "RESERVATION")
+		truncatable("TARGET", "ERROR-CLASS", "PAYLOAD-SHA256", "RESERVATION")
 	for _, it := range d.Sample {
 		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), string(it.Category), it.ErrorClass,
 			it.ReservationID, it.Target, it.PayloadSHA256[:16]+"…", it.State)
@@ -462,7 +463,7 @@ func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs 
 		return nil
 	}
 	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY").
-		truncatable("WHY", "REQUESTED-BY", "REVIEWED-BY")
+		truncatable("WHY", "REVIEWED-BY", "REQUESTED-BY")
 	for _, r := range reqs {
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
 			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)
