@@ -131,7 +131,7 @@ func (t *table) render() error {
 	shown := t.columns(widths, width, fits)
 	var b strings.Builder
 	for _, r := range append([][]string{t.headers}, t.rows...) {
-		line := alignRow(r, widths, shown)
+		line := strings.TrimRight(alignRow(r, widths, shown), " ")
 		// Should the columns that may shrink not be enough, the row is cut
 		// at the right edge rather than wrapped into the next one.
 		if fits {

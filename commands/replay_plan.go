@@ -1,8 +1,11 @@
 package commands
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -197,9 +200,13 @@ func showRequestWithPlan(ctx context.Context, opts *ReplayShowOptions, d replay.
 			return err
 		}
 		fmt.Fprintf(streams.Out, "\n%s\n", styles(streams).title.Render("Rate plan (`expiryctl replay plan`)"))
+		var text bytes.Buffer
 		notes := *streams
-		notes.ErrOut = streams.Out
-		return renderPlan(&notes, *plan)
+		notes.Out, notes.ErrOut = &text, &text
+		err := renderPlan(&notes, *plan)
+		// The plan's notes are sentences: wrapped, not cut, on a terminal.
+		_, werr := io.WriteString(streams.Out, wrapFields(streams, text.String(), 0))
+		return errors.Join(err, werr)
 	})
 }
 
