@@ -2288,7 +2288,7 @@ CREATE TABLE expiryctl.replay_outcomes (
     window_ends_at timestamp with time zone NOT NULL,
     terminal_at timestamp with time zone,
     duplicate boolean DEFAULT false NOT NULL,
-    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - confirmed_at), '00:00:00'::interval)) STORED,
+    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - published_at), '00:00:00'::interval)) STORED,
     observed_at timestamp with time zone DEFAULT now() NOT NULL,
     recorded_db_role text DEFAULT SESSION_USER NOT NULL,
     CONSTRAINT replay_outcomes_times CHECK (((confirmed_at >= published_at) AND (window_ends_at >= confirmed_at)))
