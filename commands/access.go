@@ -121,9 +121,13 @@ type AccessListOptions struct {
 func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions) error) *cobra.Command {
 	opts := &AccessListOptions{IO: f.IO, Access: f.Access}
 	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List the logins in each expiryctl group",
-		Example: "  expiryctl access list\n  expiryctl access list -o json",
+		Use:   "list",
+		Short: "List the logins in each expiryctl group",
+		Long: `List every login with the expiryctl groups it belongs to.
+
+-o csv writes one row per login (login, groups space-separated, superuser,
+can_login).`,
+		Example: "  expiryctl access list\n  expiryctl access list -o json\n  expiryctl access list -o csv > members.csv",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -132,7 +136,7 @@ func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions)
 			return accessListRun(cmd.Context(), opts)
 		},
 	}
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	return cmd
 }
 
@@ -145,10 +149,13 @@ func accessListRun(ctx context.Context, opts *AccessListOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.Output.value == "json" {
+	switch opts.Output.value {
+	case "json":
 		return writeJSON(opts.IO.Out, members)
+	case "csv":
+		return writeCSV(opts.IO.Out, memberCSVHeaders, members, memberCSVCells)
 	}
-	t := newTable(opts.IO, "LOGIN", "GROUPS", "NOTE")
+	t := newTable(opts.IO, "LOGIN", "GROUPS", "NOTE").truncatable("NOTE", "GROUPS")
 	for _, m := range members {
 		note := ""
 		switch {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -40,12 +39,17 @@ When more rows match than --limit, the seq to continue from is printed on
 stderr; pass it back with --after. To read the whole trail, or to hand it to
 someone, use ` + "`expiryctl audit export`" + `: its files can be verified.
 
+-o csv writes one row per audit row (seq, at, actor, db_role, action,
+target, outcome, details as JSON, prev_hash, hash); an export, unlike it,
+can be verified.
+
 Here --actor filters by actor. To name yourself for this command's own audit
 row, set EXPIRYCTL_ACTOR.`,
 		Example: `  expiryctl audit list
   expiryctl audit list --since 2h --action dlq.show
   expiryctl audit list --actor alice --limit 200 -o json
-  expiryctl audit list --after 4812`,
+  expiryctl audit list --after 4812
+  expiryctl audit list --since 24h --limit 10000 -o csv > trail.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.resolve(); err != nil {
@@ -61,7 +65,7 @@ row, set EXPIRYCTL_ACTOR.`,
 	fl := cmd.Flags()
 	fl.IntVarP(&opts.Limit, "limit", "n", 50, "rows per page (1 to 10000)")
 	fl.StringVar(&opts.After, "after", "", "continue after this seq (printed by the previous page)")
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	return cmd
 }
 
@@ -94,7 +98,8 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 		return err
 	}
 
-	if opts.Output.value == "json" {
+	switch opts.Output.value {
+	case "json":
 		rows := page.Rows
 		if rows == nil {
 			rows = []audit.Row{}
@@ -102,20 +107,23 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 		if err := writeJSON(opts.IO.Out, rows); err != nil {
 			return err
 		}
-	} else {
+	case "csv":
+		if err := writeCSV(opts.IO.Out, auditCSVHeaders, page.Rows, auditCSVCells); err != nil {
+			return err
+		}
+	default:
 		if len(page.Rows) == 0 {
 			fmt.Fprintln(opts.IO.ErrOut, "no audit rows match")
 			return nil
 		}
-		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS")
+		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS").
+			truncatable("DETAILS", "DB-ROLE", "TARGET", "ACTOR")
 		for _, r := range page.Rows {
 			at := audit.FormatTime(r.At)
-			details := string(r.Details)
 			if opts.IO.StdoutTTY {
 				at = formatTime(opts.IO, r.At, opts.Now())
-				details = clipRunes(details, 60)
 			}
-			t.addRow(strconv.FormatInt(r.Seq, 10), at, r.Actor, r.DBRole, r.Action, r.Target, r.Outcome, details)
+			t.addRow(strconv.FormatInt(r.Seq, 10), at, r.Actor, r.DBRole, r.Action, r.Target, r.Outcome, string(r.Details))
 		}
 		if err := t.render(); err != nil {
 			return err
@@ -125,13 +133,4 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "next page: --after %s\n", page.Next)
 	}
 	return nil
-}
-
-// clipRunes shortens s to n runes for a terminal column.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

@@ -14,7 +14,9 @@ func TestAuditListRun(t *testing.T) {
 	list := func(t *testing.T, reviewer *fakes.Reviewer, tty bool, args ...string) (string, string, error) {
 		t.Helper()
 		f, out, errOut := testFactory(t)
-		f.IO.StdoutTTY = tty
+		if tty {
+			onTerminal(f, 80, 24)
+		}
 		f.Now = fakes.Now
 		err := runCmd(NewCmdAuditList(f, func(ctx context.Context, o *AuditListOptions) error {
 			o.Reviewer = serve[service.AuditReviewer](reviewer)
@@ -46,14 +48,15 @@ func TestAuditListRun(t *testing.T) {
 			t.Fatalf("list = %v, stderr %q", err, errOut)
 		}
 	})
-	t.Run("a terminal shows ages and clips details", func(t *testing.T) {
+	t.Run("a terminal shows ages and cuts details to its width", func(t *testing.T) {
 		t.Parallel()
 		rows := fakes.AuditRows(1)
 		rows[0].Details = []byte(`{"why":"` + strings.Repeat("x", 100) + `"}`)
 		out, _, err := list(t, &fakes.Reviewer{Rows: rows}, true)
-		if err != nil || !strings.Contains(out, "0s ago") || !strings.Contains(out, "…") || strings.Contains(out, strings.Repeat("x", 60)) {
+		if err != nil || !strings.Contains(out, "0s ago") || !strings.Contains(out, "…") || strings.Contains(out, strings.Repeat("x", 100)) {
 			t.Fatalf("list = %v:\n%s", err, out)
 		}
+		assertFits(t, out, 80, []string{"1", "0s ago", "bob", "root", "ok"})
 	})
 	t.Run("json of nothing is an empty array", func(t *testing.T) {
 		t.Parallel()

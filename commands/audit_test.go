@@ -90,7 +90,12 @@ func TestAuditFlags(t *testing.T) {
 		{name: "list bad cursor", cmd: list(nil), args: []string{"--after", "abc"}, wantErr: "invalid cursor"},
 		{name: "list bad time", cmd: list(nil), args: []string{"--since", "yesterday"}, wantErr: "use an RFC 3339 time"},
 		{name: "list empty window", cmd: list(nil), args: []string{"--since", "1h", "--until", "2h"}, wantErr: "is not before --until"},
-		{name: "list csv is not offered", cmd: list(nil), args: []string{"-o", "csv"}, wantErr: "use table or json"},
+		{name: "list takes csv", cmd: list(func(t *testing.T, o *AuditListOptions) {
+			if o.Output.value != "csv" {
+				t.Errorf("-o csv = %q", o.Output.value)
+			}
+		}), args: []string{"-o", "csv"}},
+		{name: "list yaml is not offered", cmd: list(nil), args: []string{"-o", "yaml"}, wantErr: "use table, json or csv"},
 		{name: "export defaults", cmd: export(func(t *testing.T, o *AuditExportOptions) {
 			if o.Format != audit.NDJSON || o.Out != "" {
 				t.Errorf("defaults = %+v", o)

@@ -176,7 +176,7 @@ func reconcileIfAsked(ctx context.Context, opts *AuditVerifyOptions) error {
 	rep, err := reconciler.Reconcile(ctx)
 	var mismatch *reconcile.MismatchError
 	if errors.As(err, &mismatch) {
-		t := newTable(opts.IO, "TABLE", "KEY", "COLUMN", "FINDING")
+		t := newTable(opts.IO, "TABLE", "KEY", "COLUMN", "FINDING").truncatable("FINDING")
 		for _, f := range mismatch.Findings {
 			t.addRow(f.Table, f.Key, f.Column, f.Detail)
 		}

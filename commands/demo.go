@@ -113,7 +113,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	t := newTable(opts.IO, "CATEGORY", "WAITING", "QUEUES")
+	t := newTable(opts.IO, "CATEGORY", "WAITING", "QUEUES").truncatable("QUEUES")
 	for _, s := range summary {
 		t.addRow(string(s.Category), fmt.Sprint(s.Count), fmt.Sprint(s.Queues))
 	}

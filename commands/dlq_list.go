@@ -131,6 +131,11 @@ func (opts *DLQListOptions) resolve() error {
 	return nil
 }
 
+// listTruncatable are the columns of dlq list that give up width on a
+// narrow terminal: where a letter came from and its message id, never its
+// id, status or reservation.
+var listTruncatable = []string{"MESSAGE-ID", "QUEUE", "ERROR-CLASS"}
+
 var listHeaders = []string{"ID", "DEAD-LETTERED", "CATEGORY", "ERROR-CLASS", "RESERVATION", "ATTEMPTS", "STATUS", "QUEUE", "MESSAGE-ID"}
 
 func listCells(streams *IOStreams, r deadletter.Row, now time.Time) []string {
@@ -173,7 +178,7 @@ func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
 			fmt.Fprintln(opts.IO.ErrOut, "no dead letters match")
 			return nil
 		}
-		t := newTable(opts.IO, listHeaders...)
+		t := newTable(opts.IO, listHeaders...).truncatable(listTruncatable...)
 		for _, r := range page.Rows {
 			t.addRow(listCells(opts.IO, r, opts.Now())...)
 		}
@@ -258,7 +263,7 @@ func streamListTo(ctx context.Context, archive service.Archive, opts *DLQListOpt
 	default:
 		streams := *opts.IO
 		streams.Out = out
-		t := newTable(&streams, listHeaders...)
+		t := newTable(&streams, listHeaders...).truncatable(listTruncatable...)
 		err := archive.Stream(ctx, opts.Filter, opts.Cursor, func(r deadletter.Row) error {
 			t.addRow(listCells(opts.IO, r, opts.Now())...)
 			if len(t.rows) >= 1000 {

@@ -25,6 +25,8 @@ type DLQShowOptions struct {
 	PayloadLimit int
 	SavePayload  string
 	Output       *outputFormat
+	// Pager takes the view when it is taller than the terminal.
+	Pager *pager
 }
 
 // NewCmdDLQShow builds `expiryctl dlq show`.
@@ -40,11 +42,17 @@ same job dead-lettered before or after).
 Payloads are pretty-printed when they are JSON and hex-dumped when binary.
 Every control character and terminal escape sequence is shown escaped
 (\x1b, \u009b, …), so a hostile message cannot drive your terminal. Use
---save-payload to get the exact bytes. Viewing a payload is audited.`,
+--save-payload to get the exact bytes. Viewing a payload is audited.
+
+On a terminal, a view taller than the screen goes through $EXPIRYCTL_PAGER,
+else $PAGER, else less (with LESS=FRX unless LESS is set); an empty value or
+cat, or --no-pager, writes it directly.`,
 		Example: `  expiryctl dlq show 42
   expiryctl dlq show 42 --payload-limit 0
   expiryctl dlq show 42 --save-payload /tmp/letter-42.bin
-  expiryctl dlq show 42 -o json | jq .attempt_history`,
+  expiryctl dlq show 42 -o json | jq .attempt_history
+  PAGER="less -S" expiryctl dlq show 42          # long lines scroll sideways
+  expiryctl dlq show 42 --no-pager`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return flagErrorf("dlq show takes one dead-letter id, e.g. `expiryctl dlq show 42`")
@@ -69,6 +77,7 @@ Every control character and terminal escape sequence is shown escaped
 	cmd.Flags().IntVar(&opts.PayloadLimit, "payload-limit", 16<<10, "bytes of payload to display; 0 shows it all")
 	cmd.Flags().StringVar(&opts.SavePayload, "save-payload", "", "write the exact payload bytes to this file")
 	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Pager = addPagerFlag(cmd, f)
 	return cmd
 }
 
@@ -90,7 +99,9 @@ func dlqShowRun(ctx context.Context, opts *DLQShowOptions) error {
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, d)
 	}
-	return renderDetail(opts.IO.Out, styles(opts.IO), d, opts.PayloadLimit, opts.Now())
+	return opts.Pager.show(opts.IO, func(streams *IOStreams) error {
+		return renderDetail(streams.Out, styles(streams), d, opts.PayloadLimit, opts.Now())
+	})
 }
 
 // renderDetail writes the human view of a dead letter (see letterview).

@@ -17,6 +17,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
@@ -86,10 +87,16 @@ error_classes [{error_class, reason_categories, count, total, attempts}],
 redead_by_request [{request_id, letters, waiting, last_dead_lettered_at}],
 live_queues {work_queue, unavailable, scheduled, ready, in_flight, isolated,
 queues [{name, role, ready, unacked, consumers, publish_rate, deliver_rate,
-ack_rate, head_age_seconds}]}.`,
+ack_rate, head_age_seconds}]}.
+
+-o csv writes the categories, one row each (reason_category, count
+(waiting), total, oldest_dead_lettered_at, per_minute_5m, trend_5m_vs_1h,
+per_minute_1h, per_minute_24h, attempts_min, attempts_p50, attempts_max,
+queues space-separated): the rest of the summary is not a list.`,
 		Example: `  expiryctl dlq summary
   expiryctl dlq summary --since 2h
   expiryctl dlq summary -o json | jq '.overdue, .arrivals.trend_5m_vs_1h'
+  expiryctl dlq summary -o csv > categories.csv
   expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
   expiryctl dlq summary --watch=1m >> incident.log # piped, one line per update:
   # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2`,
@@ -110,7 +117,7 @@ ack_rate, head_age_seconds}]}.`,
 	// Not --queue: on dlq list and dlq ingest that names a dead-letter queue.
 	fl.StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
 		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") are shown`)
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	opts.Watch, opts.UnauditedArchive = addWatchFlag(cmd, f), f.UnauditedArchive
 	return cmd
 }
@@ -130,6 +137,9 @@ func (o *DLQSummaryOptions) resolve() error {
 	}
 	if !o.Window.Since.IsZero() && !o.Window.Until.IsZero() && !o.Window.Since.Before(o.Window.Until) {
 		return flagErrorf("--since %s is not before --until %s: the window would be empty", o.Since, o.Until)
+	}
+	if o.Watch.on() && o.Output.value == "csv" {
+		return flagErrorf("--watch shows the summary or, with -o json, one document per update: drop -o csv, or --watch")
 	}
 	if strings.TrimSpace(o.WorkQueue) == "" {
 		return flagErrorf("--work-queue must name a queue (the default is %s)", worker.NewTopology("").Queue)
@@ -226,8 +236,11 @@ func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
 		return err
 	}
 	report := summaryReport{Signals: signals, LiveQueues: <-queues}
-	if opts.Output.value == "json" {
+	switch opts.Output.value {
+	case "json":
 		return writeJSON(opts.IO.Out, report)
+	case "csv":
+		return writeCSV(opts.IO.Out, categoryCSVHeaders, report.Categories, categoryCSVCells)
 	}
 	if err := renderSummary(opts.IO, report); err != nil {
 		return err
@@ -287,7 +300,7 @@ func renderSummary(streams *IOStreams, r summaryReport) error {
 	}
 	if !streams.StdoutTTY {
 		fmt.Fprintln(w)
-		t := newTable(streams, "LIVE QUEUES", "UNAVAILABLE")
+		t := newTable(streams, "LIVE QUEUES", "UNAVAILABLE").truncatable("UNAVAILABLE")
 		t.addRow(r.LiveQueues.WorkQueue, r.LiveQueues.Unavailable)
 		return t.render()
 	}
@@ -352,7 +365,7 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 // under the label, so that a word is never cut in two.
 func headline(b *strings.Builder, streams *IOStreams, label, text string) {
 	const indent = "           " // the label's nine columns and two spaces
-	if width, _, ok := terminalSize(streams.Out); ok && width > len(indent)+20 {
+	if width, _, ok := streams.terminal(); ok && width > len(indent)+20 {
 		text = strings.ReplaceAll(ansi.Wordwrap(text, width-len(indent), ""), "\n", "\n"+indent)
 	}
 	fmt.Fprintf(b, "%s  %s\n", label, text)
@@ -382,7 +395,8 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 	// What on-call reads first comes first, so that a terminal too narrow
 	// for the row cuts the totals and the queues, not how many wait, since
 	// when, and whether it is getting worse.
-	t := newTable(streams, "CATEGORY", "WAITING", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES")
+	t := newTable(streams, "CATEGORY", "WAITING", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES").
+		truncatable("QUEUES", "ATTEMPTS MIN/P50/MAX", "24H/MIN", "TOTAL")
 	for _, c := range r.Categories {
 		oldest := "-"
 		if c.OldestDeadLetteredAt != nil {
@@ -397,7 +411,7 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 }
 
 func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *table {
-	t := newTable(streams, "ERROR CLASS", "CATEGORIES", "WAITING", "TOTAL", "ATTEMPTS MIN/P50/MAX")
+	t := newTable(streams, "ERROR CLASS", "CATEGORIES", "WAITING", "TOTAL", "ATTEMPTS MIN/P50/MAX").truncatable("ERROR CLASS", "CATEGORIES")
 	for i, c := range classes {
 		if streams.StdoutTTY && i == maxClassesShown {
 			break
@@ -416,7 +430,7 @@ func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *tab
 }
 
 func queueTable(streams *IOStreams, q liveQueues) *table {
-	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE")
+	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE").truncatable("QUEUE")
 	states := map[broker.QueueRole]string{broker.RoleWork: "ready / in flight", broker.RoleRetry: "scheduled", broker.RoleDeadLetter: "isolated"}
 	for _, l := range q.Queues {
 		state := states[l.Role]
@@ -481,24 +495,12 @@ func secondsText(s *deadletter.Seconds) string {
 	return strconv.FormatInt(int64(math.Round(s.Duration().Seconds())), 10)
 }
 
-// durationText is a duration for people, to the two units that matter:
-// "45s", "1m35s", "14m", "2h03m", "3d04h".
+// durationText is a duration for people, to the two units that matter.
 func durationText(s *deadletter.Seconds) string {
 	if s == nil {
 		return "-"
 	}
-	d := s.Duration().Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	case d < 10*time.Minute:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + "m"
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
+	return phrase.Approximate(s.Duration())
 }
 
 func deref[T int | int64](p *T) T {

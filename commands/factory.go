@@ -28,6 +28,22 @@ type IOStreams struct {
 	StderrTTY bool
 	// Color is false when NO_COLOR is set or stdout is not a terminal.
 	Color bool
+	// TerminalSize is the size of the terminal stdout is, read at each
+	// call (a terminal can be resized while a watch runs); ok is false when
+	// it cannot tell. Nil means the size of Out, when Out is a terminal.
+	TerminalSize func() (width, height int, ok bool)
+}
+
+// terminal returns the size of the terminal stdout is, ok false when it is
+// not one or cannot tell.
+func (s *IOStreams) terminal() (width, height int, ok bool) {
+	if !s.StdoutTTY {
+		return 0, 0, false
+	}
+	if s.TerminalSize != nil {
+		return s.TerminalSize()
+	}
+	return terminalSize(s.Out)
 }
 
 // SystemIO returns the process's own streams.
@@ -41,6 +57,9 @@ func SystemIO() *IOStreams {
 		StdoutTTY: outTTY,
 		StderrTTY: isatty.IsTerminal(os.Stderr.Fd()),
 		Color:     outTTY && !noColor && os.Getenv("TERM") != "dumb",
+		// Stdout's size, not Out's: a watch draws each frame into a buffer
+		// before it goes to the terminal.
+		TerminalSize: func() (int, int, bool) { return terminalSize(os.Stdout) },
 	}
 }
 
@@ -52,6 +71,9 @@ type Factory struct {
 	Now func() time.Time
 	// Getenv reads the environment (os.Getenv unless a test replaces it).
 	Getenv func(string) string
+	// LookupEnv reads the environment where set-but-empty differs from
+	// unset (PAGER=""); nil means through Getenv, empty as unset.
+	LookupEnv func(string) (string, bool)
 
 	// Values of the global flags; empty means "use the environment, then the
 	// default".
@@ -78,7 +100,15 @@ type Factory struct {
 
 // NewFactory returns a Factory over the process's streams and environment.
 func NewFactory() *Factory {
-	return &Factory{IO: SystemIO(), Now: time.Now, Getenv: os.Getenv}
+	return &Factory{IO: SystemIO(), Now: time.Now, Getenv: os.Getenv, LookupEnv: os.LookupEnv}
+}
+
+func (f *Factory) lookupEnv(name string) (string, bool) {
+	if f.LookupEnv != nil {
+		return f.LookupEnv(name)
+	}
+	v := f.Getenv(name)
+	return v, v != ""
 }
 
 // DatabaseURL resolves --database-url, then EXPIRYCTL_DATABASE_URL, then the

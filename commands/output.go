@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -63,14 +63,38 @@ func writeJSON(w io.Writer, v any) error {
 // table prints rows for people: aligned columns with a bold header on a
 // terminal, tab-separated values without a header decoration when piped. Every
 // cell is escaped, so stored text can never drive the terminal.
+//
+// On a terminal a row never wraps: when the rows are wider than the
+// terminal, the columns named truncatable give up their width first, widest
+// first, their cells cut with an ellipsis, so that ids and states stay
+// whole; when those are down to their headers and the rows are still too
+// wide, they are left out, the first named first; only then is the row cut
+// at the right edge. -o json and -o csv have every cell whole.
 type table struct {
 	io      *IOStreams
 	headers []string
 	rows    [][]string
+	shrink  []int
 }
 
 func newTable(streams *IOStreams, headers ...string) *table {
 	return &table{io: streams, headers: headers}
+}
+
+// truncatable names the columns that give up width when a row is wider than
+// the terminal, the one that matters least first: free text (an error, a
+// reason, details) and what a person can read in -o json, never what they
+// look a row up by. A header the table does not have is a programming
+// error, which every command's tests run into.
+func (t *table) truncatable(headers ...string) *table {
+	for _, h := range headers {
+		i := slices.Index(t.headers, h)
+		if i < 0 {
+			panic(fmt.Sprintf("table has no column %q to truncate (columns: %s)", h, strings.Join(t.headers, ", ")))
+		}
+		t.shrink = append(t.shrink, i)
+	}
+	return t
 }
 
 func (t *table) addRow(cells ...string) {
@@ -80,6 +104,9 @@ func (t *table) addRow(cells ...string) {
 	}
 	t.rows = append(t.rows, safe)
 }
+
+// columnGap is the space between two columns on a terminal.
+const columnGap = 2
 
 func (t *table) render() error {
 	if !t.io.StdoutTTY {
@@ -92,30 +119,125 @@ func (t *table) render() error {
 		}
 		return nil
 	}
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.headers, "\t"))
-	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	text := buf.String()
-	// A row wider than the terminal would wrap into the next one and break
-	// the columns: it is cut at the right edge instead, where the longest
-	// cells (queues, error text) are; -o json has every cell whole.
-	if width, _, ok := terminalSize(t.io.Out); ok {
-		lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-		for i, l := range lines {
-			lines[i] = ansi.Truncate(l, width, "…")
+	widths := make([]int, len(t.headers))
+	for _, r := range append([][]string{t.headers}, t.rows...) {
+		for i, c := range r {
+			if i < len(widths) {
+				widths[i] = max(widths[i], ansi.StringWidth(c))
+			}
 		}
-		text = strings.Join(lines, "\n") + "\n"
 	}
-	header, rest, _ := strings.Cut(text, "\n")
+	width, _, fits := t.io.terminal()
+	shown := t.columns(widths, width, fits)
+	var b strings.Builder
+	for _, r := range append([][]string{t.headers}, t.rows...) {
+		line := strings.TrimRight(alignRow(r, widths, shown), " ")
+		// Should the columns that may shrink not be enough, the row is cut
+		// at the right edge rather than wrapped into the next one.
+		if fits {
+			line = ansi.Truncate(line, width, "…")
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	header, rest, _ := strings.Cut(b.String(), "\n")
 	// The header is styled after alignment so escape codes do not skew widths.
 	_, err := io.WriteString(t.io.Out, styles(t.io).header.Render(header)+"\n"+rest)
 	return err
+}
+
+// columns narrows the truncatable columns of widths, the widest first,
+// until a row is at most width wide or each of them is down to its header
+// (and at least a few characters); then, while a row is still too wide,
+// it leaves them out, the first named first. It returns the columns shown.
+func (t *table) columns(widths []int, width int, fits bool) []bool {
+	shown := make([]bool, len(widths))
+	for i := range shown {
+		shown[i] = true
+	}
+	if !fits {
+		return shown
+	}
+	total := columnGap * (len(widths) - 1)
+	for _, w := range widths {
+		total += w
+	}
+	for ; total > width; total-- {
+		widest := -1
+		for _, i := range t.shrink {
+			floor := max(ansi.StringWidth(t.headers[i]), 5)
+			if widths[i] > floor && (widest < 0 || widths[i] > widths[widest]) {
+				widest = i
+			}
+		}
+		if widest < 0 {
+			break
+		}
+		widths[widest]--
+	}
+	for _, i := range t.shrink {
+		if total <= width {
+			break
+		}
+		shown[i] = false
+		total -= widths[i] + columnGap
+	}
+	return shown
+}
+
+// alignRow pads each shown cell to its column's width, cutting a cell wider
+// than that with an ellipsis; the last cell is not padded, so that no line
+// ends in spaces.
+func alignRow(cells []string, widths []int, shown []bool) string {
+	last := -1
+	for i := range cells {
+		if i < len(shown) && shown[i] {
+			last = i
+		}
+	}
+	var b strings.Builder
+	first := true
+	for i, c := range cells {
+		if i > last {
+			break
+		}
+		if !shown[i] {
+			continue
+		}
+		if !first {
+			b.WriteString(strings.Repeat(" ", columnGap))
+		}
+		first = false
+		if ansi.StringWidth(c) > widths[i] {
+			c = ansi.Truncate(c, widths[i], "…")
+		}
+		b.WriteString(c)
+		if i < last {
+			b.WriteString(strings.Repeat(" ", widths[i]-ansi.StringWidth(c)))
+		}
+	}
+	return b.String()
+}
+
+// wrapFields wraps each line of a labelled view (a label, then its value
+// from column indent on) that is wider than the terminal, the rest of the
+// value on the lines below under its start, so that the terminal wraps
+// nothing under the labels. Piped, or on a terminal too narrow to leave
+// the value some room, the view is as it was.
+func wrapFields(streams *IOStreams, view string, indent int) string {
+	width, _, ok := streams.terminal()
+	if !ok || width < indent+20 {
+		return view
+	}
+	lines := strings.Split(view, "\n")
+	for i, l := range lines {
+		if ansi.StringWidth(l) <= width {
+			continue
+		}
+		value := ansi.Wrap(ansi.Cut(l, indent, ansi.StringWidth(l)), width-indent, "")
+		lines[i] = ansi.Cut(l, 0, indent) + strings.ReplaceAll(value, "\n", "\n"+strings.Repeat(" ", indent))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // csvWriter writes rows as RFC 4180 CSV. Cells are written as stored: CSV is

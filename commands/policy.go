@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -52,9 +54,17 @@ type PolicyShowOptions struct {
 func NewCmdPolicyShow(f *Factory, runF func(context.Context, *PolicyShowOptions) error) *cobra.Command {
 	opts := &PolicyShowOptions{IO: f.IO, Policy: f.Policy}
 	cmd := &cobra.Command{
-		Use:     "show",
-		Short:   "Show the policy",
-		Example: "  expiryctl policy show\n  expiryctl policy show -o json",
+		Use:   "show",
+		Short: "Show the policy",
+		Long: `Show the policy and the changes proposed to it that wait for a second admin.
+
+Durations read as ` + "`policy set`" + ` takes them (1h, 30s, 90d); -o json
+carries them in seconds, under names that say so (approval_ttl_seconds,
+canary_window_seconds, outcome_window_seconds, retention_seconds).
+-o csv lists the pending changes, one row each (id, proposed_by,
+proposed_db_role, proposed_at, changes as KEY=VALUE space-separated, why):
+the policy itself is one record, in the table or -o json.`,
+		Example: "  expiryctl policy show\n  expiryctl policy show -o json | jq .approval_ttl_seconds\n  expiryctl policy show -o csv   # the pending changes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -63,7 +73,7 @@ func NewCmdPolicyShow(f *Factory, runF func(context.Context, *PolicyShowOptions)
 			return policyShowRun(cmd.Context(), opts)
 		},
 	}
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	return cmd
 }
 
@@ -76,11 +86,11 @@ func policyShowRun(ctx context.Context, opts *PolicyShowOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.Output.value == "csv" {
+		return writeCSV(opts.IO.Out, policyChangeCSVHeaders, pending, policyChangeCSVCells)
+	}
 	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, struct {
-			replay.Policy
-			Pending []replay.PolicyChange `json:"pending_changes"`
-		}{p, pending})
+		return writeJSON(opts.IO.Out, policyReport{Policy: p, Pending: pending})
 	}
 	if err := renderPolicy(opts.IO, p); err != nil {
 		return err
@@ -88,8 +98,32 @@ func policyShowRun(ctx context.Context, opts *PolicyShowOptions) error {
 	return renderPendingChanges(opts.IO, pending)
 }
 
+// policyReport is policy show's JSON: the policy's fields, then
+// pending_changes. replay.Policy writes its own JSON (durations in
+// seconds), which a struct embedding it would take over whole, pending
+// changes lost: so the changes are added to the policy's object.
+type policyReport struct {
+	Policy  replay.Policy
+	Pending []replay.PolicyChange
+}
+
+func (r policyReport) MarshalJSON() ([]byte, error) {
+	policy, err := json.Marshal(r.Policy)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := json.Marshal(r.Pending)
+	if err != nil {
+		return nil, err
+	}
+	// The policy is an object with fields: its closing brace makes way
+	// for one more.
+	doc := append(policy[:len(policy)-1:len(policy)-1], `,"pending_changes":`...)
+	return append(append(doc, changes...), '}'), nil
+}
+
 func renderPolicy(streams *IOStreams, p replay.Policy) error {
-	t := newTable(streams, "KEY", "VALUE")
+	t := newTable(streams, "KEY", "VALUE").truncatable("VALUE")
 	approvers := strings.Join(p.Approvers, ",")
 	if approvers == "" {
 		approvers = "(any member of expiryctl_approver)"
@@ -97,16 +131,16 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t.addRow("approvers", approvers)
 	t.addRow("max_cohort", fmt.Sprint(p.MaxCohort))
 	t.addRow("max_rate", fmt.Sprintf("%g", p.MaxRate))
-	t.addRow("approval_ttl", p.ApprovalTTL.String())
+	t.addRow("approval_ttl", phrase.Duration(p.ApprovalTTL))
 	t.addRow("stop_failure_ratio", fmt.Sprintf("%g", p.StopFailureRatio))
 	t.addRow("stop_queue_depth", fmt.Sprint(p.StopQueueDepth))
 	t.addRow("stop_redead_ratio", fmt.Sprintf("%g", p.StopRedeadRatio))
-	t.addRow("canary_window", p.CanaryWindow.String())
+	t.addRow("canary_window", phrase.Duration(p.CanaryWindow))
 	t.addRow("identity_mode", p.IdentityMode)
 	t.addRow("eligibility_query", termsafe.EscapeLine(p.EligibilityQuery))
-	t.addRow("retention", p.Retention.String())
+	t.addRow("retention", phrase.Duration(p.Retention))
 	t.addRow("outcome_query", termsafe.EscapeLine(p.OutcomeQuery))
-	t.addRow("outcome_window", p.OutcomeWindow.String())
+	t.addRow("outcome_window", phrase.Duration(p.OutcomeWindow))
 	t.addRow("stop_unsettled_ratio", fmt.Sprintf("%g", p.StopUnsettledRatio))
 	t.addRow("stop_conflict_ratio", fmt.Sprintf("%g", p.StopConflictRatio))
 	t.addRow("updated", p.UpdatedAt.UTC().Format(time.RFC3339)+" by "+p.UpdatedBy)
@@ -188,19 +222,10 @@ func renderPendingChanges(streams *IOStreams, pending []replay.PolicyChange) err
 		return nil
 	}
 	fmt.Fprintln(streams.Out)
-	t := newTable(streams, "CHANGE", "PROPOSED BY", "AT", "CHANGES", "WHY")
+	t := newTable(streams, "CHANGE", "PROPOSED BY", "AT", "CHANGES", "WHY").truncatable("WHY", "CHANGES", "PROPOSED BY")
 	for _, c := range pending {
-		keys := make([]string, 0, len(c.Changes))
-		for k := range c.Changes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s=%v", k, c.Changes[k])
-		}
 		t.addRow(strconv.FormatInt(c.ID, 10), c.ProposedBy+" ("+c.ProposedDBRole+")", c.ProposedAt.UTC().Format(time.RFC3339),
-			strings.Join(parts, " "), c.Why)
+			policyChangesText(c), c.Why)
 	}
 	return t.render()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
@@ -24,7 +25,8 @@ func TestPolicyShowRun(t *testing.T) {
 	}
 	policy := func() *fakes.Policy {
 		p := fakes.NewPolicy("carol")
-		p.Pending = []replay.PolicyChange{{ID: 3, Changes: map[string]any{"max_rate": 80, "approvers": "bob"}, Why: "more headroom",
+		p.Pending = []replay.PolicyChange{{ID: 3, Changes: map[string]any{"max_rate": 80, "approvers": "bob",
+			"approval_ttl": "5400000000 microseconds", "retention": "90 days"}, Why: "more headroom",
 			ProposedBy: "dave", ProposedDBRole: "dave", ProposedAt: fakes.Epoch}}
 		return p
 	}
@@ -36,8 +38,8 @@ func TestPolicyShowRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"KEY\tVALUE\n", "approvers\tbob,carol\n", "max_rate\t50\n", "approval_ttl\t1h0m0s\n",
-			"retention\t720h0m0s\n", "outcome_window\t5m0s\n", "stop_unsettled_ratio\t0.05\n", "stop_conflict_ratio\t0.2\n", "\nCHANGE\tPROPOSED BY\tAT\tCHANGES\tWHY\n3\tdave (dave)\t2026-11-30T12:00:00Z\tapprovers=bob max_rate=80\tmore headroom\n"} {
+		for _, want := range []string{"KEY\tVALUE\n", "approvers\tbob,carol\n", "max_rate\t50\n", "approval_ttl\t1h\n",
+			"canary_window\t30s\n", "retention\t30d\n", "outcome_window\t5m\n", "stop_unsettled_ratio\t0.05\n", "stop_conflict_ratio\t0.2\n", "\nCHANGE\tPROPOSED BY\tAT\tCHANGES\tWHY\n3\tdave (dave)\t2026-11-30T12:00:00Z\tapproval_ttl=1h30m approvers=bob max_rate=80 retention=90d\tmore headroom\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("policy show lacks %q:\n%s", want, out)
 			}
@@ -58,12 +60,29 @@ func TestPolicyShowRun(t *testing.T) {
 	t.Run("json", func(t *testing.T) {
 		t.Parallel()
 		out, err := show(t, policy(), "-o", "json")
-		var got struct {
-			replay.Policy
+		var got replay.Policy
+		var pending struct {
 			Pending []replay.PolicyChange `json:"pending_changes"`
 		}
-		if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.MaxRate != 50 || len(got.Pending) != 1 || got.Pending[0].ID != 3 {
-			t.Fatalf("json = %+v, %v:\n%s", got, err, out)
+		if err != nil || json.Unmarshal([]byte(out), &got) != nil || json.Unmarshal([]byte(out), &pending) != nil ||
+			got.MaxRate != 50 || got.ApprovalTTL != time.Hour || len(pending.Pending) != 1 || pending.Pending[0].ID != 3 {
+			t.Fatalf("json = %+v %+v, %v:\n%s", got, pending, err, out)
+		}
+		// Durations are seconds, under names that say so.
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(out), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]float64{"approval_ttl_seconds": 3600, "canary_window_seconds": 30,
+			"outcome_window_seconds": 300, "retention_seconds": 30 * 86400} {
+			if raw[key] != want {
+				t.Errorf("policy show -o json: %s = %v, want %v", key, raw[key], want)
+			}
+		}
+		for _, old := range []string{"approval_ttl", "canary_window", "outcome_window", "retention"} {
+			if v, ok := raw[old]; ok {
+				t.Errorf("policy show -o json still has %s = %v", old, v)
+			}
 		}
 	})
 }

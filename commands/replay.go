@@ -215,6 +215,9 @@ type ReplayShowOptions struct {
 	// Planner, when set, adds a replay's rate plan (see `replay plan`)
 	// to the view; a watch leaves it out.
 	Planner func(context.Context) (service.Planner, error)
+	// Pager takes the view when it is taller than the terminal (not a
+	// watch's).
+	Pager *pager
 }
 
 // NewCmdReplayShow builds `expiryctl replay show`.
@@ -239,10 +242,15 @@ halted or was cancelled.
 A running request that no runner holds (its runner was interrupted with
 Ctrl-C, killed, or lost its connection) says so, with the command that
 resumes it; -o json has "runner_held": false (true while a runner holds it,
-absent for any other status) and "runner", the session that holds it.`,
+absent for any other status) and "runner", the session that holds it.
+
+On a terminal, a view taller than the screen goes through $EXPIRYCTL_PAGER,
+else $PAGER, else less (with LESS=FRX unless LESS is set); an empty value or
+cat, or --no-pager, writes it directly. A watch redraws in place instead.`,
 		Example: `  expiryctl replay show 7
   expiryctl replay show 7 --sample 0 -o json
   expiryctl replay show 7 -o json | jq .runner_held   # false: running, but no runner holds it
+  expiryctl replay show 7 --sample 0 --no-pager > cohort.txt
   expiryctl replay show 7 --watch=2s --sample 5      # follow a run in place
   expiryctl replay show 7 --watch | grep -m1 -E 'status=(completed|halted)'
   # 2026-11-30T03:00:05Z request=7 kind=replay status=running items=200 pending=80 confirmed=120 changes=0`,
@@ -261,6 +269,7 @@ absent for any other status) and "runner", the session that holds it.`,
 	cmd.Flags().IntVar(&opts.Sample, "sample", 20, "items listed; 0 lists the whole cohort")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
+	opts.Pager = addPagerFlag(cmd, f)
 	return cmd
 }
 
@@ -367,14 +376,16 @@ func renderRequest(streams *IOStreams, d replay.Detail) error {
 	st := styles(streams)
 	view := requestview.Render(d, requestview.Styles{Title: st.header.Render, Warn: st.warn.Render},
 		"approve only with --allow-fresh-key")
-	if _, err := fmt.Fprintln(streams.Out, view); err != nil {
+	// requestview's labels take two spaces and 20 columns, then a space.
+	if _, err := fmt.Fprintln(streams.Out, wrapFields(streams, view, 23)); err != nil {
 		return err
 	}
 	if len(d.Sample) == 0 {
 		return nil
 	}
 	fmt.Fprintf(streams.Out, "\n%s\n", st.title.Render(fmt.Sprintf("Cohort (%d of %d)", len(d.Sample), d.Items)))
-	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE")
+	t := newTable(streams, "#", "LETTER", "CATEGORY", "ERROR-CLASS", "RESERVATION", "TARGET", "PAYLOAD-SHA256", "STATE").
+		truncatable("TARGET", "ERROR-CLASS", "PAYLOAD-SHA256", "RESERVATION")
 	for _, it := range d.Sample {
 		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), string(it.Category), it.ErrorClass,
 			it.ReservationID, it.Target, it.PayloadSHA256[:16]+"…", it.State)
@@ -412,13 +423,19 @@ no_runner= with the running requests that no runner holds.
 
 A running request that no runner holds (its runner was interrupted, killed
 or lost its connection) is named below the list, on stderr, with the command
-that resumes it; -o json has "runner_held" on each running request.`,
+that resumes it; -o json has "runner_held" on each running request.
+
+-o csv writes one row per request (id, kind, status, items, rate, canary,
+fresh_key, requested_by, requested_db_role, created_at, expires_at,
+reviewed_by, reviewed_db_role, reviewed_at, started_at, finished_at,
+cohort_hash, why, halt_reason), times in RFC 3339.`,
 		Example: `  expiryctl replay list --status pending
   expiryctl replay list --watch                      # redraw every 5s until Ctrl-C
   expiryctl replay list --watch=30s >> requests.log  # piped, one line per update:
   # 2026-11-30T03:00:00Z requests=3 pending=1 running=1 completed=1 open=9:pending,8:running
   expiryctl replay list --watch -o json | jq -c '[.at, [.data[] | select(.status == "halted") | .id]]'
-  expiryctl replay list --status running -o json | jq '.[] | select(.runner_held == false) | .id'   # runs to resume`,
+  expiryctl replay list --status running -o json | jq '.[] | select(.runner_held == false) | .id'   # runs to resume
+  expiryctl replay list --limit 500 -o csv > requests.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Status != "" {
@@ -430,6 +447,9 @@ that resumes it; -o json has "runner_held" on each running request.`,
 			}
 			if opts.Limit < 1 || opts.Limit > 10000 {
 				return flagErrorf("invalid --limit %d: use 1 to 10000", opts.Limit)
+			}
+			if opts.Watch.on() && opts.Output.value == "csv" {
+				return flagErrorf("--watch shows a table or, with -o json, one document per update: drop -o csv, or --watch")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -444,7 +464,7 @@ that resumes it; -o json has "runner_held" on each running request.`,
 		statuses = append(statuses, string(s))
 	}
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statuses, cobra.ShellCompDirectiveNoFileComp))
-	opts.Output = addOutputFlag(cmd, "table", "json")
+	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	opts.Watch, opts.UnauditedRequests = addWatchFlag(cmd, f), f.UnauditedRequests
 	return cmd
 }
@@ -465,14 +485,18 @@ func replayListRun(ctx context.Context, opts *ReplayListOptions) error {
 }
 
 func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs []replay.Request) error {
-	if output.value == "json" {
+	switch output.value {
+	case "json":
 		return writeJSON(streams.Out, reqs)
+	case "csv":
+		return writeCSV(streams.Out, requestCSVHeaders, reqs, requestCSVCells)
 	}
 	if len(reqs) == 0 {
 		fmt.Fprintln(streams.ErrOut, "no requests")
 		return nil
 	}
-	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY")
+	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY").
+		truncatable("WHY", "REVIEWED-BY", "REQUESTED-BY")
 	for _, r := range reqs {
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
 			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)

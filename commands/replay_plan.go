@@ -1,8 +1,11 @@
 package commands
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -133,7 +136,7 @@ func renderPlan(streams *IOStreams, p replay.Plan) error {
 	}
 	fmt.Fprintf(streams.ErrOut, "plan of replay request %d (%s): ceiling %g/s, work queue %s\n",
 		p.RequestID, p.Status, p.Ceiling, termsafe.EscapeLine(queue))
-	t := newTable(streams, "FIGURE", "VALUE", "FROM")
+	t := newTable(streams, "FIGURE", "VALUE", "FROM").truncatable("FROM")
 	t.addRow("arrival_rate", planNumber(p.ArrivalRate), orDash(p.ArrivalRateSource))
 	t.addRow("failure_fraction", planNumber(p.FailureFraction), orDash(p.FailureSource))
 	t.addRow("attempts", strconv.Itoa(p.Attempts), p.AttemptsSource)
@@ -192,13 +195,19 @@ func showRequestWithPlan(ctx context.Context, opts *ReplayShowOptions, d replay.
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, detailWithPlan{Detail: d, Plan: plan})
 	}
-	if err := renderRequest(opts.IO, d); err != nil || plan == nil {
-		return err
-	}
-	fmt.Fprintf(opts.IO.Out, "\n%s\n", styles(opts.IO).title.Render("Rate plan (`expiryctl replay plan`)"))
-	notes := *opts.IO
-	notes.ErrOut = opts.IO.Out
-	return renderPlan(&notes, *plan)
+	return opts.Pager.show(opts.IO, func(streams *IOStreams) error {
+		if err := renderRequest(streams, d); err != nil || plan == nil {
+			return err
+		}
+		fmt.Fprintf(streams.Out, "\n%s\n", styles(streams).title.Render("Rate plan (`expiryctl replay plan`)"))
+		var text bytes.Buffer
+		notes := *streams
+		notes.Out, notes.ErrOut = &text, &text
+		err := renderPlan(&notes, *plan)
+		// The plan's notes are sentences: wrapped, not cut, on a terminal.
+		_, werr := io.WriteString(streams.Out, wrapFields(streams, text.String(), 0))
+		return errors.Join(err, werr)
+	})
 }
 
 func planForShow(ctx context.Context, planner func(context.Context) (service.Planner, error), id int64) (replay.Plan, error) {

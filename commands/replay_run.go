@@ -158,7 +158,7 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, res)
 	}
-	t := newTable(opts.IO, "REQUEST", "KIND", "STATUS", "CONFIRMED", "SKIPPED", "FAILED", "PUBLISHED", "ELAPSED", "HALT-REASON")
+	t := newTable(opts.IO, "REQUEST", "KIND", "STATUS", "CONFIRMED", "SKIPPED", "FAILED", "PUBLISHED", "ELAPSED", "HALT-REASON").truncatable("HALT-REASON")
 	t.addRow(strconv.FormatInt(res.RequestID, 10), string(res.Kind), string(res.Status), strconv.Itoa(res.Confirmed),
 		strconv.Itoa(res.Skipped), strconv.Itoa(res.Failed), strconv.Itoa(res.Published),
 		(time.Duration(res.Elapsed * float64(time.Second))).Round(time.Millisecond).String(), orDash(res.HaltReason))
@@ -167,7 +167,7 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 	}
 	if len(res.FailedItems) > 0 {
 		fmt.Fprintln(opts.IO.Out)
-		ft := newTable(opts.IO, "FAILED-ITEM", "REASON")
+		ft := newTable(opts.IO, "FAILED-ITEM", "REASON").truncatable("REASON")
 		for _, f := range res.FailedItems {
 			ft.addRow(strconv.FormatInt(f.DeadLetterID, 10), f.Reason)
 		}
@@ -206,7 +206,7 @@ func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner service.Ru
 	}
 	// Numbered from 1 as `replay show` numbers the cohort, so that the two
 	// views name an item alike.
-	t := newTable(opts.IO, "#", "LETTER", "RESERVATION", "STATE", "ACTION", "TARGET", "WHY")
+	t := newTable(opts.IO, "#", "LETTER", "RESERVATION", "STATE", "ACTION", "TARGET", "WHY").truncatable("WHY", "TARGET", "RESERVATION")
 	for _, it := range res.Items {
 		t.addRow(strconv.Itoa(it.Ordinal+1), strconv.FormatInt(it.DeadLetterID, 10), orDash(it.ReservationID), it.State,
 			it.Action, orDash(it.Target), orDash(it.Reason))

@@ -60,13 +60,14 @@ type IngestOptions struct {
 	Now func() time.Time
 }
 
-// IngestStats counts what an ingest run did.
+// IngestStats counts what an ingest run did. Its JSON carries Elapsed in
+// seconds, as elapsed_seconds.
 type IngestStats struct {
 	Received   int64         `json:"received"`
 	Stored     int64         `json:"stored"`
 	Duplicates int64         `json:"duplicates"`
 	Batches    int64         `json:"batches"`
-	Elapsed    time.Duration `json:"elapsed_ns"`
+	Elapsed    time.Duration `json:"-"`
 }
 
 // Rate is letters received per second over the run so far.

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
@@ -191,8 +192,10 @@ func TestSummaryFitsANarrowTerminal(t *testing.T) {
 			if f := strings.Fields(l); len(f) < 5 || f[1] != "WAITING" || f[2] != "OLDEST" || f[4] != "TREND" {
 				t.Errorf("the category table's first columns at 70 columns: %q", l)
 			}
-			if !strings.HasSuffix(l, "…") {
-				t.Errorf("the category table's header, wider than 70 columns, is not cut at the edge: %q", l)
+			// The rest gives way whole: the queues, then the totals, are
+			// left out rather than the header cut in the middle of one.
+			if utf8.RuneCountInString(l) > 70 || strings.Contains(l, "QUEUES") || strings.HasSuffix(l, "…") {
+				t.Errorf("the category table's header at 70 columns should leave out its last columns whole: %q", l)
 			}
 		}
 		// A wrapped head line continues under its text, at column 12.

@@ -17,7 +17,9 @@ import (
 // Policy is the governance policy, one row in PostgreSQL. A requester cannot
 // loosen it with a local file, nor with psql: it changes only through the
 // schema's policy_set and policy_review functions (SetPolicy,
-// ReviewPolicyChange), under four-eyes, audited.
+// ReviewPolicyChange), under four-eyes, audited. Its JSON carries the
+// durations in seconds, named so (approval_ttl_seconds, canary_window_seconds,
+// outcome_window_seconds, retention_seconds): see MarshalJSON.
 type Policy struct {
 	// Approvers are the logins that may approve or reject requests (never
 	// their own); empty means every member of expiryctl_approver.
@@ -28,12 +30,12 @@ type Policy struct {
 	MaxRate float64 `json:"max_rate"`
 	// ApprovalTTL is how long a request waits for review, and how long an
 	// approval waits for its run.
-	ApprovalTTL time.Duration `json:"approval_ttl"`
+	ApprovalTTL time.Duration `json:"-"`
 	// The default stop conditions a new request carries.
 	StopFailureRatio float64       `json:"stop_failure_ratio"`
 	StopQueueDepth   int           `json:"stop_queue_depth"`
 	StopRedeadRatio  float64       `json:"stop_redead_ratio"`
-	CanaryWindow     time.Duration `json:"canary_window"`
+	CanaryWindow     time.Duration `json:"-"`
 	// IdentityMode is "declared" (--actor, EXPIRYCTL_ACTOR or the OS user,
 	// with the database role recorded beside it) or "db-role" (the actor is
 	// the PostgreSQL session_user and --actor is refused).
@@ -52,7 +54,7 @@ type Policy struct {
 	OutcomeQuery string `json:"outcome_query"`
 	// OutcomeWindow is how long after its confirm an item has to reach its
 	// terminal state before it counts as unsettled.
-	OutcomeWindow time.Duration `json:"outcome_window"`
+	OutcomeWindow time.Duration `json:"-"`
 	// StopUnsettledRatio halts a run when more than this share of the
 	// items whose outcome is known (terminal, or past their window) are
 	// past their window and still not terminal.
@@ -62,7 +64,7 @@ type Policy struct {
 	StopConflictRatio float64 `json:"stop_conflict_ratio"`
 	// Retention is how long dead-letter payloads and headers are kept before
 	// `dlq purge` redacts them.
-	Retention time.Duration `json:"retention"`
+	Retention time.Duration `json:"-"`
 	UpdatedAt time.Time     `json:"updated_at"`
 	UpdatedBy string        `json:"updated_by"`
 }

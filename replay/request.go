@@ -57,7 +57,8 @@ func ParseStatus(s string) (Status, error) {
 	return "", fmt.Errorf("unknown request status %q: valid statuses are %s", s, strings.Join(names, ", "))
 }
 
-// StopConditions halt a run when the replay makes things worse.
+// StopConditions halt a run when the replay makes things worse. Its JSON
+// carries the canary window in seconds, as canary_window_seconds.
 type StopConditions struct {
 	// FailureRatio: failed publishes over attempted publishes.
 	FailureRatio float64 `json:"failure_ratio"`
@@ -66,7 +67,7 @@ type StopConditions struct {
 	// RedeadRatio: replayed letters dead-lettered again over those published.
 	RedeadRatio float64 `json:"redead_ratio"`
 	// CanaryWindow: how long the canary's letters have to come back.
-	CanaryWindow time.Duration `json:"canary_window"`
+	CanaryWindow time.Duration `json:"-"`
 }
 
 // Request is a replay or discard request.

@@ -33,7 +33,7 @@ type QueueState struct {
 	// HeadAge is how long the message at the head of the queue has waited,
 	// where the broker knows it (the message carries a timestamp); nil
 	// otherwise.
-	HeadAge *time.Duration `json:"head_age,omitempty"`
+	HeadAge *time.Duration `json:"-"`
 }
 
 // QueueReport is the live state of a work queue's topology. When the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
@@ -167,9 +168,9 @@ func timeOrUnknown(t time.Time) string {
 func relative(now, t time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + (-d).Round(time.Second).String()
+		return "in " + phrase.Approximate(-d)
 	}
-	return d.Round(time.Second).String() + " ago"
+	return phrase.Approximate(d) + " ago"
 }
 
 func writeProperties(b *strings.Builder, p *deadletter.Properties) {

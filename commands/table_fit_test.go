@@ -1,0 +1,118 @@
+package commands
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/access"
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
+	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// TestTablesFitTheTerminal runs every listing on 80- and 120-column
+// terminals with long free text in its rows: no line is wider than the
+// terminal, and each row keeps the cells a person looks it up by.
+func TestTablesFitTheTerminal(t *testing.T) {
+	t.Parallel()
+	long := "payments-eu-west-1.reservation-expiry.dead-letter-queue-with-a-long-name"
+	letters := func() *fakes.Archive {
+		var rows []deadletter.Row
+		for n := 1; n <= 3; n++ {
+			r := fakes.Letter(n)
+			r.SourceQueue, r.MessageID, r.ErrorClass = long, "expire:"+long+":v3", "upstream_connection_reset_by_peer"
+			rows = append(rows, r)
+		}
+		return fakes.NewArchive(rows...)
+	}
+	requests := func() *fakes.Requests {
+		r := fakes.Request(7, "alice.on-call@payments.example", 30)
+		r.Why = "INC-4211: the reservations database failed over at 02:58 and every expiry in flight timed out; replaying the cohort"
+		r.ReviewedBy = "bob.approver@payments.example"
+		return fakes.NewRequests("bob", r, fakes.Request(6, "carol", 3))
+	}
+	auditRows := func() *fakes.Reviewer {
+		rows := fakes.AuditRows(3)
+		for i := range rows {
+			rows[i].Details = []byte(`{"why":"` + strings.Repeat("INC-4211 failover ", 10) + `"}`)
+			rows[i].Actor = "alice.on-call@payments.example"
+		}
+		return &fakes.Reviewer{Rows: rows}
+	}
+	for _, c := range []struct {
+		name string
+		cmd  func(*Factory) *cobra.Command
+		args []string
+		rows [][]string
+	}{
+		{"dlq list", func(f *Factory) *cobra.Command {
+			return NewCmdDLQList(f, func(ctx context.Context, o *DLQListOptions) error {
+				o.Archive = serve[service.Archive](letters())
+				return dlqListRun(ctx, o)
+			})
+		}, nil, [][]string{{"3", "r-3", "dead"}, {"1", "r-1", "dead"}}},
+		{"replay list", func(f *Factory) *cobra.Command {
+			return NewCmdReplayList(f, func(ctx context.Context, o *ReplayListOptions) error {
+				o.Requests = serve[service.Requests](requests())
+				return replayListRun(ctx, o)
+			})
+		}, nil, [][]string{{"7", "replay", "pending", "30", "20/s"}, {"6", "replay", "pending", "3"}}},
+		{"replay show's cohort", func(f *Factory) *cobra.Command {
+			return NewCmdReplayShow(f, func(ctx context.Context, o *ReplayShowOptions) error {
+				o.Requests = serve[service.Requests](requests())
+				return replayShowRun(ctx, o)
+			})
+		}, []string{"7", "--sample", "3", "--no-pager"}, [][]string{{"1", "1", "transient-exhausted"}, {"3", "3", "transient-exhausted"}}},
+		{"audit list", func(f *Factory) *cobra.Command {
+			return NewCmdAuditList(f, func(ctx context.Context, o *AuditListOptions) error {
+				o.Reviewer = serve[service.AuditReviewer](auditRows())
+				return auditListRun(ctx, o)
+			})
+		}, nil, [][]string{{"3", "ok"}, {"1", "dlq.list", "ok"}}},
+		{"access list", func(f *Factory) *cobra.Command {
+			return NewCmdAccessList(f, func(ctx context.Context, o *AccessListOptions) error {
+				o.Access = serve[service.Access](&fakes.Access{Members: []access.Member{
+					{Login: "alice", Groups: []string{access.Operator, access.Ingester, access.Approver, access.Auditor, access.Admin}, CanLogin: true},
+					{Login: "postgres", Superuser: true, CanLogin: true}}})
+				return accessListRun(ctx, o)
+			})
+		}, nil, [][]string{{"alice", "expiryctl_operator"}, {"postgres"}}},
+		{"policy show", func(f *Factory) *cobra.Command {
+			p := fakes.NewPolicy("carol")
+			p.Current.EligibilityQuery = "SELECT status = 'held', status FROM reservations.reservations WHERE id = $1 AND version = $3 " + long
+			p.Pending = []replay.PolicyChange{{ID: 3, Changes: map[string]any{"max_rate": 80.0, "eligibility_query": p.Current.EligibilityQuery},
+				Why: r(long), ProposedBy: "dave", ProposedDBRole: "dave", ProposedAt: fakes.Epoch}}
+			return NewCmdPolicyShow(f, func(ctx context.Context, o *PolicyShowOptions) error {
+				o.Policy = serve[service.Policy](p)
+				return policyShowRun(ctx, o)
+			})
+		}, nil, [][]string{{"max_rate", "50"}, {"eligibility_query"}, {"3", "dave (dave)", "2026-11-30T12:00:00Z"}}},
+		{"dlq summary", func(f *Factory) *cobra.Command {
+			return NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
+				o.Archive = serve[service.Archive](incident())
+				o.LiveQueues = serve[service.LiveQueues](&queueReport{report: liveTopology})
+				return dlqSummaryRun(ctx, o)
+			})
+		}, nil, [][]string{{"transient-exhausted", "10", "3m ago", "rising ×12.0"}}},
+	} {
+		for _, width := range []int{80, 120} {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				f, out, _ := testFactory(t)
+				f.Now = fakes.Now
+				onTerminal(f, width, 500)
+				if err := runCmd(c.cmd(f), c.args...); err != nil {
+					t.Fatal(err)
+				}
+				assertFits(t, out.String(), width, c.rows...)
+			})
+		}
+	}
+}
+
+// r repeats s into a reason of a few lines' length.
+func r(s string) string { return strings.Repeat(s+" ", 3) }

@@ -1,0 +1,24 @@
+package broker
+
+import (
+	"encoding/json"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+type queueStateFields QueueState
+
+// MarshalJSON writes the state with HeadAge in seconds, as
+// head_age_seconds (omitted when the broker did not say), not as
+// time.Duration's nanoseconds.
+func (q QueueState) MarshalJSON() ([]byte, error) {
+	var age *deadletter.Seconds
+	if q.HeadAge != nil {
+		s := deadletter.Seconds(*q.HeadAge)
+		age = &s
+	}
+	return json.Marshal(struct {
+		queueStateFields
+		HeadAge *deadletter.Seconds `json:"head_age_seconds,omitempty"`
+	}{queueStateFields(q), age})
+}
