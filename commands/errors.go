@@ -55,7 +55,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled
-	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr):
+	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr), store.IsNotAnswering(err), broker.IsNotAnswering(err):
 		return ExitUnavailable
 	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
 		return ExitSchema

@@ -84,6 +84,13 @@ type Factory struct {
 	// OutcomeURLFlag is `replay run --outcome-url`: the reservation
 	// database the policy's outcome query runs against.
 	OutcomeURLFlag string
+	// DBTimeoutFlag and AMQPHeartbeatFlag are --db-timeout and
+	// --amqp-heartbeat (timeouts.go).
+	DBTimeoutFlag     durationSetting
+	AMQPHeartbeatFlag durationSetting
+	// migrating leaves statement_timeout and lock_timeout unset on the
+	// pool, for `migrate` (store.Options.ServerTimeouts).
+	migrating bool
 
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
@@ -163,7 +170,12 @@ func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, nil
 	}
 	f.outcomesOnce.Do(func() {
-		f.outcomes, f.outcomesErr = store.Open(ctx, url)
+		opts, err := f.storeOptions(true)
+		if err != nil {
+			f.outcomesErr = err
+			return
+		}
+		f.outcomes, f.outcomesErr = store.OpenWith(ctx, url, opts)
 		if f.outcomesErr != nil {
 			f.outcomesErr = fmt.Errorf("connect to the outcome database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", f.outcomesErr)
 		}
@@ -182,7 +194,12 @@ func (f *Factory) Actor() string {
 // RawDB connects to PostgreSQL without checking the schema, for `migrate`.
 func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
 	f.poolOnce.Do(func() {
-		f.pool, f.poolErr = store.Open(ctx, f.DatabaseURL())
+		opts, err := f.storeOptions(!f.migrating)
+		if err != nil {
+			f.poolErr = err
+			return
+		}
+		f.pool, f.poolErr = store.OpenWith(ctx, f.DatabaseURL(), opts)
 		if f.poolErr == nil {
 			f.warnAdvisory(ctx, f.pool)
 		}
@@ -218,7 +235,12 @@ func (f *Factory) warnAdvisory(ctx context.Context, pool *pgxpool.Pool) {
 // AMQP connects to RabbitMQ.
 func (f *Factory) AMQP() (*amqp.Connection, error) {
 	f.amqpOnce.Do(func() {
-		f.amqpConn, f.amqpErr = broker.Dial(f.AMQPURL())
+		opts, err := f.dialOptions(nil)
+		if err != nil {
+			f.amqpErr = err
+			return
+		}
+		f.amqpConn, f.amqpErr = broker.DialWith(f.AMQPURL(), opts)
 	})
 	return f.amqpConn, f.amqpErr
 }

@@ -73,6 +73,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		"RabbitMQ management API URL, read for the live queues (env EXPIRYCTL_MANAGEMENT_URL; default the RabbitMQ URL's host and credentials over http on port 15672)")
 	pf.StringVar(&f.ActorFlag, "actor", "",
 		"a label for the audit trail, recorded beside your database login (env EXPIRYCTL_ACTOR; default the login itself)")
+	f.timeoutFlags(pf)
 
 	root.AddGroup(&cobra.Group{ID: "triage", Title: "Triage:"}, &cobra.Group{ID: "governance", Title: "Governance:"},
 		&cobra.Group{ID: "setup", Title: "Setup:"})

@@ -155,6 +155,8 @@ func (f *Factory) Access(ctx context.Context) (service.Access, error) {
 // Migrator returns the schema migrator. It connects without checking the
 // schema, which is what it is there to create.
 func (f *Factory) Migrator(ctx context.Context) (service.Migrator, error) {
+	// A migration on a large archive may rightly run long.
+	f.migrating = true
 	pool, err := f.RawDB(ctx)
 	if err != nil {
 		return nil, err

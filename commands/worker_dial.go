@@ -11,5 +11,9 @@ import (
 // properties: the reference worker advertises its handler version in them.
 // The caller closes it.
 func (f *Factory) DialAMQP(properties amqp.Table) (*amqp.Connection, error) {
-	return broker.DialWithProperties(f.AMQPURL(), properties)
+	opts, err := f.dialOptions(properties)
+	if err != nil {
+		return nil, err
+	}
+	return broker.DialWith(f.AMQPURL(), opts)
 }

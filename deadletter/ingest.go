@@ -259,6 +259,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 				if !flush() {
 					return nil
 				}
+				if lost, ok := src.(interface{ Err() error }); ok && lost.Err() != nil {
+					return fmt.Errorf("%w; letters not yet stored stay in the queue", lost.Err())
+				}
 				return errors.New("the broker closed the consumer (connection lost or queue deleted); letters not yet stored stay in the queue")
 			}
 			// Parsing here, while the writers wait on PostgreSQL, keeps the

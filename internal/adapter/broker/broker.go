@@ -14,25 +14,44 @@ import (
 // EXPIRYCTL_AMQP_URL is set.
 const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
-// Dial connects to the broker at url with a bounded connection timeout.
+// Dial connects to the broker at url with a bounded connection timeout and
+// the default heartbeat.
 func Dial(url string) (*amqp.Connection, error) {
-	return DialWithProperties(url, amqp.Table{"connection_name": "expiryctl"})
+	return DialWith(url, DialOptions{Properties: amqp.Table{"connection_name": "expiryctl"}})
 }
 
 // DialWithProperties is Dial with the connection properties the broker
 // shows for the connection, such as a consumer's handler-version.
 func DialWithProperties(url string, properties amqp.Table) (*amqp.Connection, error) {
+	return DialWith(url, DialOptions{Properties: properties})
+}
+
+// DialWith is Dial with opts. A connection that then hears nothing from the
+// broker for three heartbeats is closed, and NotAnswering says why.
+func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
+	heartbeat := opts.Heartbeat
+	if heartbeat <= 0 {
+		heartbeat = DefaultHeartbeat
+	}
+	properties := opts.Properties
+	if properties == nil {
+		properties = amqp.Table{"connection_name": "expiryctl"}
+	}
+	var socket *watchedSocket
 	conn, err := amqp.DialConfig(url, amqp.Config{
-		Heartbeat:  10 * time.Second,
+		Heartbeat:  heartbeat,
 		Locale:     "en_US",
 		Properties: properties,
-		Dial:       amqp.DefaultDial(5 * time.Second),
+		Dial:       dialWatched(dsn.Address(url), heartbeat, 5*time.Second, &socket),
 	})
 	if err != nil {
 		if isURIError(url) {
 			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
 		}
 		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
+	}
+	if socket != nil {
+		silences.Store(conn, socket)
 	}
 	return conn, nil
 }

@@ -58,6 +58,10 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 	return s, nil
 }
 
+// Err says why the deliveries ended when the broker stopped answering;
+// nil otherwise (deadletter.Ingest then says the consumer was closed).
+func (s *DLQSource) Err() error { return NotAnswering(s.conn) }
+
 // Deliveries implements deadletter.Source.
 func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
 

@@ -151,6 +151,9 @@ func (b *AMQPBroker) drainReturns() {
 }
 
 func (b *AMQPBroker) closeReason() error {
+	if err := NotAnswering(b.conn); err != nil {
+		return err
+	}
 	if b.conn.IsClosed() {
 		return errors.New("the connection to RabbitMQ closed")
 	}

@@ -47,8 +47,16 @@ func rootCause(err error) string {
 }
 
 // Open connects a pool to the database at url and checks that it answers.
+// It sets no timeouts beyond the connect timeout: it is for tests,
+// benchmarks and tools; the commands connect with OpenWith.
 // It fails with a *ConnectError when the server cannot be reached.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return OpenWith(ctx, url, Options{})
+}
+
+// OpenWith is Open with opts: a statement on a connection of the pool that
+// gets no answer within opts.Timeout fails with a *NotAnsweringError.
+func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
@@ -57,6 +65,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"
+	applyOptions(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError(url, cfg, err)
