@@ -66,19 +66,31 @@ func (s *DLQSource) Err() error { return NotAnswering(s.conn) }
 func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
 
 // AckThrough implements deadletter.Source with one multiple-ack.
-func (s *DLQSource) AckThrough(tag uint64) error { return s.ch.Ack(tag, true) }
+func (s *DLQSource) AckThrough(tag uint64) error { return s.silentOr(s.ch.Ack(tag, true)) }
+
+// silentOr is err, or the broker's silence when that is what closed the
+// connection under it: amqp091 passes on only its text.
+func (s *DLQSource) silentOr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if silent := NotAnswering(s.conn); silent != nil {
+		return silent
+	}
+	return err
+}
 
 // Ready implements deadletter.Source with a passive declare on a channel of
 // its own, so that a failed inspection cannot close the consuming channel.
 func (s *DLQSource) Ready() (int, error) {
 	ch, err := s.conn.Channel()
 	if err != nil {
-		return 0, err
+		return 0, s.silentOr(err)
 	}
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(s.queue, true, false, false, false, nil)
 	if err != nil {
-		return 0, err
+		return 0, s.silentOr(err)
 	}
 	return q.Messages, nil
 }
