@@ -1,0 +1,44 @@
+package store
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestWatchedConnNamesTheSilence reads from a peer that never writes: the
+// read ends after the silence allowed with a *NotAnsweringError, while a
+// deadline the driver set itself, sooner, ends it with the plain deadline
+// error the driver expects for its own cancellation.
+func TestWatchedConnNamesTheSilence(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := &watchedConn{Conn: client, silence: 100 * time.Millisecond, address: "db:5432/x"}
+
+	start := time.Now()
+	_, err := c.Read(make([]byte, 1))
+	var silent *NotAnsweringError
+	if !errors.As(err, &silent) || silent.Address != "db:5432/x" {
+		t.Fatalf("a silent peer: %v, want a NotAnsweringError naming the server", err)
+	}
+	if took := time.Since(start); took < 100*time.Millisecond || took > 2*time.Second {
+		t.Errorf("the silence was noticed after %s, want about 100ms", took)
+	}
+
+	if err := c.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Read(make([]byte, 1))
+	if errors.As(err, &silent) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the driver's own deadline: %v, want the plain deadline error", err)
+	}
+
+	// Data that arrives in time is read as usual.
+	_ = c.SetReadDeadline(time.Time{})
+	go func() { _, _ = server.Write([]byte("Z")) }()
+	if n, err := c.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Errorf("a peer that answers: %d bytes, %v", n, err)
+	}
+}
