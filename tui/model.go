@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
@@ -330,7 +331,7 @@ func (m Model) observe(err error) Model {
 		}
 		retry := "press a key to retry"
 		if m.refresh > 0 {
-			retry = fmt.Sprintf("retrying every %s", m.refresh)
+			retry = "retrying every " + phrase.Duration(m.refresh)
 		}
 		m.outage = fmt.Sprintf("%s: %s — showing the last data; %s", what, termsafe.EscapeLine(err.Error()), retry)
 	}
