@@ -7,14 +7,10 @@ package run
 import (
 	"context"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/expiryctl/expiryctl/internal/view/phrase"
-	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -87,6 +83,9 @@ type Model struct {
 	summary  *backend.RunSummary
 	err      error
 	sess     *session
+	// reported is set once the runner reported; stopping once the
+	// operator asked the run in flight to stop.
+	reported, stopping bool
 }
 
 // New returns an idle run screen over svc.
@@ -106,6 +105,29 @@ func (m Model) SetFrame(ctx frame.Context) Model { m.ctx = ctx; return m }
 // Running reports whether a run is in flight.
 func (m Model) Running() bool { return m.sess != nil }
 
+// RunningID is the request whose run is in flight, 0 when none.
+func (m Model) RunningID() int64 {
+	if m.sess == nil {
+		return 0
+	}
+	return m.sess.id
+}
+
+// Err is how the last run failed or stopped early, nil when it did not.
+func (m Model) Err() error { return m.err }
+
+// StopRun asks the run in flight to stop at its next safe point, by the
+// runner's own stop path: items marked but not sent go back to pending and
+// the request stays running, for `replay run` to resume. Its FinishedMsg
+// follows.
+func (m Model) StopRun() Model {
+	if m.sess != nil {
+		m.sess.cancel()
+		m.stopping = true
+	}
+	return m
+}
+
 // Refresh does nothing: progress comes from the runner.
 func (m Model) Refresh() tea.Cmd { return nil }
 
@@ -115,6 +137,7 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 		return m, frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d is still running here: wait for it, or cancel it (c)", m.sess.id)})
 	}
 	m.id, m.req, m.summary, m.err, m.progress = id, nil, nil, nil, backend.RunProgress{}
+	m.reported, m.stopping = false, false
 	requests := m.svc.Requests
 	load := func() tea.Msg {
 		ctx, cancel := frame.Call()
@@ -183,21 +206,23 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		if m.sess == nil || msg.ID != m.sess.id {
 			return m, nil
 		}
-		m.progress = msg.Progress
+		m.progress, m.reported = msg.Progress, true
 		return m, listen(m.sess)
 	case FinishedMsg:
 		if m.sess == nil || msg.ID != m.sess.id {
 			return m, nil
 		}
 		m.sess.cancel()
-		m.sess = nil
+		m.sess, m.stopping = nil, false
+		if msg.Summary.Final.Total > 0 {
+			m.progress, m.reported = msg.Summary.Final, true
+		}
 		if msg.Err != nil {
 			m.err = msg.Err
 			return m, nil
 		}
 		s := msg.Summary
 		m.summary = &s
-		m.progress = s.Final
 		return m, tea.Batch(frame.Send(frame.RefreshMsg{}),
 			frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d %s", msg.ID, ended(s))}))
 	case tea.KeyMsg:
@@ -216,103 +241,4 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 	}
 	return m, nil
-}
-
-func ended(s backend.RunSummary) string {
-	switch s.Status {
-	case replay.StatusHalted:
-		return "halted: " + termsafe.EscapeLine(s.HaltReason)
-	case replay.StatusCancelled:
-		return "was cancelled: " + termsafe.EscapeLine(s.HaltReason)
-	}
-	return fmt.Sprintf("%s: %d confirmed, %d failed, %d skipped", s.Status, s.Final.Confirmed, s.Final.Failed, s.Final.Skipped)
-}
-
-// bar draws an ASCII progress bar of width cells.
-func bar(done, total, width int) string {
-	if width < 3 {
-		return ""
-	}
-	inner := width - 2
-	fill := 0
-	if total > 0 {
-		fill = min(inner, done*inner/total)
-	}
-	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", inner-fill) + "]"
-}
-
-// View renders the run.
-func (m Model) View() string {
-	th := m.ctx.Theme
-	w := m.ctx.Width
-	if m.id == 0 {
-		return frame.Fit("no run: open the Requests screen, select an approved request and press g", w, m.ctx.Height)
-	}
-	var b strings.Builder
-	state := "starting"
-	switch {
-	case m.svc.Runner == nil:
-		state = "not available"
-	case m.sess != nil:
-		state = "running"
-	case m.err != nil:
-		state = "failed"
-	case m.summary != nil:
-		state = string(m.summary.Status)
-	}
-	fmt.Fprintf(&b, "%s\n\n", th.Title.Render(fmt.Sprintf("Run of replay request %d — %s", m.id, state)))
-	if m.svc.Runner == nil {
-		b.WriteString("The replay runner is not wired into this build of the TUI.\n")
-		fmt.Fprintf(&b, "Run it from a shell instead: expiryctl replay run %d\n", m.id)
-		return frame.Fit(b.String(), w, m.ctx.Height)
-	}
-	p := m.progress
-	total := p.Total
-	if total == 0 && m.req != nil {
-		total = m.req.Items
-	}
-	pct := 0.0
-	if total > 0 {
-		pct = float64(p.Done) * 100 / float64(total)
-	}
-	counts := fmt.Sprintf(" %d/%d %3.0f%%", p.Done, total, pct)
-	fmt.Fprintf(&b, "  %s%s\n", bar(p.Done, total, max(10, min(50, w-4-len(counts)))), counts)
-	fmt.Fprintf(&b, "  confirmed %d · failed %d · skipped %d\n", p.Confirmed, p.Failed, p.Skipped)
-	limit := p.Limit
-	if limit == 0 && m.req != nil {
-		limit = m.req.Rate
-	}
-	fmt.Fprintf(&b, "  rate %.1f/s (limit %g/s) · elapsed %s\n", p.Rate, limit, p.Elapsed.Round(time.Second))
-	canary := string(p.Canary)
-	if canary == "" {
-		canary = "none"
-	}
-	if p.CanaryItems > 0 {
-		canary += " (" + phrase.Count(p.CanaryItems, "letter", "letters") + ")"
-	}
-	fmt.Fprintf(&b, "  canary %s\n\n", canary)
-
-	fmt.Fprintf(&b, "  %-22s %10s %10s\n", "stop condition", "now", "limit")
-	var stop replay.StopConditions
-	if m.req != nil {
-		stop = m.req.Stop
-	}
-	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "publish failures", p.FailureRatio*100, stop.FailureRatio*100)
-	fmt.Fprintf(&b, "  %-22s %10d %10d\n", "target queue depth", p.QueueDepth, stop.QueueDepth)
-	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "re-dead-lettered", p.RedeadRatio*100, stop.RedeadRatio*100)
-	if o := p.Outcomes; o != nil {
-		fmt.Fprintf(&b, "\n  outcomes %s\n", o.Summary())
-	}
-	if p.Note != "" {
-		fmt.Fprintf(&b, "\n  %s\n", termsafe.EscapeLine(p.Note))
-	}
-	switch {
-	case m.err != nil:
-		fmt.Fprintf(&b, "\n%s\n", th.Warn.Render("run failed: "+termsafe.EscapeLine(m.err.Error())))
-	case m.summary != nil && m.summary.Status == replay.StatusHalted:
-		fmt.Fprintf(&b, "\n%s\n", th.Warn.Render("halted: "+termsafe.EscapeLine(m.summary.HaltReason)+" — it needs a fresh approval to run again"))
-	case m.summary != nil:
-		fmt.Fprintf(&b, "\n%s\n", th.Good.Render(ended(*m.summary)))
-	}
-	return frame.Fit(b.String(), w, m.ctx.Height)
 }
