@@ -164,6 +164,11 @@ type AuditTrail interface {
 type Services struct {
 	Archive  service.Archive
 	Requests service.Requests
+	// RequestReads reads requests without an audit row, for the requests
+	// screen's refreshes after a visit's first read went through Requests
+	// (one audit row per visit, as a --watch leaves one per watch); nil
+	// reads through Requests every time.
+	RequestReads service.RequestReads
 	// LiveQueues reads the states of WorkQueue's queues from the broker's
 	// management API for the summary; nil leaves the summary saying they
 	// are not read.

@@ -7,6 +7,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -70,6 +71,11 @@ type session struct {
 	ctx      context.Context
 	progress chan backend.RunProgress
 	done     chan FinishedMsg
+	// finished is closed once the runner returned, err being what it
+	// returned: StopAndWait waits on it after the program stopped reading
+	// done.
+	finished chan struct{}
+	err      error
 }
 
 // Model is the run screen.
@@ -149,7 +155,8 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 		return m, load
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{id: id, ctx: ctx, cancel: cancel, progress: make(chan backend.RunProgress, 1), done: make(chan FinishedMsg, 1)}
+	s := &session{id: id, ctx: ctx, cancel: cancel, progress: make(chan backend.RunProgress, 1),
+		done: make(chan FinishedMsg, 1), finished: make(chan struct{})}
 	m.sess = s
 	runner := m.svc.Runner
 	start := func() tea.Msg {
@@ -167,7 +174,9 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 					}
 				}
 			})
+			s.err = err
 			s.done <- FinishedMsg{ID: id, Summary: sum, Err: err}
+			close(s.finished)
 		}()
 		return nil
 	}
@@ -191,6 +200,23 @@ func listen(s *session) tea.Cmd {
 func (m Model) Stop() {
 	if m.sess != nil {
 		m.sess.cancel()
+	}
+}
+
+// StopAndWait stops a run in flight, as Stop does, and waits up to timeout
+// for the runner to return, for a TUI that is ending: stopped is false when
+// it did not return in time (or no run was in flight), err what it
+// returned.
+func (m Model) StopAndWait(timeout time.Duration) (stopped bool, err error) {
+	if m.sess == nil {
+		return false, nil
+	}
+	m.sess.cancel()
+	select {
+	case <-m.sess.finished:
+		return true, m.sess.err
+	case <-time.After(timeout):
+		return false, nil
 	}
 }
 
