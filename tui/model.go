@@ -71,8 +71,9 @@ type options struct {
 // default renders to stdout with the profile lipgloss detects.
 func WithRenderer(r *lipgloss.Renderer) Option { return func(o *options) { o.renderer = r } }
 
-// WithRefresh sets the refresh tick (DefaultRefresh); 0 turns it off, for
-// tests and benchmarks that drive the model by hand.
+// WithRefresh sets the refresh tick (DefaultRefresh); 0 turns it off, and
+// the search's debounce with it, for tests and benchmarks that drive the
+// model by hand.
 func WithRefresh(d time.Duration) Option { return func(o *options) { o.refresh = d } }
 
 // WithNotes has Run write to w, once the screen is left, what the operator
@@ -80,6 +81,15 @@ func WithRefresh(d time.Duration) Option { return func(o *options) { o.refresh =
 func WithNotes(w io.Writer) Option { return func(o *options) { o.notes = w } }
 
 type tickMsg struct{}
+
+// debounceFor is the search count's debounce under the refresh tick: none
+// when timers are off.
+func debounceFor(refresh time.Duration) time.Duration {
+	if refresh <= 0 {
+		return 0
+	}
+	return list.DefaultDebounce
+}
 
 type toastKind int
 
@@ -151,7 +161,7 @@ func New(svc Services, opts ...Option) Model {
 		svc: svc, keys: DefaultKeyMap(), help: h, theme: th, now: svc.Now, refresh: o.refresh,
 		quitKeys: DefaultQuitKeyMap(), notes: o.notes,
 		summary:  summary.New(ctx, svc, o.refresh),
-		list:     list.New(ctx, svc),
+		list:     list.New(ctx, svc).WithDebounce(debounceFor(o.refresh)),
 		detail:   detail.New(ctx, svc),
 		requests: requests.New(ctx, svc),
 		audit:    audit.New(ctx, svc),
