@@ -95,6 +95,18 @@ func ratioOf(ratio float64, part, whole int, of string) string {
 	return fmt.Sprintf("%.1f%% (%d of %d)", ratio*100, part, whole)
 }
 
+// nowWidth is the width of the stop conditions' "now" column.
+const nowWidth = 28
+
+// tail keeps the last width cells of s, marking the cut: queue names share
+// their prefix and differ at the end.
+func tail(s string, width int) string {
+	if ansi.StringWidth(s) <= width || width < 2 {
+		return s
+	}
+	return "…" + ansi.TruncateLeft(s, ansi.StringWidth(s)-width+1, "")
+}
+
 // stopRows are the stop conditions' rows: name, now, limit, condition.
 func stopRows(p backend.RunProgress, stop replay.StopConditions, limitsKnown bool) [][4]string {
 	limit := func(s string) string {
@@ -107,7 +119,7 @@ func stopRows(p backend.RunProgress, stop replay.StopConditions, limitsKnown boo
 	if p.Checked {
 		depth = fmt.Sprint(p.QueueDepth)
 		if p.DepthQueue != "" {
-			depth += " in " + termsafe.EscapeLine(p.DepthQueue)
+			depth += " in " + tail(termsafe.EscapeLine(p.DepthQueue), nowWidth-len(depth)-4)
 		}
 		redead = ratioOf(p.RedeadRatio, p.Redead, p.ConfirmedRun, "confirms")
 	}
@@ -171,9 +183,9 @@ func (m Model) View() string {
 	if m.req != nil {
 		stop, known = m.req.Stop, true
 	}
-	fmt.Fprintf(&b, "  %-20s %-28s %s\n", "stop condition", "now (this run)", "limit")
+	fmt.Fprintf(&b, "  %-20s %-*s %s\n", "stop condition", nowWidth, "now (this run)", "limit")
 	for _, row := range stopRows(p, stop, known) {
-		line := fmt.Sprintf("  %-20s %-28s %s", row[0], row[1], row[2])
+		line := fmt.Sprintf("  %-20s %s %s", row[0], frame.Pad(row[1], nowWidth), row[2])
 		if p.Halted == row[3] {
 			line = th.Warn.Render(line + "  <- halted")
 		}
