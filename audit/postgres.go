@@ -200,14 +200,17 @@ func (s postgresTrail) AuditEventCounts(ctx context.Context, action, detailKey s
 	if err != nil {
 		return nil, fmt.Errorf("count the trail's %s events: %w", action, err)
 	}
+	defer rows.Close()
 	counts := map[string]int64{}
-	var value string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&value, &n}, func() error {
+	for rows.Next() {
+		var value string
+		var n int64
+		if err := rows.Scan(&value, &n); err != nil {
+			return nil, fmt.Errorf("count the trail's %s events: %w", action, err)
+		}
 		counts[value] = n
-		return nil
-	})
-	if err != nil {
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count the trail's %s events: %w", action, err)
 	}
 	return counts, nil

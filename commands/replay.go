@@ -99,7 +99,11 @@ type ReplayRequestOptions struct {
 	RoutingKey      string
 	FreshKey        bool
 	ConfirmEligible bool
-	Output          *outputFormat
+	// SameHandlerOK is --same-handler-ok's reason; IncludePermanent is
+	// --include-permanent.
+	SameHandlerOK    string
+	IncludePermanent bool
+	Output           *outputFormat
 
 	request replay.NewRequest
 }
@@ -114,10 +118,15 @@ func NewCmdReplayRequest(f *Factory, runF func(context.Context, *ReplayRequestOp
 hash of each payload. A different approver must approve it before it can run.
 
 Letters in another open request are refused when named by --id; a filter only
-matches letters waiting for a decision, oldest first, up to --max.`,
+matches letters waiting for a decision, oldest first, up to --max.
+
+` + handlerHelp,
 		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
   expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why INC-4211
-  expiryctl replay request --id 77 --to-exchange reservations --routing-key reservation.expire --why INC-4211`,
+  expiryctl replay request --id 77 --to-exchange reservations --routing-key reservation.expire --why INC-4211
+  expiryctl replay request --reason transient-exhausted --max 50 --why INC-4211 \
+      --same-handler-ok "the database failed over; the worker was never at fault"
+  expiryctl replay request --reason conflict --max 20 --include-permanent --why "INC-4212: v2 reads the current version"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sel, err := opts.Selection.resolve(opts.Now())
@@ -136,8 +145,12 @@ matches letters waiting for a decision, oldest first, up to --max.`,
 			if opts.FreshKey && !opts.ConfirmEligible {
 				return flagErrorf("--fresh-key needs --confirm-eligible: confirm the reservations are still eligible to expire")
 			}
+			if cmd.Flags().Changed("same-handler-ok") && strings.TrimSpace(opts.SameHandlerOK) == "" {
+				return flagErrorf(`--same-handler-ok needs a reason, e.g. --same-handler-ok "the database failed over; the worker was never at fault"`)
+			}
 			opts.request = replay.NewRequest{Kind: replay.KindReplay, Selection: sel, Rate: opts.Rate, Why: opts.Why,
-				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible}
+				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible,
+				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent}
 			if cmd.Flags().Changed("canary") {
 				if opts.Canary < 0 {
 					return flagErrorf("invalid --canary %d: use 0 or more", opts.Canary)
@@ -159,6 +172,8 @@ matches letters waiting for a decision, oldest first, up to --max.`,
 	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key for letters that name no origin")
 	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
 	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
+	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", "say `why` the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver")
+	fl.BoolVar(&opts.IncludePermanent, "include-permanent", false, "include letters that failed for good (conflict, validation, malformed, not-found); shown to the approver")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
 }
@@ -181,6 +196,7 @@ func replayRequestRun(ctx context.Context, opts *ReplayRequestOptions) error {
 		fmt.Fprintf(opts.IO.Out, " (the oldest %d of %d matching)", r.Items, created.Matched)
 	}
 	fmt.Fprintf(opts.IO.Out, ", rate %g/s, canary %d, expires %s\n", r.Rate, r.Canary, r.ExpiresAt.UTC().Format(time.RFC3339))
+	printRequestFlags(opts.IO, r)
 	fmt.Fprintf(opts.IO.ErrOut, "next: ask an approver to review it with `expiryctl replay show %d` and `expiryctl replay approve %d`\n", r.ID, r.ID)
 	return nil
 }
@@ -575,6 +591,7 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 			review.CohortHash = shown.CohortHash
 			fmt.Fprintf(opts.IO.ErrOut, "approving %s request %d as shown: %d letters, cohort hash %s, requested by %s (%s)\n",
 				shown.Kind, shown.ID, shown.Items, shown.CohortHash, termsafe.EscapeLine(shown.RequestedBy), shown.RequestedDBRole)
+			printReviewFlags(opts.IO, shown)
 		}
 		r, err = svc.Approve(ctx, opts.ID, review)
 	} else {

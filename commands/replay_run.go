@@ -61,7 +61,7 @@ terminal state, when, and whether the transition was a duplicate (its
 idempotency key already recorded). It runs against the reservation database
 named by --outcome-url (or EXPIRYCTL_OUTCOME_URL; never stored, and its
 password never shown), else against expiryctl's own. The progress line shows
-the terminal-state latency (p50/p99 from confirm to transition) and the
+the terminal-state latency (p50/p99 from publish to transition) and the
 conflicts; each item's outcome is recorded (` + "`replay show`" + ` reports them).
 The canary passes, and the run completes, only once every outcome is known
 or its window (policy outcome_window) passed; the run halts when the share

@@ -223,6 +223,9 @@ type services struct {
 	// flow reads the target queues' traffic for plans and pacing; nil
 	// where nothing is paced (the migrator).
 	flow replay.Flow
+	// consumers reads a replay's target queues' consumers (the
+	// management API), for `replay show` and the run's handler check.
+	consumers replay.Consumers
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -231,13 +234,14 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes, flow: f.flow()}, nil
+	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes, flow: f.flow(),
+		consumers: f.Consumers()}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
 
 func (s *services) requests() *replay.Service {
-	return &replay.Service{Pool: s.pool, Actor: s.actor}
+	return &replay.Service{Pool: s.pool, Actor: s.actor, Consumers: s.consumers}
 }
 
 func (s *services) policy() *policyService { return &policyService{s} }
@@ -284,7 +288,7 @@ func (r *requestRunner) DryRun(ctx context.Context, id int64) (replay.DryRunResu
 // the runner reads the request again under its lock. closeBroker releases
 // the broker's channels.
 func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runner, closeBroker func(), err error) {
-	runner = &replay.Runner{Pool: r.pool, Actor: r.actor, Now: r.now}
+	runner = &replay.Runner{Pool: r.pool, Actor: r.actor, Now: r.now, Consumers: r.consumers}
 	if req, err := replay.Get(ctx, r.pool, id); err == nil && req.Kind == replay.KindDiscard {
 		return runner, func() {}, nil
 	}

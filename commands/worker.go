@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -14,18 +15,21 @@ import (
 
 // WorkerOptions holds what `expiryctl worker` needs.
 type WorkerOptions struct {
-	IO   *IOStreams
-	DB   func(context.Context) (*pgxpool.Pool, error)
-	AMQP func() (*amqp.Connection, error)
+	IO *IOStreams
+	DB func(context.Context) (*pgxpool.Pool, error)
+	// AMQP dials a connection of its own with the given connection
+	// properties, which advertise the worker's handler version.
+	AMQP func(properties amqp.Table) (*amqp.Connection, error)
 
-	Prefix      string
-	MaxAttempts int
-	Concurrency int
+	Prefix         string
+	MaxAttempts    int
+	Concurrency    int
+	HandlerVersion string
 }
 
 // NewCmdWorker builds `expiryctl worker`, the reference expiry worker.
 func NewCmdWorker(f *Factory, runF func(context.Context, *WorkerOptions) error) *cobra.Command {
-	opts := &WorkerOptions{IO: f.IO, DB: f.RawDB, AMQP: f.AMQP}
+	opts := &WorkerOptions{IO: f.IO, DB: f.RawDB, AMQP: f.DialAMQP}
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the reference reservation-expiry worker",
@@ -35,9 +39,16 @@ It expires reservations exactly once per idempotency key, acknowledges only
 after its transaction committed, retries transient failures through TTL retry
 queues with capped exponential backoff and jitter, and dead-letters permanent
 failures and exhausted budgets with the contract's headers. It is what the demo
-and the end-to-end tests run; point your own worker at docs/message-contract.md.`,
+and the end-to-end tests run; point your own worker at docs/message-contract.md.
+
+--handler-version (or EXPIRYCTL_HANDLER_VERSION) is the version it writes as
+x-handler-version on the letters it dead-letters and advertises as the
+handler-version property of its AMQP connection: ` + "`replay run`" + ` refuses to
+replay letters onto consumers that all run a version the letters failed under.
+Starting it with a new version is how the demo "deploys" a fix.`,
 		Example: `  expiryctl worker
-  expiryctl worker --prefix sandbox --max-attempts 3`,
+  expiryctl worker --prefix sandbox --max-attempts 3
+  expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.MaxAttempts < 1 {
@@ -45,6 +56,12 @@ and the end-to-end tests run; point your own worker at docs/message-contract.md.
 			}
 			if opts.Concurrency < 1 {
 				return flagErrorf("invalid --concurrency %d: use 1 or more", opts.Concurrency)
+			}
+			if !cmd.Flags().Changed("handler-version") {
+				opts.HandlerVersion = firstNonEmpty(f.Getenv("EXPIRYCTL_HANDLER_VERSION"), opts.HandlerVersion)
+			}
+			if strings.TrimSpace(opts.HandlerVersion) == "" {
+				return flagErrorf("invalid --handler-version: name the worker's version, e.g. --handler-version 2026.11.30-fix")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -55,6 +72,8 @@ and the end-to-end tests run; point your own worker at docs/message-contract.md.
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
 	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 5, "attempts before a transient failure is dead-lettered")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 4, "jobs processed at once")
+	cmd.Flags().StringVar(&opts.HandlerVersion, "handler-version", worker.DefaultHandlerVersion,
+		"the worker's version: on its dead letters (x-handler-version) and its connection (env EXPIRYCTL_HANDLER_VERSION)")
 	return cmd
 }
 
@@ -63,10 +82,11 @@ func workerRun(ctx context.Context, opts *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	conn, err := opts.AMQP()
+	conn, err := opts.AMQP(worker.ConnectionProperties(opts.HandlerVersion))
 	if err != nil {
 		return err
 	}
+	defer conn.Close()
 	if err := worker.EnsureSchema(ctx, pool); err != nil {
 		return err
 	}
@@ -79,9 +99,9 @@ func workerRun(ctx context.Context, opts *WorkerOptions) error {
 		return err
 	}
 	_ = ch.Close()
-	fmt.Fprintf(opts.IO.ErrOut, "worker consuming %s (dead letters go to %s); Ctrl-C stops it\n", topo.Queue, topo.DeadLetterQueue)
+	fmt.Fprintf(opts.IO.ErrOut, "worker %s consuming %s (dead letters go to %s); Ctrl-C stops it\n", opts.HandlerVersion, topo.Queue, topo.DeadLetterQueue)
 	err = worker.Run(ctx, worker.Deps{Pool: pool, AMQP: conn, Topology: topo,
-		Config: worker.Config{MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency}})
+		Config: worker.Config{MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency, HandlerVersion: opts.HandlerVersion}})
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		return nil
 	}

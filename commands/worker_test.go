@@ -15,6 +15,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // syncBuffer is a buffer a command may write from one goroutine while the
@@ -55,16 +56,32 @@ func TestWorkerRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--prefix", prefix, "--concurrency", "2") }()
+	go func() {
+		done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--prefix", prefix, "--concurrency", "2", "--handler-version", "v9-test")
+	}()
 
 	deadline := time.After(30 * time.Second)
-	for !strings.Contains(errOut.String(), "worker consuming "+topo.Queue+" (dead letters go to "+topo.DeadLetterQueue+"); Ctrl-C stops it") {
+	for !strings.Contains(errOut.String(), "worker v9-test consuming "+topo.Queue+" (dead letters go to "+topo.DeadLetterQueue+"); Ctrl-C stops it") {
 		select {
 		case err := <-done:
 			t.Fatalf("worker stopped before consuming: %v\n%s", err, errOut)
 		case <-deadline:
 			t.Fatalf("the worker never said it consumes:\n%s", errOut)
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// Its connection advertises its version, as a replay's handler check
+	// reads it from the management API.
+	consumers := f.Consumers()
+	for {
+		got, err := consumers.TargetConsumers(ctx, []replay.Target{{RoutingKey: topo.Queue}})
+		if err == nil && len(got) == 1 && len(got[0].Consumers) == 1 && got[0].Consumers[0].HandlerVersion == "v9-test" {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the management API never showed the worker on %s advertising v9-test: %+v, %v", topo.Queue, got, err)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	cancel()
@@ -80,10 +97,32 @@ func TestWorkerRun(t *testing.T) {
 
 func TestWorkerRunFlagsAndConnections(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--max-attempts", "0"}, {"--concurrency", "0"}} {
+	for _, args := range [][]string{{"--max-attempts", "0"}, {"--concurrency", "0"}, {"--handler-version", " "}} {
 		f, _, _ := testFactory(t)
 		err := runCmd(NewCmdWorker(f, func(context.Context, *WorkerOptions) error { t.Fatal("ran"); return nil }), args...)
 		wantExit(t, err, ExitUsage)
+	}
+	// The version: the flag over EXPIRYCTL_HANDLER_VERSION over the default.
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", nil, worker.DefaultHandlerVersion},
+		{"2026.12-env", nil, "2026.12-env"},
+		{"2026.12-env", []string{"--handler-version", "2026.12-flag"}, "2026.12-flag"},
+	} {
+		f, _, _ := testFactory(t)
+		f.Getenv = func(k string) string {
+			if k == "EXPIRYCTL_HANDLER_VERSION" {
+				return tc.env
+			}
+			return ""
+		}
+		var got string
+		if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.HandlerVersion; return nil }), tc.args...); err != nil || got != tc.want {
+			t.Errorf("env %q args %q: version %q (%v), want %q", tc.env, tc.args, got, err, tc.want)
+		}
 	}
 	f, _, _ := testFactory(t)
 	err := runCmd(NewCmdWorker(f, func(ctx context.Context, o *WorkerOptions) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -89,7 +90,8 @@ func newReplayWorld(t *testing.T, n int, policy ...string) *replayWorld {
 	var dead sync.WaitGroup
 	var deadLettered sync.Map
 	failing := worker.Deps{AMQP: w.conn, Topology: w.topo,
-		Config: worker.Config{MaxAttempts: 2, Concurrency: 4, Backoff: worker.Backoff{Base: 5 * time.Millisecond, Max: 5 * time.Millisecond, Jitter: worker.NoJitter}},
+		Config: worker.Config{MaxAttempts: 2, Concurrency: 4, Backoff: worker.Backoff{Base: 5 * time.Millisecond, Max: 5 * time.Millisecond, Jitter: worker.NoJitter},
+			HandlerVersion: sickVersion},
 		Expire: func(context.Context, worker.Job) (worker.Outcome, error) {
 			return "", &worker.JobError{Class: worker.ClassDBTimeout, Err: errors.New("dial tcp 10.0.0.5:5432: i/o timeout")}
 		},
@@ -185,16 +187,44 @@ func (w *replayWorld) approve(t *testing.T, id int64) {
 	}
 }
 
-// runWorker runs the healthy reference worker until the test ends.
+// The handler versions of the worker that dead-letters the jobs and of
+// the fixed one deployed before the replay.
+const (
+	sickVersion  = "reference-1"
+	fixedVersion = "reference-2"
+)
+
+// runWorker deploys the fixed reference worker, on a connection of its own
+// that advertises its handler version, until the test ends, and waits
+// until RabbitMQ's management API shows it consuming (its statistics lag
+// by up to 5 s), as `replay run`'s handler check reads it.
 func (w *replayWorld) runWorker(t *testing.T) {
 	t.Helper()
+	conn, err := broker.DialWithProperties(amqptest.URL(), worker.ConnectionProperties(fixedVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = worker.Run(ctx, worker.Deps{Pool: w.db.Pool, AMQP: w.conn, Topology: w.topo,
-			Config: worker.Config{MaxAttempts: 2, Concurrency: 4}})
+		_ = worker.Run(ctx, worker.Deps{Pool: w.db.Pool, AMQP: conn, Topology: w.topo,
+			Config: worker.Config{MaxAttempts: 2, Concurrency: 4, HandlerVersion: fixedVersion}})
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { cancel(); wg.Wait(); _ = conn.Close() })
+	managementURL, err := broker.ManagementURLFor(amqptest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := broker.NewManagement(broker.ManagementConfig{URL: managementURL, AMQPURL: amqptest.URL()})
+	waitFor(t, 30*time.Second, "the management API to show the fixed worker consuming "+w.topo.Queue, func() bool {
+		got, err := m.TargetConsumers(context.Background(), []replay.Target{{Exchange: w.topo.Exchange, RoutingKey: w.topo.RoutingKey}})
+		for _, q := range got {
+			if err == nil && q.Queue == w.topo.Queue && len(q.Consumers) > 0 && q.Consumers[0].HandlerVersion == fixedVersion {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func (w *replayWorld) ids(t *testing.T, sql string, args ...any) []int64 {
@@ -335,6 +365,16 @@ func TestReplayRunEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("no consumer is refused", func(t *testing.T) {
+		// The sick worker is gone and the fix is not deployed yet.
+		res := w.cli.exits(t, 4, "replay", "run", id)
+		if !strings.Contains(res.stderr, "has no consumer") || !strings.Contains(res.stderr, "--same-handler-ok") {
+			t.Errorf("the refusal should say nothing consumes and what allows it: %s", res)
+		}
+		if got := itemStates(t, pool, req.ID); got["pending"] != n {
+			t.Errorf("the refused run changed item states: %v", got)
+		}
+	})
 	w.runWorker(t)
 	var summary replaySummary
 	t.Run("run", func(t *testing.T) {

@@ -28,7 +28,8 @@ type OutcomeStats struct {
 	// Conflicts counts the terminal ones that were duplicates.
 	Conflicts int
 	// LatencyP50 and LatencyP99 are nearest-rank percentiles of the time
-	// from confirm to transition, over the terminal items that were not
+	// from publish to transition (a worker may commit before the broker's
+	// confirm reaches the runner), over the terminal items that were not
 	// duplicates (a duplicate's transition was not this replay's); zero
 	// when there are none.
 	LatencyP50, LatencyP99 time.Duration

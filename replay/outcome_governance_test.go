@@ -125,7 +125,10 @@ func TestOutcomeRowsOnlyFromTheRunner(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(req.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('olga', $1)`, req.ID); err != nil {
+	// What a runner hands over after reading the consumers: a worker on a
+	// handler version the cohort did not fail under.
+	consumers := `{"queues": [{"queue": "reservation-expiry", "consumers": [{"tag": "w-1", "handler_version": "v-next"}]}]}`
+	if _, err := conn.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('olga', $1, $2)`, req.ID, consumers); err != nil {
 		t.Fatal(err)
 	}
 	wantRule(t, "another operator recording outcomes of olga's run", record(oscar.Pool, ids[:1]), "single-runner")

@@ -15,18 +15,23 @@ const requestColumns = `id, kind, status, item_count, filter, cohort_hash, rate:
 	fresh_key, eligibility_confirmed, coalesce(to_exchange, ''), coalesce(to_routing_key, ''), why,
 	requested_by, requested_db_role, created_at, expires_at, coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''),
 	reviewed_at, coalesce(review_why, ''), approval_spent, approval_expires_at, approvals, started_at, finished_at,
-	coalesce(halt_reason, '')`
+	coalesce(halt_reason, ''), same_handler_ok, coalesce(same_handler_why, ''), include_permanent, failed_under, targets`
 
 func scanRequest(row pgx.Row) (Request, error) {
 	var r Request
 	var hash []byte
 	var window time.Duration
+	var failedUnder map[string]int
 	err := row.Scan(&r.ID, &r.Kind, &r.Status, &r.Items, &r.Filter, &hash, &r.Rate, &r.Canary,
 		&r.Stop.FailureRatio, &r.Stop.QueueDepth, &r.Stop.RedeadRatio, durationScanner{&window},
 		&r.FreshKey, &r.EligibilityConfirmed, &r.ToExchange, &r.ToRoutingKey, &r.Why,
 		&r.RequestedBy, &r.RequestedDBRole, &r.CreatedAt, &r.ExpiresAt, &r.ReviewedBy, &r.ReviewedDBRole,
 		&r.ReviewedAt, &r.ReviewWhy, &r.ApprovalSpent, &r.ApprovalExpiresAt, &r.Approvals, &r.StartedAt, &r.FinishedAt,
-		&r.HaltReason)
+		&r.HaltReason, &r.SameHandlerOK, &r.SameHandlerWhy, &r.IncludePermanent, &failedUnder, &r.Targets)
+	r.FailedUnder = failedUnderFrom(failedUnder)
+	if r.Targets == nil {
+		r.Targets = []Target{}
+	}
 	r.CohortHash = hex.EncodeToString(hash)
 	r.Stop.CanaryWindow = window
 	return r, err
@@ -90,9 +95,9 @@ func (p postgresTables) RequestCreate(ctx context.Context, actor string, nr NewR
 	}
 	var id int64
 	var matched int
-	err := p.q.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10)`,
+	err := p.q.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		actor, string(nr.Kind), string(selection), nr.Rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
-		nr.FreshKey, nr.ConfirmEligible).Scan(&id, &matched)
+		nr.FreshKey, nr.ConfirmEligible, nr.SameHandlerWhy != "", nr.SameHandlerWhy, nr.IncludePermanent).Scan(&id, &matched)
 	return id, matched, databaseError(err)
 }
 

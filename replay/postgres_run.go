@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -33,10 +34,18 @@ func (p postgresTables) RunLockRelease(ctx context.Context, request int64) error
 // request whose runner is gone) and writes the start's audit row; it
 // refuses anything else, and a caller whose login does not hold the runner
 // lock.
-func (p postgresTables) RunStart(ctx context.Context, actor string, request int64) (bool, string, error) {
+func (p postgresTables) RunStart(ctx context.Context, actor string, request int64, seen *Observation) (bool, string, error) {
 	var resumed bool
 	var label string
-	if err := p.q.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2)`, actor, request).Scan(&resumed, &label); err != nil {
+	var consumers *string // NULL: nothing seen
+	if seen != nil {
+		b, err := json.Marshal(seen)
+		if err != nil {
+			return false, "", err
+		}
+		consumers = new(string(b))
+	}
+	if err := p.q.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2, $3::jsonb)`, actor, request, consumers).Scan(&resumed, &label); err != nil {
 		return false, "", databaseError(err)
 	}
 	return resumed, label, nil

@@ -99,6 +99,21 @@ type Request struct {
 	StartedAt            *time.Time      `json:"started_at,omitempty"`
 	FinishedAt           *time.Time      `json:"finished_at,omitempty"`
 	HaltReason           string          `json:"halt_reason,omitempty"`
+	// SameHandlerOK is the requester's word that the handler version that
+	// failed the cohort may take it again (the dependency recovered, the
+	// handler was never at fault), with SameHandlerWhy: the run skips the
+	// handler check. Shown to the approver.
+	SameHandlerOK  bool   `json:"same_handler_ok"`
+	SameHandlerWhy string `json:"same_handler_why,omitempty"`
+	// IncludePermanent says the cohort may hold letters that failed for
+	// good (PermanentCategories), which a request refuses otherwise.
+	IncludePermanent bool `json:"include_permanent"`
+	// FailedUnder counts the cohort's letters per handler version
+	// (x-handler-version), most first; frozen with the cohort.
+	FailedUnder []VersionCount `json:"failed_under"`
+	// Targets are where the cohort's letters are published, most letters
+	// first (the 20 largest); frozen with the cohort.
+	Targets []Target `json:"targets"`
 }
 
 // Open reports whether the request still holds its letters.
@@ -115,6 +130,9 @@ func (r Request) Open() bool {
 type Service struct {
 	Pool  *pgxpool.Pool
 	Actor string
+	// Consumers, when set, lets Show say what consumes an open replay's
+	// targets now, beside the versions its cohort failed under.
+	Consumers Consumers
 }
 
 // Selection chooses the letters of a new request: explicit ids, or a filter
@@ -144,6 +162,13 @@ type NewRequest struct {
 	// eligible, and the approver's explicit consent.
 	FreshKey        bool
 	ConfirmEligible bool
+	// SameHandlerWhy, when set, lets the run replay onto consumers that run
+	// a handler version the cohort failed under, or onto no consumer: the
+	// requester's reason, shown to the approver (`--same-handler-ok`).
+	SameHandlerWhy string
+	// IncludePermanent lets the cohort hold letters that failed for good
+	// (conflict, validation, malformed, not-found): `--include-permanent`.
+	IncludePermanent bool
 }
 
 // Created is the result of Create.

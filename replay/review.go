@@ -123,6 +123,15 @@ type Detail struct {
 	// Watched is the items confirmed, Waiting those without an outcome.
 	// Nil when none were recorded.
 	Outcomes *OutcomeStats `json:"outcomes,omitempty"`
+	// Handler is the handler check as it stands: the versions the cohort
+	// failed under (Request.FailedUnder) against what consumes its targets
+	// now. Nil for a discard.
+	Handler *HandlerCheck `json:"handler,omitempty"`
+	// Permanent lists the cohort's letters that failed for good (the
+	// first maxPermanentShown), apart, for the approver; PermanentCount
+	// counts them all.
+	Permanent      []PermanentLetter `json:"permanent_letters"`
+	PermanentCount int               `json:"permanent_count"`
 }
 
 // PropertyNotes counts the letters of a cohort whose properties a replay
@@ -182,6 +191,9 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 		if d.Changes, err = t.ItemsCohortChanges(ctx, id); err != nil {
 			return Detail{}, err
 		}
+	}
+	if err := s.handlerDetail(ctx, t, &d); err != nil {
+		return Detail{}, err
 	}
 	return d, nil
 }

@@ -52,6 +52,11 @@ type Runner struct {
 	// behind and climbs back when they recover, never above it (see
 	// run_pace.go). Nil keeps the ceiling.
 	Flow Flow
+	// Consumers reads who consumes the queues a replay's targets route to
+	// (RabbitMQ's management API), for the handler check before the run
+	// starts and at each check while it runs (see handler.go). Without it a
+	// replay starts only when its request says SameHandlerOK.
+	Consumers Consumers
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
@@ -140,6 +145,8 @@ type HaltError struct {
 	Condition string
 	// Reason is the numbers behind it, as recorded in halt_reason.
 	Reason string
+	// consumers is what the check that halted it saw, for the audit row.
+	consumers *Observation
 }
 
 func (e *HaltError) Error() string {
@@ -233,11 +240,10 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	start := r.now()
 	res := RunResult{RequestID: id}
 	svc := &Service{Pool: r.Pool, Actor: r.Actor}
-	if r.Broker == nil {
+	req, reqErr := r.tables().RequestGet(ctx, id)
+	if r.Broker == nil && reqErr == nil && req.Kind == KindReplay {
 		// Said before the run spends the approval.
-		if req, err := r.tables().RequestGet(ctx, id); err == nil && req.Kind == KindReplay {
-			return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
-		}
+		return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
 	}
 	lock, err := r.acquire(ctx, id)
 	if err != nil {
@@ -246,9 +252,15 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	}
 	defer lock.release()
 
-	st, err := r.begin(ctx, id)
+	// What consumes the targets now, for the database's handler check.
+	var seen *Observation
+	if reqErr == nil && req.Kind == KindReplay && (r.Consumers != nil || !req.SameHandlerOK) {
+		obs := r.observe(ctx, req)
+		seen = &obs
+	}
+	st, err := r.begin(ctx, id, seen)
 	if err != nil {
-		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{})
+		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{"consumers": seen})
 		var refusal *Refusal
 		if errors.As(err, &refusal) && refusal.Rule == "approval-ttl" {
 			_ = inTx(context.WithoutCancel(ctx), r.Pool, func(t tables) error { return t.RequestExpireStale(ctx, r.Actor) })
@@ -329,12 +341,13 @@ type runState struct {
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
 
 // begin moves an approved request to running (the database spends the
-// approval) or takes over a running one, and audits the start.
-func (r *Runner) begin(ctx context.Context, id int64) (*runState, error) {
+// approval, once the consumers seen pass its handler check) or takes over
+// a running one, and audits the start.
+func (r *Runner) begin(ctx context.Context, id int64, seen *Observation) (*runState, error) {
 	st := &runState{}
 	err := inTx(ctx, r.Pool, func(t tables) error {
 		var err error
-		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id); err != nil {
+		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id, seen); err != nil {
 			return err
 		}
 		if st.req, err = t.RequestGet(ctx, id); err != nil {

@@ -159,6 +159,9 @@ func (r *Runner) halt(ctx context.Context, st *runState, h *HaltError, unsent []
 	details["published"], details["attempted_this_run"], details["failed_this_run"] = st.published, st.attempted, st.failedRun
 	details["stop_conditions"] = st.req.Stop
 	st.outcomeDetails(details)
+	if h.consumers != nil {
+		details["consumers"] = h.consumers
+	}
 	stoppedAs, err := r.tables().RunHalt(bg, r.Actor, st.req.ID, h.Condition+": "+h.Reason, unsent, details)
 	if err != nil {
 		return r.interrupt(ctx, st, fmt.Errorf("halting on %s failed: %w", h.Condition, err), unsent, 0)

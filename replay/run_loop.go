@@ -49,6 +49,9 @@ type replayRun struct {
 	probeRes   chan probe
 	proberDone chan struct{}
 	probing    bool
+	// handlerMisses counts the checks in a row that could not read the
+	// target queues' consumers (see handlerProbed).
+	handlerMisses int
 
 	// canaryTarget is how many publishes the canary phase makes (0: no
 	// canary phase left); canaryPublished counts them.

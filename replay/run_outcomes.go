@@ -259,7 +259,7 @@ func (w *outcomeWatch) settle(it *watchedItem, a outcomeAnswer, d *OutcomeStats)
 		d.Conflicts++
 		return
 	}
-	w.latencies = append(w.latencies, max(0, a.terminalAt.Sub(it.confirmed)))
+	w.latencies = append(w.latencies, max(0, a.terminalAt.Sub(it.published)))
 }
 
 func (w *outcomeWatch) fail(err error) {

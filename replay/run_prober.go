@@ -46,7 +46,10 @@ type probe struct {
 	status Status
 	depths []queueDepth
 	redead int
-	err    error
+	// consumers is what the target queues' consumers are now, when the
+	// run checks the handler (see handler.go); nil otherwise.
+	consumers *Observation
+	err       error
 }
 
 type queueDepth struct {
@@ -96,7 +99,13 @@ func (x *replayRun) probeOnce() probe {
 			p.depths = append(p.depths, queueDepth{q, depth})
 		}
 	}
-	p.redead, p.err = x.r.tables().RunRedeadLettered(ctx, x.st.req.ID)
+	if p.redead, p.err = x.r.tables().RunRedeadLettered(ctx, x.st.req.ID); p.err != nil {
+		return p
+	}
+	if x.checksHandler() {
+		obs := x.r.observe(ctx, x.st.req)
+		p.consumers = &obs
+	}
 	return p
 }
 
@@ -137,6 +146,9 @@ func (x *replayRun) probed(p probe, canary bool) *stopReason {
 	minAttempts := failureMinimum(r.minFailureAttempts(), req.Canary, canary)
 	if h := probeHalt(req.ID, req.Stop, st.attempted, st.failedRun, minAttempts, p.depths, p.redead-st.redeadBase, st.confirmedRun); h != nil {
 		return &stopReason{halt: h}
+	}
+	if stop := x.handlerProbed(p.consumers); stop != nil {
+		return stop
 	}
 	return x.outcomeCheck(minAttempts)
 }

@@ -746,7 +746,7 @@ func TestRunInterruptedByLostBrokerResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Pool: b.pool, Broker: br, Actor: "oncall", checkEvery: 50 * time.Millisecond}
+	r := &Runner{Pool: b.pool, Broker: br, Actor: "oncall", checkEvery: 50 * time.Millisecond, Consumers: fixedHandler{}}
 	go func() {
 		time.Sleep(400 * time.Millisecond)
 		_ = cut.Close()

@@ -72,6 +72,9 @@ type tables interface {
 	// cohort went through and the distinct queues its replay fills (as
 	// runItem.depthQueue names them), for Service.Plan.
 	ItemsPlanInputs(ctx context.Context, req Request) (maxAttempts int, queues []string, err error)
+	// ItemsPermanent reads the first limit letters of a request whose
+	// category is one of PermanentCategories, in ordinal order.
+	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
 	// ItemsPropertyNotes counts the letters of a request whose properties a
 	// replay cannot send as received.
 	ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error)
@@ -95,8 +98,8 @@ type tables interface {
 	// RunLockRelease lets the request's runner lock go.
 	RunLockRelease(ctx context.Context, request int64) error
 	// RunStart spends the approval or takes over a running request
-	// (replay_run_start).
-	RunStart(ctx context.Context, actor string, request int64) (resumed bool, label string, err error)
+	// (replay_run_start), handing over the consumers seen (nil: none read).
+	RunStart(ctx context.Context, actor string, request int64, seen *Observation) (resumed bool, label string, err error)
 	// RunDiscardWindow decides the open items of a running discard in the
 	// ordinal range [lo, hi] (replay_discard_window).
 	RunDiscardWindow(ctx context.Context, request int64, lo, hi int) (decided int, stopped Status, err error)

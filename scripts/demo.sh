@@ -53,7 +53,11 @@ run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
 [[ -n $run_id ]] || { echo "demo: could not read this run's id from expiryctl demo" >&2; exit 1; }
 echo
 echo "== alice requests a replay of five transient failures"
-out=$(as alice replay request --reason transient-exhausted --search "$run_id" --max 5 --rate 20 --why "demo: INC-1 database failover" -o json)
+# The database failed over and is back: the worker that failed these jobs was
+# never at fault, so alice says the same handler may take them again; bob
+# sees her reason.
+out=$(as alice replay request --reason transient-exhausted --search "$run_id" --max 5 --rate 20 --why "demo: INC-1 database failover" \
+	--same-handler-ok "INC-1: the database failed over; the worker was never at fault" -o json)
 id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
 as alice replay show "$id" --sample 5
 echo

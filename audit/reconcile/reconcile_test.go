@@ -220,7 +220,7 @@ func TestReconcileHaltedRequest(t *testing.T) {
 	}
 	zero := 0
 	created, err := (&replay.Service{Pool: alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: ids},
-		Canary: &zero, Why: "INC-2"})
+		Canary: &zero, Why: "INC-2", SameHandlerWhy: "the halt is what is reconciled, not the handler"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,8 +157,17 @@ func RequestSpec(svc backend.Services, kind replay.Kind, sel Selection, pol *rep
 		)
 	}
 	fields = append(fields, form.Field{Key: "why", Label: "why", Hint: "the incident or ticket, e.g. INC-4211", Required: true})
+	if kind == replay.KindReplay {
+		fields = append(fields,
+			form.Field{Key: "same-handler-ok", Label: "same handler ok",
+				Hint: "why the handler that failed them may take them again; empty: the run checks the handler changed"},
+			form.Field{Key: "include-permanent", Label: "include permanent",
+				Hint: "type yes to include letters that failed for good (conflict, validation, malformed, not-found)"},
+		)
+	}
 	return form.Spec{Title: title, Lines: lines, Fields: fields, Submit: func(v form.Values) tea.Cmd {
-		nr := replay.NewRequest{Kind: kind, Why: v["why"]}
+		nr := replay.NewRequest{Kind: kind, Why: v["why"], SameHandlerWhy: strings.TrimSpace(v["same-handler-ok"]),
+			IncludePermanent: strings.EqualFold(strings.TrimSpace(v["include-permanent"]), "yes")}
 		if len(sel.IDs) > 0 {
 			nr.Selection = replay.Selection{IDs: append([]int64(nil), sel.IDs...)}
 		} else {
@@ -202,6 +211,12 @@ func ReviewSpec(svc backend.Services, r replay.Request, approve bool) form.Spec 
 		fmt.Sprintf("%s, requested by %s: %s", phrase.Count(r.Items, "letter", "letters"), termsafe.EscapeLine(r.RequestedBy), termsafe.EscapeLine(r.Why)),
 	}
 	fields := []form.Field{{Key: "why", Label: "why", Hint: "your reason, kept in the audit trail", Required: !approve}}
+	if approve && r.SameHandlerOK {
+		lines = append(lines, "SAME HANDLER: the run skips the handler check; the requester says: "+termsafe.EscapeLine(r.SameHandlerWhy))
+	}
+	if approve && r.IncludePermanent {
+		lines = append(lines, "PERMANENT LETTERS: the cohort may hold letters that failed for good (conflict, validation, malformed, not-found).")
+	}
 	if approve && r.FreshKey {
 		lines = append(lines, "FRESH KEY: every job gets a new idempotency key; the worker will not recognise jobs it already did.")
 		fields = append(fields, form.Field{Key: "fresh", Label: "allow fresh key", Hint: "type yes to allow it", Required: true,

@@ -16,10 +16,16 @@ const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // Dial connects to the broker at url with a bounded connection timeout.
 func Dial(url string) (*amqp.Connection, error) {
+	return DialWithProperties(url, amqp.Table{"connection_name": "expiryctl"})
+}
+
+// DialWithProperties is Dial with the connection properties the broker
+// shows for the connection, such as a consumer's handler-version.
+func DialWithProperties(url string, properties amqp.Table) (*amqp.Connection, error) {
 	conn, err := amqp.DialConfig(url, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Locale:     "en_US",
-		Properties: amqp.Table{"connection_name": "expiryctl"},
+		Properties: properties,
 		Dial:       amqp.DefaultDial(5 * time.Second),
 	})
 	if err != nil {

@@ -28,7 +28,7 @@ func TestRecordWaitsForTheRequestBeforeItsItems(t *testing.T) {
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1::int4, $2::int4)`, int32(0x52504c59), int32(req.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID); err != nil {
+	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1, $2)`, req.ID, freshConsumers); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rt.alice.Pool.Exec(ctx, `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[:2]); err != nil {

@@ -312,7 +312,10 @@ func TestRedTeamRun(t *testing.T) {
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1::int4, $2::int4)`, int32(0x52504c59), int32(req.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID); err != nil {
+	// Without the consumers it observed, the start is refused
+	// (redteam_handler_test.go attacks that check); with them, it starts.
+	refused(t, rt.alice.Pool, "handler-unverified", `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID)
+	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1, $2)`, req.ID, freshConsumers); err != nil {
 		t.Fatal(err)
 	}
 	// A confirm without a publish: items move only from publishing.

@@ -342,6 +342,22 @@ $$;
 
 
 --
+-- Name: handler_version_of(jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.handler_version_of(headers jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    SELECT left(CASE jsonb_typeof(headers->'x-handler-version')
+        WHEN 'string' THEN headers->>'x-handler-version'
+        WHEN 'object' THEN coalesce(encode(decode(coalesce(headers->'x-handler-version'->>'$bytes',
+                                                           headers->'x-handler-version'->>'$string'), 'base64'), 'escape'), '')
+        ELSE '' END, 200)
+$_$;
+
+
+--
 -- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[]); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -533,6 +549,18 @@ BEGIN
             ELSE format('%s %s not found', kind, id) END
         USING ERRCODE = 'EG002', DETAIL = kind || ':' || id;
 END
+$$;
+
+
+--
+-- Name: permanent_categories(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.permanent_categories() RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT ARRAY['conflict', 'validation', 'malformed', 'not-found']
 $$;
 
 
@@ -875,6 +903,58 @@ $$;
 
 
 --
+-- Name: replay_handler_check(bigint, jsonb, jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_handler_check(request bigint, failed_under jsonb, consumers jsonb) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    failed text;
+    running text;
+    queues text;
+    hint text := 'or, if replaying onto the same handler is what you mean, make a new request with --same-handler-ok "why"';
+BEGIN
+    IF consumers IS NULL OR jsonb_typeof(consumers) <> 'object' THEN
+        PERFORM expiryctl.replay_refuse('handler-unverified', format(
+            'replay request %s: the runner did not say which consumers its queues have, so nothing shows that the handler changed since the cohort failed: '
+            || 'run it with `expiryctl replay run %s`, which reads them from RabbitMQ''s management API, %s', request, request, hint));
+    END IF;
+    IF coalesce(consumers->>'unavailable', '') <> '' THEN
+        PERFORM expiryctl.replay_refuse('handler-unverified', format(
+            'replay request %s: cannot read the consumers of its queues (%s), so nothing shows that the handler changed since the cohort failed: '
+            || 'fix --management-url / EXPIRYCTL_MANAGEMENT_URL and run it again, %s', request, left(consumers->>'unavailable', 500), hint));
+    END IF;
+    IF jsonb_typeof(consumers->'queues') IS DISTINCT FROM 'array' OR jsonb_array_length(consumers->'queues') = 0 THEN
+        PERFORM expiryctl.replay_refuse('no-consumer', format(
+            'replay request %s: its targets route to no queue, so no consumer would take the replayed jobs: check the bindings, %s', request, hint));
+    END IF;
+    SELECT string_agg(q->>'queue', ', ') INTO queues FROM jsonb_array_elements(consumers->'queues') q;
+    SELECT string_agg(DISTINCT CASE WHEN coalesce(c->>'handler_version', '') = '' THEN '(none advertised)' ELSE c->>'handler_version' END, ', ')
+      INTO running
+      FROM jsonb_array_elements(consumers->'queues') q
+     CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(q->'consumers') = 'array' THEN q->'consumers' ELSE '[]' END) c;
+    IF running IS NULL THEN
+        PERFORM expiryctl.replay_refuse('no-consumer', format(
+            'replay request %s: queue %s has no consumer, so nothing would take the replayed jobs: start the fixed worker first, %s',
+            request, queues, hint));
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(consumers->'queues') q
+                    CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(q->'consumers') = 'array' THEN q->'consumers' ELSE '[]' END) c
+                    WHERE coalesce(c->>'handler_version', '') <> '' AND NOT (failed_under ? (c->>'handler_version'))) THEN
+        SELECT string_agg(CASE WHEN key = '' THEN '(none named)' ELSE key END || ': ' || value || ' letters', ', ' ORDER BY key)
+          INTO failed FROM jsonb_each_text(failed_under);
+        PERFORM expiryctl.replay_refuse('same-handler', format(
+            'replay request %s: every consumer of queue %s runs a handler version the cohort failed under, or advertises none (consumed now by %s; failed under %s): '
+            || 'replaying now repeats the failure. Deploy the fix (a worker whose connection advertises a new handler-version) and run it again, %s',
+            request, queues, running, coalesce(failed, 'nothing'), hint));
+    END IF;
+END
+$$;
+
+
+--
 -- Name: replay_items_guard(); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -1155,10 +1235,10 @@ $$;
 
 
 --
--- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) RETURNS TABLE(request_id bigint, matched integer)
+CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1176,6 +1256,11 @@ DECLARE
     bad_decided text;
     bad_changed text;
     bad_target text;
+    perm_n integer;
+    perm_ids text;
+    perm_cats text;
+    failed jsonb;
+    tgts jsonb;
     eff_rate numeric;
     eff_canary integer;
     rid bigint;
@@ -1194,6 +1279,12 @@ BEGIN
     END IF;
     IF fresh_key AND kind = 'discard' THEN
         PERFORM expiryctl.replay_refuse('fresh-key', 'a discard does not publish, so --fresh-key does not apply');
+    END IF;
+    IF same_handler_ok AND coalesce(btrim(same_handler_why), '') = '' THEN
+        PERFORM expiryctl.replay_refuse('same-handler', 'say why the handler that failed these letters may take them again: --same-handler-ok "why"');
+    END IF;
+    IF kind = 'discard' AND (same_handler_ok OR include_permanent) THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --same-handler-ok and --include-permanent do not apply');
     END IF;
     PERFORM expiryctl.replay_expire_stale(actor);
     SELECT * INTO pol FROM expiryctl.policy WHERE singleton FOR SHARE;
@@ -1246,8 +1337,10 @@ BEGIN
            string_agg(d.id || ' (' || d.status || ')', ', ' ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
-               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL)
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target
+               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL),
+           count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
+           array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id;
     IF bad_redacted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
@@ -1265,6 +1358,32 @@ BEGIN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
     END IF;
 
+    IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
+        SELECT string_agg(cat || ' ' || k, ', ' ORDER BY cat) INTO perm_cats
+          FROM (SELECT d.reason_category AS cat, count(*) AS k FROM unnest(c_ids) AS c(id)
+                  JOIN expiryctl.dead_letters d ON d.id = c.id
+                 WHERE d.reason_category = ANY (expiryctl.permanent_categories()) GROUP BY 1) s;
+        PERFORM expiryctl.replay_refuse('permanent-letters', format(
+            '%s of the %s letters failed for good (%s: dead letters %s%s): a retry fails the same way. Leave them out (for instance --reason transient-exhausted), '
+            || 'ask for them to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes them worth retrying, add --include-permanent',
+            perm_n, n, perm_cats, perm_ids, CASE WHEN perm_n > 10 THEN ', …' ELSE '' END));
+    END IF;
+
+    -- The handler versions the cohort failed under, and where its letters
+    -- go, frozen with it: replay_run_start judges the consumers the runner
+    -- observed against them, and the approver sees both. One more read of
+    -- the cohort's letters by id, grouped once for both.
+    WITH g AS (
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
+          FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
+         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
+                                                                      to_exchange, to_routing_key)) t
+         GROUP BY 1, 2, 3)
+    SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
+           (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
+              FROM (SELECT e, rk, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk ORDER BY 3 DESC, 1, 2 LIMIT 20) b)
+      INTO failed, tgts;
+
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
     IF canary IS NOT NULL THEN
         eff_canary := least(greatest(canary, 0), n);
@@ -1274,10 +1393,12 @@ BEGIN
 
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
-        to_routing_key, why, requested_by, expires_at)
+        to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
+        failed_under, targets)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
-        nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl)
+        nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
     SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
@@ -1285,7 +1406,9 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
         'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
-        'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why));
+        'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
+        'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
+        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts));
     request_id := rid;
     RETURN NEXT;
 END
@@ -1461,6 +1584,23 @@ BEGIN
         NEW.finished_at := now();
     END IF;
     RETURN NEW;
+END
+$$;
+
+
+--
+-- Name: replay_requests_handler_frozen(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_requests_handler_frozen() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM expiryctl.replay_refuse('frozen-request', format(
+        'replay request %s is frozen: --same-handler-ok, its reason, --include-permanent and the versions and targets of its cohort are set when it is requested and never change; make a new request',
+        OLD.id));
+    RETURN NULL;
 END
 $$;
 
@@ -1663,10 +1803,10 @@ $$;
 
 
 --
--- Name: replay_run_start(text, bigint); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_run_start(text, bigint, jsonb); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint) RETURNS TABLE(resumed boolean, label text)
+CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL::jsonb) RETURNS TABLE(resumed boolean, label text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1682,6 +1822,9 @@ BEGIN
         PERFORM expiryctl.not_found('replay_request', request);
     END IF;
     PERFORM expiryctl.replay_run_lease(request);
+    IF req.kind = 'replay' AND req.status IN ('approved', 'running') AND NOT req.same_handler_ok THEN
+        PERFORM expiryctl.replay_handler_check(request, req.failed_under, consumers);
+    END IF;
     CASE req.status
     WHEN 'approved' THEN
         UPDATE expiryctl.replay_requests SET status = 'running', started_db_role = session_user WHERE id = request
@@ -1706,10 +1849,28 @@ BEGIN
         'resume', resumed, 'approval', req.approvals, 'approved_by', req.reviewed_by,
         'approved_db_role', req.reviewed_db_role, 'kind', req.kind, 'items', req.item_count, 'states', states,
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
+        'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
             'redead_ratio', req.stop_redead_ratio, 'canary_window', extract(epoch FROM req.canary_window) * 1e9)));
     RETURN NEXT;
 END
+$$;
+
+
+--
+-- Name: replay_target_of(text, text, text, text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text) RETURNS record
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_exchange, '')
+                WHEN coalesce(origin_queue, '') <> '' THEN ''
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '') END,
+           CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_routing_key, '')
+                WHEN coalesce(origin_queue, '') <> '' THEN origin_queue
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '') END
 $$;
 
 
@@ -2127,7 +2288,7 @@ CREATE TABLE expiryctl.replay_outcomes (
     window_ends_at timestamp with time zone NOT NULL,
     terminal_at timestamp with time zone,
     duplicate boolean DEFAULT false NOT NULL,
-    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - confirmed_at), '00:00:00'::interval)) STORED,
+    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - published_at), '00:00:00'::interval)) STORED,
     observed_at timestamp with time zone DEFAULT now() NOT NULL,
     recorded_db_role text DEFAULT SESSION_USER NOT NULL,
     CONSTRAINT replay_outcomes_times CHECK (((confirmed_at >= published_at) AND (window_ends_at >= confirmed_at)))
@@ -2179,6 +2340,11 @@ CREATE TABLE expiryctl.replay_requests (
     finished_at timestamp with time zone,
     halt_reason text,
     started_db_role text,
+    same_handler_ok boolean DEFAULT false NOT NULL,
+    same_handler_why text,
+    include_permanent boolean DEFAULT false NOT NULL,
+    failed_under jsonb DEFAULT '{}'::jsonb NOT NULL,
+    targets jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
     CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
     CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
@@ -2187,9 +2353,38 @@ CREATE TABLE expiryctl.replay_requests (
     CONSTRAINT replay_requests_item_count_check CHECK ((item_count > 0)),
     CONSTRAINT replay_requests_kind_check CHECK ((kind = ANY (ARRAY['replay'::text, 'discard'::text]))),
     CONSTRAINT replay_requests_rate_check CHECK ((rate > (0)::numeric)),
+    CONSTRAINT replay_requests_same_handler_why CHECK (((NOT same_handler_ok) OR (length(btrim(COALESCE(same_handler_why, ''::text))) > 0))),
     CONSTRAINT replay_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'running'::text, 'halted'::text, 'completed'::text, 'cancelled'::text]))),
     CONSTRAINT replay_requests_why_check CHECK ((length(btrim(why)) > 0))
 );
+
+
+--
+-- Name: COLUMN replay_requests.same_handler_ok; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.replay_requests.same_handler_ok IS 'The requester says the handler version that failed the cohort may take it again (with same_handler_why); set only by replay_request_create';
+
+
+--
+-- Name: COLUMN replay_requests.include_permanent; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.replay_requests.include_permanent IS 'The requester includes letters that failed for good (conflict, validation, malformed, not-found); set only by replay_request_create';
+
+
+--
+-- Name: COLUMN replay_requests.failed_under; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.replay_requests.failed_under IS 'Letters of the cohort per x-handler-version ("" for none), frozen with the cohort';
+
+
+--
+-- Name: COLUMN replay_requests.targets; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.replay_requests.targets IS 'Where the cohort''s letters are published: [{exchange, routing_key, letters}], the 20 largest, frozen with the cohort';
 
 
 --
@@ -2653,6 +2848,13 @@ CREATE TRIGGER replay_requests_guard BEFORE INSERT OR UPDATE ON expiryctl.replay
 
 
 --
+-- Name: replay_requests replay_requests_handler_frozen; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
+
+
+--
 -- Name: dead_letters dead_letters_previous_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
 --
 
@@ -2827,6 +3029,13 @@ REVOKE ALL ON FUNCTION expiryctl.dead_letters_refuse_change() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION handler_version_of(headers jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.handler_version_of(headers jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]); Type: ACL; Schema: expiryctl
 --
 
@@ -2863,6 +3072,13 @@ REVOKE ALL ON FUNCTION expiryctl.letters_matching(f jsonb) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION expiryctl.not_found(kind text, id bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION permanent_categories(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.permanent_categories() FROM PUBLIC;
 
 
 --
@@ -2953,6 +3169,13 @@ GRANT ALL ON FUNCTION expiryctl.replay_expire_stale(actor text) TO expiryctl_adm
 
 
 --
+-- Name: FUNCTION replay_handler_check(request bigint, failed_under jsonb, consumers jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_handler_check(request bigint, failed_under jsonb, consumers jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION replay_items_guard(); Type: ACL; Schema: expiryctl
 --
 
@@ -3019,11 +3242,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_refuse(rule text, message text) FROM PUB
 
 
 --
--- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) TO expiryctl_operator;
 
 
 --
@@ -3038,6 +3261,13 @@ REVOKE ALL ON FUNCTION expiryctl.replay_request_ended() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION expiryctl.replay_request_guard() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_requests_handler_frozen(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_requests_handler_frozen() FROM PUBLIC;
 
 
 --
@@ -3088,11 +3318,18 @@ REVOKE ALL ON FUNCTION expiryctl.replay_run_lease(request bigint) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION replay_run_start(actor text, request bigint); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_run_start(actor text, request bigint, consumers jsonb); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text) FROM PUBLIC;
 
 
 --

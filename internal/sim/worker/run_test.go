@@ -81,7 +81,9 @@ func TestRunDeadLettersWhenBudgetIsExhausted(t *testing.T) {
 	b := setup(t)
 	seedReservation(t, b.pool, reservation{id: "r-down", version: 3})
 	expire, _ := failing(b, 1000)
-	rec := b.run(t, fastConfig(testNow), expire)
+	cfg := fastConfig(testNow)
+	cfg.HandlerVersion = "2026.11.30-v7"
+	rec := b.run(t, cfg, expire)
 
 	body := jobBody(t, jobFor("r-down", 3))
 	b.publish(t, "expire-r-down-v3", body)
@@ -99,6 +101,7 @@ func TestRunDeadLettersWhenBudgetIsExhausted(t *testing.T) {
 		worker.HeaderLastError:          "dial tcp 10.0.0.7:5432: i/o timeout",
 		worker.HeaderOriginalExchange:   b.topo.Exchange,
 		worker.HeaderOriginalRoutingKey: b.topo.RoutingKey,
+		worker.HeaderHandlerVersion:     "2026.11.30-v7",
 	}
 	for k, want := range wantHeaders {
 		if got := d.Headers[k]; got != want {
@@ -220,8 +223,9 @@ func TestRunKeepsJobWhenDeadLetterRouteIsBroken(t *testing.T) {
 	}
 	rec.waitTerminal(t, 1)
 	d := b.getN(t, b.topo.DeadLetterQueue, 1)[0]
-	if d.Headers[worker.HeaderErrorClass] != worker.ClassNotFound {
-		t.Errorf("dead letter class %v, want not_found", d.Headers[worker.HeaderErrorClass])
+	if d.Headers[worker.HeaderErrorClass] != worker.ClassNotFound || d.Headers[worker.HeaderHandlerVersion] != worker.DefaultHandlerVersion {
+		t.Errorf("dead letter class %v, handler version %v, want not_found by %s", d.Headers[worker.HeaderErrorClass],
+			d.Headers[worker.HeaderHandlerVersion], worker.DefaultHandlerVersion)
 	}
 }
 

@@ -50,6 +50,12 @@ type Config struct {
 	// ConsumerTag names the consumer in the management UI (default
 	// "expiryctl-worker-<random>").
 	ConsumerTag string
+	// HandlerVersion is this worker's version, written as x-handler-version
+	// on every letter it dead-letters (default DefaultHandlerVersion). The
+	// connection should advertise the same (ConnectionProperties), which
+	// the caller does when it dials: a replay checks the two against each
+	// other.
+	HandlerVersion string
 }
 
 func (c Config) withDefaults() Config {
@@ -79,6 +85,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Rand == nil {
 		c.Rand = mathrand.Float64
+	}
+	if c.HandlerVersion == "" {
+		c.HandlerVersion = DefaultHandlerVersion
 	}
 	if c.ConsumerTag == "" {
 		b := make([]byte, 4)
@@ -309,6 +318,7 @@ func (p *processor) handle(ctx context.Context, d *amqp.Delivery) {
 	if jobErr.Permanent || len(history) >= p.cfg.MaxAttempts {
 		headers[HeaderErrorClass] = jobErr.Class
 		headers[HeaderLastError] = errorText(jobErr)
+		headers[HeaderHandlerVersion] = p.cfg.HandlerVersion
 		ev.Action, ev.Queue = ActionDeadLettered, p.topo.DeadLetterExchange
 		pubErr = p.pub.publish(work, p.cfg.ConfirmTimeout, p.topo.DeadLetterExchange, routingKey, copyOf(d, headers, now))
 	} else {

@@ -22,8 +22,11 @@ type Styles struct {
 // Render returns what an approver approves, without the sample of items
 // (callers lay that out their own way): who asked and why, the review, the
 // cohort and its hash, the selection as written, categories, rate, canary,
-// stop conditions, target, the idempotency-key flag, item states, a halt
-// reason, and any letter changed since the cohort was frozen.
+// stop conditions, target, the idempotency-key flag, the handler check
+// (the versions the cohort failed under beside what consumes its targets
+// now, and --same-handler-ok), item states, a halt reason, any letter
+// changed since the cohort was frozen, and the letters that failed for
+// good, listed apart.
 // freshKeyHint says how this interface lets an approver allow a fresh key.
 func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	st = st.withDefaults()
@@ -64,6 +67,10 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 			}
 			field(name, line)
 		}
+		handlerFields(d, st, field)
+	}
+	if d.IncludePermanent || d.PermanentCount > 0 {
+		field("permanent letters", permanentLine(d, st))
 	}
 	if len(d.States) > 0 {
 		field("items", counts(d.States))
@@ -83,6 +90,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 			fmt.Fprintf(&b, "  dead letter %d: %s\n", c.DeadLetterID, esc(c.Change))
 		}
 	}
+	writePermanent(&b, d, st)
 	return strings.TrimRight(b.String(), "\n")
 }
 

@@ -1,0 +1,15 @@
+package commands
+
+import (
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+)
+
+// DialAMQP opens a RabbitMQ connection of its own, not shared with the
+// other commands' (Factory.AMQP), whose connection properties are
+// properties: the reference worker advertises its handler version in them.
+// The caller closes it.
+func (f *Factory) DialAMQP(properties amqp.Table) (*amqp.Connection, error) {
+	return broker.DialWithProperties(f.AMQPURL(), properties)
+}

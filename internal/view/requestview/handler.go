@@ -1,0 +1,84 @@
+package requestview
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// handlerFields writes the handler check: which versions failed the
+// cohort, what consumes its targets now, and what a run would make of it.
+func handlerFields(d replay.Detail, st Styles, field func(name, value string)) {
+	failed := replay.FailedUnderText(d.FailedUnder)
+	if len(d.FailedUnder) == 0 {
+		failed = "not recorded (requested before expiryctl froze handler versions)"
+	}
+	field("failed under", failed)
+	h := d.Handler
+	switch {
+	case h == nil:
+		field("consumed now by", "not read")
+	case h.ConsumedNow == nil:
+		field("consumed now by", "not read (the request is no longer open)")
+	case h.ConsumedNow.Unavailable != "":
+		field("consumed now by", st.Warn("unknown: "+termsafe.EscapeLine(h.ConsumedNow.Unavailable)))
+	case len(h.ConsumedNow.Queues) == 0:
+		field("consumed now by", st.Warn("nothing: the targets route to no queue"))
+	default:
+		for i, q := range h.ConsumedNow.Queues {
+			name := ""
+			if i == 0 {
+				name = "consumed now by"
+			}
+			who := "no consumer"
+			if len(q.Consumers) > 0 {
+				who = replay.ConsumerVersions(q.Consumers)
+			}
+			field(name, fmt.Sprintf("queue %s: %s", termsafe.EscapeLine(q.Queue), termsafe.EscapeLine(who)))
+		}
+	}
+	switch {
+	case d.SameHandlerOK:
+		field("handler check", st.Warn("SKIPPED (--same-handler-ok): "+termsafe.EscapeLine(d.SameHandlerWhy)))
+	case h == nil || h.ConsumedNow == nil:
+	case h.Condition != "":
+		field("handler check", st.Warn(fmt.Sprintf("a run would be refused or halt (%s): %s", h.Condition, termsafe.EscapeLine(h.Reason))))
+	default:
+		field("handler check", "passes: every target queue has a consumer on a version the cohort did not fail under")
+	}
+}
+
+// permanentLine says how many letters of the cohort failed for good.
+func permanentLine(d replay.Detail, st Styles) string {
+	if d.Kind == replay.KindDiscard {
+		return fmt.Sprintf("%d letters failed for good: this discard marks them never to be retried", d.PermanentCount)
+	}
+	return st.Warn(fmt.Sprintf("INCLUDED (--include-permanent): %d letters failed for good (conflict, validation, malformed, not-found); a retry is likely to fail the same way",
+		d.PermanentCount))
+}
+
+// writePermanent lists the letters that failed for good apart, with their
+// category and error.
+func writePermanent(b *strings.Builder, d replay.Detail, st Styles) {
+	if len(d.Permanent) == 0 {
+		return
+	}
+	title := fmt.Sprintf("Failed for good (%d letters):", d.PermanentCount)
+	if d.PermanentCount > len(d.Permanent) {
+		title = fmt.Sprintf("Failed for good (%d letters, the first %d):", d.PermanentCount, len(d.Permanent))
+	}
+	fmt.Fprintf(b, "\n%s\n", st.Warn(title))
+	for _, l := range d.Permanent {
+		fmt.Fprintf(b, "  dead letter %d  %-11s  %s  %s\n", l.DeadLetterID, l.Category, termsafe.EscapeLine(orDash(l.ErrorClass)),
+			termsafe.EscapeLine(orDash(l.LastError)))
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
