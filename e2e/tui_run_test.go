@@ -29,6 +29,9 @@ func TestTUIRunQuitAndInterrupt(t *testing.T) {
 	w := newReplayWorld(t, letters)
 	req := w.request(t, replay.NewRequest{Rate: 2, Canary: intRef(0)})
 	w.approve(t, req.ID)
+	// The fixed worker consumes the work queue: a run needs a consumer
+	// with a handler other than the one the letters died under.
+	w.runWorker(t)
 	alice := w.db.Login(t, "alice", "expiryctl_operator")
 	tm.start("alice", []string{"EXPIRYCTL_DATABASE_URL=" + alice.URL, "EXPIRYCTL_AMQP_URL=" + amqptest.URL(),
 		"EXPIRYCTL_ACTOR=alice", "TERM=screen-256color", "NO_COLOR=1"})
