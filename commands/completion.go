@@ -112,7 +112,7 @@ func completeRequests(f *Factory, statuses []replay.Status) cobra.CompletionFunc
 // above: "45s", "6m", "2h5m".
 func agoText(d time.Duration) string {
 	if d < time.Minute {
-		return formatInterval(d.Round(time.Second))
+		return phrase.Duration(d.Round(time.Second))
 	}
-	return formatInterval(d.Round(time.Minute))
+	return phrase.Duration(d.Round(time.Minute))
 }

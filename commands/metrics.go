@@ -11,6 +11,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 )
 
 // defaultMetricsListen is where the exporter listens unless told: loopback
@@ -185,6 +186,6 @@ func startExporter(ctx context.Context, io *IOStreams, s exporterSetup) (*metric
 			fmt.Fprintln(io.ErrOut, "metrics reading recovered")
 		}
 	})
-	fmt.Fprintf(io.ErrOut, "serving metrics on http://%s/metrics, read every %s\n", s.listen, s.interval)
+	fmt.Fprintf(io.ErrOut, "serving metrics on http://%s/metrics, read every %s\n", s.listen, phrase.Duration(s.interval))
 	return exp, nil
 }

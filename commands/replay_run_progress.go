@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -19,7 +20,7 @@ func runProgressLine(p replay.Progress) string {
 	if p.Kind == replay.KindReplay {
 		rate = fmt.Sprintf(", %d in flight, %.1f/s", p.InFlight, p.Rate)
 		if p.ETA > 0 {
-			eta = ", ETA " + p.ETA.Round(time.Second).String()
+			eta = ", ETA " + phrase.Approximate(p.ETA)
 		}
 		if p.Outcomes != nil {
 			extra += "; " + p.Outcomes.Line()

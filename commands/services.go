@@ -176,15 +176,17 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 		return tui.Services{}, err
 	}
 	return tui.Services{
-		Archive:    s.archive().WithoutListingAudit(),
-		Requests:   s.requests(),
-		LiveQueues: queues,
-		WorkQueue:  worker.NewTopology("").Queue,
-		Policy:     s.policy().Load,
-		Runner:     &tuiRunner{runner: s.runner(), request: s.request},
-		Audit:      &tuiAudit{reviewer: s.auditReviewer()},
-		Actor:      s.actor,
-		Now:        s.now,
+		Archive:  s.archive().WithoutListingAudit(),
+		Requests: s.requests(),
+		// The requests screen refreshes on a timer: audited once per visit.
+		RequestReads: s.requests().Unaudited(),
+		LiveQueues:   queues,
+		WorkQueue:    worker.NewTopology("").Queue,
+		Policy:       s.policy().Load,
+		Runner:       &tuiRunner{runner: s.runner(), request: s.request},
+		Audit:        &tuiAudit{reviewer: s.auditReviewer()},
+		Actor:        s.actor,
+		Now:          s.now,
 	}, nil
 }
 

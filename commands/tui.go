@@ -45,6 +45,11 @@ approved request, and the audit trail.
 It calls the same services as the other commands, under the same rules: a
 request still needs a different approver, every view is audited, and every
 text taken from a message is shown escaped. Press ? for the keys, q to quit.
+
+A run started here goes on only while the TUI does: q (or ctrl+c) with a
+run in progress asks first, to keep it running or to stop it cleanly (the
+letters not sent go back to pending, and ` + "`replay run`" + ` resumes the request
+with no new approval). ctrl+c exits 130, as an interrupt does.
 NO_COLOR turns colours and attributes off.`,
 		Example: `  expiryctl tui
   expiryctl --actor bob tui          # review as bob in a second terminal
@@ -100,6 +105,6 @@ func tuiRun(ctx context.Context, opts *TUIOptions) error {
 	if !opts.IO.Color {
 		r.SetColorProfile(termenv.Ascii)
 	}
-	m := tui.New(svc, tui.WithRenderer(r), tui.WithRefresh(opts.Refresh))
+	m := tui.New(svc, tui.WithRenderer(r), tui.WithRefresh(opts.Refresh), tui.WithNotes(opts.IO.ErrOut))
 	return tui.Run(ctx, m, opts.IO.In, opts.IO.Out)
 }

@@ -23,11 +23,25 @@ func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProg
 	if err != nil {
 		return tui.RunSummary{}, err
 	}
-	res, err := r.runner.Run(ctx, id, func(p replay.Progress) { progress(tuiProgress(p, req)) })
-	summary := tui.RunSummary{Status: res.Status, HaltReason: res.HaltReason, Final: tui.RunProgress{
-		Total: res.Items, Done: res.Confirmed + res.Skipped + res.Failed, Confirmed: res.Confirmed,
-		Skipped: res.Skipped, Failed: res.Failed, Limit: req.Rate,
-	}}
+	// The runner's last progress, reported as it stops, holds what the
+	// run's end shows (its rate, elapsed time, canary and stop readings);
+	// the result's counts, settled by the database, replace its own.
+	var last *replay.Progress
+	res, err := r.runner.Run(ctx, id, func(p replay.Progress) {
+		last = &p
+		progress(tuiProgress(p, req))
+	})
+	final := tui.RunProgress{Limit: req.Rate, Stop: req.Stop, CanaryItems: req.Canary}
+	if last != nil {
+		final = tuiProgress(*last, req)
+	}
+	final.Total, final.Done = res.Items, res.Confirmed+res.Skipped+res.Failed
+	final.Confirmed, final.Skipped, final.Failed = res.Confirmed, res.Skipped, res.Failed
+	final.InFlight = 0
+	if final.Halted == "" && res.Status == replay.StatusHalted {
+		final.Halted = res.HaltCondition
+	}
+	summary := tui.RunSummary{Status: res.Status, HaltReason: res.HaltReason, Final: final}
 	// A halt or a cancel is an outcome the screen shows, not a failure of
 	// the call; the result says which.
 	var halt *replay.HaltError
@@ -38,33 +52,45 @@ func (r *tuiRunner) Run(ctx context.Context, id int64, progress func(tui.RunProg
 }
 
 func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
+	s := p.Stops
 	out := tui.RunProgress{Total: p.Total, Done: p.Done, Confirmed: p.Confirmed, Failed: p.Failed, Skipped: p.Skipped,
-		Rate: p.Rate, Limit: req.Rate, CanaryItems: req.Canary}
+		Published: p.Published, InFlight: p.InFlight, Rate: p.Rate, Limit: req.Rate, CanaryItems: req.Canary,
+		Canary: tuiCanary(s.Canary), Checked: s.Checked, FailureRatio: s.FailureRatio, Attempted: s.Attempted,
+		FailedRun: s.FailedRun, QueueDepth: s.QueueDepth, DepthQueue: s.DepthQueue, RedeadRatio: s.RedeadRatio,
+		Redead: s.Redead, ConfirmedRun: s.ConfirmedRun, Stop: req.Stop, Halted: s.Halted, Elapsed: p.Elapsed}
 	switch p.Phase {
-	case "canary":
-		out.Canary = tui.CanarySending
 	case "canary-wait":
-		out.Canary = tui.CanaryWaiting
 		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"
 	case "canary-outcomes":
-		out.Canary = tui.CanaryWaiting
 		out.Note = "waiting for the canary's reservations to reach their terminal state"
-	default:
-		if req.Canary > 0 {
-			out.Canary = tui.CanaryPassed
-		}
 	}
 	if out.Note == "" && p.PaceWhy != "" {
 		out.Note = "pace: " + p.PaceWhy
-	}
-	if attempted := p.Confirmed + p.Failed; attempted > 0 {
-		out.FailureRatio = float64(p.Failed) / float64(attempted)
 	}
 	if p.Phase == "settling" {
 		out.Note = "all published: waiting for the last reservations to reach their terminal state"
 	}
 	out.Outcomes = p.Outcomes
 	return out
+}
+
+// tuiCanary names the runner's canary state as the run screen does.
+func tuiCanary(state string) tui.CanaryState {
+	switch state {
+	case replay.CanaryPending:
+		return tui.CanaryPending
+	case replay.CanaryPublishing:
+		return tui.CanarySending
+	case replay.CanaryWaiting:
+		return tui.CanaryWaiting
+	case replay.CanaryPassed:
+		return tui.CanaryPassed
+	case replay.CanaryFailed:
+		return tui.CanaryFailed
+	case replay.CanaryStopped:
+		return tui.CanaryStopped
+	}
+	return tui.CanaryNone
 }
 
 // tuiAudit reads and verifies the trail for the terminal UI's audit screen.

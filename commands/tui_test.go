@@ -66,9 +66,10 @@ func TestTUIRunnerAdapter(t *testing.T) {
 	request := func(context.Context, int64) (replay.Request, error) { return req, nil }
 	runner := &fakes.Runner{
 		Steps: []replay.Progress{
-			{Phase: "canary", Total: 10, Done: 1, Confirmed: 1},
-			{Phase: "canary-wait", Total: 10, Done: 2, Confirmed: 2, CanaryLeft: 29_600_000_000},
-			{Phase: "replay", Total: 10, Done: 6, Confirmed: 3, Failed: 1, Skipped: 2, Rate: 18.5},
+			{Phase: "canary", Total: 10, Done: 1, Confirmed: 1, Stops: replay.Readings{Canary: replay.CanaryPublishing}},
+			{Phase: "canary-wait", Total: 10, Done: 2, Confirmed: 2, CanaryLeft: 29_600_000_000, Stops: replay.Readings{Canary: replay.CanaryWaiting}},
+			{Phase: "replay", Total: 10, Done: 6, Confirmed: 3, Failed: 1, Skipped: 2, Rate: 18.5,
+				Stops: replay.Readings{Canary: replay.CanaryPassed, Attempted: 4, FailedRun: 1, FailureRatio: 0.25}},
 		},
 		Result: replay.RunResult{RequestID: 7, Status: replay.StatusHalted, Items: 10, Confirmed: 3, Failed: 1, Skipped: 2,
 			HaltReason: "failure ratio 0.25 above 0.05"},
@@ -80,7 +81,8 @@ func TestTUIRunnerAdapter(t *testing.T) {
 		t.Fatalf("a halt is an outcome for the screen, not an error: %v", err)
 	}
 	if summary.Status != replay.StatusHalted || summary.HaltReason != "failure ratio 0.25 above 0.05" ||
-		summary.Final != (tui.RunProgress{Total: 10, Done: 6, Confirmed: 3, Skipped: 2, Failed: 1, Limit: 20}) {
+		summary.Final.Total != 10 || summary.Final.Done != 6 || summary.Final.Failed != 1 || summary.Final.Rate != 18.5 ||
+		summary.Final.Canary != tui.CanaryPassed || summary.Final.Halted != "" {
 		t.Fatalf("summary = %+v", summary)
 	}
 	if len(seen) != 3 || seen[0].Canary != tui.CanarySending || seen[0].Limit != 20 || seen[0].CanaryItems != 2 ||

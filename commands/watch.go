@@ -18,6 +18,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
@@ -64,7 +65,7 @@ func addWatchFlag(cmd *cobra.Command, f *Factory) *watchFlag {
 	// after the flag: its interval follows an equals sign (--watch[=5s]).
 	cmd.Flags().Var(w, "watch", "``update every 5s until Ctrl-C, or every --watch=INTERVAL (at least 1s): "+
 		"in place on a terminal; piped, one line per update, or with -o json one {\"at\",\"data\"} object per line")
-	cmd.Flags().Lookup("watch").NoOptDefVal = formatInterval(defaultWatchInterval)
+	cmd.Flags().Lookup("watch").NoOptDefVal = phrase.Duration(defaultWatchInterval)
 	// With an optional value, `--watch 10s` leaves 10s as an argument:
 	// say so rather than call it an unknown command or a bad id.
 	validate := cmd.Args
@@ -86,7 +87,7 @@ func (w *watchFlag) String() string {
 	if w.interval == 0 {
 		return ""
 	}
-	return formatInterval(w.interval)
+	return phrase.Duration(w.interval)
 }
 
 func (w *watchFlag) Type() string { return "interval" }
@@ -97,7 +98,7 @@ func (w *watchFlag) Set(v string) error {
 		return fmt.Errorf("use an interval with its unit, such as --watch=5s, --watch=30s or --watch=1m")
 	}
 	if d < minWatchInterval {
-		return fmt.Errorf("%s is too short: use an interval of at least %s, such as --watch=5s", v, formatInterval(minWatchInterval))
+		return fmt.Errorf("%s is too short: use an interval of at least %s, such as --watch=5s", v, phrase.Duration(minWatchInterval))
 	}
 	w.interval = d
 	return nil
@@ -118,18 +119,6 @@ func terminalSize(w io.Writer) (width, height int, ok bool) {
 	}
 	width, height, err := term.GetSize(f.Fd())
 	return width, height, err == nil && width > 0 && height > 0
-}
-
-// formatInterval writes d as a person would: 1m, not 1m0s.
-func formatInterval(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // watchUpdate is one update of a watch, as a command's draw function gets
@@ -189,7 +178,7 @@ func (w *watchFlag) run(ctx context.Context, streams *IOStreams, title string, j
 	defer stop()
 	// The watch's one audit row, written by its first read, says it was a
 	// watch and how often it redraws.
-	ctx = audit.WithInvocation(ctx, map[string]any{"watch": map[string]any{"interval": formatInterval(w.interval)}})
+	ctx = audit.WithInvocation(ctx, map[string]any{"watch": map[string]any{"interval": phrase.Duration(w.interval)}})
 	for first := true; ; first = false {
 		at := w.now()
 		frame := &bytes.Buffer{}
@@ -295,7 +284,7 @@ func (s *watchScreen) show(at time.Time, frame []byte, line string) error {
 // update.
 func (s *watchScreen) showFailure(at time.Time, err error) error {
 	msg := termsafe.EscapeLine(s.redact(err.Error()))
-	retry := "retrying every " + formatInterval(s.interval)
+	retry := "retrying every " + phrase.Duration(s.interval)
 	if s.mode != watchRedraw {
 		_, werr := fmt.Fprintf(s.io.ErrOut, "%s error: %s (%s)\n", at.UTC().Format(time.RFC3339), msg, retry)
 		return werr
@@ -310,7 +299,7 @@ func (s *watchScreen) showFailure(at time.Time, err error) error {
 func (s *watchScreen) header(updated time.Time) string {
 	st := styles(s.io)
 	return st.header.Render("expiryctl "+s.title) +
-		st.dim.Render(" · every "+formatInterval(s.interval)+" · updated "+clock(updated)+" · Ctrl-C to stop")
+		st.dim.Render(" · every "+phrase.Duration(s.interval)+" · updated "+clock(updated)+" · Ctrl-C to stop")
 }
 
 // redraw writes header, status (when there is one) and frame over what the

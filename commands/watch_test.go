@@ -21,6 +21,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -571,8 +572,8 @@ func TestFormatInterval(t *testing.T) {
 		time.Second: "1s", 5 * time.Second: "5s", 90 * time.Second: "1m30s", time.Minute: "1m",
 		time.Hour: "1h", 90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s",
 	} {
-		if got := formatInterval(d); got != want {
-			t.Errorf("formatInterval(%v) = %q, want %q", d, got, want)
+		if got := phrase.Duration(d); got != want {
+			t.Errorf("phrase.Duration(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -46,6 +46,9 @@ type letterStore interface {
 	// it redacted.
 	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error)
 
+	// LetterCount counts the letters matching f, stopping at limit.
+	LetterCount(ctx context.Context, f Filter, limit int) (int, error)
+
 	// LetterCountRedead counts the letters captured with an
 	// x-replay-request header naming requestID.
 	LetterCountRedead(ctx context.Context, requestID int64) (int, error)

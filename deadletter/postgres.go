@@ -335,6 +335,20 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 	return int64(len(ids)), store.AsRefusal(err)
 }
 
+// LetterCount implements letterStore. The LIMIT inside bounds the count's
+// cost by limit, not by the archive's size.
+func (s postgresLetters) LetterCount(ctx context.Context, f Filter, limit int) (int, error) {
+	where, args := FilterSQL(f)
+	sql := "SELECT 1 FROM expiryctl.dead_letters"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit)
+	var n int
+	err := s.q.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (%s LIMIT $%d) bounded", sql, len(args)), args...).Scan(&n)
+	return n, err
+}
+
 // LetterCountRedead implements letterStore.
 func (s postgresLetters) LetterCountRedead(ctx context.Context, requestID int64) (int, error) {
 	var n int

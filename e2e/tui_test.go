@@ -197,7 +197,7 @@ func TestTUI(t *testing.T) {
 
 	// List: the hostile letter is the newest, its cells escaped.
 	tm.keys("alice", "2")
-	s = tm.waitFor("alice", "letter 1 of 100+")
+	s = tm.waitFor("alice", "letter 1 of 121")
 	if !strings.Contains(s, fmt.Sprint(hostile)) || !strings.Contains(s, "ERROR-CLASS") {
 		t.Errorf("list:\n%s", s)
 	}

@@ -98,6 +98,10 @@ type Progress struct {
 	// ceiling, and PaceWhy why (a replay's only).
 	Pace    float64
 	PaceWhy string
+	// Elapsed is the time since this run started.
+	Elapsed time.Duration
+	// Stops are the stop conditions as the run last judged them.
+	Stops Readings
 }
 
 // RunResult is what a run did. Counts are over the request's whole life,
@@ -333,6 +337,10 @@ type runState struct {
 	outcomes *OutcomeStats
 	// pace is a replay's pacer.
 	pace *pacer
+	// readings are what the last check read; canaryPassed is set once
+	// this approval's canary passed.
+	readings     Readings
+	canaryPassed bool
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -385,7 +393,8 @@ func (r *Runner) report(st *runState, phase string) {
 	st.waits.observe(phase, now)
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
-		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes}
+		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes,
+		Elapsed: now.Sub(st.start), Stops: st.currentReadings(phase)}
 	if st.watch != nil && st.outcomes == nil {
 		s, _ := st.watch.snapshot()
 		p.Outcomes = &s

@@ -23,6 +23,7 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 			return err
 		}
 	}
+	x.st.canaryPassed = passed
 	x.canaryTarget, x.canaryWaitFrom = canaryResume(req.Canary, passed, started)
 	return nil
 }
@@ -88,6 +89,7 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 	if err != nil {
 		return &stopReason{err: err}
 	}
+	st.canaryPassed = true
 	return nil
 }
 

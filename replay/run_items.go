@@ -63,13 +63,15 @@ func (it *runItem) changed() string {
 
 // depthQueue is the queue a replay of the item fills whose depth is the
 // headroom stop condition: the target queue when the item is routed by
-// queue name, else the queue it died in; "" when neither is known.
+// queue name, else the work queue of the queue it died in (a letter that
+// went through retries died in a retry queue, but its replay lands in the
+// work queue); "" when neither is known.
 func (it *runItem) depthQueue(req Request) string {
 	switch {
 	case it.hasOrigin && it.exchange == "":
 		return it.routingKey
 	case it.hasOrigin || it.originQueue != "":
-		return it.originQueue
+		return WorkQueueOf(it.originQueue)
 	case req.ToExchange == "":
 		return req.ToRoutingKey
 	}

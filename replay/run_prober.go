@@ -134,6 +134,7 @@ func (x *replayRun) probed(p probe, canary bool) *stopReason {
 	r, st := x.r, x.st
 	x.probing = false
 	x.lastCheck = time.Now()
+	st.readProbe(p)
 	if p.err != nil {
 		return &stopReason{err: p.err}
 	}

@@ -429,6 +429,16 @@ func TestRunHaltsOnTargetQueueDepth(t *testing.T) {
 	if !maps.Equal(tally.Halts, map[string]int64{ConditionQueueDepth: 1}) {
 		t.Errorf("halts %v, want one on the queue depth", tally.Halts)
 	}
+	// The run's start row, written by the schema, gives durations in
+	// seconds as every other JSON does.
+	var window *float64
+	if err := b.pool.QueryRow(ctx, `SELECT (details->'stop_conditions'->>'canary_window_seconds')::float8
+		FROM expiryctl.audit_log WHERE action = 'replay.run.start'`).Scan(&window); err != nil {
+		t.Fatal(err)
+	}
+	if window == nil || *window != 0.2 {
+		t.Errorf("replay.run.start's canary_window_seconds = %v, want 0.2", window)
+	}
 }
 
 func TestRunCanaryThatDiesAgainHalts(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
@@ -64,17 +65,32 @@ type Option func(*options)
 type options struct {
 	renderer *lipgloss.Renderer
 	refresh  time.Duration
+	notes    io.Writer
 }
 
 // WithRenderer draws with r; make it with termenv.Ascii for NO_COLOR. The
 // default renders to stdout with the profile lipgloss detects.
 func WithRenderer(r *lipgloss.Renderer) Option { return func(o *options) { o.renderer = r } }
 
-// WithRefresh sets the refresh tick (DefaultRefresh); 0 turns it off, for
-// tests and benchmarks that drive the model by hand.
+// WithRefresh sets the refresh tick (DefaultRefresh); 0 turns it off, and
+// the search's debounce with it, for tests and benchmarks that drive the
+// model by hand.
 func WithRefresh(d time.Duration) Option { return func(o *options) { o.refresh = d } }
 
+// WithNotes has Run write to w, once the screen is left, what the operator
+// needs to know then: how to resume a run the TUI stopped.
+func WithNotes(w io.Writer) Option { return func(o *options) { o.notes = w } }
+
 type tickMsg struct{}
+
+// debounceFor is the search count's debounce under the refresh tick: none
+// when timers are off.
+func debounceFor(refresh time.Duration) time.Duration {
+	if refresh <= 0 {
+		return 0
+	}
+	return list.DefaultDebounce
+}
 
 type toastKind int
 
@@ -114,6 +130,15 @@ type Model struct {
 	toast      string
 	toastKind  toastKind
 	toastUntil time.Time
+
+	// quitting is the question before quitting with a run in progress;
+	// interrupted is set when ctrl+c asked to quit; exitNote is said on
+	// stderr once the screen is left (notes).
+	quitKeys    QuitKeyMap
+	quitting    quitState
+	interrupted bool
+	exitNote    string
+	notes       io.Writer
 }
 
 // New returns the TUI over svc. It opens no connection: everything it shows
@@ -135,8 +160,9 @@ func New(svc Services, opts ...Option) Model {
 	}
 	m := Model{
 		svc: svc, keys: DefaultKeyMap(), help: h, theme: th, now: svc.Now, refresh: o.refresh,
+		quitKeys: DefaultQuitKeyMap(), notes: o.notes,
 		summary:  summary.New(ctx, svc, o.refresh),
-		list:     list.New(ctx, svc),
+		list:     list.New(ctx, svc).WithDebounce(debounceFor(o.refresh)),
 		detail:   detail.New(ctx, svc),
 		requests: requests.New(ctx, svc),
 		audit:    audit.New(ctx, svc),
@@ -306,6 +332,10 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 	cmds = append(cmds, cmd)
 	m.run, cmd = m.run.Update(msg)
 	cmds = append(cmds, cmd)
+	if f, ok := msg.(run.FinishedMsg); ok {
+		m, cmd = m.runFinished(f)
+		cmds = append(cmds, cmd)
+	}
 	return m, tea.Batch(cmds...)
 }
 
@@ -330,7 +360,7 @@ func (m Model) observe(err error) Model {
 		}
 		retry := "press a key to retry"
 		if m.refresh > 0 {
-			retry = fmt.Sprintf("retrying every %s", m.refresh)
+			retry = "retrying every " + phrase.Duration(m.refresh)
 		}
 		m.outage = fmt.Sprintf("%s: %s — showing the last data; %s", what, termsafe.EscapeLine(err.Error()), retry)
 	}
@@ -368,9 +398,11 @@ func (m Model) refreshAll() (Model, tea.Cmd) {
 	return m, tea.Batch(c1, c2, m.list.Refresh(), m.detail.Refresh(), m.audit.Refresh())
 }
 
-// goTo shows screen s, remembering where we were.
+// goTo shows screen s, remembering where we were. A toast belongs to the
+// screen it was raised on (a refusal of its action), so it goes with it.
 func (m Model) goTo(s Screen) Model {
 	if s != m.active {
+		m.toast, m.toastUntil = "", time.Time{}
 		m.history = append(m.history, m.active)
 		if len(m.history) > 20 {
 			m.history = m.history[1:]
@@ -394,7 +426,7 @@ func (m Model) activate() (Model, tea.Cmd) {
 	case ScreenLetters:
 		m.list, cmd = m.list.Activate()
 	case ScreenRequests:
-		m.requests, cmd = m.requests.Refresh()
+		m.requests, cmd = m.requests.Visit()
 	case ScreenAudit:
 		m.audit, cmd = m.audit.Activate()
 	}
@@ -408,6 +440,9 @@ func (m Model) back() (Model, tea.Cmd) {
 	}
 	if prev == m.active {
 		prev = ScreenSummary
+	}
+	if prev != m.active {
+		m.toast, m.toastUntil = "", time.Time{}
 	}
 	m.active = prev
 	return m.activate()
@@ -427,8 +462,11 @@ func (m Model) quit() (Model, tea.Cmd) {
 }
 
 func (m Model) handleKey(k tea.KeyMsg) (Model, tea.Cmd) {
-	if k.Type == tea.KeyCtrlC {
-		return m.quit()
+	if m.quitting != quitNone {
+		return m.handleQuitKey(k)
+	}
+	if key.Matches(k, m.keys.Interrupt) {
+		return m.askQuit(true)
 	}
 	if m.form != nil {
 		f, cmd := m.form.Update(k)
@@ -437,7 +475,7 @@ func (m Model) handleKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	}
 	if m.showHelp {
 		if key.Matches(k, m.keys.Quit) {
-			return m.quit()
+			return m.askQuit(false)
 		}
 		m.showHelp = false
 		return m, nil
@@ -446,7 +484,7 @@ func (m Model) handleKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		g := m.keys
 		switch {
 		case key.Matches(k, g.Quit):
-			return m.quit()
+			return m.askQuit(false)
 		case key.Matches(k, g.Help):
 			m.showHelp = true
 			return m, nil
@@ -497,6 +535,9 @@ func (m Model) tab() Screen {
 }
 
 func (m Model) screenKeys() help.KeyMap {
+	if m.quitting != quitNone {
+		return m.quitKeys
+	}
 	if m.form != nil {
 		return m.form.Keys()
 	}
@@ -555,12 +596,14 @@ func (m Model) View() string {
 
 	var body string
 	switch {
+	case m.quitting != quitNone:
+		body = m.quitView()
 	case m.form != nil:
 		body = m.form.View()
 	case m.showHelp:
 		h := m.help
 		h.ShowAll = true
-		body = th.Title.Render("Keys (any key closes)") + "\n\n" + h.View(helpKeys{global: m.keys, screen: m.screenKeys()})
+		body = th.Title.Render("Keys (any key closes)") + "\n\n" + h.View(m.helpKeys())
 	default:
 		switch m.active {
 		case ScreenSummary:
@@ -578,21 +621,42 @@ func (m Model) View() string {
 		}
 	}
 	lines = append(lines, frame.Fit(body, m.width, m.bodyHeight))
-	lines = append(lines, frame.Pad(m.help.View(helpKeys{global: m.keys, screen: m.screenKeys()}), m.width))
+	lines = append(lines, frame.Pad(m.help.View(m.helpKeys()), m.width))
 	return strings.Join(lines, "\n")
 }
 
+// stopWait bounds how long Run waits for a run still going to take its stop
+// path (the runner drains its confirms for up to 30 s).
+const stopWait = 45 * time.Second
+
 // Run shows m on the terminal behind in and out, in the alternate screen,
 // until the user quits or ctx ends; the terminal is restored either way.
-// A run still going is cancelled.
+// A run still going (ctx ended, or a second ctrl+c) is stopped by the
+// runner's stop path, and Run waits for it, bounded, so that its letters
+// not sent are back to pending before the process ends. ctrl+c returns
+// ErrInterrupted.
 func Run(ctx context.Context, m Model, in io.Reader, out io.Writer) error {
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
 	final, err := p.Run()
-	if fm, ok := final.(Model); ok {
-		fm.run.Stop()
+	fm, ok := final.(Model)
+	if !ok {
+		fm = m
 	}
-	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+	if id := fm.run.RunningID(); id != 0 {
+		if stopped, stopErr := fm.run.StopAndWait(stopWait); stopped {
+			fm.exitNote = stopNote(id, stopErr)
+		} else {
+			fm.exitNote = runStillGoing(id)
+		}
+	}
+	if fm.notes != nil && fm.exitNote != "" {
+		fmt.Fprintln(fm.notes, fm.exitNote)
+	}
+	switch {
+	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil:
 		return ctx.Err()
+	case err == nil && fm.interrupted:
+		return ErrInterrupted
 	}
 	return err
 }

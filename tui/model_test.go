@@ -247,7 +247,7 @@ func TestRunScreen(t *testing.T) {
 	m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
 	m, _ = tuitest.Drive(t, m, update, m.Init())
 	m, _ = press(t, m, tuitest.Keys("3", "g")...)
-	if m.Active() != ScreenRun || !strings.Contains(m.View(), "4/4 100%") {
+	if m.Active() != ScreenRun || !strings.Contains(m.View(), "4/4 settled (100%)") {
 		t.Fatalf("screen %d:\n%s", m.Active(), m.View())
 	}
 	if !strings.Contains(m.Banner(), "replay request 1 completed: 4 confirmed") {

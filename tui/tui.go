@@ -39,8 +39,10 @@ type (
 // The canary states, re-exported for runner adapters.
 const (
 	CanaryNone    = backend.CanaryNone
+	CanaryPending = backend.CanaryPending
 	CanarySending = backend.CanarySending
 	CanaryWaiting = backend.CanaryWaiting
 	CanaryPassed  = backend.CanaryPassed
 	CanaryFailed  = backend.CanaryFailed
+	CanaryStopped = backend.CanaryStopped
 )

@@ -117,10 +117,16 @@ func WithPolicy(svc backend.Services, spec func(*replay.Policy) form.Spec) tea.C
 }
 
 // RequestForm returns the command that opens the form for a replay
-// (kind replay) or discard (kind discard) request of sel.
+// (kind replay) or discard (kind discard) request of sel. A cohort by
+// filter shows how many letters the filter matches now, counted unaudited
+// when the archive can (service.LetterCounter).
 func RequestForm(svc backend.Services, kind replay.Kind, sel Selection) tea.Cmd {
 	return WithPolicy(svc, func(pol *replay.Policy) form.Spec {
-		return RequestSpec(svc, kind, sel, pol)
+		spec := RequestSpec(svc, kind, sel, pol)
+		if line := matchLine(svc, sel); line != "" {
+			spec.Lines = append(spec.Lines, line)
+		}
+		return spec
 	})
 }
 

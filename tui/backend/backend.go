@@ -33,13 +33,16 @@ type Runner interface {
 type CanaryState string
 
 // The canary states a runner reports. An empty state means the request has
-// no canary.
+// no canary; pending, that it is not published yet; stopped, that the run
+// stopped before it passed (a resume goes on with it).
 const (
 	CanaryNone    CanaryState = ""
+	CanaryPending CanaryState = "pending"
 	CanarySending CanaryState = "sending"
 	CanaryWaiting CanaryState = "waiting"
 	CanaryPassed  CanaryState = "passed"
 	CanaryFailed  CanaryState = "failed"
+	CanaryStopped CanaryState = "stopped"
 )
 
 // RunProgress is a snapshot of a run.
@@ -50,17 +53,36 @@ type RunProgress struct {
 	// Confirmed were published and confirmed by the broker; Failed gave up;
 	// Skipped were not published (ineligible, already done, …).
 	Confirmed, Failed, Skipped int
-	// Rate is the current publish rate per second; Limit the request's
-	// ceiling.
+	// Published counts this run's publishes and InFlight those waiting for
+	// the broker's confirm.
+	Published, InFlight int
+	// Rate is this run's publishes per second since it started; Limit the
+	// request's ceiling.
 	Rate, Limit float64
 	// Canary is the canary's state and CanaryItems its size.
 	Canary      CanaryState
 	CanaryItems int
-	// FailureRatio, QueueDepth and RedeadRatio are the current values of
-	// the stop conditions, compared in the view with the request's limits.
-	FailureRatio float64
-	QueueDepth   int
-	RedeadRatio  float64
+	// Checked is false until the run's first check read the target queue
+	// and the re-dead letters: before it, QueueDepth and Redead are
+	// unknown, not zero.
+	Checked bool
+	// FailureRatio, QueueDepth and RedeadRatio are the stop conditions'
+	// values as the run last judged them, compared in the view with Stop:
+	// FailureRatio is FailedRun of this run's Attempted publishes,
+	// QueueDepth the deepest target queue (DepthQueue), RedeadRatio the
+	// Redead letters captured again of the ConfirmedRun items this run
+	// confirmed.
+	FailureRatio         float64
+	Attempted, FailedRun int
+	QueueDepth           int
+	DepthQueue           string
+	RedeadRatio          float64
+	Redead, ConfirmedRun int
+	// Stop is the request's stop conditions.
+	Stop replay.StopConditions
+	// Halted names the stop condition that halted the run (replay's
+	// Condition* names); empty otherwise.
+	Halted string
 	// Elapsed is the time since the run started.
 	Elapsed time.Duration
 	// Note is a short line the runner wants shown ("waiting 30s for the
@@ -142,6 +164,11 @@ type AuditTrail interface {
 type Services struct {
 	Archive  service.Archive
 	Requests service.Requests
+	// RequestReads reads requests without an audit row, for the requests
+	// screen's refreshes after a visit's first read went through Requests
+	// (one audit row per visit, as a --watch leaves one per watch); nil
+	// reads through Requests every time.
+	RequestReads service.RequestReads
 	// LiveQueues reads the states of WorkQueue's queues from the broker's
 	// management API for the summary; nil leaves the summary saying they
 	// are not read.

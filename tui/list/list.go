@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/key"
@@ -111,6 +112,13 @@ type Model struct {
 
 	search    textinput.Model
 	searching bool
+
+	// total is how many letters the filter matches (countGen its count),
+	// typedCount how many the text being typed would (typedGen), counted
+	// debounce after the last key; nil while not counted.
+	total, typedCount  *deadletter.MatchCount
+	countGen, typedGen int
+	debounce           time.Duration
 }
 
 // New returns an empty list over svc; it loads when first shown.
@@ -198,7 +206,9 @@ func (m Model) Refresh() tea.Cmd {
 
 func (m Model) reload() (Model, tea.Cmd) {
 	m.cursor, m.top = 0, 0
-	return m, m.fetch(m.win.Reset())
+	fetch := m.fetch(m.win.Reset())
+	m, count := m.countFilter()
+	return m, tea.Batch(fetch, count)
 }
 
 func (m Model) fetch(r Request) tea.Cmd {
@@ -278,6 +288,10 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 			m.marks = slices.DeleteFunc(m.marks, func(id int64) bool { return slices.Contains(msg.Letters, id) })
 		}
 		return m, nil
+	case CountedMsg:
+		return m.counted(msg), nil
+	case countTickMsg:
+		return m.countTyped(msg.gen)
 	case tea.KeyMsg:
 		if m.searching {
 			return m.updateSearch(msg)
@@ -287,12 +301,15 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	return m, nil
 }
 
+// searchText is the text typed into the search, trimmed.
+func (m Model) searchText() string { return strings.TrimSpace(m.search.Value()) }
+
 func (m Model) updateSearch(k tea.KeyMsg) (Model, tea.Cmd) {
 	switch k.String() {
 	case "enter":
 		m.searching = false
 		m.search.Blur()
-		m.filter.Search = strings.TrimSpace(m.search.Value())
+		m.filter.Search = m.searchText()
 		return m.reload()
 	case "esc":
 		m.searching = false
@@ -300,9 +317,15 @@ func (m Model) updateSearch(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.search.SetValue(m.filter.Search)
 		return m, nil
 	}
+	before := m.searchText()
 	var cmd tea.Cmd
 	m.search, cmd = m.search.Update(k)
-	return m, cmd
+	if m.searchText() == before {
+		return m, cmd
+	}
+	var count tea.Cmd
+	m, count = m.typed()
+	return m, tea.Batch(cmd, count)
 }
 
 func (m Model) updateKey(k tea.KeyMsg) (Model, tea.Cmd) {
@@ -340,6 +363,8 @@ func (m Model) updateKey(k tea.KeyMsg) (Model, tea.Cmd) {
 		m.searching = true
 		m.search.SetValue(m.filter.Search)
 		m.search.CursorEnd()
+		m.typedGen++
+		m.typedCount = m.total
 		return m, m.search.Focus()
 	case key.Matches(k, keys.Status):
 		m.filter.Status = nextStatus(m.filter.Status)
@@ -445,7 +470,11 @@ func (m Model) View() string {
 		head += fmt.Sprintf(" · %d marked", len(m.marks))
 	}
 	if m.searching {
-		lines = append(lines, m.search.View())
+		line := m.search.View()
+		if m.typedCount != nil {
+			line = frame.Pad(line, max(0, w-24)) + th.Dim.Render(countText(*m.typedCount))
+		}
+		lines = append(lines, line)
 	} else {
 		lines = append(lines, head)
 	}
@@ -479,9 +508,17 @@ func (m Model) status() string {
 	case m.win.Loaded() == 0:
 		return "no dead letters match"
 	}
-	s := fmt.Sprintf("letter %d of %d", m.cursor+1, m.win.End())
-	if !m.win.Complete() {
-		s += "+"
+	var s string
+	switch t := m.total; {
+	case t != nil && !t.More:
+		s = fmt.Sprintf("letter %d of %d", m.cursor+1, t.N)
+	case t != nil:
+		s = fmt.Sprintf("letter %d of %d+", m.cursor+1, max(t.N, m.win.End()))
+	default:
+		s = fmt.Sprintf("letter %d of %d", m.cursor+1, m.win.End())
+		if !m.win.Complete() {
+			s += "+"
+		}
 	}
 	if m.win.Loading() {
 		s += " · loading more…"

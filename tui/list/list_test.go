@@ -247,7 +247,7 @@ func TestGolden(t *testing.T) {
 			m := list.New(tuitest.Context(size.w, size.h), svc)
 			m, first := m.Activate()
 			tm := teatest.NewTestModel(t, tuitest.Wrap(m, first), teatest.WithInitialTermSize(size.w, size.h))
-			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("letter 1 of 100+")) },
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("letter 1 of 200")) },
 				teatest.WithDuration(5*time.Second))
 			tm.Send(tuitest.Key("down"))
 			tm.Send(tuitest.Key(" "))

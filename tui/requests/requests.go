@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/requestview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -144,22 +145,43 @@ func (m Model) SetFrame(ctx frame.Context) Model {
 	return m
 }
 
-// Refresh reloads the list, unless a reload is in flight, and the opened
-// request when its load failed.
-func (m Model) Refresh() (Model, tea.Cmd) {
-	var cmds []tea.Cmd
-	if !m.listing {
-		m.listing = true
-		cmds = append(cmds, m.list())
-	}
+// Visit lists the requests through the audited service, for the operator
+// coming to the screen: one audit row per visit. Refresh then reloads
+// through the unaudited reads.
+func (m Model) Visit() (Model, tea.Cmd) {
+	m.listing = true
+	cmds := []tea.Cmd{m.list(true)}
 	if m.open != 0 && m.detail == nil {
-		cmds = append(cmds, m.show(m.open))
+		cmds = append(cmds, m.show(m.open, true))
 	}
 	return m, tea.Batch(cmds...)
 }
 
-func (m Model) list() tea.Cmd {
-	requests, scope := m.svc.Requests, m.scope
+// Refresh reloads the list, unless a reload is in flight, and the opened
+// request when its load failed, without an audit row when the services
+// have unaudited reads (the tick's reloads, after a visit was audited).
+func (m Model) Refresh() (Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	if !m.listing {
+		m.listing = true
+		cmds = append(cmds, m.list(false))
+	}
+	if m.open != 0 && m.detail == nil {
+		cmds = append(cmds, m.show(m.open, false))
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// reads are the requests' reads: audited, or not when the services can.
+func (m Model) reads(audited bool) service.RequestReads {
+	if !audited && m.svc.RequestReads != nil {
+		return m.svc.RequestReads
+	}
+	return m.svc.Requests
+}
+
+func (m Model) list(audited bool) tea.Cmd {
+	requests, scope := m.reads(audited), m.scope
 	return func() tea.Msg {
 		ctx, cancel := frame.Call()
 		defer cancel()
@@ -184,8 +206,8 @@ func (m Model) list() tea.Cmd {
 	}
 }
 
-func (m Model) show(id int64) tea.Cmd {
-	requests := m.svc.Requests
+func (m Model) show(id int64, audited bool) tea.Cmd {
+	requests := m.reads(audited)
 	return func() tea.Msg {
 		ctx, cancel := frame.Call()
 		defer cancel()
@@ -243,10 +265,10 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		m.setContent()
 	case action.DoneMsg:
 		if msg.Err == nil && msg.Verb != "request" && msg.Verb != "discard" && m.open == msg.Request.ID {
-			return m, tea.Batch(m.list(), m.show(m.open))
+			return m, tea.Batch(m.list(false), m.show(m.open, false))
 		}
 		if msg.Err == nil {
-			return m, m.list()
+			return m, m.list(false)
 		}
 	case tea.KeyMsg:
 		return m.updateKey(msg)
@@ -305,12 +327,12 @@ func (m Model) updateKey(k tea.KeyMsg) (Model, tea.Cmd) {
 	case key.Matches(k, keys.Scope):
 		m.scope = (m.scope + 1) % 3
 		m.reqs, m.loaded, m.cursor, m.top, m.listing = nil, false, 0, 0, true
-		return m, m.list()
+		return m, m.list(true)
 	case key.Matches(k, keys.Open):
 		if r, ok := m.selected(); ok {
 			m.open, m.detail = r.ID, nil
 			m.vp.GotoTop()
-			return m, m.show(r.ID)
+			return m, m.show(r.ID, true)
 		}
 	}
 	m.top = frame.Window(m.top, m.cursor, m.visible(), len(m.reqs))

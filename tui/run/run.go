@@ -7,14 +7,11 @@ package run
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/expiryctl/expiryctl/internal/view/phrase"
-	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -74,6 +71,11 @@ type session struct {
 	ctx      context.Context
 	progress chan backend.RunProgress
 	done     chan FinishedMsg
+	// finished is closed once the runner returned, err being what it
+	// returned: StopAndWait waits on it after the program stopped reading
+	// done.
+	finished chan struct{}
+	err      error
 }
 
 // Model is the run screen.
@@ -87,6 +89,9 @@ type Model struct {
 	summary  *backend.RunSummary
 	err      error
 	sess     *session
+	// reported is set once the runner reported; stopping once the
+	// operator asked the run in flight to stop.
+	reported, stopping bool
 }
 
 // New returns an idle run screen over svc.
@@ -106,6 +111,29 @@ func (m Model) SetFrame(ctx frame.Context) Model { m.ctx = ctx; return m }
 // Running reports whether a run is in flight.
 func (m Model) Running() bool { return m.sess != nil }
 
+// RunningID is the request whose run is in flight, 0 when none.
+func (m Model) RunningID() int64 {
+	if m.sess == nil {
+		return 0
+	}
+	return m.sess.id
+}
+
+// Err is how the last run failed or stopped early, nil when it did not.
+func (m Model) Err() error { return m.err }
+
+// StopRun asks the run in flight to stop at its next safe point, by the
+// runner's own stop path: items marked but not sent go back to pending and
+// the request stays running, for `replay run` to resume. Its FinishedMsg
+// follows.
+func (m Model) StopRun() Model {
+	if m.sess != nil {
+		m.sess.cancel()
+		m.stopping = true
+	}
+	return m
+}
+
 // Refresh does nothing: progress comes from the runner.
 func (m Model) Refresh() tea.Cmd { return nil }
 
@@ -115,6 +143,7 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 		return m, frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d is still running here: wait for it, or cancel it (c)", m.sess.id)})
 	}
 	m.id, m.req, m.summary, m.err, m.progress = id, nil, nil, nil, backend.RunProgress{}
+	m.reported, m.stopping = false, false
 	requests := m.svc.Requests
 	load := func() tea.Msg {
 		ctx, cancel := frame.Call()
@@ -126,7 +155,8 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 		return m, load
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{id: id, ctx: ctx, cancel: cancel, progress: make(chan backend.RunProgress, 1), done: make(chan FinishedMsg, 1)}
+	s := &session{id: id, ctx: ctx, cancel: cancel, progress: make(chan backend.RunProgress, 1),
+		done: make(chan FinishedMsg, 1), finished: make(chan struct{})}
 	m.sess = s
 	runner := m.svc.Runner
 	start := func() tea.Msg {
@@ -144,7 +174,9 @@ func (m Model) Start(id int64) (Model, tea.Cmd) {
 					}
 				}
 			})
+			s.err = err
 			s.done <- FinishedMsg{ID: id, Summary: sum, Err: err}
+			close(s.finished)
 		}()
 		return nil
 	}
@@ -171,6 +203,23 @@ func (m Model) Stop() {
 	}
 }
 
+// StopAndWait stops a run in flight, as Stop does, and waits up to timeout
+// for the runner to return, for a TUI that is ending: stopped is false when
+// it did not return in time (or no run was in flight), err what it
+// returned.
+func (m Model) StopAndWait(timeout time.Duration) (stopped bool, err error) {
+	if m.sess == nil {
+		return false, nil
+	}
+	m.sess.cancel()
+	select {
+	case <-m.sess.finished:
+		return true, m.sess.err
+	case <-time.After(timeout):
+		return false, nil
+	}
+}
+
 // Update handles progress, the end of a run and keys.
 func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	switch msg := msg.(type) {
@@ -183,21 +232,23 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		if m.sess == nil || msg.ID != m.sess.id {
 			return m, nil
 		}
-		m.progress = msg.Progress
+		m.progress, m.reported = msg.Progress, true
 		return m, listen(m.sess)
 	case FinishedMsg:
 		if m.sess == nil || msg.ID != m.sess.id {
 			return m, nil
 		}
 		m.sess.cancel()
-		m.sess = nil
+		m.sess, m.stopping = nil, false
+		if msg.Summary.Final.Total > 0 {
+			m.progress, m.reported = msg.Summary.Final, true
+		}
 		if msg.Err != nil {
 			m.err = msg.Err
 			return m, nil
 		}
 		s := msg.Summary
 		m.summary = &s
-		m.progress = s.Final
 		return m, tea.Batch(frame.Send(frame.RefreshMsg{}),
 			frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d %s", msg.ID, ended(s))}))
 	case tea.KeyMsg:
@@ -216,103 +267,4 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 	}
 	return m, nil
-}
-
-func ended(s backend.RunSummary) string {
-	switch s.Status {
-	case replay.StatusHalted:
-		return "halted: " + termsafe.EscapeLine(s.HaltReason)
-	case replay.StatusCancelled:
-		return "was cancelled: " + termsafe.EscapeLine(s.HaltReason)
-	}
-	return fmt.Sprintf("%s: %d confirmed, %d failed, %d skipped", s.Status, s.Final.Confirmed, s.Final.Failed, s.Final.Skipped)
-}
-
-// bar draws an ASCII progress bar of width cells.
-func bar(done, total, width int) string {
-	if width < 3 {
-		return ""
-	}
-	inner := width - 2
-	fill := 0
-	if total > 0 {
-		fill = min(inner, done*inner/total)
-	}
-	return "[" + strings.Repeat("#", fill) + strings.Repeat(".", inner-fill) + "]"
-}
-
-// View renders the run.
-func (m Model) View() string {
-	th := m.ctx.Theme
-	w := m.ctx.Width
-	if m.id == 0 {
-		return frame.Fit("no run: open the Requests screen, select an approved request and press g", w, m.ctx.Height)
-	}
-	var b strings.Builder
-	state := "starting"
-	switch {
-	case m.svc.Runner == nil:
-		state = "not available"
-	case m.sess != nil:
-		state = "running"
-	case m.err != nil:
-		state = "failed"
-	case m.summary != nil:
-		state = string(m.summary.Status)
-	}
-	fmt.Fprintf(&b, "%s\n\n", th.Title.Render(fmt.Sprintf("Run of replay request %d — %s", m.id, state)))
-	if m.svc.Runner == nil {
-		b.WriteString("The replay runner is not wired into this build of the TUI.\n")
-		fmt.Fprintf(&b, "Run it from a shell instead: expiryctl replay run %d\n", m.id)
-		return frame.Fit(b.String(), w, m.ctx.Height)
-	}
-	p := m.progress
-	total := p.Total
-	if total == 0 && m.req != nil {
-		total = m.req.Items
-	}
-	pct := 0.0
-	if total > 0 {
-		pct = float64(p.Done) * 100 / float64(total)
-	}
-	counts := fmt.Sprintf(" %d/%d %3.0f%%", p.Done, total, pct)
-	fmt.Fprintf(&b, "  %s%s\n", bar(p.Done, total, max(10, min(50, w-4-len(counts)))), counts)
-	fmt.Fprintf(&b, "  confirmed %d · failed %d · skipped %d\n", p.Confirmed, p.Failed, p.Skipped)
-	limit := p.Limit
-	if limit == 0 && m.req != nil {
-		limit = m.req.Rate
-	}
-	fmt.Fprintf(&b, "  rate %.1f/s (limit %g/s) · elapsed %s\n", p.Rate, limit, p.Elapsed.Round(time.Second))
-	canary := string(p.Canary)
-	if canary == "" {
-		canary = "none"
-	}
-	if p.CanaryItems > 0 {
-		canary += " (" + phrase.Count(p.CanaryItems, "letter", "letters") + ")"
-	}
-	fmt.Fprintf(&b, "  canary %s\n\n", canary)
-
-	fmt.Fprintf(&b, "  %-22s %10s %10s\n", "stop condition", "now", "limit")
-	var stop replay.StopConditions
-	if m.req != nil {
-		stop = m.req.Stop
-	}
-	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "publish failures", p.FailureRatio*100, stop.FailureRatio*100)
-	fmt.Fprintf(&b, "  %-22s %10d %10d\n", "target queue depth", p.QueueDepth, stop.QueueDepth)
-	fmt.Fprintf(&b, "  %-22s %9.1f%% %9.1f%%\n", "re-dead-lettered", p.RedeadRatio*100, stop.RedeadRatio*100)
-	if o := p.Outcomes; o != nil {
-		fmt.Fprintf(&b, "\n  outcomes %s\n", o.Summary())
-	}
-	if p.Note != "" {
-		fmt.Fprintf(&b, "\n  %s\n", termsafe.EscapeLine(p.Note))
-	}
-	switch {
-	case m.err != nil:
-		fmt.Fprintf(&b, "\n%s\n", th.Warn.Render("run failed: "+termsafe.EscapeLine(m.err.Error())))
-	case m.summary != nil && m.summary.Status == replay.StatusHalted:
-		fmt.Fprintf(&b, "\n%s\n", th.Warn.Render("halted: "+termsafe.EscapeLine(m.summary.HaltReason)+" — it needs a fresh approval to run again"))
-	case m.summary != nil:
-		fmt.Fprintf(&b, "\n%s\n", th.Good.Render(ended(*m.summary)))
-	}
-	return frame.Fit(b.String(), w, m.ctx.Height)
 }

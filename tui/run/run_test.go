@@ -31,20 +31,28 @@ func update(m run.Model, msg tea.Msg) (run.Model, tea.Cmd) { return m.Update(msg
 
 func services(r backend.Runner) backend.Services {
 	approved := fakes.Request(2, "alice", 400)
-	approved.Status = replay.StatusApproved
+	approved.Status, approved.Canary = replay.StatusApproved, 40
 	svc := tuitest.Services(fakes.Letters(5), fakes.NewRequests("bob", approved))
 	svc.Runner = r
 	return svc
 }
 
-var halfway = backend.RunProgress{Total: 400, Done: 200, Confirmed: 196, Failed: 3, Skipped: 1, Rate: 19.6, Limit: 20,
-	Canary: backend.CanaryPassed, CanaryItems: 40, FailureRatio: 0.015, QueueDepth: 120, RedeadRatio: 0.01,
-	Elapsed: 11 * time.Second, Note: "target queue at 120/10000"}
+// fakeStop are the fake request's stop conditions, which the runner's
+// progress carries.
+var fakeStop = fakes.Request(2, "alice", 400).Stop
+
+// halfway is a run half done: its counts agree with each other (done is
+// confirmed + failed + skipped; the ratios are their counts' ratios; the rate
+// is published over elapsed), as the real runner's do.
+var halfway = backend.RunProgress{Total: 400, Done: 200, Confirmed: 196, Failed: 3, Skipped: 1, Published: 203, InFlight: 4,
+	Rate: 20.3, Limit: 20, Stop: fakeStop, Canary: backend.CanaryPassed, CanaryItems: 40, Checked: true,
+	FailureRatio: 3.0 / 199, Attempted: 199, FailedRun: 3, QueueDepth: 120, DepthQueue: "reservation-expiry",
+	RedeadRatio: 2.0 / 196, Redead: 2, ConfirmedRun: 196, Elapsed: 10 * time.Second, Note: "pace: consumers keep up"}
 
 func TestRunToCompletion(t *testing.T) {
 	t.Parallel()
 	final := halfway
-	final.Done, final.Confirmed = 400, 396
+	final.Done, final.Confirmed, final.Skipped, final.InFlight = 400, 396, 1, 0
 	r := &tuitest.Runner{Steps: []backend.RunProgress{{Total: 400, Canary: backend.CanarySending}, halfway},
 		Summary: backend.RunSummary{Status: replay.StatusCompleted, Final: final}}
 	m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
@@ -61,7 +69,7 @@ func TestRunToCompletion(t *testing.T) {
 	if notice != "replay request 2 completed: 396 confirmed, 3 failed, 1 skipped" {
 		t.Errorf("notice %q", notice)
 	}
-	if v := m.View(); !strings.Contains(v, "400/400 100%") || !strings.Contains(v, "completed") {
+	if v := m.View(); !strings.Contains(v, "400/400 settled (100%)") || !strings.Contains(v, "completed") {
 		t.Errorf("view:\n%s", v)
 	}
 }
@@ -83,12 +91,12 @@ func TestHaltedAndCancel(t *testing.T) {
 
 func TestStopCancelsTheRun(t *testing.T) {
 	t.Parallel()
-	r := &tuitest.Runner{Steps: []backend.RunProgress{halfway}, Hold: make(chan struct{})}
+	r := &tuitest.Runner{Steps: []backend.RunProgress{halfway}, Hold: make(chan struct{}), Stopped: backend.RunSummary{Final: halfway}}
 	m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
-	m.Stop()
+	m = m.StopRun()
 	m, _ = tuitest.Drive(t, m, update, cmd)
-	if m.Running() || !strings.Contains(m.View(), "run failed: context canceled") {
-		t.Errorf("after Stop:\n%s", m.View())
+	if v := m.View(); m.Running() || !strings.Contains(v, "stopped, resumable") || !strings.Contains(v, "`expiryctl replay run 2` resumes it") {
+		t.Errorf("after StopRun:\n%s", v)
 	}
 }
 

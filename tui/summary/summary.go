@@ -18,6 +18,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -332,7 +333,7 @@ func (m Model) View() string {
 	lines = append(lines, "  "+strings.Join(parts, " · ")+more)
 	status := "updated " + m.at.UTC().Format("15:04:05Z")
 	if m.refresh > 0 {
-		status += fmt.Sprintf(", every %s", m.refresh)
+		status += ", every " + phrase.Duration(m.refresh)
 	}
 	if m.failed {
 		status += " — stale: the last refresh failed"

@@ -3,33 +3,17 @@ package broker
 import (
 	"context"
 	"fmt"
-	"regexp"
 
 	"github.com/expiryctl/expiryctl/replay"
 )
 
 var _ replay.Flow = (*Management)(nil)
 
-// topologySuffix is how a retry or dead-letter queue's name extends its
-// work queue's.
-var topologySuffix = regexp.MustCompile(`(\.retry\.[0-9]+|\.dlq)$`)
-
-// WorkQueueOf returns the work queue that queue belongs to: queue without
-// its ".retry.<ms>" or ".dlq" suffix, or queue itself. A replay's target is
-// often known only as the queue a letter died in, which in a retry
-// topology is a retry queue; the consumers to pace by read the work queue.
-func WorkQueueOf(queue string) string {
-	if work := topologySuffix.ReplaceAllString(queue, ""); work != "" {
-		return work
-	}
-	return queue
-}
-
 // QueueFlow implements replay.Flow: one read of the topology of the work
-// queue that queue belongs to (see WorkQueueOf), summed into the work
+// queue that queue belongs to (see replay.WorkQueueOf), summed into the work
 // queue's traffic and its retry queues' publishes.
 func (m *Management) QueueFlow(ctx context.Context, queue string) (replay.QueueFlow, error) {
-	work := WorkQueueOf(queue)
+	work := replay.WorkQueueOf(queue)
 	flow := replay.QueueFlow{Queue: work}
 	report, err := m.Topology(ctx, work)
 	if err != nil || report.Unavailable != "" {

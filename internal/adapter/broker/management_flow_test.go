@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 func TestWorkQueueOf(t *testing.T) {
@@ -19,7 +20,7 @@ func TestWorkQueueOf(t *testing.T) {
 		"reservation-expiry": "reservation-expiry", "reservation-expiry.retry.1000": "reservation-expiry",
 		"reservation-expiry.dlq": "reservation-expiry", "q.retry.soon": "q.retry.soon", ".dlq": ".dlq", "a.dlq.old": "a.dlq.old",
 	} {
-		if got := broker.WorkQueueOf(in); got != want {
+		if got := replay.WorkQueueOf(in); got != want {
 			t.Errorf("WorkQueueOf(%q) = %q, want %q", in, got, want)
 		}
 	}

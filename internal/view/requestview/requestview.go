@@ -54,7 +54,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	field("categories", counts(d.Categories))
 	if d.Kind == replay.KindReplay {
 		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
-		field("canary", fmt.Sprintf("%d letters first, then wait up to %s for them to come back", d.Canary, phrase.Duration(d.Stop.CanaryWindow)))
+		field("canary", fmt.Sprintf("%s first, then wait up to %s for them to come back", phrase.Count(d.Canary, "letter", "letters"), phrase.Duration(d.Stop.CanaryWindow)))
 		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
 		if d.ToExchange != "" || d.ToRoutingKey != "" {

@@ -17,16 +17,21 @@ import (
 // ports (backend.Runner and backend.AuditTrail) and the services a screen
 // test starts from.
 
-// Runner is a fake runner that reports Steps, then ends with Summary.
+// Runner is a fake runner that reports Steps, then ends with Summary and
+// Err.
 type Runner struct {
 	Steps   []backend.RunProgress
 	Summary backend.RunSummary
-	// Hold, when set, is waited on before the run ends.
-	Hold chan struct{}
+	Err     error
+	// Hold, when set, is waited on before the run ends; a run stopped
+	// meanwhile (ctx cancelled) ends as the real runner's stop path does,
+	// with Stopped as its summary and an *replay.InterruptedError.
+	Hold    chan struct{}
+	Stopped backend.RunSummary
 }
 
 // Run reports the steps and returns the summary.
-func (r *Runner) Run(ctx context.Context, _ int64, progress func(backend.RunProgress)) (backend.RunSummary, error) {
+func (r *Runner) Run(ctx context.Context, id int64, progress func(backend.RunProgress)) (backend.RunSummary, error) {
 	for _, p := range r.Steps {
 		progress(p)
 	}
@@ -34,10 +39,10 @@ func (r *Runner) Run(ctx context.Context, _ int64, progress func(backend.RunProg
 		select {
 		case <-r.Hold:
 		case <-ctx.Done():
-			return backend.RunSummary{}, ctx.Err()
+			return r.Stopped, &replay.InterruptedError{RequestID: id, Err: ctx.Err()}
 		}
 	}
-	return r.Summary, nil
+	return r.Summary, r.Err
 }
 
 // Audit is a fake audit trail of entries n … 1.

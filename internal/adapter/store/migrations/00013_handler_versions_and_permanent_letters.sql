@@ -415,7 +415,7 @@ BEGIN
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
         'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
-            'redead_ratio', req.stop_redead_ratio, 'canary_window', extract(epoch FROM req.canary_window) * 1e9)));
+            'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window))));
     RETURN NEXT;
 END
 $$;

@@ -1,0 +1,15 @@
+package service
+
+import (
+	"context"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+)
+
+// LetterCounter is implemented by an archive that can count the letters a
+// filter matches, up to a bound, without writing an audit row: the terminal
+// UI shows the count as a filter is typed, in a cohort form, and as its
+// list's total. *deadletter.Archive implements it.
+type LetterCounter interface {
+	CountMatching(ctx context.Context, f deadletter.Filter, upTo int) (deadletter.MatchCount, error)
+}
