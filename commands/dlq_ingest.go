@@ -11,6 +11,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
+	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -28,6 +29,12 @@ type DLQIngestOptions struct {
 	MetricsSource func(ctx context.Context, workQueue string) (metrics.Source, error)
 	Recorder      func(context.Context) (service.Recorder, error)
 	Getenv        func(string) string
+	// PingDB, with Follow, checks that PostgreSQL answers again before a
+	// consumer is reopened after an outage.
+	PingDB func(context.Context) error
+	// Backoff spaces the reconnection tries of Follow (zero:
+	// backoff.Default).
+	Backoff backoff.Policy
 
 	Queue       string
 	Batch       int
@@ -52,7 +59,7 @@ type DLQIngestOptions struct {
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
 func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
 	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner,
-		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv}
+		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv, PingDB: f.PingDB}
 	cmd := &cobra.Command{
 		Use:   "ingest --queue QUEUE",
 		Short: "Capture a dead-letter queue into the archive",
@@ -66,7 +73,12 @@ category "malformed" or "unknown".
 
 Without --follow, ingest exits once the queue is empty. With it, ingest keeps
 capturing until interrupted; on SIGINT or SIGTERM the batch being written is
-committed and acknowledged, and the rest stays in the queue.
+committed and acknowledged, and the rest stays in the queue. A followed
+capture outlives a restart of RabbitMQ or PostgreSQL: it says on stderr what
+it lost, and tries again after a wait that doubles from half a second up to
+30 seconds (at random within its upper half); letters received and not
+committed go back to the queue unacknowledged and are captured once it is
+back. A refused login, a deleted queue or a refusal of the database ends it.
 
 Several ingest processes may run on the same queue at once.`,
 		Example: `  # capture what is there now
@@ -148,7 +160,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	// A followed capture may end on another source than the first.
+	defer func() { _ = src.Close() }()
 
 	if opts.CheckpointKey != "" {
 		key, err := os.ReadFile(opts.CheckpointKey)
@@ -208,10 +221,16 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	} else {
 		fmt.Fprintf(opts.IO.ErrOut, "capturing %s %s\n", opts.Queue, until)
 	}
-	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{
+	run := deadletter.IngestOptions{
 		Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
-	})
+	}
+	var stats deadletter.IngestStats
+	if opts.Follow {
+		stats, src, err = followIngest(ctx, opts, ingester, src, run, prefetch)
+	} else {
+		stats, err = ingester.Ingest(ctx, src, run)
+	}
 	if opts.IO.StderrTTY {
 		opts.progress.clear()
 	}

@@ -96,9 +96,12 @@ type Factory struct {
 	pool     *pgxpool.Pool
 	poolErr  error
 
-	amqpOnce sync.Once
+	// amqpMu guards amqpConn, which is dialled again once it is closed.
+	amqpMu   sync.Mutex
 	amqpConn *amqp.Connection
-	amqpErr  error
+	// amqpDialled says a dial was tried, for the test that --help dials
+	// nothing.
+	amqpDialled bool
 
 	outcomesOnce sync.Once
 	outcomes     *pgxpool.Pool
@@ -232,17 +235,26 @@ func (f *Factory) warnAdvisory(ctx context.Context, pool *pgxpool.Pool) {
 		standing.Login, standing.What())
 }
 
-// AMQP connects to RabbitMQ.
+// AMQP connects to RabbitMQ, once while the connection lasts: after the
+// broker closed it (a restart, a lost network), the next call dials again,
+// so that a command that follows a queue can reconnect.
 func (f *Factory) AMQP() (*amqp.Connection, error) {
-	f.amqpOnce.Do(func() {
-		opts, err := f.dialOptions(nil)
-		if err != nil {
-			f.amqpErr = err
-			return
-		}
-		f.amqpConn, f.amqpErr = broker.DialWith(f.AMQPURL(), opts)
-	})
-	return f.amqpConn, f.amqpErr
+	f.amqpMu.Lock()
+	defer f.amqpMu.Unlock()
+	if f.amqpConn != nil && !f.amqpConn.IsClosed() {
+		return f.amqpConn, nil
+	}
+	f.amqpDialled = true
+	opts, err := f.dialOptions(nil)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := broker.DialWith(f.AMQPURL(), opts)
+	if err != nil {
+		return nil, err
+	}
+	f.amqpConn = conn
+	return conn, nil
 }
 
 // Close releases whatever connections the commands opened.
@@ -250,9 +262,11 @@ func (f *Factory) Close() {
 	if f.pool != nil {
 		f.pool.Close()
 	}
+	f.amqpMu.Lock()
 	if f.amqpConn != nil {
 		_ = f.amqpConn.Close()
 	}
+	f.amqpMu.Unlock()
 	if f.outcomes != nil {
 		f.outcomes.Close()
 	}

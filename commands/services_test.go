@@ -83,7 +83,7 @@ func TestNoCommandDialsForHelpOrAFlagError(t *testing.T) {
 			if extra[0] != "--help" && ExitCode(err) != ExitUsage {
 				t.Errorf("%v %s exits %d (%v), want %d", path, extra[0], ExitCode(err), err, ExitUsage)
 			}
-			if f.pool != nil || f.amqpConn != nil || f.poolErr != nil || f.amqpErr != nil {
+			if f.pool != nil || f.amqpConn != nil || f.poolErr != nil || f.amqpDialled {
 				t.Errorf("%v %s tried to connect", path, extra[0])
 			}
 		}

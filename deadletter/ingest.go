@@ -78,6 +78,11 @@ func (s IngestStats) Rate() float64 {
 	return float64(s.Received) / s.Elapsed.Seconds()
 }
 
+// ErrSourceLost is the source's consumer gone from under an ingest: its
+// connection lost, or its queue deleted. What was received and not
+// committed was never acknowledged, so the broker redelivers it.
+var ErrSourceLost = errors.New("the broker closed the consumer (connection lost or queue deleted)")
+
 // StoreError reports that PostgreSQL refused or lost a batch. Nothing of that
 // batch was acknowledged: its messages stay in the queue.
 type StoreError struct {
@@ -158,7 +163,7 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 			if err := src.AckThrough(w.lastTag); err != nil {
 				// Committed but not acked: the broker redelivers and the
 				// fingerprint makes the copies no-ops.
-				writeErr = fmt.Errorf("acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", len(w.letters), err)
+				writeErr = fmt.Errorf("%w: acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", ErrSourceLost, len(w.letters), err)
 				stopCollecting()
 				continue
 			}
@@ -260,9 +265,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 					return nil
 				}
 				if lost, ok := src.(interface{ Err() error }); ok && lost.Err() != nil {
-					return fmt.Errorf("%w; letters not yet stored stay in the queue", lost.Err())
+					return fmt.Errorf("%w: %w; letters not yet stored stay in the queue", ErrSourceLost, lost.Err())
 				}
-				return errors.New("the broker closed the consumer (connection lost or queue deleted); letters not yet stored stay in the queue")
+				return fmt.Errorf("%w; letters not yet stored stay in the queue", ErrSourceLost)
 			}
 			// Parsing here, while the writers wait on PostgreSQL, keeps the
 			// CPU work off the commit path.

@@ -1,0 +1,110 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/backoff"
+	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+)
+
+// PingDB says whether PostgreSQL answers on the commands' connections.
+func (f *Factory) PingDB(ctx context.Context) error {
+	pool, err := f.RawDB(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pool.Ping(ctx)
+}
+
+// followIngest is `dlq ingest --follow`: the capture goes on through a
+// restart of RabbitMQ or PostgreSQL, saying on stderr what was lost, for
+// how long, and when it tries again. It returns the source open at the end,
+// for the caller to close and to ask what is left.
+func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.Ingester, src service.DLQSource,
+	run deadletter.IngestOptions, prefetch int,
+) (deadletter.IngestStats, service.DLQSource, error) {
+	policy := opts.Backoff
+	if policy.Initial == 0 {
+		policy = backoff.Default
+	}
+	stats, last, err := deadletter.IngestFollowing(ctx, src, run, deadletter.FollowOptions{
+		Ingest: ingester.Ingest,
+		Open: func(ctx context.Context) (deadletter.ClosableSource, error) {
+			return reopenDLQSource(ctx, opts, prefetch)
+		},
+		Backoff: policy,
+		Report: func(r deadletter.Reconnect) {
+			if opts.IO.StderrTTY {
+				opts.progress.clear()
+			}
+			fmt.Fprintln(opts.IO.ErrOut, reconnectLine(opts.Queue, r))
+		},
+	})
+	if open, ok := last.(service.DLQSource); ok && open != nil {
+		src = open
+	}
+	return stats, src, err
+}
+
+// reopenDLQSource checks that PostgreSQL answers, then opens a consumer
+// on a fresh connection when the last one is gone. An absent server is
+// said to be unavailable, to be waited for; anything else ends the
+// capture.
+func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) (deadletter.ClosableSource, error) {
+	if opts.PingDB != nil {
+		if err := opts.PingDB(ctx); err != nil {
+			if store.Transient(err) {
+				return nil, &deadletter.Unavailable{Server: "PostgreSQL", Err: err}
+			}
+			return nil, err
+		}
+	}
+	src, err := opts.Source(opts.Queue, prefetch)
+	if err != nil {
+		if broker.Unreachable(err) {
+			return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}
+		}
+		return nil, err
+	}
+	return src, nil
+}
+
+// reconnectLine is one line of an outage on stderr: what was lost and why,
+// for how long, what happens to the letters in hand, and the next try.
+func reconnectLine(queue string, r deadletter.Reconnect) string {
+	down := r.Down.Round(100 * time.Millisecond)
+	tries := phrase.Count(r.Attempt, "try", "tries")
+	switch {
+	case r.Back && r.Server == "RabbitMQ":
+		return fmt.Sprintf("reconnected to RabbitMQ after %s (%s): capturing %s again", down, tries, queue)
+	case r.Back:
+		return fmt.Sprintf("PostgreSQL is back after %s (%s): batches of %s commit again", down, tries, queue)
+	case r.Attempt == 1:
+		return fmt.Sprintf("lost %s: %s; letters received and not committed were not acknowledged and go back to %s; reconnecting in %s",
+			r.Server, errorLine(r.Err), queue, r.Next.Round(10*time.Millisecond))
+	default:
+		return fmt.Sprintf("%s still unavailable after %s (%s): %s; next try in %s",
+			r.Server, down, tries, errorLine(r.Err), r.Next.Round(10*time.Millisecond))
+	}
+}
+
+// errorLine is err's first line, escaped for the terminal: a connect
+// error's advice on further lines is for a command that ends, not for one
+// that waits.
+func errorLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return termsafe.EscapeLine(line)
+}

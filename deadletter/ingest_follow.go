@@ -1,0 +1,176 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/internal/backoff"
+)
+
+// ClosableSource is a Source its user closes; closing returns what was not
+// acknowledged to the queue.
+type ClosableSource interface {
+	Source
+	Close() error
+}
+
+// Unavailable says that a server could not be reached, so that a followed
+// ingest waits for it rather than ending. The opener of a FollowOptions
+// wraps the errors it knows to be an absent server in it; any other error
+// of the opener (a deleted queue, a refused login) ends the ingest.
+type Unavailable struct {
+	// Server is "RabbitMQ" or "PostgreSQL".
+	Server string
+	Err    error
+}
+
+func (u *Unavailable) Error() string { return u.Server + " is unavailable: " + u.Err.Error() }
+
+func (u *Unavailable) Unwrap() error { return u.Err }
+
+// Reconnect is one event of a followed ingest's outage, for the operator:
+// a server lost (Back false: Next is the wait before the next try), or
+// reached again (Back true).
+type Reconnect struct {
+	// Server is what was lost: "RabbitMQ" or "PostgreSQL".
+	Server string
+	// Err is why, while it is down.
+	Err error
+	// Attempt counts the tries since the server was lost.
+	Attempt int
+	// Down is how long since it was lost.
+	Down time.Duration
+	// Next is the wait before the next try.
+	Next time.Duration
+	Back bool
+}
+
+// FollowOptions are what IngestFollowing needs beyond IngestOptions.
+type FollowOptions struct {
+	// Ingest captures from one source until it ends (deadletter.Ingest
+	// with its pool, or a service that wraps it).
+	Ingest func(ctx context.Context, src Source, opts IngestOptions) (IngestStats, error)
+	// Open opens a fresh consumer, on a fresh connection when the last was
+	// lost; an error wrapped in *Unavailable is waited out.
+	Open    func(ctx context.Context) (ClosableSource, error)
+	Backoff backoff.Policy
+	// Report is told of each loss, retry and recovery.
+	Report func(Reconnect)
+	// Sleep waits d or until ctx is done (default a timer).
+	Sleep func(ctx context.Context, d time.Duration)
+}
+
+// IngestFollowing ingests from first, and whenever RabbitMQ or PostgreSQL
+// goes away, closes the source (so that the broker redelivers what was
+// received and not committed), waits with Backoff and ingests from a
+// source Open gives, until ctx is done or an error that no wait cures. Each
+// letter is still acknowledged only after its commit, and a letter
+// redelivered after a commit whose acknowledgement was lost is skipped as
+// a duplicate, so no letter is lost or stored twice. The stats are those of
+// every source together; the source open at the end is returned for its
+// caller to close.
+func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptions, follow FollowOptions) (IngestStats, ClosableSource, error) {
+	if follow.Sleep == nil {
+		follow.Sleep = sleepContext
+	}
+	if follow.Report == nil {
+		follow.Report = func(Reconnect) {}
+	}
+	start := time.Now()
+	var total IngestStats
+	src := first
+	progress := opts.Progress
+	// outage is the loss being waited out, until a batch commits again (or,
+	// for RabbitMQ, a consumer is open again): tries after a loss that
+	// came straight back count on, so the waits grow.
+	var outage *Reconnect
+	for {
+		base := total
+		run := opts
+		run.Progress = func(s IngestStats) {
+			if outage != nil {
+				follow.Report(Reconnect{Server: outage.Server, Attempt: outage.Attempt, Down: time.Since(start) - outage.Down, Back: true})
+				outage = nil
+			}
+			if progress != nil {
+				progress(sumStats(base, s, time.Since(start)))
+			}
+		}
+		stats, err := follow.Ingest(ctx, src, run)
+		total = sumStats(base, stats, time.Since(start))
+		server, isLoss := lostServer(err)
+		if err == nil || ctx.Err() != nil || !isLoss {
+			return total, src, err
+		}
+		_ = src.Close()
+		if outage == nil || outage.Server != server {
+			// Down holds when it went, as time since start, until Back.
+			outage = &Reconnect{Server: server, Down: time.Since(start)}
+		}
+		for {
+			outage.Attempt++
+			wait := follow.Backoff.Wait(outage.Attempt)
+			follow.Report(Reconnect{Server: outage.Server, Err: err, Attempt: outage.Attempt, Down: time.Since(start) - outage.Down, Next: wait})
+			follow.Sleep(ctx, wait)
+			if ctx.Err() != nil {
+				return total, src, nil
+			}
+			next, openErr := follow.Open(ctx)
+			if openErr == nil {
+				src = next
+				// The broker is back once a consumer is open; PostgreSQL
+				// once a batch commits, which the next progress says.
+				if outage.Server == "RabbitMQ" {
+					follow.Report(Reconnect{Server: outage.Server, Attempt: outage.Attempt, Down: time.Since(start) - outage.Down, Back: true})
+					outage = nil
+				}
+				break
+			}
+			var unavailable *Unavailable
+			if !errors.As(openErr, &unavailable) {
+				return total, nil, fmt.Errorf("reconnecting after %s was lost: %w", server, openErr)
+			}
+			err = unavailable.Err
+			if unavailable.Server != outage.Server {
+				outage.Server = unavailable.Server
+			}
+		}
+	}
+}
+
+// lostServer reports which server err says was lost, if that is all it
+// says: a refusal or a bad letter is not waited out.
+func lostServer(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	var storeErr *StoreError
+	if errors.As(err, &storeErr) {
+		return "PostgreSQL", store.Transient(storeErr.Err)
+	}
+	if errors.Is(err, ErrSourceLost) {
+		return "RabbitMQ", true
+	}
+	var unavailable *Unavailable
+	if errors.As(err, &unavailable) {
+		return unavailable.Server, true
+	}
+	return "", false
+}
+
+func sumStats(base, s IngestStats, elapsed time.Duration) IngestStats {
+	return IngestStats{Received: base.Received + s.Received, Stored: base.Stored + s.Stored,
+		Duplicates: base.Duplicates + s.Duplicates, Batches: base.Batches + s.Batches, Elapsed: elapsed}
+}
+
+func sleepContext(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
