@@ -110,9 +110,12 @@ func TestIngestPostgresDownMidway(t *testing.T) {
 			WHERE action = 'dlq.ingest.batch'`)
 		// A batch that committed after an earlier one failed is not acked
 		// (acks are cumulative, in order): its copies stay queued, to be
-		// skipped as duplicates when redelivered. So up to one batch may be
-		// both stored and queued; none may be neither.
-		if stored <= 400 || stored > 600 || stored != inBatches || stored+queued < b.published || stored+queued > b.published+100 {
+		// skipped as duplicates when redelivered. How many such batches
+		// there are depends on how the two writers were scheduled (one may
+		// stall on a batch while the other commits several), so the bound
+		// is that every letter is stored or queued, none neither, and no
+		// more are queued than were published.
+		if stored <= 400 || stored > 600 || stored != inBatches || stored+queued < b.published || queued > b.published {
 			t.Errorf("%d stored (%d by the batches' audit rows) + %d queued, want 401 to 600 stored in whole batches and the other %d queued: every letter not stored must still be queued",
 				stored, inBatches, queued, b.published-stored)
 		}
