@@ -102,6 +102,9 @@ type Factory struct {
 	// amqpDialled says a dial was tried, for the test that --help dials
 	// nothing.
 	amqpDialled bool
+	// amqpNode is the index in AMQPURLs of the node amqpConn reached: once
+	// that connection is lost, the next dial starts at the node after it.
+	amqpNode int
 
 	outcomesOnce sync.Once
 	outcomes     *pgxpool.Pool
@@ -127,9 +130,10 @@ func (f *Factory) DatabaseURL() string {
 	return firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL"), store.DefaultURL)
 }
 
-// AMQPURL resolves --amqp-url, then EXPIRYCTL_AMQP_URL, then the default.
+// AMQPURL is the first of AMQPURLs: the node whose management API and
+// virtual host the live queues are read from.
 func (f *Factory) AMQPURL() string {
-	return firstNonEmpty(f.AMQPURLFlag, f.Getenv("EXPIRYCTL_AMQP_URL"), broker.DefaultURL)
+	return f.AMQPURLs()[0]
 }
 
 // ManagementURL resolves --management-url, then EXPIRYCTL_MANAGEMENT_URL,
@@ -157,7 +161,7 @@ func (f *Factory) OutcomeURL() string {
 
 // connectionURLs are the URLs whose passwords no message may show.
 func (f *Factory) connectionURLs() []string {
-	urls := []string{f.DatabaseURL(), f.AMQPURL(), f.ManagementURL()}
+	urls := append([]string{f.DatabaseURL(), f.ManagementURL()}, f.AMQPURLs()...)
 	if u := f.OutcomeURL(); u != "" {
 		urls = append(urls, u)
 	}
@@ -237,7 +241,8 @@ func (f *Factory) warnAdvisory(ctx context.Context, pool *pgxpool.Pool) {
 
 // AMQP connects to RabbitMQ, once while the connection lasts: after the
 // broker closed it (a restart, a lost network), the next call dials again,
-// so that a command that follows a queue can reconnect.
+// starting at the next node of a cluster's list, so that a command that
+// follows a queue can reconnect, to another node while one is down.
 func (f *Factory) AMQP() (*amqp.Connection, error) {
 	f.amqpMu.Lock()
 	defer f.amqpMu.Unlock()
@@ -249,11 +254,15 @@ func (f *Factory) AMQP() (*amqp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := broker.DialWith(f.AMQPURL(), opts)
+	start := 0
+	if f.amqpConn != nil {
+		start = f.amqpNode + 1
+	}
+	conn, node, err := broker.DialAny(f.AMQPURLs(), start, opts)
 	if err != nil {
 		return nil, err
 	}
-	f.amqpConn = conn
+	f.amqpConn, f.amqpNode = conn, node
 	return conn, nil
 }
 

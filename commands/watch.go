@@ -60,7 +60,9 @@ type watchFlag struct {
 // addWatchFlag registers --watch on cmd.
 func addWatchFlag(cmd *cobra.Command, f *Factory) *watchFlag {
 	w := &watchFlag{now: f.Now, getenv: f.Getenv, ticks: tickEvery, size: terminalSize,
-		redact: func(s string) string { return dsn.RedactTextFor(s, f.DatabaseURL(), f.AMQPURL()) }}
+		redact: func(s string) string {
+			return dsn.RedactTextFor(s, append([]string{f.DatabaseURL()}, f.AMQPURLs()...)...)
+		}}
 	// The empty back-quoted name keeps pflag from printing a placeholder
 	// after the flag: its interval follows an equals sign (--watch[=5s]).
 	cmd.Flags().Var(w, "watch", "``update every 5s until Ctrl-C, or every --watch=INTERVAL (at least 1s): "+

@@ -9,11 +9,12 @@ import (
 // DialAMQP opens a RabbitMQ connection of its own, not shared with the
 // other commands' (Factory.AMQP), whose connection properties are
 // properties: the reference worker advertises its handler version in them.
-// The caller closes it.
+// The first node of AMQPURLs that accepts is used. The caller closes it.
 func (f *Factory) DialAMQP(properties amqp.Table) (*amqp.Connection, error) {
 	opts, err := f.dialOptions(properties)
 	if err != nil {
 		return nil, err
 	}
-	return broker.DialWith(f.AMQPURL(), opts)
+	conn, _, err := broker.DialAny(f.AMQPURLs(), 0, opts)
+	return conn, err
 }
