@@ -16,7 +16,7 @@ LINT_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services node promtool build test vet alerts demo bench lint docs schema fuzz clean
+.PHONY: help services node promtool build test faults vet alerts demo bench lint docs schema fuzz clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -42,6 +42,11 @@ vet: ## go vet ./...
 # through EXPIRYCTL_BIN.
 test: services node promtool build vet ## vet, then all tests (unit, PostgreSQL, RabbitMQ, end-to-end)
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
+
+# The slow fault tests behind the build tag faults (a PostgreSQL failover to a
+# promoted replica, clusters of private servers); `make test` does not run them.
+faults: services build ## the slow fault tests (build tag faults): a PostgreSQL failover, clusters
+	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags faults -count=1 -timeout 20m ./... -run 'Cluster|Failover'
 
 # The alert rules and their unit tests (also run by `make test`, through
 # internal/adapter/metrics).
