@@ -100,11 +100,25 @@ func reconnectLine(queue string, r deadletter.Reconnect) string {
 
 // errorLine is err's first line, escaped for the terminal: a connect
 // error's advice on further lines is for a command that ends, not for one
-// that waits.
+// that waits. The tab-indented lines that follow a first line ending in
+// ":" are its reasons (pgx gives one per host of a multi-host URL: the
+// stopped primary and the replica that is still read-only) and are kept,
+// joined by "; ".
 func errorLine(err error) string {
 	if err == nil {
 		return ""
 	}
-	line, _, _ := strings.Cut(err.Error(), "\n")
+	lines := strings.Split(err.Error(), "\n")
+	line := lines[0]
+	if strings.HasSuffix(line, ":") {
+		var reasons []string
+		for _, l := range lines[1:] {
+			if !strings.HasPrefix(l, "\t") {
+				break
+			}
+			reasons = append(reasons, strings.TrimSpace(l))
+		}
+		line += " " + strings.Join(reasons, "; ")
+	}
 	return termsafe.EscapeLine(line)
 }

@@ -38,6 +38,11 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			"PostgreSQL refused the credentials at ", `user "expiryctl_nobody"`},
 		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }),
 			"cannot reach PostgreSQL at 127.0.0.1:1/", "scripts/services.sh"},
+		// A primary and its replica, both down: the message names both.
+		{"no host of several listens", with(func(u *url.URL) {
+			u.Host = "127.0.0.1:1,127.0.0.1:2"
+			u.RawQuery = "sslmode=disable&target_session_attrs=read-write"
+		}), "cannot reach PostgreSQL at 127.0.0.1:1,127.0.0.1:2/", "scripts/services.sh"},
 		{"TLS declined", with(func(u *url.URL) {
 			u.Host = refusesTLS(t)
 			u.RawQuery = "sslmode=require"

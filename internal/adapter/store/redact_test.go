@@ -43,7 +43,7 @@ func TestOpenRedactsPassword(t *testing.T) {
 		{"raw #", "postgresql://u:S3cret#PW@127.0.0.1:1/db", []string{"S3cret#PW", "S3cret"}, "cannot reach PostgreSQL at 127.0.0.1:1/db: "},
 		{"percent-encoded", "postgres://u:p%40ss%20S3cret@127.0.0.1:1/db", []string{"p%40ss%20S3cret", "p@ss S3cret"}, "cannot reach"},
 		{"bad escape", "postgres://u:S3cr%zzetPW@127.0.0.1:1/db", []string{"S3cr%zzetPW"}, "invalid database URL postgres://u:xxxxx@127.0.0.1:1/db: "},
-		{"multi-host", "postgres://u:S3cretPW@127.0.0.1:1,127.0.0.2:2/db", []string{"S3cretPW"}, "cannot reach PostgreSQL at 127.0.0.1:1/db: "},
+		{"multi-host", "postgres://u:S3cretPW@127.0.0.1:1,127.0.0.2:2/db", []string{"S3cretPW"}, "cannot reach PostgreSQL at 127.0.0.1:1,127.0.0.2:2/db: "},
 		{"query", "postgres://127.0.0.1:1/db?sslmode=disable&password=S3cret%20PW", []string{"S3cret%20PW", "S3cret PW"}, "cannot reach"},
 		{"query, raw space", "postgres://127.0.0.1:1/db?sslmode=disable&password=S3cret PW",
 			[]string{"S3cret PW", "S3cret"}, "invalid database URL postgres://127.0.0.1:1/db?sslmode=disable&password=xxxxx: "},

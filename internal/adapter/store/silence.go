@@ -78,7 +78,7 @@ func applyOptions(cfg *pgxpool.Config, opts Options) {
 		}
 	}
 	silence := opts.Timeout + clientGrace
-	address := address(cfg)
+	database := cfg.ConnConfig.Database
 	dialer := &net.Dialer{
 		Timeout: cfg.ConnConfig.ConnectTimeout,
 		// Keepalives find a peer that vanished while the connection was
@@ -91,7 +91,9 @@ func applyOptions(cfg *pgxpool.Config, opts Options) {
 		if err != nil {
 			return nil, err
 		}
-		return &watchedConn{Conn: conn, silence: silence, address: address}, nil
+		// The host dialed, not the URL's first: with a multi-host URL the
+		// server that stopped answering is the one this connection reached.
+		return &watchedConn{Conn: conn, silence: silence, address: addr + "/" + database}, nil
 	}
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,8 +92,16 @@ func connectError(url string, cfg *pgxpool.Config, err error) *ConnectError {
 	}
 }
 
+// address names every host the URL lists: a multi-host URL (a primary and
+// its replicas) that reached none of them must say so, not blame the first.
 func address(cfg *pgxpool.Config) string {
-	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	hosts := []string{net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))}
+	for _, fb := range cfg.ConnConfig.Fallbacks {
+		if hp := net.JoinHostPort(fb.Host, strconv.Itoa(int(fb.Port))); !slices.Contains(hosts, hp) {
+			hosts = append(hosts, hp)
+		}
+	}
+	return strings.Join(hosts, ",") + "/" + cfg.ConnConfig.Database
 }
 
 // Querier is what both a pool and a transaction offer; domain code that runs
