@@ -15,6 +15,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // DLQIngestOptions holds what `expiryctl dlq ingest` needs.
@@ -282,7 +283,7 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.I
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	exp, err := startExporter(ctx, opts.IO, exporterSetup{
-		source: opts.MetricsSource, recorder: opts.Recorder, workQueue: workQueueOf(opts.Queue),
+		source: opts.MetricsSource, recorder: opts.Recorder, workQueue: replay.WorkQueueOf(opts.Queue),
 		listen: ln.Addr().String(), interval: opts.MetricsInterval, maxClasses: metrics.DefaultMaxClasses,
 		firstMayFail: true,
 	})

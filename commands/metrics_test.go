@@ -365,12 +365,4 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 			t.Error("no error")
 		}
 	})
-	t.Run("the work queue of a dead-letter queue", func(t *testing.T) {
-		t.Parallel()
-		for dlq, work := range map[string]string{"reservation-expiry.dlq": "reservation-expiry", "odd": "odd", ".dlq": ".dlq"} {
-			if got := workQueueOf(dlq); got != work {
-				t.Errorf("workQueueOf(%q) = %q, want %q", dlq, got, work)
-			}
-		}
-	})
 }

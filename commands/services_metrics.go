@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -155,14 +154,4 @@ func metricsQueues(report broker.QueueReport) *metrics.LiveQueues {
 		})
 	}
 	return q
-}
-
-// workQueueOf is the work queue whose dead-letter queue is dlq, by the
-// topology's naming ("<work queue>.dlq"); a queue named otherwise is taken
-// as its own topology.
-func workQueueOf(dlq string) string {
-	if base, ok := strings.CutSuffix(dlq, ".dlq"); ok && base != "" {
-		return base
-	}
-	return dlq
 }

@@ -22,11 +22,18 @@ type eligibility struct {
 }
 
 func newEligibility(query string) eligibility {
+	q := policyQuery(query)
+	return eligibility{query: q, sql: eligibilitySQL(q)}
+}
+
+// policyQuery is a query of the policy (eligibility, outcome) as it is
+// wrapped in a subquery: without the spaces and semicolons around it.
+func policyQuery(query string) string {
 	q := strings.TrimSpace(query)
 	for strings.HasSuffix(q, ";") {
 		q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
 	}
-	return eligibility{query: q, sql: eligibilitySQL(q)}
+	return q
 }
 
 func (e eligibility) enabled() bool { return e.query != "" }

@@ -77,6 +77,12 @@ func firstRow(br pgx.BatchResults) ([]any, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	return firstValues(rows)
+}
+
+// firstValues reads the first row's values whatever their types turned out
+// to be, and closes rows: the policy's queries answer with one row or none.
+func firstValues(rows pgx.Rows) ([]any, bool, error) {
 	defer rows.Close()
 	if !rows.Next() {
 		return nil, false, rows.Err()
@@ -86,7 +92,10 @@ func firstRow(br pgx.BatchResults) ([]any, bool, error) {
 		return nil, false, err
 	}
 	rows.Close()
-	return values, true, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	return values, true, nil
 }
 
 // OutcomesRecord: replay_outcomes_record refuses a caller that is not the

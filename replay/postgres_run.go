@@ -124,17 +124,5 @@ func (p postgresTables) EligibilityRow(ctx context.Context, sql string, it *runI
 	if err != nil {
 		return nil, false, err
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		return nil, false, rows.Err()
-	}
-	values, err := rows.Values()
-	if err != nil {
-		return nil, false, err
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
-	return values, true, nil
+	return firstValues(rows)
 }

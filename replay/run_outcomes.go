@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -385,10 +384,7 @@ type outcomeQuery struct {
 }
 
 func newOutcomeQuery(query string) outcomeQuery {
-	q := strings.TrimSpace(query)
-	for strings.HasSuffix(q, ";") {
-		q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
-	}
+	q := policyQuery(query)
 	return outcomeQuery{query: q, sql: outcomeSQL(q)}
 }
 

@@ -26,3 +26,16 @@ func TestDepthQueueIsTheWorkQueue(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkQueueOf(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"reservation-expiry": "reservation-expiry", "reservation-expiry.retry.1000": "reservation-expiry",
+		"reservation-expiry.dlq": "reservation-expiry", "q.retry.soon": "q.retry.soon", ".dlq": ".dlq", "a.dlq.old": "a.dlq.old",
+		"odd": "odd",
+	} {
+		if got := WorkQueueOf(in); got != want {
+			t.Errorf("WorkQueueOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

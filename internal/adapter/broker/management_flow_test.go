@@ -11,20 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
-	"github.com/expiryctl/expiryctl/replay"
 )
-
-func TestWorkQueueOf(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"reservation-expiry": "reservation-expiry", "reservation-expiry.retry.1000": "reservation-expiry",
-		"reservation-expiry.dlq": "reservation-expiry", "q.retry.soon": "q.retry.soon", ".dlq": ".dlq", "a.dlq.old": "a.dlq.old",
-	} {
-		if got := replay.WorkQueueOf(in); got != want {
-			t.Errorf("WorkQueueOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 // TestQueueFlowCountsRetriesApart drives a work queue and its retry queue
 // on the real broker: 20 jobs/s published into the work queue, 20/s into
