@@ -75,7 +75,7 @@ func completeLetters(f *Factory) cobra.CompletionFunc {
 			if r.ErrorClass != "" {
 				about += " " + termsafe.EscapeLine(ansi.Truncate(r.ErrorClass, 40, "…"))
 			}
-			out = append(out, fmt.Sprintf("%d\t%s, %s ago", r.ID, about, agoText(now.Sub(r.DeadLetteredAt))))
+			out = append(out, fmt.Sprintf("%d\t%s, %s ago", r.ID, about, phrase.Approximate(now.Sub(r.DeadLetteredAt))))
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	}
@@ -106,13 +106,4 @@ func completeRequests(f *Factory, statuses []replay.Status) cobra.CompletionFunc
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	}
-}
-
-// agoText is how long ago, to the second under a minute and to the minute
-// above: "45s", "6m", "2h5m".
-func agoText(d time.Duration) string {
-	if d < time.Minute {
-		return phrase.Duration(d.Round(time.Second))
-	}
-	return phrase.Duration(d.Round(time.Minute))
 }
