@@ -173,6 +173,25 @@ func (u cpuUse) String() string {
 	return "CPU " + strings.Join(parts, ", ")
 }
 
+// PerItem is the CPU of each group divided by n, in microseconds: what one
+// letter costs each component, which stays comparable between runs when
+// the machine's other load makes rates drift.
+func (u cpuUse) PerItem(n int) string {
+	if n <= 0 {
+		return "-"
+	}
+	var parts []string
+	for _, g := range []string{"rabbitmq", "postgres", "bench", "expiryctl"} {
+		if v, ok := u.Groups[g]; ok && v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f µs", g, 1e6*v/float64(n)))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // readProcStat returns a process's command name, parent and utime+stime.
 func readProcStat(pid int) (comm string, ppid int, ticks int64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

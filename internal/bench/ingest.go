@@ -45,9 +45,10 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	}
 
 	type phase struct {
-		name string
-		wall time.Duration
-		cpu  cpuUse
+		name    string
+		letters int
+		wall    time.Duration
+		cpu     cpuUse
 	}
 	var phases []phase
 	drain := func(q string, count int) (time.Duration, error) {
@@ -59,7 +60,7 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		if err != nil {
 			return 0, fmt.Errorf("baseline drain: %w", err)
 		}
-		phases = append(phases, phase{"baseline " + q[len(prefix)+1:], d, use})
+		phases = append(phases, phase{"baseline " + q[len(prefix)+1:], count, d, use})
 		cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, count, d.Round(time.Millisecond), float64(count)/d.Seconds())
 		return d, nil
 	}
@@ -80,7 +81,7 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("deadletter.Ingest: %w", err)
 	}
-	phases = append(phases, phase{"subject deadletter.Ingest", subjDur, subjCPU})
+	phases = append(phases, phase{"subject deadletter.Ingest", n, subjDur, subjCPU})
 	if err := expectArchived(ctx, db.Pool, n); err != nil {
 		return err
 	}
@@ -93,8 +94,19 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	}
 	baseRate := float64(n) / (base1 + base2).Seconds()
 	rep.atLeast(fmt.Sprintf("1 ingest %s: deadletter.Ingest vs bare consume+ack", count(n)), baseRate, subjRate, "msg/s", 0.6)
+	cfg.logf("%s: limit: PostgreSQL alone, COPY of the subject's %d rows into a table with dead_letters' indexes", scenario, n)
+	lim, err := databaseLimit(ctx, db, n)
+	if err != nil {
+		return fmt.Errorf("database limit: %w", err)
+	}
+	phases = append(phases, phase{"limit PostgreSQL COPY", n, lim.wall, lim.cpu})
+	cfg.logf("%s: limit %d rows in %s = %.0f rows/s (%s)", scenario, n, lim.wall.Round(time.Millisecond), lim.rate, lim.how)
+	rep.throughputInfo("1 ingest limit: PostgreSQL alone (COPY, same rows and indexes) vs bare", baseRate, lim.rate, "msg/s")
+	rep.throughputInfo("1 ingest: deadletter.Ingest vs PostgreSQL alone (COPY)", lim.rate, subjRate, "msg/s")
+	rep.note("ingest limit: %s, one transaction, no function or triggers; PostgreSQL CPU %.1f µs per row, the subject's %.1f µs per letter",
+		lim.how, 1e6*lim.cpu.Groups["postgres"]/float64(n), 1e6*subjCPU.Groups["postgres"]/float64(n))
 	for _, p := range phases {
-		rep.note("ingest %s: %s in %s", p.name, p.cpu, fmtDuration(p.wall))
+		rep.note("ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(p.letters))
 		if share := p.cpu.OtherShare(p.wall); share > 0.15 {
 			rep.note("WARNING: during ingest %s, other processes used %.0f%% of the machine's CPU: the ingest ratio is "+
 				"unreliable in this run; rerun on a quieter machine", p.name, 100*share)

@@ -12,7 +12,7 @@ import (
 
 // stageCeilings measures, without a broker, what each stage of ingest can
 // do alone on this machine: parsing the same letters (Go, one goroutine,
-// as writeBatch does it), and storing pre-parsed letters with
+// as Ingest's collector does it), and storing pre-parsed letters with
 // deadletter.Insert in transactions of 500 (PostgreSQL round trips and
 // commit). With the bare consumer's rate they bound what a pipelined ingest
 // could reach, and show which stage to speed up.
@@ -58,7 +58,8 @@ func stageCeilings(ctx context.Context, cfg *config, rep *report, queue string, 
 	rep.throughputInfo("1 ingest stage: deadletter.Parse alone (1 goroutine) vs bare", baseRate, parseRate, "msg/s")
 	rep.throughputInfo("1 ingest stage: deadletter.Insert alone (tx of 500) vs bare", baseRate, insertRate, "msg/s")
 	serial := 1 / (1/parseRate + 1/insertRate)
-	rep.note("ingest: parse and store one after the other, as writeBatch does, cap ingest at %.0f msg/s before any broker work; "+
-		"the subject reached %.0f", serial, subjRate)
+	rep.note("ingest: parse and store one after the other would cap ingest at %.0f msg/s before any broker work; Ingest "+
+		"overlaps them (its collector parses while the writers store), so each stage alone bounds it; the subject reached %.0f",
+		serial, subjRate)
 	return nil
 }
