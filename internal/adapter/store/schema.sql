@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00015) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00016) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -494,6 +494,11 @@ CREATE TABLE expiryctl.dead_letters (
     CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text]))),
     CONSTRAINT dead_letters_status_check CHECK ((status = ANY (ARRAY['dead'::text, 'in_request'::text, 'replayed'::text, 'discarded'::text])))
 );
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN last_error SET COMPRESSION lz4;
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN attempt_history SET COMPRESSION lz4;
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN headers SET COMPRESSION lz4;
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN payload SET COMPRESSION lz4;
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN properties SET COMPRESSION lz4;
 
 
 --
