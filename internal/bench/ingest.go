@@ -74,9 +74,10 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		return err
 	}
 	defer cfg.dropDB(db)
-	cfg.logf("%s: subject: deadletter.Ingest of %s into %s (prefetch %d, batch %s)", scenario, qb, db.Name, cfg.Prefetch, batchName(cfg.Batch))
+	subjPrefetch := ingestPrefetch(cfg.Prefetch, cfg.Batch)
+	cfg.logf("%s: subject: deadletter.Ingest of %s into %s (prefetch %d, batch %s)", scenario, qb, db.Name, subjPrefetch, batchName(cfg.Batch))
 	mon := startCPU()
-	subjDur, stats, err := ingestInProcess(ctx, conn, db.Pool, qb, cfg.Prefetch, cfg.Batch)
+	subjDur, stats, err := ingestInProcess(ctx, conn, db.Pool, qb, subjPrefetch, cfg.Batch)
 	subjCPU := mon.Stop()
 	if err != nil {
 		return fmt.Errorf("deadletter.Ingest: %w", err)
@@ -152,6 +153,18 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	rep.rss("1 ingest: bin/expiryctl dlq ingest peak RSS", run.PeakRSS, 100, "")
 	rep.note("ingest binary: %s in %s", binCPU, fmtDuration(run.Wall))
 	return nil
+}
+
+// ingestPrefetch is the prefetch `dlq ingest --prefetch p --batch b` asks
+// the broker for (commands/dlq_ingest.go): at least three batches, so that
+// the next batch is received and parsed while two are being written. With
+// less, the window is full while both writers wait on PostgreSQL and the
+// collector idles.
+func ingestPrefetch(p, batch int) int {
+	if batch <= 0 {
+		batch = 500 // deadletter.IngestOptions' default, as `dlq ingest --batch`'s
+	}
+	return max(p, 3*batch)
 }
 
 func batchName(b int) string {
