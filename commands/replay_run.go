@@ -124,13 +124,18 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 		return replayDryRun(ctx, opts, runner)
 	}
 
-	var progress func(replay.Progress)
 	line := opts.progressLine()
-	if opts.IO.StderrTTY {
-		progress = func(p replay.Progress) {
-			if p.Phase != "stopping" {
-				line.show(runProgressLine(p))
+	failovers := 0
+	progress := func(p replay.Progress) {
+		// A failover is said on its own line, terminal or not.
+		for ; failovers < len(p.Failovers); failovers++ {
+			if opts.IO.StderrTTY {
+				line.clear()
 			}
+			fmt.Fprintln(opts.IO.ErrOut, failoverLine(p.RequestID, p.Failovers[failovers]))
+		}
+		if opts.IO.StderrTTY && p.Phase != "stopping" && p.Phase != "failover" {
+			line.show(runProgressLine(p))
 		}
 	}
 	res, runErr := runner.Run(ctx, opts.ID, progress)
