@@ -209,8 +209,12 @@ func (e *InterruptedError) Error() string {
 		doubt = fmt.Sprintf("%d published %s no confirm and will be published again on resume (the job's idempotency key absorbs a copy that did arrive)",
 			again, plural(again, "item got", "items got"))
 	default:
-		doubt = fmt.Sprintf("%d published %s left publishing with their broker answer unrecorded and will be published again on resume (%d got no confirm, %d were confirmed by the broker but could not be recorded, so their copy is on the queue already; the job's idempotency key absorbs the second)",
-			again, plural(again, "item is", "items are"), e.Unconfirmed, e.Unrecorded)
+		var none string
+		if e.Unconfirmed > 0 {
+			none = fmt.Sprintf("%d got no confirm, ", e.Unconfirmed)
+		}
+		doubt = fmt.Sprintf("%d published %s left publishing with their broker answer unrecorded and will be published again on resume (%s%d were confirmed by the broker but could not be recorded, so their copy is on the queue already; the job's idempotency key absorbs the second)",
+			again, plural(again, "item is", "items are"), none, e.Unrecorded)
 		if e.Unanswered > 0 {
 			doubt += fmt.Sprintf(", %d refused by the broker will be tried again", e.Unanswered)
 		}

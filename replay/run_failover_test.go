@@ -60,7 +60,7 @@ func TestRunFailsOverWithinOneRun(t *testing.T) {
 	t.Parallel()
 	b := setupRun(t)
 	ctx := context.Background()
-	const n = 90
+	const n = 150
 	ids := b.seedN(t, 1, n)
 	req := b.approved(t, NewRequest{Canary: intPtr(5), Rate: 60}, ids)
 	c := &cuttable{t: t}
@@ -72,7 +72,7 @@ func TestRunFailsOverWithinOneRun(t *testing.T) {
 		Reconnect: c.open}
 	var reported []Failover
 	r.Progress = func(p Progress) { reported = p.Failovers }
-	go c.cutWhen(b, req.ID, 20, 50)
+	go c.cutWhen(b, req.ID, 20, 60)
 	res, err := r.Run(ctx, req.ID)
 	if err != nil || res.Status != StatusCompleted {
 		t.Fatalf("run across two cuts: %+v, %v; want it completed in one run", res, err)
@@ -124,7 +124,7 @@ func TestRunFailoverIsBounded(t *testing.T) {
 			t.Parallel()
 			b := setupRun(t)
 			ctx := context.Background()
-			ids := b.seedN(t, 1, 90)
+			ids := b.seedN(t, 1, 150)
 			req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 60}, ids)
 			c := &cuttable{t: t}
 			first, err := c.open(ctx)
@@ -134,7 +134,7 @@ func TestRunFailoverIsBounded(t *testing.T) {
 			c.refuse = tc.refuse
 			r := &Runner{Pool: b.pool, Broker: first, Actor: "oncall", checkEvery: 50 * time.Millisecond, Consumers: fixedHandler{},
 				Reconnect: c.open, maxFailovers: tc.limit, failoverWait: 700 * time.Millisecond}
-			go c.cutWhen(b, req.ID, 20, 50)
+			go c.cutWhen(b, req.ID, 20, 60)
 			start := time.Now()
 			res, err := r.Run(ctx, req.ID)
 			var interrupted *InterruptedError
@@ -144,7 +144,7 @@ func TestRunFailoverIsBounded(t *testing.T) {
 			if got := b.status(t, req.ID); got.Status != StatusRunning {
 				t.Errorf("status %s, want running: a resume goes on", got.Status)
 			}
-			if got := b.itemStates(t, req.ID)["confirmed"]; got != res.Confirmed || got >= 90 {
+			if got := b.itemStates(t, req.ID)["confirmed"]; got != res.Confirmed || got >= 150 {
 				t.Errorf("%d confirmed in the database, the run says %d", got, res.Confirmed)
 			}
 			wantFailovers := 0
@@ -160,7 +160,7 @@ func TestRunFailoverIsBounded(t *testing.T) {
 			t.Logf("ended after %s: %v", time.Since(start).Round(time.Millisecond), err)
 			// The next run resumes and completes.
 			res2, err := b.runner(t).Run(ctx, req.ID)
-			if err != nil || res2.Status != StatusCompleted || res2.Confirmed != 90 {
+			if err != nil || res2.Status != StatusCompleted || res2.Confirmed != 150 {
 				t.Fatalf("resume: %+v %v", res2, err)
 			}
 		})
