@@ -182,7 +182,6 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		decodeJSON(t, first, &summary)
 	}
 
-
 	pub.finish()
 	confirmed, unknown := int(pub.confirmed.Load()), int(pub.unknown.Load())
 	var stored, distinct int
