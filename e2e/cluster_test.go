@@ -149,13 +149,18 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 
 	confirmedAtStop := itemStates(t, observer, req.ID)["confirmed"]
 	stopped := time.Now()
-	// When the run's stderr first says it failed over, timed as it happens.
-	failedOver := make(chan time.Duration, 1)
+	// When the run's stderr first says it failed over, and when it ends,
+	// timed as they happen.
+	failedOver, runEnded := make(chan time.Duration, 1), make(chan time.Duration, 1)
 	go func() {
 		for !strings.Contains(run.stderr.String(), "failed over to") && !run.exited() {
 			time.Sleep(10 * time.Millisecond)
 		}
 		failedOver <- time.Since(stopped)
+		for !run.exited() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		runEnded <- time.Since(stopped)
 	}()
 	a.Stop(t)
 	stopTook := time.Since(stopped)
@@ -172,8 +177,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 
 	// The replay run fails over to another node and completes: one run.
 	first := run.wait(2 * runTimeout)
-	replayDone := time.Since(stopped)
-	sawFailover := <-failedOver
+	sawFailover, replayDone := <-failedOver, <-runEnded
 	var summary struct {
 		replaySummary
 		Failovers []replay.Failover `json:"failovers"`
