@@ -27,8 +27,10 @@ const (
 	faultHeartbeat = time.Second
 	// faultDetection bounds the time from a black hole to the command's
 	// exit: the silence allowed (db timeout plus a second's grace, or three
-	// heartbeats) plus what the command then does to record its failure.
-	faultDetection = 15 * time.Second
+	// heartbeats), then a second's grace for each of the few statements
+	// that record the failure on the server found silent, and some slack
+	// for a loaded machine: three times the 3 s of silence.
+	faultDetection = 9 * time.Second
 )
 
 // fault is one way the network between expiryctl and a server misbehaves.

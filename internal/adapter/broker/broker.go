@@ -51,7 +51,7 @@ func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
 		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
 	}
 	if socket != nil {
-		silences.Store(conn, socket)
+		watchSilence(conn, socket)
 	}
 	return conn, nil
 }

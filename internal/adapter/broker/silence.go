@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -51,14 +53,21 @@ func (e *NotAnsweringError) Error() string {
 
 // silences maps each connection dialled here to its watched socket, so
 // that an error seen after amqp091 closed the connection (a closed channel,
-// a nacked confirm) can be traced to the broker's silence. A command holds
-// a handful of connections, so the entries are never reclaimed.
-var silences sync.Map // *amqp.Connection → *watchedSocket
+// a nacked confirm) can be traced to the broker's silence. The key is weak
+// and the entry goes when its connection is collected: a `dlq ingest
+// --follow` dials anew on every reconnect, all incident long.
+var silences sync.Map // weak.Pointer[amqp.Connection] → *watchedSocket
+
+func watchSilence(conn *amqp.Connection, socket *watchedSocket) {
+	key := weak.Make(conn)
+	silences.Store(key, socket)
+	runtime.AddCleanup(conn, func(key weak.Pointer[amqp.Connection]) { silences.Delete(key) }, key)
+}
 
 // NotAnswering returns the *NotAnsweringError that closed conn, or nil when
 // conn is open or closed for another reason.
 func NotAnswering(conn *amqp.Connection) error {
-	v, ok := silences.Load(conn)
+	v, ok := silences.Load(weak.Make(conn))
 	if !ok {
 		return nil
 	}
@@ -66,6 +75,14 @@ func NotAnswering(conn *amqp.Connection) error {
 		return err
 	}
 	return nil
+}
+
+// silenceWatches is how many connections are watched now, for the test
+// that a reconnect loop does not grow the table.
+func silenceWatches() int {
+	n := 0
+	silences.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // IsNotAnswering reports whether err says RabbitMQ stopped answering.
