@@ -7,8 +7,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 )
 
 // Failover is one move of a run to another node of the broker after it
@@ -140,18 +141,19 @@ func (r *Runner) failover(ctx context.Context, st *runState, loss *brokerLoss) e
 	return nil
 }
 
-// reconnect asks Reconnect for a broker, again after a failed try, until
-// one answers or failoverPatience has passed since the first try.
+// reconnect asks Reconnect for a broker, again after a failed try (waits
+// from a quarter second doubling to 5 s, ±50 %), until one answers or
+// failoverPatience has passed since the first try.
 func (r *Runner) reconnect(ctx context.Context) (Broker, error) {
-	deadline := time.Now().Add(r.failoverPatience())
-	waits := backoff.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.Second}
+	waits := retry.WithMaxDuration(r.failoverPatience(),
+		retry.WithJitterPercent(50, retry.WithCappedDuration(5*time.Second, retry.NewExponential(250*time.Millisecond))))
 	for try := 1; ; try++ {
 		b, err := r.Reconnect(ctx)
 		if err == nil {
 			return b, nil
 		}
-		wait := waits.Wait(try)
-		if ctx.Err() != nil || time.Until(deadline) < wait {
+		wait, stop := waits.Next()
+		if stop || ctx.Err() != nil {
 			return nil, fmt.Errorf("no node answered within %s (%d tries): %w", r.failoverPatience(), try, err)
 		}
 		select {
