@@ -76,8 +76,10 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	tool.env = append(tool.env, env...)
 	viaC := rabbitAt(t, c.URL)
 
-	// The replay's cohort: letters of their own, archived before the run.
-	const n = 200
+	// The replay's cohort: letters of their own, archived before the run,
+	// replayed slowly enough (20 s) to outlast `rabbitmqctl stop`, which
+	// keeps the node's connections for up to 13 s on a loaded machine.
+	const n = 300
 	msgs := workerLetters(1_000_000, n, "db_timeout", "i/o timeout")
 	for i := range msgs {
 		msgs[i].Headers["x-original-exchange"] = exchange
@@ -99,7 +101,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	if len(w.letters) != n {
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
-	req := w.request(t, replay.NewRequest{Rate: 25, Canary: intRef(10),
+	req := w.request(t, replay.NewRequest{Rate: 15, Canary: intRef(10),
 		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue"})
 	w.approve(t, req.ID)
 	id := strconv.FormatInt(req.ID, 10)
