@@ -52,7 +52,7 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 	case stop != nil && stop.halt != nil:
 		return r.halt(ctx, st, stop.halt, unsent, nil)
 	case failover:
-		return &brokerLoss{cause: stop.err, unsent: unsent, inFlight: x.lostCount, watch: x.watch, node: nodeOf(r.Broker)}
+		return &brokerLoss{cause: stop.err, unsent: unsent, inFlight: x.lostCount, node: nodeOf(r.Broker)}
 	case stop != nil && stop.err != nil:
 		return r.interruptInDoubt(ctx, st, stop.err, unsent, x.inDoubt())
 	}

@@ -50,10 +50,9 @@ type brokerLoss struct {
 	cause    error
 	unsent   []int64
 	inFlight int
-	node     string
-	// watch is the outcome watcher, still running, carried to the next
-	// leg (nil without an outcome query).
-	watch *outcomeWatch
+	// node is the lost node's name (see NodeNamer). The outcome watcher,
+	// still running, goes on in the next leg through st.watch.
+	node string
 }
 
 func (l *brokerLoss) Error() string { return l.cause.Error() }

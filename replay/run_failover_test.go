@@ -166,3 +166,32 @@ func TestRunFailoverIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFailoverKeepsWatchingOutcomes: the outcome watcher outlives a
+// failover, so that the items confirmed through the lost node are watched
+// to their terminal state like the rest, and the run completes on all of
+// them.
+func TestRunFailoverKeepsWatchingOutcomes(t *testing.T) {
+	t.Parallel()
+	// Each reservation reaches its terminal state 300 ms after its publish.
+	b := setupRun(t, "outcome_query=SELECT CASE WHEN now() - $4 > interval '300 milliseconds' THEN now() END, false", "outcome_window=1m")
+	ctx := context.Background()
+	const n = 150
+	ids := b.seedN(t, 1, n)
+	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 60}, ids)
+	c := &cuttable{t: t}
+	first, err := c.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Pool: b.pool, Broker: first, Actor: "oncall", checkEvery: 50 * time.Millisecond, Consumers: fixedHandler{},
+		Reconnect: c.open, outcomeEvery: 100 * time.Millisecond}
+	go c.cutWhen(b, req.ID, 40)
+	res, err := r.Run(ctx, req.ID)
+	if err != nil || res.Status != StatusCompleted || len(res.Failovers) != 1 {
+		t.Fatalf("run across a cut: %+v, %v; want it completed after one failover", res, err)
+	}
+	if o := res.Outcomes; o == nil || o.Watched != n || o.Terminal != n {
+		t.Errorf("outcomes %+v, want all %d watched and terminal, those confirmed before the failover included", o, n)
+	}
+}
