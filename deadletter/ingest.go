@@ -301,7 +301,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 			}
 			ready, err := src.Ready()
 			if err != nil {
-				return fmt.Errorf("checking whether the queue is empty: %w", err)
+				// The queue is asked on the consumer's connection: failing,
+				// the consumer is lost with it.
+				return fmt.Errorf("%w: checking whether the queue is empty: %w; letters not yet stored stay in the queue", ErrSourceLost, err)
 			}
 			if ready == 0 && len(deliveries) == 0 {
 				return nil

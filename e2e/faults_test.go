@@ -62,6 +62,11 @@ var faults = []fault{
 		// a random point of the run.
 		return []string{toxic("reset_peer", "downstream", fmt.Sprintf(`{"timeout":%d}`, 100+rng.IntN(900)))}
 	}},
+	{name: "reset_peer_mid_run", midRun: true, toxics: func(rng *rand.Rand) []string {
+		// Added once the run is under way, so that the reset cuts a
+		// connection in the middle of its batches, not while it is set up.
+		return []string{toxic("reset_peer", "downstream", fmt.Sprintf(`{"timeout":%d}`, rng.IntN(300)))}
+	}},
 	{name: "timeout", midRun: true, blackHole: true, toxics: func(*rand.Rand) []string {
 		// A black hole both ways: nothing arrives, nothing is answered.
 		return []string{toxic("timeout", "downstream", `{"timeout":0}`), toxic("timeout", "upstream", `{"timeout":0}`)}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,6 +57,31 @@ type NotAnsweringError struct {
 func (e *NotAnsweringError) Error() string {
 	return fmt.Sprintf("PostgreSQL at %s stopped answering: nothing for %s on a connection waiting for a reply (--db-timeout / EXPIRYCTL_DB_TIMEOUT)",
 		e.Address, e.Silence)
+}
+
+// LostError reports that the connection to a PostgreSQL server broke: the
+// server closed it (a restart, a failover, an administrator ending the
+// session) or the network reset it (a proxy, a firewall, a load balancer).
+// A statement in flight has an unknown outcome, as with a silence.
+type LostError struct {
+	Address string
+	Err     error
+}
+
+func (e *LostError) Error() string {
+	why := "the connection was reset"
+	if errors.Is(e.Err, io.EOF) {
+		why = "the server closed the connection"
+	}
+	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %s (%v)", e.Address, why, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// IsLost reports whether err says a connection to PostgreSQL broke.
+func IsLost(err error) bool {
+	var lost *LostError
+	return errors.As(err, &lost)
 }
 
 // IsNotAnswering reports whether err says a server stopped answering.
@@ -149,7 +176,7 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 		c.found.silent()
 		return n, &NotAnsweringError{Address: c.address, Silence: silence}
 	}
-	return n, err
+	return n, c.lost(err)
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
@@ -171,7 +198,16 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 		c.found.silent()
 		return n, &NotAnsweringError{Address: c.address, Silence: silence}
 	}
-	return n, err
+	return n, c.lost(err)
+}
+
+// lost names the server in err when err says the connection broke: the
+// server closed it or the network reset it.
+func (c *watchedConn) lost(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return &LostError{Address: c.address, Err: err}
+	}
+	return err
 }
 
 func (c *watchedConn) SetDeadline(t time.Time) error {

@@ -2,8 +2,11 @@ package store
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -81,5 +84,42 @@ func TestASilenceFoundShortensTheOthers(t *testing.T) {
 	}
 	if got := found.allowed(silence); got != silence {
 		t.Fatalf("after the server answered again, a read is allowed %s of silence, want the whole %s", got, silence)
+	}
+}
+
+// TestWatchedConnNamesALostConnection: a server that closes the connection
+// while a reply is due, or a network that resets it, is named with its
+// address, and the cause stays visible to errors.Is.
+func TestWatchedConnNamesALostConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if server, err := ln.Accept(); err == nil {
+			_ = server.Close()
+		}
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c := &watchedConn{Conn: client, silence: time.Minute, found: &silenceFound{}, address: "db:5432/x"}
+	_, err = c.Read(make([]byte, 1))
+	if !IsLost(err) || !errors.Is(err, io.EOF) {
+		t.Fatalf("a closed peer: %v, want a LostError wrapping EOF", err)
+	}
+	if want := "lost the connection to PostgreSQL at db:5432/x: the server closed the connection"; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("message %q, want it to start %q", err, want)
+	}
+	reset := c.lost(syscall.ECONNRESET)
+	if !IsLost(reset) || !strings.Contains(reset.Error(), "the connection was reset") {
+		t.Errorf("a reset: %v, want a LostError saying it was reset", reset)
+	}
+	if other := c.lost(net.ErrClosed); IsLost(other) {
+		t.Errorf("our own close is not a lost server: %v", other)
 	}
 }
