@@ -288,8 +288,8 @@ func failoverReplay(t *testing.T) {
 	deliveredBeforeResume := maps.Clone(delivered)
 	mu.Unlock()
 	resume := fmt.Sprintf("`expiryctl replay run %d` again to resume", req.ID)
-	if interrupted.code == 0 || !strings.Contains(interrupted.stderr, resume) {
-		t.Errorf("the run at the failover should stop with the command that resumes it (%q): %s", resume, interrupted)
+	if interrupted.code != 5 || !strings.Contains(interrupted.stderr, resume) {
+		t.Errorf("the run at the failover should stop with exit 5 (the server went away) and the command that resumes it (%q): %s", resume, interrupted)
 	}
 	// The items confirmed when the old primary went, as the promoted
 	// replica holds them: a resume must not publish one of them again.

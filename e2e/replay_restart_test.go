@@ -352,8 +352,8 @@ func TestReplayRunAcrossPostgreSQLRestart(t *testing.T) {
 		resumeTook.Round(time.Millisecond), tl.confirmed, tl.copies, tl.reached, tl.lost, tl.outside, tl.confirmedTwice, time.Since(started).Round(time.Second))
 	t.Logf("the interrupted run said: %s", strings.TrimSpace(interrupted.stderr))
 	resume := "`expiryctl replay run " + id + "` again to resume"
-	if interrupted.code == 0 || !strings.Contains(interrupted.stderr, resume) {
-		t.Errorf("the run at the restart should stop with the command that resumes it (%q): %s", resume, interrupted)
+	if interrupted.code != 5 || !strings.Contains(interrupted.stderr, resume) {
+		t.Errorf("the run at the restart should stop with exit 5 (the server went away) and the command that resumes it (%q): %s", resume, interrupted)
 	}
 	if status != 1 {
 		t.Errorf("request %d is not running after the interrupted run: a resume could not go on", c.req.ID)

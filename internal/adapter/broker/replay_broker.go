@@ -162,7 +162,7 @@ func (b *AMQPBroker) drainReturns() {
 }
 
 func (b *AMQPBroker) closeReason() error {
-	if err := NotAnswering(b.conn); err != nil {
+	if err := Broken(b.conn); err != nil {
 		return err
 	}
 	if b.conn.IsClosed() {
