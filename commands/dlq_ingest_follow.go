@@ -42,7 +42,7 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 			return reopenDLQSource(ctx, opts, prefetch)
 		},
 		Backoff: waits,
-		Report: func(r deadletter.Reconnect) { opts.progress.say(reconnectLine(opts.Queue, r)) },
+		Report:  func(r deadletter.Reconnect) { opts.progress.say(reconnectLine(opts.Queue, r)) },
 	})
 	if open, ok := last.(service.DLQSource); ok && open != nil {
 		src = open
