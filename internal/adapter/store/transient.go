@@ -35,9 +35,10 @@ func Transient(err error) bool {
 }
 
 // ServerGone reports whether err says the PostgreSQL server went away
-// under a command: it stopped answering, the connection broke, or the
-// server ended the session while shutting down or restarting (57P01
-// admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now). A
+// under a command: it stopped answering, the connection broke (08003,
+// 08006 too, as the server reports it), or the server ended the session
+// while shutting down or restarting (57P01 admin_shutdown, 57P02
+// crash_shutdown, 57P03 cannot_connect_now). A
 // command ended so has nothing wrong in what it asked: running it again
 // once the server is back is the next step.
 func ServerGone(err error) bool {
@@ -47,7 +48,7 @@ func ServerGone(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03":
+		case "08003", "08006", "57P01", "57P02", "57P03":
 			return true
 		}
 	}
