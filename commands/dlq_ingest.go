@@ -6,12 +6,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -33,9 +34,9 @@ type DLQIngestOptions struct {
 	// PingDB, with Follow, checks that PostgreSQL answers again before a
 	// consumer is reopened after an outage.
 	PingDB func(context.Context) error
-	// Backoff spaces the reconnection tries of Follow (zero:
-	// backoff.Default).
-	Backoff backoff.Policy
+	// Backoff spaces the reconnection tries of Follow (nil:
+	// reconnectWaits).
+	Backoff func() retry.Backoff
 
 	Queue       string
 	Batch       int
@@ -164,6 +165,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	// A followed capture may end on another source than the first.
 	defer func() { _ = src.Close() }()
 
+	if opts.progress == nil {
+		opts.progress = newProgressLine(opts.IO.ErrOut)
+	}
 	if opts.CheckpointKey != "" {
 		key, err := os.ReadFile(opts.CheckpointKey)
 		if err != nil {
@@ -177,16 +181,13 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		defer stop()
 		go signer.SignEvery(checkpoints, string(key), opts.CheckpointEvery, func(cp audit.Checkpoint, err error) {
 			if err != nil {
-				fmt.Fprintf(opts.IO.ErrOut, "warning: no audit checkpoint this time: %v\n", err)
+				opts.progress.say(fmt.Sprintf("warning: no audit checkpoint this time: %v", err))
 				return
 			}
-			fmt.Fprintf(opts.IO.ErrOut, "signed audit checkpoint of %d rows by %s, root %s\n", cp.Size, cp.Signer, cp.Root)
+			opts.progress.say(fmt.Sprintf("signed audit checkpoint of %d rows by %s, root %s", cp.Size, cp.Signer, cp.Root))
 		})
 	}
 
-	if opts.progress == nil {
-		opts.progress = newProgressLine(opts.IO.ErrOut)
-	}
 	progress := func(deadletter.IngestStats) {}
 	if opts.IO.StderrTTY {
 		last := time.Time{}
