@@ -28,10 +28,11 @@ func (f *Factory) PingDB(ctx context.Context) error {
 
 // followIngest is `dlq ingest --follow`: the capture goes on through a
 // restart of RabbitMQ or PostgreSQL, saying on stderr what was lost, for
-// how long, and when it tries again. It returns the source open at the end,
-// for the caller to close and to ask what is left.
+// how long, and when it tries again; lost is told the server of each
+// outage once. It returns the source open at the end, for the caller to
+// close and to ask what is left.
 func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.Ingester, src service.DLQSource,
-	run deadletter.IngestOptions, prefetch int,
+	run deadletter.IngestOptions, prefetch int, lost func(server string),
 ) (deadletter.IngestStats, service.DLQSource, error) {
 	policy := opts.Backoff
 	if policy.Initial == 0 {
@@ -48,6 +49,9 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 				opts.progress.clear()
 			}
 			fmt.Fprintln(opts.IO.ErrOut, reconnectLine(opts.Queue, r))
+			if !r.Back && r.Attempt == 1 {
+				lost(r.Server)
+			}
 		},
 	})
 	if open, ok := last.(service.DLQSource); ok && open != nil {
