@@ -12,6 +12,7 @@ NODE     ?= bash scripts/node.sh
 PROMTOOL ?= bash scripts/promtool.sh
 FUZZTIME ?= 60s
 BENCH_ARGS ?=
+ARCHIVE ?=
 LINT_ARGS ?=
 
 .DEFAULT_GOAL := build
@@ -80,8 +81,10 @@ DEMO_PREFIX ?= expiryctl-demo
 demo: services build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser); DEMO_PREFIX names its queues
 	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) DEMO_PREFIX=$(DEMO_PREFIX) bash scripts/demo.sh $(BIN)
 
-bench: services build ## run the benchmark: make bench BENCH_ARGS='...'
-	$(GO) run ./cmd/expiryctl-bench $(BENCH_ARGS)
+# ARCHIVE=10m runs the large-archive scenario alone instead (list, summary,
+# capture, purge, bytes on disk and memory on an archive of that size).
+bench: services build ## run the benchmark: make bench BENCH_ARGS='...', or make bench ARCHIVE=10m
+	$(GO) run ./cmd/expiryctl-bench $(if $(ARCHIVE),-archive $(ARCHIVE)) $(BENCH_ARGS)
 
 # golangci-lint is built from tools/go.mod on first use (a few minutes), then
 # cached. Extra arguments: make lint LINT_ARGS='--fix'.

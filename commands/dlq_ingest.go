@@ -6,12 +6,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -33,9 +34,9 @@ type DLQIngestOptions struct {
 	// PingDB, with Follow, checks that PostgreSQL answers again before a
 	// consumer is reopened after an outage.
 	PingDB func(context.Context) error
-	// Backoff spaces the reconnection tries of Follow (zero:
-	// backoff.Default).
-	Backoff backoff.Policy
+	// Backoff spaces the reconnection tries of Follow (nil:
+	// reconnectWaits).
+	Backoff func() retry.Backoff
 
 	Queue       string
 	Batch       int

@@ -9,7 +9,6 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -34,16 +33,16 @@ func (f *Factory) PingDB(ctx context.Context) error {
 func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.Ingester, src service.DLQSource,
 	run deadletter.IngestOptions, prefetch int, lost func(server string),
 ) (deadletter.IngestStats, service.DLQSource, error) {
-	policy := opts.Backoff
-	if policy.Initial == 0 {
-		policy = backoff.Default
+	waits := opts.Backoff
+	if waits == nil {
+		waits = reconnectWaits
 	}
 	stats, last, err := deadletter.IngestFollowing(ctx, src, run, deadletter.FollowOptions{
 		Ingest: ingester.Ingest,
 		Open: func(ctx context.Context) (deadletter.ClosableSource, error) {
 			return reopenDLQSource(ctx, opts, prefetch)
 		},
-		Backoff: policy,
+		Backoff: waits,
 		Report: func(r deadletter.Reconnect) {
 			if opts.IO.StderrTTY {
 				opts.progress.clear()

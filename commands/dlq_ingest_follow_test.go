@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
@@ -61,7 +62,7 @@ func TestDLQIngestFollowReconnects(t *testing.T) {
 			return second, nil
 		}
 		o.PingDB = func(context.Context) error { return nil }
-		o.Backoff = backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+		o.Backoff = func() retry.Backoff { return retry.NewConstant(time.Millisecond) }
 		return dlqIngestRun(ctx, o)
 	}), "--queue", "q.dlq", "--follow")
 	if err != nil {
@@ -106,7 +107,7 @@ func TestFollowIngestCountsEachOutageOnce(t *testing.T) {
 			return second, nil
 		},
 		PingDB:  func(context.Context) error { return nil },
-		Backoff: backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond},
+		Backoff: func() retry.Backoff { return retry.NewConstant(time.Millisecond) },
 	}
 	var lost []string
 	_, _, err := followIngest(ctx, opts, &lossyIngester{stop: cancel}, fakes.NewDLQSource(),

@@ -3,11 +3,14 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -21,6 +24,10 @@ func TestLostConnectionsExitUnavailable(t *testing.T) {
 		"a replay losing its publishing channel": &replay.InterruptedError{RequestID: 7,
 			Err: &replay.BrokerLostError{Err: amqp.ErrClosed}},
 		"a capture losing its consumer": fmt.Errorf("%w; letters not yet stored stay in the queue", deadletter.ErrSourceLost),
+		"a batch whose PostgreSQL connection was reset": &deadletter.StoreError{Letters: 20,
+			Err: &store.LostError{Address: "db:5432/archive", Err: syscall.ECONNRESET}},
+		"a replay whose PostgreSQL connection was closed": &replay.InterruptedError{RequestID: 7,
+			Err: &store.LostError{Address: "db:5432/archive", Err: io.EOF}},
 	} {
 		if code := ExitCode(err); code != ExitUnavailable {
 			t.Errorf("%s: exit %d, want %d", name, code, ExitUnavailable)

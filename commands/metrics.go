@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -158,7 +159,7 @@ func startExporter(ctx context.Context, io *IOStreams, s exporterSetup) (*metric
 	}}); err != nil {
 		return nil, err
 	}
-	exp := metrics.NewExporter(src, metrics.Options{Interval: s.interval, MaxClasses: s.maxClasses})
+	exp := metrics.NewExporter(src, metrics.Options{Interval: s.interval, MaxClasses: s.maxClasses, Retry: reconnectWaits})
 	snap, err := exp.Refresh(ctx)
 	switch {
 	case err != nil && !s.firstMayFail:
@@ -173,19 +174,35 @@ func startExporter(ctx context.Context, io *IOStreams, s exporterSetup) (*metric
 	for _, m := range snap.Missing {
 		fmt.Fprintf(io.ErrOut, "metrics: left out: %s\n", m)
 	}
-	failing := ""
-	go exp.Run(ctx, func(err error) {
-		// Say when the readings start failing, change why, or recover; not
-		// every interval of an outage.
-		switch {
-		case err != nil && err.Error() != failing:
-			failing = err.Error()
-			fmt.Fprintf(io.ErrOut, "warning: metrics reading failed, serving the last good one meanwhile: %v\n", err)
-		case err == nil && failing != "":
-			failing = ""
-			fmt.Fprintln(io.ErrOut, "metrics reading recovered")
-		}
-	})
+	go exp.Run(ctx, readingReporter(io.ErrOut, time.Now))
 	fmt.Fprintf(io.ErrOut, "serving metrics on http://%s/metrics, read every %s\n", s.listen, phrase.Duration(s.interval))
 	return exp, nil
+}
+
+// readingReporter says on w when the exporter's readings start failing
+// (with why, again when why changes), each try after that with the wait
+// before the next, and the recovery with how long it took.
+func readingReporter(w io.Writer, now func() time.Time) func(err error, next time.Duration) {
+	failing := ""
+	tries := 0
+	var since time.Time
+	return func(err error, next time.Duration) {
+		switch {
+		case err != nil:
+			tries++
+			if tries == 1 {
+				since = now()
+			}
+			if err.Error() != failing {
+				failing = err.Error()
+				fmt.Fprintf(w, "warning: metrics reading failed (try %d), serving the last good one meanwhile, reading again in %s: %s\n",
+					tries, next.Round(10*time.Millisecond), errorLine(err))
+				return
+			}
+			fmt.Fprintf(w, "metrics reading failed again (try %d), reading again in %s\n", tries, next.Round(10*time.Millisecond))
+		case tries > 0:
+			fmt.Fprintf(w, "metrics reading recovered after %s (%s)\n", now().Sub(since).Round(100*time.Millisecond), phrase.Count(tries, "failed try", "failed tries"))
+			failing, tries = "", 0
+		}
+	}
 }

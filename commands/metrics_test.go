@@ -366,3 +366,28 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 		}
 	})
 }
+
+func TestReadingReporterSaysEachTryAndTheRecovery(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	clock := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	report := readingReporter(&out, func() time.Time { return clock })
+	refused := errors.New("connection refused")
+	report(nil, 15*time.Second)
+	report(refused, 500*time.Millisecond)
+	clock = clock.Add(time.Second)
+	report(refused, time.Second)
+	clock = clock.Add(2 * time.Second)
+	report(errors.New("57P03: the database system is starting up"), 2*time.Second)
+	clock = clock.Add(3 * time.Second)
+	report(nil, 15*time.Second)
+	report(nil, 15*time.Second)
+	want := `warning: metrics reading failed (try 1), serving the last good one meanwhile, reading again in 500ms: connection refused
+metrics reading failed again (try 2), reading again in 1s
+warning: metrics reading failed (try 3), serving the last good one meanwhile, reading again in 2s: 57P03: the database system is starting up
+metrics reading recovered after 6s (3 failed tries)
+`
+	if out.String() != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

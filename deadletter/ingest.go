@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -124,12 +125,20 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 	}()
 
 	written := make(chan writtenBatch, opts.Writers)
+	// failed is set once a batch could not be stored or acknowledged.
+	var failed atomic.Bool
 	var writers sync.WaitGroup
 	for range opts.Writers {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
 			for b := range batches {
+				if failed.Load() {
+					// Never acknowledged after the failure, so not worth
+					// another wait on a server that just failed.
+					written <- writtenBatch{batch: b, err: errNotWritten}
+					continue
+				}
 				res, err := writeBatch(pool, b, opts)
 				written <- writtenBatch{batch: b, res: res, err: err}
 			}
@@ -157,6 +166,7 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 			}
 			if w.err != nil {
 				writeErr = w.err
+				failed.Store(true)
 				stopCollecting()
 				continue
 			}
@@ -164,6 +174,7 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 				// Committed but not acked: the broker redelivers and the
 				// fingerprint makes the copies no-ops.
 				writeErr = fmt.Errorf("%w: acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", ErrSourceLost, len(w.letters), err)
+				failed.Store(true)
 				stopCollecting()
 				continue
 			}
@@ -290,7 +301,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 			}
 			ready, err := src.Ready()
 			if err != nil {
-				return fmt.Errorf("checking whether the queue is empty: %w", err)
+				// The queue is asked on the consumer's connection: failing,
+				// the consumer is lost with it.
+				return fmt.Errorf("%w: checking whether the queue is empty: %w; letters not yet stored stay in the queue", ErrSourceLost, err)
 			}
 			if ready == 0 && len(deliveries) == 0 {
 				return nil
@@ -325,6 +338,10 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 	}
 	return res, nil
 }
+
+// errNotWritten marks a batch left unwritten because one before it failed;
+// it stays in the queue like the failed one.
+var errNotWritten = errors.New("not written: an earlier batch failed")
 
 // maxBatchAttempts bounds how often a batch that lost a deadlock is
 // written again.

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/expiryctl/expiryctl/internal/adapter/store"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 )
 
 // ClosableSource is a Source its user closes; closing returns what was not
@@ -55,8 +56,11 @@ type FollowOptions struct {
 	Ingest func(ctx context.Context, src Source, opts IngestOptions) (IngestStats, error)
 	// Open opens a fresh consumer, on a fresh connection when the last was
 	// lost; an error wrapped in *Unavailable is waited out.
-	Open    func(ctx context.Context) (ClosableSource, error)
-	Backoff backoff.Policy
+	Open func(ctx context.Context) (ClosableSource, error)
+	// Backoff gives a fresh schedule of waits for each outage; the waits
+	// of one outage grow from one try to the next, and the schedule must
+	// not run out (go-retry's WithMaxRetries would end it).
+	Backoff func() retry.Backoff
 	// Report is told of each loss, retry and recovery.
 	Report func(Reconnect)
 	// Sleep waits d or until ctx is done (default a timer).
@@ -87,6 +91,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 	// for RabbitMQ, a consumer is open again): tries after a loss that
 	// came straight back count on, so the waits grow.
 	var outage *Reconnect
+	var waits retry.Backoff
 	for {
 		base := total
 		run := opts
@@ -109,10 +114,11 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 		if outage == nil || outage.Server != server {
 			// Down holds when it went, as time since start, until Back.
 			outage = &Reconnect{Server: server, Down: time.Since(start)}
+			waits = follow.Backoff()
 		}
 		for {
 			outage.Attempt++
-			wait := follow.Backoff.Wait(outage.Attempt)
+			wait, _ := waits.Next()
 			follow.Report(Reconnect{Server: outage.Server, Err: err, Attempt: outage.Attempt, Down: time.Since(start) - outage.Down, Next: wait})
 			follow.Sleep(ctx, wait)
 			if ctx.Err() != nil {

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sethvargo/go-retry"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/backoff"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 )
 
@@ -59,9 +60,11 @@ func (b *followBundle) follow(t *testing.T, cancel context.CancelFunc) deadlette
 			b.sources = append(b.sources, src)
 			return src, nil
 		},
-		Backoff: backoff.Policy{Initial: time.Second, Max: 4 * time.Second, Rand: func() float64 { return 0 }},
-		Report:  func(r deadletter.Reconnect) { b.reports = append(b.reports, r) },
-		Sleep:   func(_ context.Context, d time.Duration) { b.waits = append(b.waits, d) },
+		Backoff: func() retry.Backoff {
+			return retry.WithCappedDuration(2*time.Second, retry.NewExponential(500*time.Millisecond))
+		},
+		Report: func(r deadletter.Reconnect) { b.reports = append(b.reports, r) },
+		Sleep:  func(_ context.Context, d time.Duration) { b.waits = append(b.waits, d) },
 	}
 }
 

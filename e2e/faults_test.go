@@ -27,8 +27,10 @@ const (
 	faultHeartbeat = time.Second
 	// faultDetection bounds the time from a black hole to the command's
 	// exit: the silence allowed (db timeout plus a second's grace, or three
-	// heartbeats) plus what the command then does to record its failure.
-	faultDetection = 15 * time.Second
+	// heartbeats), then a second's grace for each of the few statements
+	// that record the failure on the server found silent, and some slack
+	// for a loaded machine: three times the 3 s of silence.
+	faultDetection = 9 * time.Second
 )
 
 // fault is one way the network between expiryctl and a server misbehaves.
@@ -59,6 +61,11 @@ var faults = []fault{
 		// The connection is reset this long after data first flows on it,
 		// a random point of the run.
 		return []string{toxic("reset_peer", "downstream", fmt.Sprintf(`{"timeout":%d}`, 100+rng.IntN(900)))}
+	}},
+	{name: "reset_peer_mid_run", midRun: true, toxics: func(rng *rand.Rand) []string {
+		// Added once the run is under way, so that the reset cuts a
+		// connection in the middle of its batches, not while it is set up.
+		return []string{toxic("reset_peer", "downstream", fmt.Sprintf(`{"timeout":%d}`, rng.IntN(300)))}
 	}},
 	{name: "timeout", midRun: true, blackHole: true, toxics: func(*rand.Rand) []string {
 		// A black hole both ways: nothing arrives, nothing is answered.

@@ -196,9 +196,17 @@ func TestFollowSurvivesRestarts(t *testing.T) {
 		}
 	}
 	serve.signal(syscall.SIGINT)
-	for _, line := range strings.Split(serve.wait(30*time.Second).stderr, "\n") {
+	served := serve.wait(30 * time.Second).stderr
+	for _, line := range strings.Split(served, "\n") {
 		if line != "" {
 			t.Logf("metrics serve: %s", line)
+		}
+	}
+	// The database was down for 2 s under a 1 s interval: some reading
+	// failed, and the retry after it says when.
+	for _, want := range []string{"warning: metrics reading failed (try 1)", ", reading again in ", "metrics reading recovered after "} {
+		if !strings.Contains(served, want) {
+			t.Errorf("metrics serve's stderr lacks %q:\n%s", want, served)
 		}
 	}
 }

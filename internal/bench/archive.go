@@ -36,7 +36,7 @@ func benchArchives(ctx context.Context, cfg *config, rep *report) error {
 		n  int
 	}{{a.small, cfg.SmallN}, {a.large, cfg.LargeN}} {
 		cfg.logf("archive: seeding %d letters into %s", s.n, s.db.Name)
-		took, err := seedArchive(ctx, s.db, s.n, end)
+		took, err := seedArchive(ctx, s.db, s.n, end, seedSpan)
 		if err != nil {
 			return err
 		}

@@ -94,7 +94,7 @@ func benchAudit(ctx context.Context, cfg *config, rep *report) error {
 // of cfg.SmallN letters, so that `dlq list --limit 50` lists 50 letters as it
 // does during an incident.
 func benchAuditCost(ctx context.Context, cfg *config, rep *report, db *benchDB) error {
-	took, err := seedArchive(ctx, db, cfg.SmallN, time.Now())
+	took, err := seedArchive(ctx, db, cfg.SmallN, time.Now(), seedSpan)
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,8 @@ func Main(args []string, stdout io.Writer) int {
 	flags.IntVar(&cfg.Runs, "runs", 0, "timed rounds per latency probe (default 31, -quick 9)")
 	flags.BoolVar(&cfg.SkipIngestBinary, "skip-ingest-binary", false, "skip the binary run in the ingest scenario (faster when investigating)")
 	flags.IntVar(&cfg.Batch, "batch", 0, "ingest batch size for the subject and the binary (default: the product's default)")
+	var archiveSize string
+	flags.StringVar(&archiveSize, "archive", "", "instead of the other scenarios, the large-archive one at this size (e.g. 10m): list, summary, capture, purge, disk and memory on an archive that large")
 	var cpuProfile string
 	flags.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the benchmark process (in-process subjects) to this file")
 	if err := flags.Parse(args); err != nil {
@@ -122,7 +124,25 @@ func Main(args []string, stdout io.Writer) int {
 		return 2
 	}
 	cfg.Only = map[string]bool{}
+	if archiveSize != "" {
+		n, err := parseArchiveSize(archiveSize)
+		onlyGiven := false
+		flags.Visit(func(f *flag.Flag) { onlyGiven = onlyGiven || f.Name == "only" || f.Name == "large-n" })
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 2
+		case onlyGiven:
+			fmt.Fprintln(os.Stderr, "bench: -archive runs the large-archive scenario alone: leave out -only and -large-n")
+			return 2
+		}
+		cfg.LargeN, only = n, ""
+		cfg.Only["archive"] = true
+	}
 	for _, s := range strings.Split(only, ",") {
+		if s == "" && archiveSize != "" {
+			continue
+		}
 		s = strings.TrimSpace(s)
 		if !contains(scenarios, s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q in -only: use %s\n", s, strings.Join(scenarios, ", "))
@@ -158,6 +178,11 @@ func Main(args []string, stdout io.Writer) int {
 	if cfg.selected("ingest") {
 		if err := benchIngest(ctx, cfg, rep); err != nil {
 			rep.failed("ingest", err)
+		}
+	}
+	if cfg.selected("archive") {
+		if err := benchLargeArchive(ctx, cfg, rep); err != nil {
+			rep.failed("archive", err)
 		}
 	}
 	if ctx.Err() == nil && (cfg.selected("list") || cfg.selected("summary") || cfg.selected("export") || cfg.selected("tui")) {

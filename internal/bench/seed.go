@@ -15,7 +15,7 @@ import (
 // that the statement-level tally trigger runs once. The rows look like what
 // ingest stores for worker dead letters: a ~200-byte JSON payload, ids and
 // error text per letter, headers in expiryctl's encoding and a two-entry
-// attempt history. Letters are spread over the 30 days before $2 in id order,
+// attempt history. Letters are spread over the span $5 before $2 in id order,
 // as ingest would have stored them (ids grow with dead_lettered_at, give or
 // take a few seconds of jitter). Categories are skewed the way an incident
 // skews them; queues and statuses are mixed. Fingerprints are sha256 of the
@@ -59,7 +59,7 @@ letters AS (
 			g, g, md5(g::text)), 'UTF8') AS body
 	FROM (
 		SELECT g, random() AS r1, random() AS r2,
-			$2::timestamptz - interval '30 days' * (($1 - g)::float8 / $1) - interval '3 seconds' * random() AS at
+			$2::timestamptz - $5::interval * (($1 - g)::float8 / $1) - interval '3 seconds' * random() AS at
 		FROM generate_series($3::bigint, $4::bigint) AS g
 	) AS raw)
 INSERT INTO expiryctl.dead_letters (
@@ -77,7 +77,7 @@ SELECT sha256(convert_to('bench-letter-' || l.g, 'UTF8')),
 	l.at, CASE WHEN l.r2 < 0.85 THEN 'dead' WHEN l.r2 < 0.97 THEN 'replayed' ELSE 'discarded' END
 FROM letters l JOIN docs d USING (kind)`
 
-// seedArchive fills db with n letters ending at end, the fast way: it drops
+// seedArchive fills db with n letters over the span ending at end, the fast way: it drops
 // the table's secondary indexes (those backing no constraint), inserts in
 // parallel chunks of one statement each, recreates the indexes from the
 // definitions it saved, in parallel, and finally vacuums and analyzes, so
@@ -87,7 +87,7 @@ FROM letters l JOIN docs d USING (kind)`
 // than maintaining them row by row, and with the insert being CPU-bound the
 // chunks use both cores. Each chunk is one statement, so the statement-level
 // tally triggers run once per chunk and the tallies stay exact.
-func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time) (time.Duration, error) {
+func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time, span time.Duration) (time.Duration, error) {
 	start := time.Now()
 	indexes, err := secondaryIndexes(ctx, db.Pool)
 	if err != nil {
@@ -104,7 +104,7 @@ func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time) (time.D
 	for w := range workers {
 		lo, hi := n*w/workers+1, n*(w+1)/workers
 		chunks[w] = func(ctx context.Context, conn *pgxpool.Conn) error {
-			if _, err := conn.Exec(ctx, seedSQL, n, end, lo, hi); err != nil {
+			if _, err := conn.Exec(ctx, seedSQL, n, end, lo, hi, span); err != nil {
 				return fmt.Errorf("seed letters %d to %d: %w", lo, hi, err)
 			}
 			return nil
@@ -141,6 +141,9 @@ func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time) (time.D
 	}
 	return time.Since(start), nil
 }
+
+// seedSpan is the month an archive's letters span in the default run.
+const seedSpan = 30 * 24 * time.Hour
 
 type indexDef struct{ name, definition string }
 

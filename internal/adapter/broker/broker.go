@@ -49,10 +49,16 @@ func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
 		if isURIError(url) {
 			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
 		}
+		var frameErr *amqp.Error
+		if socket != nil && socket.broken() != nil && errors.As(err, &frameErr) && frameErr.Code == amqp.FrameError {
+			// Cut during the handshake: amqp091 reports it as a frame
+			// error, which would read as the broker's refusal.
+			err = socket.broken()
+		}
 		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
 	}
 	if socket != nil {
-		silences.Store(conn, socket)
+		watchSilence(conn, socket)
 	}
 	return conn, nil
 }

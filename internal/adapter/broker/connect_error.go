@@ -44,6 +44,11 @@ func (e *ConnectError) diagnosis() (what, next string) {
 	if e.User != "" {
 		user = fmt.Sprintf("user %q", e.User)
 	}
+	var lost *LostError
+	if errors.As(e.Err, &lost) {
+		return "RabbitMQ cut the connection during the handshake",
+			"the broker may be starting or stopping, or a proxy or load balancer in between cut it: try again in a moment; the broker's log says more"
+	}
 	var amqpErr *amqp.Error
 	if errors.As(e.Err, &amqpErr) {
 		switch amqpErr.Code {

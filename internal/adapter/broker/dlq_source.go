@@ -58,9 +58,10 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 	return s, nil
 }
 
-// Err says why the deliveries ended when the broker stopped answering;
-// nil otherwise (deadletter.Ingest then says the consumer was closed).
-func (s *DLQSource) Err() error { return NotAnswering(s.conn) }
+// Err says why the deliveries ended when the connection did: the broker
+// stopped answering, closed it, or it broke; nil otherwise (deadletter.Ingest
+// then says the consumer was closed).
+func (s *DLQSource) Err() error { return Broken(s.conn) }
 
 // Deliveries implements deadletter.Source.
 func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
@@ -68,14 +69,15 @@ func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliverie
 // AckThrough implements deadletter.Source with one multiple-ack.
 func (s *DLQSource) AckThrough(tag uint64) error { return s.silentOr(s.ch.Ack(tag, true)) }
 
-// silentOr is err, or the broker's silence when that is what closed the
-// connection under it: amqp091 passes on only its text.
+// silentOr is err, or why the connection ended under it when it did (a
+// silence, the broker's close, a broken socket): amqp091 passes on only
+// "channel/connection is not open".
 func (s *DLQSource) silentOr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if silent := NotAnswering(s.conn); silent != nil {
-		return silent
+	if broken := Broken(s.conn); broken != nil {
+		return fmt.Errorf("%w (%w)", broken, err)
 	}
 	return err
 }

@@ -3,10 +3,14 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
+	"syscall"
 	"time"
+	"weak"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -54,21 +58,55 @@ func (e *NotAnsweringError) Error() string {
 
 // silences maps each connection dialled here to its watched socket, so
 // that an error seen after amqp091 closed the connection (a closed channel,
-// a nacked confirm) can be traced to the broker's silence. A command holds
-// a handful of connections, so the entries are never reclaimed.
-var silences sync.Map // *amqp.Connection → *watchedSocket
+// a nacked confirm) can be traced to why it ended: the broker's silence,
+// its close, a broken socket. The key is weak
+// and the entry goes when its connection is collected: a `dlq ingest
+// --follow` dials anew on every reconnect, all incident long.
+var silences sync.Map // weak.Pointer[amqp.Connection] → *watchedSocket
+
+func watchSilence(conn *amqp.Connection, socket *watchedSocket) {
+	key := weak.Make(conn)
+	silences.Store(key, socket)
+	go socket.watchClose(conn.NotifyClose(make(chan *amqp.Error, 1)))
+	runtime.AddCleanup(conn, func(key weak.Pointer[amqp.Connection]) { silences.Delete(key) }, key)
+}
 
 // NotAnswering returns the *NotAnsweringError that closed conn, or nil when
 // conn is open or closed for another reason.
 func NotAnswering(conn *amqp.Connection) error {
-	v, ok := silences.Load(conn)
+	if socket := socketOf(conn); socket != nil {
+		if err := socket.silent(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Broken says why conn ended: the broker stopped answering
+// (*NotAnsweringError), closed it saying why (*ClosedError), or the
+// connection broke (*LostError); nil while it is open, or when it was
+// closed by expiryctl itself.
+func Broken(conn *amqp.Connection) error {
+	if socket := socketOf(conn); socket != nil {
+		return socket.broken()
+	}
+	return nil
+}
+
+func socketOf(conn *amqp.Connection) *watchedSocket {
+	v, ok := silences.Load(weak.Make(conn))
 	if !ok {
 		return nil
 	}
-	if err := v.(*watchedSocket).silent(); err != nil {
-		return err
-	}
-	return nil
+	return v.(*watchedSocket)
+}
+
+// silenceWatches is how many connections are watched now, for the test
+// that a reconnect loop does not grow the table.
+func silenceWatches() int {
+	n := 0
+	silences.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // IsNotAnswering reports whether err says RabbitMQ stopped answering.
@@ -86,19 +124,93 @@ type watchedSocket struct {
 
 	mu      sync.Mutex
 	silence *NotAnsweringError
+	// lost is the connection broken under the reader: closed by the
+	// broker's side without a word, or reset.
+	lost *LostError
+	// closed is the connection.close the broker sent, with its reason.
+	closed *amqp.Error
 }
 
 func (s *watchedSocket) Read(p []byte) (int, error) {
 	n, err := s.Conn.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		silent := &NotAnsweringError{Address: s.address, Silence: SilenceAllowed(s.heartbeat), Heartbeat: s.heartbeat}
 		s.mu.Lock()
 		s.silence = silent
 		s.mu.Unlock()
 		return n, silent
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED):
+		// amqp091 passes on only the text; the reason is kept here so
+		// that the error can name the broker.
+		s.mu.Lock()
+		if s.lost == nil {
+			s.lost = &LostError{Address: s.address, Err: err}
+		}
+		s.mu.Unlock()
 	}
 	return n, err
 }
+
+// broken is why the connection ended, in the order that explains it best:
+// a silence, the broker's own close, a broken socket; nil if none is known.
+func (s *watchedSocket) broken() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.silence != nil:
+		return s.silence
+	case s.closed != nil:
+		return &ClosedError{Address: s.address, Reason: s.closed}
+	case s.lost != nil:
+		return s.lost
+	}
+	return nil
+}
+
+// watchClose records the connection.close the broker sends, if it does.
+func (s *watchedSocket) watchClose(closes chan *amqp.Error) {
+	for e := range closes {
+		if e != nil && e.Server {
+			s.mu.Lock()
+			s.closed = e
+			s.mu.Unlock()
+		}
+	}
+}
+
+// LostError reports that the connection to RabbitMQ broke under expiryctl:
+// the broker's side closed it without a word (a node stopped, a proxy or
+// load balancer cut it) or the network reset it. What was published and
+// not yet confirmed is unknown (never counted as confirmed).
+type LostError struct {
+	Address string
+	Err     error
+}
+
+func (e *LostError) Error() string {
+	why := "the connection was reset"
+	if errors.Is(e.Err, io.EOF) {
+		why = "the connection was closed from the broker's side"
+	}
+	return fmt.Sprintf("lost the connection to RabbitMQ at %s: %s (%v)", e.Address, why, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// ClosedError reports that RabbitMQ closed the connection, saying why: a
+// node shutting down, an administrator closing it, a resource alarm.
+type ClosedError struct {
+	Address string
+	Reason  *amqp.Error
+}
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("RabbitMQ at %s closed the connection: %s", e.Address, e.Reason.Reason)
+}
+
+func (e *ClosedError) Unwrap() error { return e.Reason }
 
 func (s *watchedSocket) silent() *NotAnsweringError {
 	s.mu.Lock()

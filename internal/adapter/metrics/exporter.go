@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sethvargo/go-retry"
 )
 
 // DefaultInterval is how often an Exporter takes a snapshot unless told
@@ -38,6 +39,11 @@ type Options struct {
 	MaxClasses int
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Retry gives a fresh schedule of waits for each run of failed
+	// refreshes, so that a server back from a restart is read again
+	// within a second rather than an interval later; no wait is longer
+	// than Interval. Nil: every refresh waits Interval.
+	Retry func() retry.Backoff
 }
 
 // Exporter is a prometheus.Collector that serves the last Snapshot of its
@@ -94,24 +100,39 @@ func (e *Exporter) Refresh(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
-// Run refreshes the snapshot every interval until ctx is done. report, when
-// not nil, is called after each refresh with its error (nil on success), so
-// that the caller can say when the snapshots start and stop failing.
-func (e *Exporter) Run(ctx context.Context, report func(error)) {
-	tick := time.NewTicker(e.opts.Interval)
-	defer tick.Stop()
+// Run refreshes the snapshot every interval until ctx is done; after a
+// failed refresh it tries again on the Retry schedule. report, when not
+// nil, is called after each refresh with its error (nil on success) and
+// the wait before the next, so that the caller can say when the snapshots
+// start and stop failing and when it tries again.
+func (e *Exporter) Run(ctx context.Context, report func(err error, next time.Duration)) {
+	wait := e.opts.Interval
+	var retries retry.Backoff
 	for {
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		_, err := e.Refresh(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		wait = e.opts.Interval
+		switch {
+		case err == nil:
+			retries = nil
+		case e.opts.Retry != nil:
+			if retries == nil {
+				retries = e.opts.Retry()
+			}
+			next, _ := retries.Next()
+			wait = min(next, e.opts.Interval)
+		}
 		if report != nil {
-			report(err)
+			report(err, wait)
 		}
 	}
 }

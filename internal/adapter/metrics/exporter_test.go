@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
@@ -286,7 +288,7 @@ func TestRunRefreshesOnItsInterval(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		exp.Run(ctx, func(err error) {
+		exp.Run(ctx, func(err error, _ time.Duration) {
 			select {
 			case reports <- err:
 			default:
@@ -307,6 +309,56 @@ func TestRunRefreshesOnItsInterval(t *testing.T) {
 	<-done
 	if src.Calls() < 3 {
 		t.Fatalf("%d snapshots, want 3 or more", src.Calls())
+	}
+}
+
+// TestRunRetriesOnItsScheduleWithinTheInterval: after failed refreshes the
+// waits follow the Retry schedule, never longer than the interval, and a
+// success goes back to the interval with the schedule started afresh.
+func TestRunRetriesOnItsScheduleWithinTheInterval(t *testing.T) {
+	t.Parallel()
+	src := &fakes.MetricsSource{Snap: fakes.MetricsSnapshot(), Err: errors.New("connection refused")}
+	const interval = 40 * time.Millisecond
+	schedules := 0
+	exp := metrics.NewExporter(src, metrics.Options{Interval: interval, Retry: func() retry.Backoff {
+		schedules++
+		return retry.NewExponential(10 * time.Millisecond)
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	type report struct {
+		failed bool
+		next   time.Duration
+	}
+	reports := make(chan report, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		exp.Run(ctx, func(err error, next time.Duration) {
+			if len(reports) == 4 {
+				src.SetErr(nil)
+			}
+			if len(reports) == 5 {
+				src.SetErr(errors.New("connection refused"))
+			}
+			reports <- report{err != nil, next}
+			if len(reports) == 8 {
+				cancel()
+			}
+		})
+	}()
+	<-done
+	close(reports)
+	var got []report
+	for r := range reports {
+		got = append(got, r)
+	}
+	want := []report{{true, 10 * time.Millisecond}, {true, 20 * time.Millisecond}, {true, interval}, {true, interval},
+		{true, interval}, {false, interval}, {true, 10 * time.Millisecond}, {true, 20 * time.Millisecond}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reports %v, want %v", got, want)
+	}
+	if schedules != 2 {
+		t.Fatalf("%d schedules, want a fresh one for each of the 2 runs of failures", schedules)
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,6 +59,31 @@ func (e *NotAnsweringError) Error() string {
 		e.Address, e.Silence)
 }
 
+// LostError reports that the connection to a PostgreSQL server broke: the
+// server closed it (a restart, a failover, an administrator ending the
+// session) or the network reset it (a proxy, a firewall, a load balancer).
+// A statement in flight has an unknown outcome, as with a silence.
+type LostError struct {
+	Address string
+	Err     error
+}
+
+func (e *LostError) Error() string {
+	why := "the connection was reset"
+	if errors.Is(e.Err, io.EOF) {
+		why = "the server closed the connection"
+	}
+	return fmt.Sprintf("lost the connection to PostgreSQL at %s: %s (%v)", e.Address, why, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// IsLost reports whether err says a connection to PostgreSQL broke.
+func IsLost(err error) bool {
+	var lost *LostError
+	return errors.As(err, &lost)
+}
+
 // IsNotAnswering reports whether err says a server stopped answering.
 func IsNotAnswering(err error) bool {
 	var silent *NotAnsweringError
@@ -79,6 +107,7 @@ func applyOptions(cfg *pgxpool.Config, opts Options) {
 	}
 	silence := opts.Timeout + clientGrace
 	database := cfg.ConnConfig.Database
+	found := &silenceFound{}
 	dialer := &net.Dialer{
 		Timeout: cfg.ConnConfig.ConnectTimeout,
 		// Keepalives find a peer that vanished while the connection was
@@ -93,7 +122,7 @@ func applyOptions(cfg *pgxpool.Config, opts Options) {
 		}
 		// The host dialed, not the URL's first: with a multi-host URL the
 		// server that stopped answering is the one this connection reached.
-		return &watchedConn{Conn: conn, silence: silence, address: addr + "/" + database}, nil
+		return &watchedConn{Conn: conn, silence: silence, found: found, address: addr + "/" + database}, nil
 	}
 }
 
@@ -105,6 +134,7 @@ func applyOptions(cfg *pgxpool.Config, opts Options) {
 type watchedConn struct {
 	net.Conn
 	silence time.Duration
+	found   *silenceFound
 	address string
 
 	mu sync.Mutex
@@ -124,8 +154,9 @@ func sooner(a, b time.Time) time.Time {
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
+	silence := c.found.allowed(c.silence)
 	c.mu.Lock()
-	armed := time.Now().Add(c.silence)
+	armed := time.Now().Add(silence)
 	c.reading = armed
 	deadline := sooner(c.readDeadline, armed)
 	err := c.Conn.SetReadDeadline(deadline)
@@ -138,15 +169,20 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	c.reading = time.Time{}
 	ours := c.readDeadline.IsZero() || armed.Before(c.readDeadline)
 	c.mu.Unlock()
-	if err != nil && ours && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, &NotAnsweringError{Address: c.address, Silence: c.silence}
+	if n > 0 {
+		c.found.answered()
 	}
-	return n, err
+	if err != nil && ours && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.found.silent()
+		return n, &NotAnsweringError{Address: c.address, Silence: silence}
+	}
+	return n, c.lost(err)
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
+	silence := c.found.allowed(c.silence)
 	c.mu.Lock()
-	armed := time.Now().Add(c.silence)
+	armed := time.Now().Add(silence)
 	c.writing = armed
 	err := c.Conn.SetWriteDeadline(sooner(c.writeDeadline, armed))
 	c.mu.Unlock()
@@ -159,9 +195,19 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 	ours := c.writeDeadline.IsZero() || armed.Before(c.writeDeadline)
 	c.mu.Unlock()
 	if err != nil && ours && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, &NotAnsweringError{Address: c.address, Silence: c.silence}
+		c.found.silent()
+		return n, &NotAnsweringError{Address: c.address, Silence: silence}
 	}
-	return n, err
+	return n, c.lost(err)
+}
+
+// lost names the server in err when err says the connection broke: the
+// server closed it or the network reset it.
+func (c *watchedConn) lost(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return &LostError{Address: c.address, Err: err}
+	}
+	return err
 }
 
 func (c *watchedConn) SetDeadline(t time.Time) error {
@@ -188,3 +234,23 @@ func (c *watchedConn) SetWriteDeadline(t time.Time) error {
 	c.writeDeadline = t
 	return c.Conn.SetWriteDeadline(sooner(t, c.writing))
 }
+
+// silenceFound is shared by the connections of one pool: once one of them
+// found the server silent, the others, and the connections dialled after,
+// give it only clientGrace to answer, until any of them hears from it
+// again. Without it, a command that ends on a black hole would wait the
+// whole silence again for each statement in flight on other connections
+// and for each row that records its failure, several times the
+// --db-timeout in all.
+type silenceFound struct{ found atomic.Bool }
+
+func (f *silenceFound) allowed(silence time.Duration) time.Duration {
+	if f.found.Load() {
+		return min(silence, clientGrace)
+	}
+	return silence
+}
+
+func (f *silenceFound) silent() { f.found.Store(true) }
+
+func (f *silenceFound) answered() { f.found.Store(false) }
