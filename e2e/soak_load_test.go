@@ -139,19 +139,6 @@ func (p *ratePublisher) fates() []byte {
 	return p.fate
 }
 
-// confirmedSoFar counts the letters confirmed until now.
-func (p *ratePublisher) confirmedSoFar() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, f := range p.fate {
-		if f == letterConfirmed {
-			n++
-		}
-	}
-	return n
-}
-
 // soakSample is one second's reading of the ingest process.
 type soakSample struct {
 	at time.Duration

@@ -118,7 +118,10 @@ func TestNotAnsweringSaysTheSilenceThatWas(t *testing.T) {
 	f.freeze()
 	frozen := time.Now()
 	select {
-	case <-closed:
+	case closeErr := <-closed:
+		if closeErr == nil {
+			t.Fatal("the connection was closed cleanly, not given up")
+		}
 	case <-time.After(10 * heartbeat):
 		t.Fatalf("the connection was not given up %s into the silence", 10*heartbeat)
 	}
