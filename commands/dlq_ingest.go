@@ -165,6 +165,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	// A followed capture may end on another source than the first.
 	defer func() { _ = src.Close() }()
 
+	if opts.progress == nil {
+		opts.progress = newProgressLine(opts.IO.ErrOut)
+	}
 	if opts.CheckpointKey != "" {
 		key, err := os.ReadFile(opts.CheckpointKey)
 		if err != nil {
@@ -178,16 +181,13 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 		defer stop()
 		go signer.SignEvery(checkpoints, string(key), opts.CheckpointEvery, func(cp audit.Checkpoint, err error) {
 			if err != nil {
-				fmt.Fprintf(opts.IO.ErrOut, "warning: no audit checkpoint this time: %v\n", err)
+				opts.progress.say(fmt.Sprintf("warning: no audit checkpoint this time: %v", err))
 				return
 			}
-			fmt.Fprintf(opts.IO.ErrOut, "signed audit checkpoint of %d rows by %s, root %s\n", cp.Size, cp.Signer, cp.Root)
+			opts.progress.say(fmt.Sprintf("signed audit checkpoint of %d rows by %s, root %s", cp.Size, cp.Signer, cp.Root))
 		})
 	}
 
-	if opts.progress == nil {
-		opts.progress = newProgressLine(opts.IO.ErrOut)
-	}
 	progress := func(deadletter.IngestStats) {}
 	if opts.IO.StderrTTY {
 		last := time.Time{}

@@ -44,10 +44,7 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 		},
 		Backoff: waits,
 		Report: func(r deadletter.Reconnect) {
-			if opts.IO.StderrTTY {
-				opts.progress.clear()
-			}
-			fmt.Fprintln(opts.IO.ErrOut, reconnectLine(opts.Queue, r))
+			opts.progress.say(reconnectLine(opts.Queue, r))
 			if !r.Back && r.Attempt == 1 {
 				lost(r.Server)
 			}

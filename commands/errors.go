@@ -55,7 +55,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled
-	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr), store.IsNotAnswering(err), store.IsLost(err), broker.IsNotAnswering(err),
+	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr), store.ServerGone(err), broker.IsNotAnswering(err),
 		// A connection lost mid-command (a broker restarting, a node of a
 		// cluster stopping) is the server being unavailable too.
 		errors.As(err, new(*replay.BrokerLostError)), errors.Is(err, deadletter.ErrSourceLost):

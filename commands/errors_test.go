@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -28,6 +29,9 @@ func TestLostConnectionsExitUnavailable(t *testing.T) {
 			Err: &store.LostError{Address: "db:5432/archive", Err: syscall.ECONNRESET}},
 		"a replay whose PostgreSQL connection was closed": &replay.InterruptedError{RequestID: 7,
 			Err: &store.LostError{Address: "db:5432/archive", Err: io.EOF}},
+		"a replay whose PostgreSQL server restarted": &replay.InterruptedError{RequestID: 7,
+			Err: fmt.Errorf("record the confirms: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01",
+				Message: "terminating connection due to administrator command"})},
 	} {
 		if code := ExitCode(err); code != ExitUnavailable {
 			t.Errorf("%s: exit %d, want %d", name, code, ExitUnavailable)

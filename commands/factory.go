@@ -136,22 +136,6 @@ func (f *Factory) AMQPURL() string {
 	return f.AMQPURLs()[0]
 }
 
-// ManagementURL resolves --management-url, then EXPIRYCTL_MANAGEMENT_URL,
-// then the management API of the AMQP URL's broker: its host and
-// credentials over http on port 15672 (broker.ManagementURLFor), so that a
-// user who set only the AMQP URL needs nothing more. It is empty when the
-// AMQP URL cannot be read; the live queues then say so.
-func (f *Factory) ManagementURL() string {
-	if u := firstNonEmpty(f.ManagementURLFlag, f.Getenv("EXPIRYCTL_MANAGEMENT_URL")); u != "" {
-		return u
-	}
-	u, err := broker.ManagementURLFor(f.AMQPURL())
-	if err != nil {
-		return ""
-	}
-	return u
-}
-
 // OutcomeURL resolves --outcome-url, then EXPIRYCTL_OUTCOME_URL; empty
 // means the outcome query runs against expiryctl's own database. It is
 // never stored: it may carry a password.
@@ -161,7 +145,7 @@ func (f *Factory) OutcomeURL() string {
 
 // connectionURLs are the URLs whose passwords no message may show.
 func (f *Factory) connectionURLs() []string {
-	urls := append([]string{f.DatabaseURL(), f.ManagementURL()}, f.AMQPURLs()...)
+	urls := append(append([]string{f.DatabaseURL()}, f.ManagementURLs()...), f.AMQPURLs()...)
 	if u := f.OutcomeURL(); u != "" {
 		urls = append(urls, u)
 	}

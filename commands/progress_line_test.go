@@ -140,3 +140,26 @@ func TestDLQIngestProgressFitsTheTerminal(t *testing.T) {
 		t.Errorf("stderr %q lacks %q", errOut, want)
 	}
 }
+
+// TestProgressLineSaysAboveItself: a message from another goroutine (a
+// signed checkpoint, a reconnect) gets a line of its own, and the progress
+// line comes back under it; with no progress line shown, only the message
+// is written.
+func TestProgressLineSaysAboveItself(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	p := &progressLine{w: &out, size: columns(80)}
+	p.say("before any progress")
+	p.show("ingesting q: 40 stored")
+	p.say("signed audit checkpoint of 12 rows")
+	p.clear()
+	p.say("after the progress")
+	want := "before any progress\n" +
+		"\r\x1b[Kingesting q: 40 stored" +
+		"\r\x1b[Ksigned audit checkpoint of 12 rows\ningesting q: 40 stored" +
+		"\r\x1b[K" +
+		"after the progress\n"
+	if out.String() != want {
+		t.Fatalf("wrote %q, want %q", out.String(), want)
+	}
+}

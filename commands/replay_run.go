@@ -81,6 +81,10 @@ Starting a run spends the approval. If the runner dies (kill, crash, lost
 connection), run the request again: it resumes without a new approval,
 publishing again the items that were in flight; the worker's idempotency key
 makes those duplicates harmless. Only one runner can hold a request at a time.
+Given a cluster's nodes (--amqp-url repeated or comma-separated), a run that
+loses its node does not stop: it says so on stderr, connects to the next
+node and goes on, resuming there in the same way (at most 5 times, and
+for 30 s after each loss).
 
 A discard request marks its letters discarded and publishes nothing.
 
@@ -124,13 +128,18 @@ func replayRunRun(ctx context.Context, opts *ReplayRunOptions) error {
 		return replayDryRun(ctx, opts, runner)
 	}
 
-	var progress func(replay.Progress)
 	line := opts.progressLine()
-	if opts.IO.StderrTTY {
-		progress = func(p replay.Progress) {
-			if p.Phase != "stopping" {
-				line.show(runProgressLine(p))
+	failovers := 0
+	progress := func(p replay.Progress) {
+		// A failover is said on its own line, terminal or not.
+		for ; failovers < len(p.Failovers); failovers++ {
+			if opts.IO.StderrTTY {
+				line.clear()
 			}
+			fmt.Fprintln(opts.IO.ErrOut, failoverLine(p.RequestID, p.Failovers[failovers]))
+		}
+		if opts.IO.StderrTTY && p.Phase != "stopping" && p.Phase != "failover" {
+			line.show(runProgressLine(p))
 		}
 	}
 	res, runErr := runner.Run(ctx, opts.ID, progress)

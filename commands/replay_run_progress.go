@@ -44,3 +44,16 @@ func runProgressLine(p replay.Progress) string {
 	}
 	return head + waiting + eta + " · " + counts + rate + extra
 }
+
+// failoverLine says which RabbitMQ node a run lost and which it goes on
+// through, and what it sends again.
+func failoverLine(request int64, f replay.Failover) string {
+	from, to := orDash(f.From), orDash(f.To)
+	again := "no item was in flight"
+	if f.InFlight > 0 {
+		again = phrase.Count(f.InFlight, "item", "items") + " in flight there, confirm unknown, go out again (the job's idempotency key absorbs a copy that did arrive)"
+	}
+	return fmt.Sprintf("replay request %d: lost RabbitMQ node %s (%s); failed over to %s in %s and goes on: %s",
+		request, termsafe.EscapeLine(from), termsafe.EscapeLine(f.Cause), termsafe.EscapeLine(to),
+		(time.Duration(f.Took * float64(time.Second))).Round(time.Millisecond), again)
+}

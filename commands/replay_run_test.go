@@ -39,8 +39,23 @@ func TestReplayRunRun(t *testing.T) {
 		if errOut != "replay request 7 completed: 3 confirmed, 0 skipped, 0 failed (3 published by this run)\n" {
 			t.Fatalf("stderr %q", errOut)
 		}
-		if len(runner.Runs) != 1 || runner.Runs[0] != 7 || runner.Progressed[0] {
-			t.Fatalf("runs %v, progress %v: a pipe gets no progress", runner.Runs, runner.Progressed)
+		if len(runner.Runs) != 1 || runner.Runs[0] != 7 {
+			t.Fatalf("runs %v", runner.Runs)
+		}
+	})
+	t.Run("a failover is said on its own line, on a pipe too", func(t *testing.T) {
+		t.Parallel()
+		lost := replay.Failover{From: "10.0.0.1:5672", To: "10.0.0.3:5672", Cause: "lost the RabbitMQ publishing channel: the connection to RabbitMQ closed",
+			InFlight: 4, Took: 0.412}
+		step := replay.Progress{RequestID: 7, Kind: replay.KindReplay, Phase: "replay", Total: 3, Done: 1}
+		steps := []replay.Progress{step, step, step}
+		steps[1].Phase, steps[1].Failovers = "failover", []replay.Failover{lost}
+		steps[2].Failovers = []replay.Failover{lost}
+		_, errOut, err := run(t, &fakes.Runner{Result: completed, Steps: steps}, false, "7")
+		want := "replay request 7: lost RabbitMQ node 10.0.0.1:5672 (lost the RabbitMQ publishing channel: the connection to RabbitMQ closed); " +
+			"failed over to 10.0.0.3:5672 in 412ms and goes on: 4 items in flight there, confirm unknown, go out again (the job's idempotency key absorbs a copy that did arrive)\n"
+		if err != nil || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "lost RabbitMQ node") != 1 || strings.Contains(errOut, "done (") {
+			t.Fatalf("stderr = %v, %q; want once %q and no progress line", err, errOut, want)
 		}
 	})
 	t.Run("a resumed run says how much it published again", func(t *testing.T) {

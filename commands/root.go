@@ -69,8 +69,8 @@ Every command, reads included, leaves a row in the audit trail.`,
 		"PostgreSQL URL (env EXPIRYCTL_DATABASE_URL; default postgres://root@127.0.0.1:5432/expiryctl)")
 	pf.Var(&urlList{target: &f.AMQPURLFlag}, "amqp-url",
 		"RabbitMQ URL, or a cluster's node URLs (repeated or comma-separated), tried in order (env EXPIRYCTL_AMQP_URL, comma-separated; default amqp://guest:***@127.0.0.1:5672/)")
-	pf.StringVar(&f.ManagementURLFlag, "management-url", "",
-		"RabbitMQ management API URL, read for the live queues (env EXPIRYCTL_MANAGEMENT_URL; default the RabbitMQ URL's host and credentials over http on port 15672)")
+	pf.Var(&urlList{target: &f.ManagementURLFlag}, "management-url",
+		"RabbitMQ management API URL, or one per node (repeated or comma-separated), read for the live queues, the handler check and pacing, tried in turn while one does not answer (env EXPIRYCTL_MANAGEMENT_URL, comma-separated; default each RabbitMQ URL's host and credentials over http on port 15672)")
 	pf.StringVar(&f.ActorFlag, "actor", "",
 		"a label for the audit trail, recorded beside your database login (env EXPIRYCTL_ACTOR; default the login itself)")
 	f.timeoutFlags(pf)

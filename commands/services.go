@@ -219,6 +219,9 @@ type services struct {
 	actor string
 	now   func() time.Time
 	dial  func() (*amqp.Connection, error)
+	// amqpNodes is how many nodes --amqp-url lists: a replay run fails
+	// over between them when there are several.
+	amqpNodes int
 	// outcomes opens the reservation database the outcome query runs
 	// against; nil pool: expiryctl's own.
 	outcomes func(context.Context) (*pgxpool.Pool, error)
@@ -236,7 +239,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, outcomes: f.Outcomes, flow: f.flow(),
+	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
 		consumers: f.Consumers()}, nil
 }
 
@@ -299,16 +302,17 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 			return nil, nil, err
 		}
 	}
-	conn, err := r.dial()
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := broker.NewAMQPBroker(conn)
+	brokers := &runBrokers{dial: r.dial}
+	b, err := brokers.open()
 	if err != nil {
 		return nil, nil, err
 	}
 	runner.Broker, runner.PublishAs, runner.Flow = b, b.User(), r.flow
-	return runner, func() { _ = b.Close() }, nil
+	if r.amqpNodes > 1 {
+		// A cluster: a lost node is failed over from, within the run.
+		runner.Reconnect = brokers.reconnect
+	}
+	return runner, brokers.close, nil
 }
 
 // policyService is service.Policy over replay's policy functions.

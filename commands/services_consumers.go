@@ -1,16 +1,15 @@
 package commands
 
 import (
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
 // Consumers returns the reader of who consumes a replay's target queues,
 // and which handler version each consumer's connection advertises, from
-// RabbitMQ's management API at ManagementURL (the reader LiveQueues
+// RabbitMQ's management API at ManagementURLs (the reader LiveQueues
 // returns). It dials nothing until asked; an API that cannot be reached is
 // the error of each read, which `replay run` refuses on unless the request
 // said --same-handler-ok.
 func (f *Factory) Consumers() replay.Consumers {
-	return broker.NewManagement(broker.ManagementConfig{URL: f.ManagementURL(), AMQPURL: f.AMQPURL(), Now: f.Now})
+	return f.management()
 }

@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -12,7 +11,7 @@ import (
 // runner pace by: the management API of LiveQueues. It dials nothing until
 // asked.
 func (f *Factory) flow() replay.Flow {
-	return broker.NewManagement(broker.ManagementConfig{URL: f.ManagementURL(), AMQPURL: f.AMQPURL(), Now: f.Now})
+	return f.management()
 }
 
 // Planner returns the service that sizes a replay's rate against the

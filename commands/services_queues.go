@@ -8,16 +8,12 @@ import (
 )
 
 // LiveQueues returns the reader of what the broker's queues hold now, from
-// RabbitMQ's management API at ManagementURL, for the vhost of the AMQP
+// RabbitMQ's management API at ManagementURLs, for the vhost of the AMQP
 // URL. It dials nothing until asked. Its error is always nil: a management
 // URL that cannot be used, like an API that cannot be reached, shows in
 // each report's Unavailable, so that a command still shows the rest.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return broker.NewManagement(broker.ManagementConfig{
-		URL:     f.ManagementURL(),
-		AMQPURL: f.AMQPURL(),
-		Now:     f.Now,
-	}), nil
+	return f.management(), nil
 }
 
-var _ service.LiveQueues = (*broker.Management)(nil)
+var _ service.LiveQueues = (*broker.ManagementNodes)(nil)

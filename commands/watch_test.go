@@ -422,8 +422,8 @@ func TestWatchEnds(t *testing.T) {
 	}{
 		{"a plain error", errors.New("unexpected EOF"), false, ExitError},
 		{"an unreachable server", &store.ConnectError{Address: "127.0.0.1:5432", Err: errors.New("connection refused")}, false, ExitUnavailable},
-		{"a lost connection", &pgconn.PgError{Code: "08006"}, false, ExitError},
-		{"an administrator's shutdown", &pgconn.PgError{Code: "57P01"}, false, ExitError},
+		{"a lost connection", &pgconn.PgError{Code: "08006"}, false, ExitUnavailable},
+		{"an administrator's shutdown", &pgconn.PgError{Code: "57P01"}, false, ExitUnavailable},
 		{"a statement timeout", &pgconn.PgError{Code: "57014"}, false, ExitError},
 		{"a serialization failure", &pgconn.PgError{Code: "40001"}, false, ExitError},
 		{"too many connections", &pgconn.PgError{Code: "53300"}, false, ExitError},

@@ -18,24 +18,6 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
-// rabbitAt is a rabbit (a confirming channel) on the node at url.
-func rabbitAt(t *testing.T, url string) *rabbit {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	return &rabbit{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 10000))}
-}
-
 var quorum = amqp.Table{"x-queue-type": "quorum"}
 
 // TestClusterNodeStopAndRestart runs `dlq ingest --follow` and a `replay
@@ -43,11 +25,13 @@ var quorum = amqp.Table{"x-queue-type": "quorum"}
 // URLs, with a quorum DLQ and a quorum target queue, and stops the node
 // both are connected to (the first listed, where the queues were
 // declared) in the middle, starting it again five seconds later. Letters
-// are published to another node throughout. It then counts, as the fault
-// suite does, what became of every letter (published and confirmed,
-// stored, stored twice, left in the queue, lost) and of every replayed
-// item (confirmed, copies that reached the target queue, lost): none may
-// be lost or stored twice.
+// are published to another node throughout. Both fail over: the replay run
+// goes on through another node and completes in the one run. It then
+// counts, as the fault suite does, what became of every letter (published
+// and confirmed, stored, stored twice, left in the queue, lost) and of
+// every replayed item (confirmed, copies that reached the target queue,
+// lost): none may be lost or stored twice, and no item sent twice but
+// those in flight at the loss.
 func TestClusterNodeStopAndRestart(t *testing.T) {
 	started := time.Now()
 	cluster := servers.StartRabbitMQCluster(t, 3)
@@ -85,15 +69,17 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	db := pgtest.New(t)
 	observer := observerPool(t, db.URL)
 	// c is never stopped: the test's own publishing, consuming and
-	// inspecting go through it, and so does the management API.
-	env := []string{"EXPIRYCTL_AMQP_URL=" + urls, "EXPIRYCTL_MANAGEMENT_URL=" + c.ManagementURL,
-		"EXPIRYCTL_AMQP_HEARTBEAT=1s", "EXPIRYCTL_DB_TIMEOUT=5s"}
+	// inspecting go through it. expiryctl reads each node's management API
+	// (derived from its AMQP URL), a's first: while a is down, b's answers.
+	env := []string{"EXPIRYCTL_AMQP_URL=" + urls, "EXPIRYCTL_AMQP_HEARTBEAT=1s", "EXPIRYCTL_DB_TIMEOUT=5s"}
 	tool := newCLI(db.URL, "e2e-cluster")
 	tool.env = append(tool.env, env...)
 	viaC := rabbitAt(t, c.URL)
 
-	// The replay's cohort: letters of their own, archived before the run.
-	const n = 200
+	// The replay's cohort: letters of their own, archived before the run,
+	// replayed slowly enough (20 s) to outlast `rabbitmqctl stop`, which
+	// keeps the node's connections for up to 13 s on a loaded machine.
+	const n = 300
 	msgs := workerLetters(1_000_000, n, "db_timeout", "i/o timeout")
 	for i := range msgs {
 		msgs[i].Headers["x-original-exchange"] = exchange
@@ -115,7 +101,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	if len(w.letters) != n {
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
-	req := w.request(t, replay.NewRequest{Rate: 25, Canary: intRef(10),
+	req := w.request(t, replay.NewRequest{Rate: 15, Canary: intRef(10),
 		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue"})
 	w.approve(t, req.ID)
 	id := strconv.FormatInt(req.ID, 10)
@@ -163,7 +149,21 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		t.Fatalf("the replay ended before the node could be stopped, so it tested nothing: %s", run.res)
 	}
 
+	confirmedAtStop := itemStates(t, observer, req.ID)["confirmed"]
 	stopped := time.Now()
+	// When the run's stderr first says it failed over, and when it ends,
+	// timed as they happen.
+	failedOver, runEnded := make(chan time.Duration, 1), make(chan time.Duration, 1)
+	go func() {
+		for !strings.Contains(run.stderr.String(), "failed over to") && !run.exited() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		failedOver <- time.Since(stopped)
+		for !run.exited() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		runEnded <- time.Since(stopped)
+	}()
 	a.Stop(t)
 	stopTook := time.Since(stopped)
 	capturedAtStop := captured()
@@ -177,30 +177,16 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		t.Fatalf("dlq ingest --follow exited: %s", ingest.res)
 	}
 
-	// The replay run either rode it out or ended saying RabbitMQ was lost;
-	// runs until the request completes, as an operator would.
-	first := run.wait(runTimeout)
-	confirmedAtLoss := itemStates(t, observer, req.ID)["confirmed"]
-	reruns := 0
-	deadline := time.Now().Add(2 * runTimeout)
-	for w.status(t, req.ID) != "completed" {
-		res := tool.run(t, "replay", "run", id, "-o", "json")
-		reruns++
-		if res.code == 0 {
-			break
-		}
-		switch {
-		case time.Now().After(deadline):
-			t.Fatalf("the request did not complete: %s", res)
-		case res.code == 8 || (res.code == 4 && strings.Contains(res.stderr, "replay approve")):
-			w.approve(t, req.ID)
-		case res.code == 4 && strings.Contains(res.stderr, "single-runner"):
-			time.Sleep(200 * time.Millisecond)
-		default:
-			t.Fatalf("replay run after the node came back failed: %s", res)
-		}
+	// The replay run fails over to another node and completes: one run.
+	first := run.wait(2 * runTimeout)
+	sawFailover, replayDone := <-failedOver, <-runEnded
+	var summary struct {
+		replaySummary
+		Failovers []replay.Failover `json:"failovers"`
 	}
-	replayDone := time.Since(stopped)
+	if first.code == 0 {
+		decodeJSON(t, first, &summary)
+	}
 
 	pub.finish()
 	confirmed, unknown := int(pub.confirmed.Load()), int(pub.unknown.Load())
@@ -266,14 +252,37 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 			withoutCopy++
 		}
 	}
-	t.Logf("replay: the run at the stop said: %s", firstError(first.stderr))
-	t.Logf("replay: approved %d; first run exit %d with %d confirmed at the loss, %d more runs; confirmed %d, reached the queue %d (%d copies), confirmed without a copy %d, outside the cohort %d, lost %d",
-		n, first.code, confirmedAtLoss, reruns, states["confirmed"], reached, copies, withoutCopy, outside, lostItems)
-	if first.code != 0 && !strings.Contains(first.stderr, "RabbitMQ") {
-		t.Errorf("the interrupted run should say RabbitMQ was lost: %s", first)
+	inFlight := 0
+	for _, f := range summary.Failovers {
+		inFlight += f.InFlight
+	}
+	for _, line := range strings.Split(first.stderr, "\n") {
+		if strings.Contains(line, "failed over") {
+			t.Logf("replay: %s", line)
+		}
+	}
+	took := -1.0
+	if len(summary.Failovers) > 0 {
+		took = summary.Failovers[0].Took
+	}
+	t.Logf("replay: approved %d; %d confirmed when node a was stopped; one run, exit %d, %d failover(s), the first taking %.3fs (said on stderr %s after the stop began), %d in flight at the loss; confirmed %d, reached the queue %d (%d copies, %d extra), confirmed without a copy %d, outside the cohort %d, lost %d; republished %d",
+		n, confirmedAtStop, first.code, len(summary.Failovers), took, sawFailover.Round(time.Millisecond), inFlight, states["confirmed"], reached, copies,
+		copies-reached, withoutCopy, outside, lostItems, summary.Republished)
+	if first.code != 0 || summary.Status != "completed" {
+		t.Errorf("the run should fail over and complete in one run: %s", first)
+	}
+	if len(summary.Failovers) == 0 || !strings.Contains(first.stderr, "lost RabbitMQ node ") {
+		t.Errorf("the run should say on stderr which node it lost and which it went on to: %s", first.stderr)
 	}
 	if withoutCopy != 0 || outside != 0 || lostItems != 0 || states["confirmed"] != n {
 		t.Errorf("want all %d confirmed and on the queue, none outside the cohort: confirmed %d, without a copy %d, outside %d, lost %d",
 			n, states["confirmed"], withoutCopy, outside, lostItems)
+	}
+	if extra := copies - reached; extra > inFlight {
+		t.Errorf("%d extra copies on the queue, but only %d items were in flight at the loss", extra, inFlight)
+	}
+	if got := count(t, observer, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.run.failover' AND target = $1`,
+		"replay_request:"+id); got != len(summary.Failovers) {
+		t.Errorf("%d replay.run.failover audit rows, the run says %d failovers", got, len(summary.Failovers))
 	}
 }

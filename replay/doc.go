@@ -24,5 +24,6 @@
 // window), run_recorder.go (writing the broker's answers), run_prober.go
 // (reading the stop conditions' numbers), run_halts.go and run_canary.go
 // (the stop conditions and the canary, as plain functions), run_end.go
-// (settling the request) and run_dry.go (a dry run).
+// (settling the request), run_failover.go (going on through another
+// broker node after losing one) and run_dry.go (a dry run).
 package replay

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,6 +58,13 @@ type Runner struct {
 	// starts and at each check while it runs (see handler.go). Without it a
 	// replay starts only when its request says SameHandlerOK.
 	Consumers Consumers
+	// Reconnect, when set, lets a replay go on after it lost the broker it
+	// publishes through (a node of a cluster stopping): it returns a broker
+	// on another node, and the run continues there under the same lock, as
+	// a second run would resume (see run_failover.go). Run replaces Broker
+	// with each broker Reconnect returns; closing them stays with whoever
+	// made them. Nil: a lost broker interrupts the run.
+	Reconnect func(ctx context.Context) (Broker, error)
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
@@ -66,6 +74,8 @@ type Runner struct {
 	minAttempts  int           // publishes before the failure ratio is judged mid-run (default 10)
 	outcomeEvery time.Duration // outcome polls (default 1s)
 	paceEvery    time.Duration // reads of Flow (default 1s)
+	maxFailovers int           // failovers in one run (default 5)
+	failoverWait time.Duration // tries of Reconnect after one loss (default 30s)
 }
 
 // Progress is a snapshot of a run for a progress display.
@@ -102,6 +112,9 @@ type Progress struct {
 	Elapsed time.Duration
 	// Stops are the stop conditions as the run last judged them.
 	Stops Readings
+	// Failovers are this run's moves to another node of the broker, in
+	// order; Phase is "failover" in the call that reports a new one.
+	Failovers []Failover
 }
 
 // RunResult is what a run did. Counts are over the request's whole life,
@@ -131,6 +144,8 @@ type RunResult struct {
 	// Outcomes is what the policy's outcome query said of the items this
 	// run confirmed; nil when the policy sets no query.
 	Outcomes *OutcomeStats `json:"outcomes,omitempty"`
+	// Failovers are this run's moves to another node of the broker.
+	Failovers []Failover `json:"failovers,omitempty"`
 }
 
 // ItemOutcome is one item's end state and why.
@@ -170,12 +185,52 @@ type InterruptedError struct {
 	// Unconfirmed counts items published whose confirm never came; they
 	// stay "publishing" and are published again on resume.
 	Unconfirmed int
-	Err         error
+	// Unrecorded counts items the broker acked whose confirm could not be
+	// recorded (PostgreSQL was lost): they reached the queue, stay
+	// "publishing" and are published again on resume.
+	Unrecorded int
+	// Unanswered counts items the broker nacked or returned whose failure
+	// could not be recorded; they stay "publishing" too.
+	Unanswered int
+	// Unsent counts items this run marked publishing and never sent that
+	// it could not put back to pending: they go out on resume, for the
+	// first time.
+	Unsent int
+	Err    error
 }
 
 func (e *InterruptedError) Error() string {
-	return fmt.Sprintf("replay request %d stopped before finishing: %v; nothing was marked confirmed without the broker's ack, %d published items await a confirm and will be published again: run `expiryctl replay run %d` again to resume (no new approval needed)",
-		e.RequestID, e.Err, e.Unconfirmed, e.RequestID)
+	again := e.Unconfirmed + e.Unrecorded + e.Unanswered
+	var doubt string
+	switch {
+	case again == 0:
+		doubt = "no published item is left in doubt"
+	case e.Unrecorded == 0 && e.Unanswered == 0:
+		doubt = fmt.Sprintf("%d published %s no confirm and will be published again on resume (the job's idempotency key absorbs a copy that did arrive)",
+			again, plural(again, "item got", "items got"))
+	default:
+		var none string
+		if e.Unconfirmed > 0 {
+			none = fmt.Sprintf("%d got no confirm, ", e.Unconfirmed)
+		}
+		doubt = fmt.Sprintf("%d published %s left publishing with their broker answer unrecorded and will be published again on resume (%s%d were confirmed by the broker but could not be recorded, so their copy is on the queue already; the job's idempotency key absorbs the second)",
+			again, plural(again, "item is", "items are"), none, e.Unrecorded)
+		if e.Unanswered > 0 {
+			doubt += fmt.Sprintf(", %d refused by the broker will be tried again", e.Unanswered)
+		}
+	}
+	if e.Unsent > 0 {
+		doubt += fmt.Sprintf("; %d marked publishing but never sent will go out then", e.Unsent)
+	}
+	return fmt.Sprintf("replay request %d stopped before finishing: %v; nothing was marked confirmed without the broker's ack, %s: run `expiryctl replay run %d` again to resume (no new approval needed)",
+		e.RequestID, e.Err, doubt, e.RequestID)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func (e *InterruptedError) Unwrap() error { return e.Err }
@@ -282,7 +337,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		if r.Broker == nil {
 			err = r.interrupt(ctx, st, errors.New("no RabbitMQ connection to publish with"), nil, 0)
 		} else {
-			err = r.replay(ctx, st)
+			err = r.replayAcrossFailovers(ctx, st)
 		}
 	default:
 		err = fmt.Errorf("replay request %d has unknown kind %q", id, st.req.Kind)
@@ -294,6 +349,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	res.HaltReason, res.HaltCondition = st.haltReason, st.haltCondition
 	res.FailedItems = st.failedItems
 	res.Outcomes = st.outcomes
+	res.Failovers = st.failovers
 	res.Elapsed = r.now().Sub(start).Seconds()
 	return res, err
 }
@@ -341,6 +397,11 @@ type runState struct {
 	// this approval's canary passed.
 	readings     Readings
 	canaryPassed bool
+	// failovers are the run's moves to another node of the broker.
+	failovers []Failover
+	// recorder is the current leg's recorder (a failover starts another),
+	// for the outcome watcher, which outlives a leg.
+	recorder atomic.Pointer[recorder]
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -394,7 +455,7 @@ func (r *Runner) report(st *runState, phase string) {
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes,
-		Elapsed: now.Sub(st.start), Stops: st.currentReadings(phase)}
+		Elapsed: now.Sub(st.start), Stops: st.currentReadings(phase), Failovers: st.failovers}
 	if st.watch != nil && st.outcomes == nil {
 		s, _ := st.watch.snapshot()
 		p.Outcomes = &s

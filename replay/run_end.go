@@ -29,7 +29,6 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		// (or its window passed), and is judged on them.
 		stop = x.outcomesSettled(ctx, "settling")
 	}
-	x.stopOutcomes()
 	x.stopProber()
 	x.closePreparer()
 	recErr := x.rec.close()
@@ -38,6 +37,13 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		unsent = append(unsent, id)
 	}
 	stop = endReason(stop, x.lost, recErr)
+	// A lost broker with every answer recorded can fail over; the outcome
+	// watcher then goes on in the next leg, since the outcomes of the items
+	// it watches are still to come.
+	failover := stop != nil && stop.err != nil && recErr == nil && r.canFailover(st, stop.err)
+	if !failover {
+		x.stopOutcomes()
+	}
 
 	switch {
 	case stop != nil && stop.stopped != "":
@@ -45,8 +51,10 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		return r.stopped(ctx, st, stop.stopped)
 	case stop != nil && stop.halt != nil:
 		return r.halt(ctx, st, stop.halt, unsent, nil)
+	case failover:
+		return &brokerLoss{cause: stop.err, unsent: unsent, inFlight: x.lostCount, node: nodeOf(r.Broker)}
 	case stop != nil && stop.err != nil:
-		return r.interrupt(ctx, st, stop.err, unsent, x.lostCount)
+		return r.interruptInDoubt(ctx, st, stop.err, unsent, x.inDoubt())
 	}
 	// Everything is out: a last look at the stop conditions, with no
 	// minimum number of publishes, then done.
@@ -121,17 +129,52 @@ func (x *replayRun) recordUnrecorded(ctx context.Context) {
 	_ = x.r.tables().RunAckedAfterCancel(bg, x.r.Actor, x.st.req.ID, acked)
 }
 
+// inDoubt is what a run leaves publishing with no answer recorded: the
+// items the next run publishes again.
+type inDoubt struct {
+	// unconfirmed got no answer from the broker; unrecorded were acked,
+	// unanswered nacked or returned, and neither could be recorded.
+	unconfirmed, unrecorded, unanswered int
+}
+
+// inDoubt counts the flights lost and the answers the recorder could not
+// write: read after the recorder closed.
+func (x *replayRun) inDoubt() inDoubt {
+	d := inDoubt{unconfirmed: x.lostCount}
+	for _, o := range x.rec.unrecorded {
+		if o.failed {
+			d.unanswered++
+		} else {
+			d.unrecorded++
+		}
+	}
+	return d
+}
+
 // interrupt records a run that stops without a status change: the request
 // stays running for the next run to resume. Items this run marked
 // publishing but never published go back to pending.
 func (r *Runner) interrupt(ctx context.Context, st *runState, cause error, unsent []int64, unconfirmed int) error {
+	return r.interruptInDoubt(ctx, st, cause, unsent, inDoubt{unconfirmed: unconfirmed})
+}
+
+// interruptInDoubt is interrupt with everything the run leaves in doubt.
+// When PostgreSQL is gone the row cannot be written, nor the unsent items
+// put back: the error then counts them among what the next run sends.
+func (r *Runner) interruptInDoubt(ctx context.Context, st *runState, cause error, unsent []int64, d inDoubt) error {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	details := map[string]any{"error": audit.ErrorText(cause), "published": st.published,
-		"republished": st.republished, "unconfirmed": unconfirmed, "confirmed": st.confirmed,
-		"skipped": st.skipped, "failed": st.failed}
-	_ = r.tables().RunInterrupted(bg, r.Actor, st.req.ID, unsent, details)
-	return &InterruptedError{RequestID: st.req.ID, Unconfirmed: unconfirmed, Err: cause}
+		"republished": st.republished, "unconfirmed": d.unconfirmed, "unrecorded": d.unrecorded + d.unanswered,
+		"confirmed": st.confirmed, "skipped": st.skipped, "failed": st.failed}
+	if len(st.failovers) > 0 {
+		details["failovers"] = len(st.failovers)
+	}
+	e := &InterruptedError{RequestID: st.req.ID, Unconfirmed: d.unconfirmed, Unrecorded: d.unrecorded, Unanswered: d.unanswered, Err: cause}
+	if err := r.tables().RunInterrupted(bg, r.Actor, st.req.ID, unsent, details); err != nil {
+		e.Unsent = len(unsent)
+	}
+	return e
 }
 
 // stopped handles a request whose status changed under the runner: only a

@@ -92,6 +92,7 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
+	st.recorder.Store(x.rec)
 	x.startOutcomes()
 	return x.run(ctx)
 }

@@ -292,13 +292,20 @@ func (x *replayRun) startOutcomes() {
 		return
 	}
 	x.limits = outcomeLimitsOf(st.pol)
+	if st.watch != nil && st.outcomes == nil {
+		// Carried over a failover: it goes on watching what the run
+		// confirmed through the lost node.
+		x.watch = st.watch
+		return
+	}
 	db := outcomeDatabase{pool: r.outcomesPool()}
-	request, rec := st.req.ID, x.rec
+	request := st.req.ID
 	// An outcome belongs to an item the database knows confirmed: the
 	// recorder writes what it was sent first (the watcher hears of an
-	// item only after the recorder was sent it).
+	// item only after the recorder was sent it). The recorder is the
+	// current leg's: a failover starts another.
 	record := func(ctx context.Context, rows []outcomeRow) error {
-		if err := rec.sync(); err != nil {
+		if err := st.recorder.Load().sync(); err != nil {
 			return err
 		}
 		return r.tables().OutcomesRecord(ctx, request, rows)
@@ -360,13 +367,17 @@ func outcomeFailure(request int64, err error) *stopReason {
 }
 
 // stopOutcomes ends the watcher and keeps its last stats for the result.
-func (x *replayRun) stopOutcomes() {
-	if x.watch == nil {
+func (x *replayRun) stopOutcomes() { x.st.stopWatch() }
+
+// stopWatch ends the run's outcome watcher, if it has one still running,
+// and keeps its last stats for the result.
+func (st *runState) stopWatch() {
+	if st.watch == nil || st.outcomes != nil {
 		return
 	}
-	x.watch.stop()
-	s, _ := x.watch.snapshot()
-	x.st.outcomes = &s
+	st.watch.stop()
+	s, _ := st.watch.snapshot()
+	st.outcomes = &s
 }
 
 // outcomeDetails adds the outcome stats to an audit row's details.

@@ -127,12 +127,16 @@ func (rec *recorder) write(buf []outcome) error {
 }
 
 // sync writes everything sent so far and reports the first write error.
+// On a closed recorder it waits for nothing: close wrote what it was sent
+// (the outcome watcher, carried over a failover, may still ask).
 func (rec *recorder) sync() error {
 	reply := make(chan error, 1)
 	select {
 	case rec.flush <- reply:
 		return <-reply
 	case <-rec.failed:
+		return rec.err
+	case <-rec.done:
 		return rec.err
 	}
 }

@@ -72,7 +72,13 @@ start_node() {
   : >"$d/rabbitmq-env.conf"
   echo "cluster.sh: starting $(node_name "$n") on port $((BASE + i))" >&2
   env $(node_env "$n") "$BIN/rabbitmq-server" -detached
-  ctl "$n" await_startup --timeout 90 >/dev/null || die "$(node_name "$n") did not start: see $d/log"
+  # await_startup refuses at once while the node has not registered with
+  # epmd yet, so it is asked again until it answers or 90 s have passed.
+  local deadline=$((SECONDS + 90))
+  until ctl "$n" await_startup --timeout 60 >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$(node_name "$n") did not start within 90 s: see $d/log"
+    sleep 0.3
+  done
 }
 
 start() {

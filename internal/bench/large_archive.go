@@ -167,17 +167,21 @@ func captureIntoLarge(ctx context.Context, cfg *config, rep *report, a archives)
 	if err := publishAll(ctx, conn, cfg, map[string]int{before: n, large: n, after: n}); err != nil {
 		return err
 	}
+	var empties [2]*benchDB
+	if empties[0], err = createDB(ctx, cfg.AdminURL, "empty"); err != nil {
+		return err
+	}
+	defer cfg.dropDB(empties[0])
+	if empties[1], err = createDB(ctx, cfg.AdminURL, "empty"); err != nil {
+		return err
+	}
+	defer cfg.dropDB(empties[1])
 	var emptyRates []float64
 	var largeRun procRun
-	for _, q := range []string{before, large, after} {
+	for i, q := range []string{before, large, after} {
 		db := a.large
 		if q != large {
-			empty, err := createDB(ctx, cfg.AdminURL, "empty")
-			if err != nil {
-				return err
-			}
-			defer cfg.dropDB(empty)
-			db = empty
+			db = empties[i/2]
 		}
 		run, err := captureRun(ctx, cfg, db, q)
 		if err != nil {

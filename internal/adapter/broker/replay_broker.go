@@ -23,6 +23,9 @@ import (
 // the goroutine that publishes.
 type AMQPBroker struct {
 	conn *amqp.Connection
+	// node is the address the connection reached, kept from the start:
+	// it names the node in a failover's messages once the node is gone.
+	node string
 
 	ch      *amqp.Channel
 	returns chan amqp.Return
@@ -49,9 +52,17 @@ func NewAMQPBroker(conn *amqp.Connection) (*AMQPBroker, error) {
 		_ = ch.Close()
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)
 	}
-	return &AMQPBroker{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, returnBuffer)),
-		returned: map[int64]amqp.Return{}}, nil
+	b := &AMQPBroker{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, returnBuffer)),
+		returned: map[int64]amqp.Return{}}
+	if addr := conn.RemoteAddr(); addr != nil {
+		b.node = addr.String()
+	}
+	return b, nil
 }
+
+// Node implements replay.NodeNamer: the address of the node the broker
+// publishes through (host:port, never a password).
+func (b *AMQPBroker) Node() string { return b.node }
 
 // User returns the RabbitMQ user the connection authenticated as, which
 // is the only user_id RabbitMQ lets it publish; "" when its mechanism names
@@ -151,7 +162,7 @@ func (b *AMQPBroker) drainReturns() {
 }
 
 func (b *AMQPBroker) closeReason() error {
-	if err := NotAnswering(b.conn); err != nil {
+	if err := Broken(b.conn); err != nil {
 		return err
 	}
 	if b.conn.IsClosed() {
@@ -175,7 +186,8 @@ func itemOf(h amqp.Table) (int64, bool) {
 }
 
 // inspect runs fn on the inspection channel, reopening it when an earlier
-// passive declare closed it.
+// passive declare closed it. An error on a connection that closed meanwhile
+// is the broker lost, which a run may fail over from, not a refusal.
 func (b *AMQPBroker) inspect(fn func(ch *amqp.Channel) error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -186,7 +198,11 @@ func (b *AMQPBroker) inspect(fn func(ch *amqp.Channel) error) error {
 		}
 		b.inspectCh = ch
 	}
-	return fn(b.inspectCh)
+	err := fn(b.inspectCh)
+	if err != nil && (b.conn.IsClosed() || errors.Is(err, amqp.ErrClosed)) {
+		return &replay.BrokerLostError{Err: err}
+	}
+	return err
 }
 
 // ExchangeExists implements replay.Broker with a passive declare.

@@ -71,17 +71,6 @@ func watchSilence(conn *amqp.Connection, socket *watchedSocket) {
 	runtime.AddCleanup(conn, func(key weak.Pointer[amqp.Connection]) { silences.Delete(key) }, key)
 }
 
-// NotAnswering returns the *NotAnsweringError that closed conn, or nil when
-// conn is open or closed for another reason.
-func NotAnswering(conn *amqp.Connection) error {
-	if socket := socketOf(conn); socket != nil {
-		if err := socket.silent(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Broken says why conn ended: the broker stopped answering
 // (*NotAnsweringError), closed it saying why (*ClosedError), or the
 // connection broke (*LostError); nil while it is open, or when it was
@@ -211,12 +200,6 @@ func (e *ClosedError) Error() string {
 }
 
 func (e *ClosedError) Unwrap() error { return e.Reason }
-
-func (s *watchedSocket) silent() *NotAnsweringError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.silence
-}
 
 // dialWatched is amqp091's default dialer with the socket watched. The
 // broker may lower the heartbeat in its tune; the silence reported is then

@@ -19,8 +19,8 @@ func TestClosedConnectionsLeaveTheSilenceTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if NotAnswering(conn) != nil {
-			t.Fatal("a fresh connection is said to be silent")
+		if Broken(conn) != nil {
+			t.Fatal("a fresh connection is said to be broken")
 		}
 		if err := conn.Close(); err != nil {
 			t.Fatal(err)

@@ -92,7 +92,7 @@ func (f *freezer) freeze() { f.once.Do(func() { close(f.frozen) }) }
 
 // TestNotAnsweringSaysTheSilenceThatWas freezes the path to the broker under
 // a connection with a 2s heartbeat: the connection is given up after the
-// silence NotAnswering then reports, not sooner or much later. (amqp091
+// silence the error then reports, not sooner or much later. (amqp091
 // runs its heartbeater at half the negotiated interval and gives up three
 // of those without a frame: one and a half heartbeats, not three.)
 func TestNotAnsweringSaysTheSilenceThatWas(t *testing.T) {
@@ -127,8 +127,8 @@ func TestNotAnsweringSaysTheSilenceThatWas(t *testing.T) {
 	}
 	took := time.Since(frozen)
 	var silent *broker.NotAnsweringError
-	if err := broker.NotAnswering(conn); !errors.As(err, &silent) {
-		t.Fatalf("NotAnswering = %v, want a *NotAnsweringError", err)
+	if err := broker.Broken(conn); !errors.As(err, &silent) {
+		t.Fatalf("Broken = %v, want a *NotAnsweringError", err)
 	}
 	if took < silent.Silence-500*time.Millisecond || took > silent.Silence+time.Second {
 		t.Errorf("given up %s into the silence, but the error says %s: %v", took.Round(10*time.Millisecond), silent.Silence, silent)

@@ -33,3 +33,24 @@ func Transient(err error) bool {
 	}
 	return pgErr.Code == "55P03"
 }
+
+// ServerGone reports whether err says the PostgreSQL server went away
+// under a command: it stopped answering, the connection broke (08003,
+// 08006 too, as the server reports it), or the server ended the session
+// while shutting down or restarting (57P01 admin_shutdown, 57P02
+// crash_shutdown, 57P03 cannot_connect_now). A
+// command ended so has nothing wrong in what it asked: running it again
+// once the server is back is the next step.
+func ServerGone(err error) bool {
+	if IsNotAnswering(err) || IsLost(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "08003", "08006", "57P01", "57P02", "57P03":
+			return true
+		}
+	}
+	return false
+}
