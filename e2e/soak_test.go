@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/servers"
@@ -400,15 +399,7 @@ func TestSoakIngestFollow(t *testing.T) {
 // declareQueues declares durable queues on the broker at url.
 func declareQueues(t *testing.T, url string, queues ...string) {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitAt(t, url).ch
 	for _, q := range queues {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
 			t.Fatal(err)
@@ -485,15 +476,7 @@ func countSoakLetters(t *testing.T, observer *pgxpool.Pool, url, queue string, f
 		t.Fatal(err)
 	}
 	// The letters still queued, taken off it to be named.
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitAt(t, url).ch
 	for {
 		d, ok, err := ch.Get(queue, true)
 		if err != nil {
