@@ -17,7 +17,7 @@ LINT_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services node promtool build test faults vet alerts demo bench lint docs schema fuzz clean
+.PHONY: help services node promtool build test faults soak vet alerts demo bench lint docs schema fuzz clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -49,6 +49,20 @@ test: services node promtool build vet ## vet, then all tests (unit, PostgreSQL,
 # does not run them.
 faults: services build ## the slow fault tests (build tag faults): a PostgreSQL failover, a RabbitMQ cluster losing a node
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags faults -count=1 -timeout 20m ./... -run 'Cluster|Failover'
+
+# The soak behind the build tag soak: ten minutes of `dlq ingest --follow` at
+# 500 letters/s with a fault every 30 s, on private servers behind toxiproxy
+# links; neither `make test` nor .ci/run runs it. A shorter run while
+# developing: make soak SOAK_DURATION=90s (SOAK_RATE, SOAK_FAULT_EVERY and
+# SOAK_MAX_RATIO too; see docs/operations.md).
+SOAK_DURATION    ?= 10m
+SOAK_RATE        ?= 500
+SOAK_FAULT_EVERY ?= 30s
+SOAK_MAX_RATIO   ?= 1.5
+
+soak: services build ## the soak (build tag soak): 10 minutes of dlq ingest --follow at 500/s, a fault every 30 s
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_RATE=$(SOAK_RATE) SOAK_FAULT_EVERY=$(SOAK_FAULT_EVERY) SOAK_MAX_RATIO=$(SOAK_MAX_RATIO) \
+	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags soak -count=1 -timeout 40m -v ./e2e -run '^TestSoakIngestFollow$$'
 
 # The alert rules and their unit tests (also run by `make test`, through
 # internal/adapter/metrics).

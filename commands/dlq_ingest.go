@@ -200,6 +200,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				termsafe.EscapeLine(opts.Queue), s.Stored, s.Duplicates, s.Rate()))
 		}
 	}
+	lost := func(string) {}
 	if opts.MetricsListen != "" {
 		counters, stopMetrics, err := serveIngestMetrics(ctx, opts)
 		if err != nil {
@@ -211,6 +212,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 			counters.Observe(s.Stored, s.Duplicates, s.Batches)
 			show(s)
 		}
+		lost = func(server string) { counters.Lost(lostServerLabel[server]) }
 	}
 	// Say at once what is being done: a follow that waits for its first
 	// letter must not look like a hang.
@@ -229,7 +231,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	}
 	var stats deadletter.IngestStats
 	if opts.Follow {
-		stats, src, err = followIngest(ctx, opts, ingester, src, run, prefetch)
+		stats, src, err = followIngest(ctx, opts, ingester, src, run, prefetch, lost)
 	} else {
 		stats, err = ingester.Ingest(ctx, src, run)
 	}
@@ -273,6 +275,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	}
 	return nil
 }
+
+// lostServerLabel is the server label of a loss that deadletter reports.
+var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "PostgreSQL": metrics.LostPostgreSQL}
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
 // serves for the queue's topology, and the counters of this capture, which

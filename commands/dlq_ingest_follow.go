@@ -27,10 +27,11 @@ func (f *Factory) PingDB(ctx context.Context) error {
 
 // followIngest is `dlq ingest --follow`: the capture goes on through a
 // restart of RabbitMQ or PostgreSQL, saying on stderr what was lost, for
-// how long, and when it tries again. It returns the source open at the end,
-// for the caller to close and to ask what is left.
+// how long, and when it tries again; lost is told the server of each
+// outage once. It returns the source open at the end, for the caller to
+// close and to ask what is left.
 func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.Ingester, src service.DLQSource,
-	run deadletter.IngestOptions, prefetch int,
+	run deadletter.IngestOptions, prefetch int, lost func(server string),
 ) (deadletter.IngestStats, service.DLQSource, error) {
 	waits := opts.Backoff
 	if waits == nil {
@@ -42,7 +43,12 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 			return reopenDLQSource(ctx, opts, prefetch)
 		},
 		Backoff: waits,
-		Report:  func(r deadletter.Reconnect) { opts.progress.say(reconnectLine(opts.Queue, r)) },
+		Report: func(r deadletter.Reconnect) {
+			opts.progress.say(reconnectLine(opts.Queue, r))
+			if !r.Back && r.Attempt == 1 {
+				lost(r.Server)
+			}
+		},
 	})
 	if open, ok := last.(service.DLQSource); ok && open != nil {
 		src = open

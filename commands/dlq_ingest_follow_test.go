@@ -88,3 +88,34 @@ func TestDLQIngestFollowReconnects(t *testing.T) {
 		t.Errorf("stderr lacks, in order, %q:\n%s", want[at], errOut)
 	}
 }
+
+// TestFollowIngestCountsEachOutageOnce: an outage that takes two tries to
+// reconnect is one loss for --metrics-listen's counter.
+func TestFollowIngestCountsEachOutageOnce(t *testing.T) {
+	t.Parallel()
+	f, _, _ := testFactory(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	second := fakes.NewDLQSource()
+	opens := 0
+	opts := &DLQIngestOptions{IO: f.IO, Queue: "q.dlq", progress: newProgressLine(f.IO.ErrOut),
+		Source: func(string, int) (service.DLQSource, error) {
+			opens++
+			if opens == 1 {
+				return nil, &broker.ConnectError{Address: "127.0.0.1:5672", Err: errors.New("connection refused")}
+			}
+			return second, nil
+		},
+		PingDB:  func(context.Context) error { return nil },
+		Backoff: func() retry.Backoff { return retry.NewConstant(time.Millisecond) },
+	}
+	var lost []string
+	_, _, err := followIngest(ctx, opts, &lossyIngester{stop: cancel}, fakes.NewDLQSource(),
+		deadletter.IngestOptions{Queue: "q.dlq", Follow: true}, 10, func(server string) { lost = append(lost, server) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opens != 2 || len(lost) != 1 || lost[0] != "RabbitMQ" {
+		t.Errorf("%d opens, losses counted %v; want 2 opens and one loss of RabbitMQ", opens, lost)
+	}
+}

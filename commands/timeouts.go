@@ -100,5 +100,5 @@ func (f *Factory) timeoutFlags(flags *pflag.FlagSet) {
 	flags.Var(&f.DBTimeoutFlag, "db-timeout",
 		fmt.Sprintf("how long PostgreSQL may take to answer: a statement's statement_timeout and lock_timeout, and the silence after which a connection waiting for a reply is given up as dead (env EXPIRYCTL_DB_TIMEOUT; default %s; 0 turns them off)", store.DefaultTimeout))
 	flags.Var(&f.AMQPHeartbeatFlag, "amqp-heartbeat",
-		fmt.Sprintf("AMQP heartbeat interval: RabbitMQ is given up as dead after 3 intervals without a frame (env EXPIRYCTL_AMQP_HEARTBEAT; default %s; whole seconds)", broker.DefaultHeartbeat))
+		fmt.Sprintf("AMQP heartbeat interval: RabbitMQ is given up as dead after one and a half intervals without a frame (env EXPIRYCTL_AMQP_HEARTBEAT; default %s; whole seconds)", broker.DefaultHeartbeat))
 }

@@ -27,7 +27,8 @@ func DialWithProperties(url string, properties amqp.Table) (*amqp.Connection, er
 }
 
 // DialWith is Dial with opts. A connection that then hears nothing from the
-// broker for three heartbeats is closed, and NotAnswering says why.
+// broker for SilenceAllowed (one and a half heartbeats) is closed, and
+// NotAnswering says why.
 func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
 	heartbeat := opts.Heartbeat
 	if heartbeat <= 0 {

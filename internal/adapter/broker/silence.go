@@ -17,13 +17,16 @@ import (
 
 // DefaultHeartbeat is the AMQP heartbeat interval expiryctl asks for when
 // --amqp-heartbeat / EXPIRYCTL_AMQP_HEARTBEAT is not set. amqp091 declares
-// the broker gone after three intervals without a frame, so a black-holed
-// broker is noticed within 30 s.
+// the broker gone after one and a half intervals without a frame
+// (SilenceAllowed), so a black-holed broker is noticed within 15 s.
 const DefaultHeartbeat = 10 * time.Second
 
-// missedHeartbeats is how many heartbeat intervals amqp091 waits for a
-// frame before it closes the connection.
-const missedHeartbeats = 3
+// SilenceAllowed is how long a connection dialled with heartbeat may hear
+// nothing from the broker before it is closed as dead. amqp091 runs its
+// heartbeater at half the negotiated interval and, after every frame
+// read, sets the read deadline three of those ahead: one and a half
+// heartbeats, not the three the AMQP specification's wording suggests.
+func SilenceAllowed(heartbeat time.Duration) time.Duration { return 3 * (heartbeat / 2) }
 
 // DialOptions are the connection settings beyond the URL.
 type DialOptions struct {
@@ -49,8 +52,8 @@ type NotAnsweringError struct {
 }
 
 func (e *NotAnsweringError) Error() string {
-	return fmt.Sprintf("RabbitMQ at %s stopped answering: nothing, not even a heartbeat, for %s (%d heartbeats of %s; --amqp-heartbeat / EXPIRYCTL_AMQP_HEARTBEAT)",
-		e.Address, e.Silence, missedHeartbeats, e.Heartbeat)
+	return fmt.Sprintf("RabbitMQ at %s stopped answering: nothing, not even a heartbeat, for %s (one and a half heartbeats of %s; --amqp-heartbeat / EXPIRYCTL_AMQP_HEARTBEAT)",
+		e.Address, e.Silence, e.Heartbeat)
 }
 
 // silences maps each connection dialled here to its watched socket, so
@@ -102,7 +105,7 @@ func IsNotAnswering(err error) bool {
 }
 
 // watchedSocket records when a read ends on the read deadline amqp091 sets
-// after every frame (three heartbeats ahead): that is the broker's silence.
+// after every frame (SilenceAllowed ahead): that is the broker's silence.
 type watchedSocket struct {
 	net.Conn
 	address   string
@@ -122,7 +125,7 @@ func (s *watchedSocket) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		silent := &NotAnsweringError{Address: s.address, Silence: missedHeartbeats * s.heartbeat, Heartbeat: s.heartbeat}
+		silent := &NotAnsweringError{Address: s.address, Silence: SilenceAllowed(s.heartbeat), Heartbeat: s.heartbeat}
 		s.mu.Lock()
 		s.silence = silent
 		s.mu.Unlock()

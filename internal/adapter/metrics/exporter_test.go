@@ -368,10 +368,14 @@ func TestIngestCounters(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	c.Observe(40, 2, 3)
+	c.Lost(metrics.LostRabbitMQ)
+	c.Lost(metrics.LostRabbitMQ)
 	wantSamples(t, gather(t, reg), map[string]float64{
-		`expiryctl_ingest_letters_total{outcome="stored",queue="reservation-expiry.dlq"}`:    40,
-		`expiryctl_ingest_letters_total{outcome="duplicate",queue="reservation-expiry.dlq"}`: 2,
-		`expiryctl_ingest_batches_total{queue="reservation-expiry.dlq"}`:                     3,
+		`expiryctl_ingest_letters_total{outcome="stored",queue="reservation-expiry.dlq"}`:              40,
+		`expiryctl_ingest_letters_total{outcome="duplicate",queue="reservation-expiry.dlq"}`:           2,
+		`expiryctl_ingest_batches_total{queue="reservation-expiry.dlq"}`:                               3,
+		`expiryctl_ingest_connection_losses_total{queue="reservation-expiry.dlq",server="rabbitmq"}`:   2,
+		`expiryctl_ingest_connection_losses_total{queue="reservation-expiry.dlq",server="postgresql"}`: 0,
 	})
 }
 

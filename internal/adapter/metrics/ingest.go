@@ -14,10 +14,20 @@ var (
 	ingestBatchesDesc = newDesc("ingest_batches_total",
 		"Batches this ingest process committed and acknowledged since it started.",
 		"queue")
+	ingestLossesDesc = newDesc("ingest_connection_losses_total",
+		"Times this ingest process (with --follow) lost a server and waited to reconnect, by server: rabbitmq or postgresql.",
+		"queue", "server")
+)
+
+// The server label values of ingest_connection_losses_total, each
+// exported from the start so that a rate over it never lacks a series.
+const (
+	LostRabbitMQ   = "rabbitmq"
+	LostPostgreSQL = "postgresql"
 )
 
 // ingestDescs are the metrics IngestCounters exports.
-var ingestDescs = []*prometheus.Desc{ingestLettersDesc, ingestBatchesDesc}
+var ingestDescs = []*prometheus.Desc{ingestLettersDesc, ingestBatchesDesc, ingestLossesDesc}
 
 // IngestCounters is a prometheus.Collector of what one ingest process
 // captured from one queue. Observe is given the run's running totals after
@@ -28,6 +38,7 @@ type IngestCounters struct {
 
 	mu                          sync.Mutex
 	stored, duplicates, batches int64
+	lostRabbitMQ, lostPostgres  int64
 }
 
 // NewIngestCounters returns counters, all zero, for ingesting queue.
@@ -42,6 +53,19 @@ func (c *IngestCounters) Observe(stored, duplicates, batches int64) {
 	c.stored, c.duplicates, c.batches = stored, duplicates, batches
 }
 
+// Lost counts one loss of server (LostRabbitMQ or LostPostgreSQL): the
+// first wait of an outage, however many tries it then takes.
+func (c *IngestCounters) Lost(server string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch server {
+	case LostRabbitMQ:
+		c.lostRabbitMQ++
+	case LostPostgreSQL:
+		c.lostPostgres++
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (c *IngestCounters) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range ingestDescs {
@@ -53,8 +77,11 @@ func (c *IngestCounters) Describe(ch chan<- *prometheus.Desc) {
 func (c *IngestCounters) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	stored, duplicates, batches := c.stored, c.duplicates, c.batches
+	lostRabbitMQ, lostPostgres := c.lostRabbitMQ, c.lostPostgres
 	c.mu.Unlock()
 	ch <- counter(ingestLettersDesc, float64(stored), c.queue, "stored")
 	ch <- counter(ingestLettersDesc, float64(duplicates), c.queue, "duplicate")
 	ch <- counter(ingestBatchesDesc, float64(batches), c.queue)
+	ch <- counter(ingestLossesDesc, float64(lostRabbitMQ), c.queue, LostRabbitMQ)
+	ch <- counter(ingestLossesDesc, float64(lostPostgres), c.queue, LostPostgreSQL)
 }
