@@ -40,11 +40,11 @@ type letterStore interface {
 	// before it, and how many of those an open request holds.
 	LetterPurgeCount(ctx context.Context, olderThan time.Duration) (PurgeResult, error)
 
-	// LetterPurge redacts up to batch letters dead-lettered before cutoff
-	// through purge_letters, which writes the batch's audit row and
-	// refuses a cutoff inside the policy's retention, and returns how many
-	// it redacted.
-	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error)
+	// LetterPurge redacts up to batch letters dead-lettered before cutoff,
+	// of ids above after, through purge_letters, which writes the batch's
+	// audit row and refuses a cutoff inside the policy's retention, and
+	// returns the ids it redacted, in order.
+	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int, after int64) ([]int64, error)
 
 	// LetterCount counts the letters matching f, stopping at limit.
 	LetterCount(ctx context.Context, f Filter, limit int) (int, error)

@@ -326,13 +326,13 @@ func (s postgresLetters) LetterPurgeCount(ctx context.Context, olderThan time.Du
 }
 
 // LetterPurge implements letterStore.
-func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int) (int64, error) {
-	rows, err := s.q.Query(ctx, `SELECT expiryctl.purge_letters($1, $2, $3)`, actor, cutoff, batch)
+func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int, after int64) ([]int64, error) {
+	rows, err := s.q.Query(ctx, `SELECT expiryctl.purge_letters($1, $2, $3, $4)`, actor, cutoff, batch, after)
 	if err != nil {
-		return 0, store.AsRefusal(err)
+		return nil, store.AsRefusal(err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	return int64(len(ids)), store.AsRefusal(err)
+	return ids, store.AsRefusal(err)
 }
 
 // LetterCount implements letterStore. The LIMIT inside bounds the count's

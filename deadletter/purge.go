@@ -68,15 +68,19 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 		return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
 	}
 	res.Redacted = 0
+	// Each batch starts after the last letter the one before redacted, so
+	// that the purge reads the archive once, not once per batch.
+	var after int64
 	for {
 		// Each batch is redacted with its audit row in one statement.
-		n, err := letters.LetterPurge(ctx, opts.Actor, res.Cutoff, opts.Batch)
+		ids, err := letters.LetterPurge(ctx, opts.Actor, res.Cutoff, opts.Batch, after)
 		if err != nil {
 			d := details()
 			d["error"] = audit.ErrorText(err)
 			_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: d, Outcome: audit.Failed})
 			return res, err
 		}
+		n := int64(len(ids))
 		res.Redacted += n
 		if opts.Progress != nil && n > 0 {
 			opts.Progress(res)
@@ -84,6 +88,7 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 		if n < int64(opts.Batch) {
 			break
 		}
+		after = ids[len(ids)-1]
 	}
 	return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
 }

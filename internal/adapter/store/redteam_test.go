@@ -397,7 +397,7 @@ func TestRedTeamAuditAndAccess(t *testing.T) {
 		t.Errorf("the auditor cannot read the trail: %v", err)
 	}
 	// The ingester captures and does nothing else.
-	refused(t, rt.ivan.Pool, "privilege", `SELECT expiryctl.purge_letters('', now() - interval '1000 days', 10)`)
+	refused(t, rt.ivan.Pool, "privilege", `SELECT expiryctl.purge_letters('', now() - interval '1000 days', 10, 0)`)
 	refused(t, rt.ivan.Pool, "privilege", `SELECT * FROM expiryctl.replay_request_create('', 'replay', '{"ids": [1]}', 1, 0, '', '', 'x', false, false)`)
 	// The payload hash is the database's, whatever the client computed.
 	var mismatched int

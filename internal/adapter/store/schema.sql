@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00016) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00017) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -706,10 +706,10 @@ $$;
 
 
 --
--- Name: purge_letters(text, timestamp with time zone, integer); Type: FUNCTION; Schema: expiryctl
+-- Name: purge_letters(text, timestamp with time zone, integer, bigint); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) RETURNS SETOF bigint
+CREATE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -729,7 +729,7 @@ BEGIN
     END IF;
     FOR rid IN SELECT DISTINCT i.request_id FROM expiryctl.replay_items i
                  JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-                WHERE i.open AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
+                WHERE i.open AND d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
                 ORDER BY 1 LOOP
         UPDATE expiryctl.replay_requests SET status = 'cancelled',
                halt_reason = 'voided: dlq purge redacted letters past retention that it held'
@@ -742,7 +742,7 @@ BEGIN
     WITH redacted AS (
         UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
          WHERE id IN (SELECT id FROM expiryctl.dead_letters
-                       WHERE dead_lettered_at < cutoff AND redacted_at IS NULL AND status <> 'in_request'
+                       WHERE id > after AND dead_lettered_at < cutoff AND redacted_at IS NULL AND status <> 'in_request'
                        ORDER BY id LIMIT greatest(batch, 1) FOR UPDATE SKIP LOCKED)
         RETURNING id)
     SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM redacted;
@@ -3110,12 +3110,12 @@ GRANT ALL ON FUNCTION expiryctl.policy_set(actor text, changes jsonb, why text) 
 
 
 --
--- Name: FUNCTION purge_letters(actor text, cutoff timestamp with time zone, batch integer); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) TO expiryctl_operator;
-GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer) TO expiryctl_admin;
+REVOKE ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint) TO expiryctl_admin;
 
 
 --
