@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00017) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00018) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -2293,9 +2293,9 @@ CREATE TABLE expiryctl.replay_outcomes (
     window_ends_at timestamp with time zone NOT NULL,
     terminal_at timestamp with time zone,
     duplicate boolean DEFAULT false NOT NULL,
-    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - published_at), '00:00:00'::interval)) STORED,
     observed_at timestamp with time zone DEFAULT now() NOT NULL,
     recorded_db_role text DEFAULT SESSION_USER NOT NULL,
+    latency interval GENERATED ALWAYS AS (GREATEST((terminal_at - published_at), '00:00:00'::interval)) STORED,
     CONSTRAINT replay_outcomes_times CHECK (((confirmed_at >= published_at) AND (window_ends_at >= confirmed_at)))
 );
 
