@@ -3,10 +3,8 @@
 package e2e_test
 
 import (
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,33 +105,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	id := strconv.FormatInt(req.ID, 10)
 
 	// Every copy that reaches the target queue, counted through c.
-	var (
-		mu        sync.Mutex
-		delivered = map[int64]int{}
-		outside   int
-	)
-	cch, err := viaC.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := cch.Consume(target, "", true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var consuming sync.WaitGroup
-	consuming.Go(func() {
-		for d := range deliveries {
-			item, isInt := d.Headers[replay.HeaderReplayItem].(int64)
-			mu.Lock()
-			if !isInt || d.Headers[replay.HeaderReplayRequest] != req.ID || !slices.Contains(w.letters, item) {
-				outside++
-			} else {
-				delivered[item]++
-			}
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { _ = cch.Close(); consuming.Wait() })
+	copies := countCopies(t, viaC.conn, target, req.ID, w.letters)
 
 	captured := func() int {
 		return count(t, observer, "SELECT count(*) FROM expiryctl.dead_letters") - n
@@ -236,22 +208,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the last deliveries in flight to the consumer
 	states := itemStates(t, observer, req.ID)
 	confirmedIDs := w.ids(t, `SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID)
-	mu.Lock()
-	defer mu.Unlock()
-	var reached, copies, withoutCopy, lostItems int
-	for _, l := range w.letters {
-		if delivered[l] > 0 {
-			reached++
-		} else {
-			lostItems++
-		}
-		copies += delivered[l]
-	}
-	for _, l := range confirmedIDs {
-		if delivered[l] == 0 {
-			withoutCopy++
-		}
-	}
+	tl := copies.tally(w.letters, confirmedIDs)
 	inFlight := 0
 	for _, f := range summary.Failovers {
 		inFlight += f.InFlight
@@ -266,19 +223,19 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		took = summary.Failovers[0].Took
 	}
 	t.Logf("replay: approved %d; %d confirmed when node a was stopped; one run, exit %d, %d failover(s), the first taking %.3fs (said on stderr %s after the stop began), %d in flight at the loss; confirmed %d, reached the queue %d (%d copies, %d extra), confirmed without a copy %d, outside the cohort %d, lost %d; republished %d",
-		n, confirmedAtStop, first.code, len(summary.Failovers), took, sawFailover.Round(time.Millisecond), inFlight, states["confirmed"], reached, copies,
-		copies-reached, withoutCopy, outside, lostItems, summary.Republished)
+		n, confirmedAtStop, first.code, len(summary.Failovers), took, sawFailover.Round(time.Millisecond), inFlight, states["confirmed"], tl.reached, tl.copies,
+		tl.copies-tl.reached, tl.withoutCopy, tl.outside, tl.lost, summary.Republished)
 	if first.code != 0 || summary.Status != "completed" {
 		t.Errorf("the run should fail over and complete in one run: %s", first)
 	}
 	if len(summary.Failovers) == 0 || !strings.Contains(first.stderr, "lost RabbitMQ node ") {
 		t.Errorf("the run should say on stderr which node it lost and which it went on to: %s", first.stderr)
 	}
-	if withoutCopy != 0 || outside != 0 || lostItems != 0 || states["confirmed"] != n {
+	if tl.withoutCopy != 0 || tl.outside != 0 || tl.lost != 0 || states["confirmed"] != n {
 		t.Errorf("want all %d confirmed and on the queue, none outside the cohort: confirmed %d, without a copy %d, outside %d, lost %d",
-			n, states["confirmed"], withoutCopy, outside, lostItems)
+			n, states["confirmed"], tl.withoutCopy, tl.outside, tl.lost)
 	}
-	if extra := copies - reached; extra > inFlight {
+	if extra := tl.copies - tl.reached; extra > inFlight {
 		t.Errorf("%d extra copies on the queue, but only %d items were in flight at the loss", extra, inFlight)
 	}
 	if got := count(t, observer, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.run.failover' AND target = $1`,

@@ -5,18 +5,14 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
@@ -161,22 +157,7 @@ func failoverReplay(t *testing.T) {
 	r := newRabbit(t)
 	ctx := withTimeout(t)
 
-	exchange, target := amqptest.Name(t, ".x"), amqptest.Name(t, ".target")
-	amqptest.DeleteOnCleanup(t, []string{target}, []string{exchange})
-	ch, err := r.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(target, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(target, "reservation.expire", exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	_ = ch.Close()
+	exchange, target := declareReplayTarget(t, r.conn)
 	dlq := r.queue(t, ".dlq", nil)
 	msgs := workerLetters(0, n, "db_timeout", "i/o timeout")
 	for i := range msgs {
@@ -223,33 +204,7 @@ func failoverReplay(t *testing.T) {
 	}
 	id := strconv.FormatInt(req.ID, 10)
 
-	var (
-		mu        sync.Mutex
-		delivered = map[int64]int{}
-		outside   int
-	)
-	cch, err := r.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := cch.Consume(target, "", true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var consuming sync.WaitGroup
-	consuming.Go(func() {
-		for d := range deliveries {
-			item, isInt := d.Headers[replay.HeaderReplayItem].(int64)
-			mu.Lock()
-			if !isInt || d.Headers[replay.HeaderReplayRequest] != req.ID || !slices.Contains(letters, item) {
-				outside++
-			} else {
-				delivered[item]++
-			}
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { _ = cch.Close(); consuming.Wait() })
+	copies := countCopies(t, r.conn, target, req.ID, letters)
 
 	management, err := broker.ManagementURLFor(amqptest.URL())
 	if err != nil {
@@ -284,9 +239,7 @@ func failoverReplay(t *testing.T) {
 		when = "before the promotion"
 	}
 	time.Sleep(200 * time.Millisecond) // the last deliveries in flight to the consumer
-	mu.Lock()
-	deliveredBeforeResume := maps.Clone(delivered)
-	mu.Unlock()
+	deliveredBeforeResume, _ := copies.counts()
 	resume := fmt.Sprintf("`expiryctl replay run %d` again to resume", req.ID)
 	if interrupted.code != 5 || !strings.Contains(interrupted.stderr, resume) {
 		t.Errorf("the run at the failover should stop with exit 5 (the server went away) and the command that resumes it (%q): %s", resume, interrupted)
@@ -330,37 +283,30 @@ func failoverReplay(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the last deliveries in flight to the consumer
 
 	states := itemStates(t, fc.observer, req.ID)
-	mu.Lock()
-	var reached, copies, lost, confirmedTwice, sentUnrecorded int
+	tl := copies.tally(letters, nil)
+	delivered, _ := copies.counts()
+	var confirmedTwice, sentUnrecorded int
 	for _, l := range letters {
 		if deliveredBeforeResume[l] > 0 && !confirmedAtFailover[l] {
 			sentUnrecorded++
 		}
-		if delivered[l] > 0 {
-			reached++
-		} else {
-			lost++
-		}
-		copies += delivered[l]
 		if confirmedAtFailover[l] && delivered[l] != 1 {
 			confirmedTwice++
 		}
 	}
-	out := outside
-	mu.Unlock()
 	t.Logf("failover under replay run: approved %d; confirmed %d before the stop, %d at the failover, %d left publishing (the run said %d are in doubt); %d reached the queue without their confirm recorded; the run ended %s after the primary stopped (exit %d), %s; %d resume run(s) completing in %s; confirmed %d, reached the queue %d (%d copies, %d extra), confirmed at the failover and published again %d, outside the cohort %d, lost %d",
 		n, confirmedBefore, len(confirmedAtFailover), publishing, awaiting, sentUnrecorded, noticed.Round(time.Millisecond), interrupted.code, when,
-		resumes, resumeTook.Round(time.Millisecond), states["confirmed"], reached, copies, copies-reached, confirmedTwice, out, lost)
+		resumes, resumeTook.Round(time.Millisecond), states["confirmed"], tl.reached, tl.copies, tl.copies-tl.reached, confirmedTwice, tl.outside, tl.lost)
 	t.Logf("the interrupted run said: %s", firstError(interrupted.stderr))
-	if states["confirmed"] != n || lost != 0 || out != 0 {
-		t.Errorf("want all %d confirmed and on the queue, none outside the cohort: confirmed %d, lost %d, outside %d", n, states["confirmed"], lost, out)
+	if states["confirmed"] != n || tl.lost != 0 || tl.outside != 0 {
+		t.Errorf("want all %d confirmed and on the queue, none outside the cohort: confirmed %d, lost %d, outside %d", n, states["confirmed"], tl.lost, tl.outside)
 	}
 	if confirmedTwice != 0 {
 		t.Errorf("%d items confirmed before the failover were published again by the resume: confirmed twice", confirmedTwice)
 	}
 	// Only an item that reached the queue before the failover without its
 	// confirm recorded may reach it twice.
-	if extra := copies - reached; extra > sentUnrecorded {
+	if extra := tl.copies - tl.reached; extra > sentUnrecorded {
 		t.Errorf("%d extra copies on the queue, but only %d items reached it unconfirmed before the failover", extra, sentUnrecorded)
 	}
 	if status := fc.poll(`SELECT count(*) FROM expiryctl.replay_requests WHERE id = $1 AND status = 'completed'`, req.ID); status != 1 {

@@ -12,8 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -306,22 +304,7 @@ func faultReplay(t *testing.T, f fault, server string, rng *rand.Rand) faultRow 
 
 	// The target: an exchange and a queue of the test's own, named by the
 	// letters as their origin.
-	exchange, target := amqptest.Name(t, ".x"), amqptest.Name(t, ".target")
-	amqptest.DeleteOnCleanup(t, []string{target}, []string{exchange})
-	ch, err := r.conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(target, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(target, "reservation.expire", exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	_ = ch.Close()
+	exchange, target := declareReplayTarget(t, r.conn)
 	dlq := r.queue(t, ".dlq", nil)
 	msgs := workerLetters(0, n, "db_timeout", "i/o timeout")
 	for i := range msgs {
@@ -349,34 +332,7 @@ func faultReplay(t *testing.T, f fault, server string, rng *rand.Rand) faultRow 
 	id := strconv.FormatInt(req.ID, 10)
 
 	// The consumer counts every copy that reached the target queue.
-	var (
-		mu        sync.Mutex
-		delivered = map[int64]int{}
-		outside   int
-	)
-	consumer := r.conn
-	cch, err := consumer.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := cch.Consume(target, "", true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var consuming sync.WaitGroup
-	consuming.Go(func() {
-		for d := range deliveries {
-			item, isInt := d.Headers[replay.HeaderReplayItem].(int64)
-			mu.Lock()
-			if !isInt || d.Headers[replay.HeaderReplayRequest] != req.ID || !slices.Contains(w.letters, item) {
-				outside++
-			} else {
-				delivered[item]++
-			}
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() { _ = cch.Close(); consuming.Wait() })
+	copies := countCopies(t, r.conn, target, req.ID, w.letters)
 
 	pg := newFaultProxy(t, hostPort(t, db.URL))
 	mq := newFaultProxy(t, hostPort(t, amqptest.URL()))
@@ -420,25 +376,10 @@ func faultReplay(t *testing.T, f fault, server string, rng *rand.Rand) faultRow 
 
 	states := itemStates(t, observer, req.ID)
 	confirmedIDs := w.ids(t, `SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID)
-	mu.Lock()
-	defer mu.Unlock()
-	var reached, copies, withoutAck, lost int
-	for _, l := range w.letters {
-		if delivered[l] > 0 {
-			reached++
-		} else {
-			lost++
-		}
-		copies += delivered[l]
-	}
-	for _, l := range confirmedIDs {
-		if delivered[l] == 0 {
-			withoutAck++
-		}
-	}
+	tl := copies.tally(w.letters, confirmedIDs)
 	row.counts = fmt.Sprintf("approved %d; confirmed after the fault %d; after a healthy run: confirmed %d, reached the queue %d (%d copies), confirmed without ack %d, outside the cohort %d, lost %d",
-		n, confirmedAfterFault, states["confirmed"], reached, copies, withoutAck, outside, lost)
-	if withoutAck != 0 || outside != 0 || lost != 0 || states["confirmed"] != n {
+		n, confirmedAfterFault, states["confirmed"], tl.reached, tl.copies, tl.withoutCopy, tl.outside, tl.lost)
+	if tl.withoutCopy != 0 || tl.outside != 0 || tl.lost != 0 || states["confirmed"] != n {
 		t.Errorf("after the healthy run: %s; want all %d confirmed and on the queue, none outside the cohort", row.counts, n)
 	}
 	return row
