@@ -16,31 +16,50 @@ type archives struct {
 	small, large *benchDB
 }
 
-// benchArchives seeds the archives once and runs the list, summary and
-// export scenarios on them. A scenario that fails is reported and the next
-// one still runs.
-func benchArchives(ctx context.Context, cfg *config, rep *report) error {
+// seedArchives creates the small and the large archive and seeds them
+// with cfg.SmallN and cfg.LargeN letters over span. The archives made so
+// far are returned with an error too, for drop.
+func seedArchives(ctx context.Context, cfg *config, span time.Duration) (archives, error) {
 	end := time.Now().UTC().Truncate(time.Second)
 	var a archives
 	var err error
 	if a.small, err = createDB(ctx, cfg.AdminURL, "small"); err != nil {
-		return err
+		return a, err
 	}
-	defer cfg.dropDB(a.small)
 	if a.large, err = createDB(ctx, cfg.AdminURL, "large"); err != nil {
-		return err
+		return a, err
 	}
-	defer cfg.dropDB(a.large)
 	for _, s := range []struct {
 		db *benchDB
 		n  int
 	}{{a.small, cfg.SmallN}, {a.large, cfg.LargeN}} {
 		cfg.logf("archive: seeding %d letters into %s", s.n, s.db.Name)
-		took, err := seedArchive(ctx, s.db, s.n, end, seedSpan)
+		took, err := seedArchive(ctx, s.db, s.n, end, span)
 		if err != nil {
-			return err
+			return a, err
 		}
-		cfg.logf("archive: seeded %d letters (insert + vacuum analyze) in %s", s.n, took.Round(time.Millisecond))
+		cfg.logf("archive: seeded %d letters (insert, indexes, vacuum analyze) in %s", s.n, took.Round(time.Millisecond))
+	}
+	return a, nil
+}
+
+// drop drops the archives that were made.
+func (a archives) drop(cfg *config) {
+	for _, db := range []*benchDB{a.small, a.large} {
+		if db != nil {
+			cfg.dropDB(db)
+		}
+	}
+}
+
+// benchArchives seeds the archives once and runs the list, summary and
+// export scenarios on them. A scenario that fails is reported and the next
+// one still runs.
+func benchArchives(ctx context.Context, cfg *config, rep *report) error {
+	a, err := seedArchives(ctx, cfg, seedSpan)
+	defer a.drop(cfg)
+	if err != nil {
+		return err
 	}
 
 	for _, s := range []struct {

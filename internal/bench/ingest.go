@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,23 +27,12 @@ import (
 func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	const scenario = "ingest"
 	n := cfg.IngestN
-	conn, err := broker.Dial(cfg.AMQPURL)
+	queues, err := filledQueues(ctx, cfg, map[string]int{"b": n, "a1": n / 2, "a2": n - n/2})
+	defer queues.delete(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	prefix := "expiryctl-bench-" + randomSuffix()
-	qa1, qa2, qb := prefix+".a1.dlq", prefix+".a2.dlq", prefix+".b.dlq"
-	if err := declareQueues(conn, qa1, qa2, qb); err != nil {
-		return err
-	}
-	defer deleteQueues(cfg.AMQPURL, qa1, qa2, qb)
-
-	cfg.logf("%s: publishing %d letters into %s and %d + %d into %s and %s (confirmed, not timed)",
-		scenario, n, qb, n/2, n-n/2, qa1, qa2)
-	if err := publishAll(ctx, conn, cfg, map[string]int{qb: n, qa1: n / 2, qa2: n - n/2}); err != nil {
-		return err
-	}
+	conn, qb := queues.conn, queues.names["b"]
 
 	type phase struct {
 		name    string
@@ -51,7 +41,8 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		cpu     cpuUse
 	}
 	var phases []phase
-	drain := func(q string, count int) (time.Duration, error) {
+	drain := func(name string, count int) (time.Duration, error) {
+		q := queues.names[name]
 		cfg.logf("%s: baseline: bare consume-and-ack of %d from %s (prefetch %d, multiple-ack every %d)",
 			scenario, count, q, cfg.Prefetch, cfg.AckEvery)
 		mon := startCPU()
@@ -60,12 +51,12 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		if err != nil {
 			return 0, fmt.Errorf("baseline drain: %w", err)
 		}
-		phases = append(phases, phase{"baseline " + q[len(prefix)+1:], count, d, use})
+		phases = append(phases, phase{"baseline " + name + ".dlq", count, d, use})
 		cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, count, d.Round(time.Millisecond), float64(count)/d.Seconds())
 		return d, nil
 	}
 
-	base1, err := drain(qa1, n/2)
+	base1, err := drain("a1", n/2)
 	if err != nil {
 		return err
 	}
@@ -89,7 +80,7 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	subjRate := float64(n) / subjDur.Seconds()
 	cfg.logf("%s: subject %d msgs in %s = %.0f msg/s (%d batches; Ingest's own clock %s)", scenario, stats.Received,
 		subjDur.Round(time.Millisecond), subjRate, stats.Batches, stats.Elapsed.Round(time.Millisecond))
-	base2, err := drain(qa2, n-n/2)
+	base2, err := drain("a2", n-n/2)
 	if err != nil {
 		return err
 	}
@@ -172,6 +163,53 @@ func batchName(b int) string {
 		return "default"
 	}
 	return strconv.Itoa(b)
+}
+
+// benchQueues are a scenario's queues, filled, and the connection that
+// filled them.
+type benchQueues struct {
+	conn  *amqp.Connection
+	names map[string]string // by the name counts gave
+}
+
+// filledQueues declares a durable queue of the run's own for each of
+// counts (expiryctl-bench-RANDOM.NAME.dlq) and fills it with that many
+// worker letters, confirmed and not timed. delete undoes it, also after an
+// error.
+func filledQueues(ctx context.Context, cfg *config, counts map[string]int) (benchQueues, error) {
+	q := benchQueues{names: map[string]string{}}
+	conn, err := broker.Dial(cfg.AMQPURL)
+	if err != nil {
+		return q, err
+	}
+	q.conn = conn
+	prefix := "expiryctl-bench-" + randomSuffix()
+	fill := map[string]int{}
+	var names []string
+	for name, n := range counts {
+		q.names[name] = prefix + "." + name + ".dlq"
+		fill[q.names[name]] = n
+		names = append(names, q.names[name])
+	}
+	slices.Sort(names)
+	if err := declareQueues(conn, names...); err != nil {
+		return q, err
+	}
+	cfg.logf("publishing %v letters into %s (confirmed, not timed)", counts, strings.Join(names, ", "))
+	return q, publishAll(ctx, conn, cfg, fill)
+}
+
+// delete deletes the queues and closes the connection.
+func (q benchQueues) delete(cfg *config) {
+	if q.conn == nil {
+		return
+	}
+	var names []string
+	for _, name := range q.names {
+		names = append(names, name)
+	}
+	deleteQueues(cfg.AMQPURL, names...)
+	_ = q.conn.Close()
 }
 
 func declareQueues(conn *amqp.Connection, names ...string) error {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 )
 
 // parseArchiveSize reads -archive's size: a count with an optional k or m
@@ -50,27 +48,10 @@ const (
 // disk per letter, and the peak memory of each command on the large
 // archive.
 func benchLargeArchive(ctx context.Context, cfg *config, rep *report) error {
-	end := time.Now().UTC().Truncate(time.Second)
-	var a archives
-	var err error
-	if a.small, err = createDB(ctx, cfg.AdminURL, "small"); err != nil {
+	a, err := seedArchives(ctx, cfg, largeArchiveSpan)
+	defer a.drop(cfg)
+	if err != nil {
 		return err
-	}
-	defer cfg.dropDB(a.small)
-	if a.large, err = createDB(ctx, cfg.AdminURL, "large"); err != nil {
-		return err
-	}
-	defer cfg.dropDB(a.large)
-	for _, s := range []struct {
-		db *benchDB
-		n  int
-	}{{a.small, cfg.SmallN}, {a.large, cfg.LargeN}} {
-		cfg.logf("archive: seeding %d letters into %s", s.n, s.db.Name)
-		took, err := seedArchive(ctx, s.db, s.n, end, largeArchiveSpan)
-		if err != nil {
-			return err
-		}
-		cfg.logf("archive: seeded %d letters (insert, indexes, vacuum analyze) in %s", s.n, took.Round(time.Second))
 	}
 	if err := diskPerLetter(ctx, cfg, rep, a.large); err != nil {
 		return err
@@ -142,6 +123,10 @@ func commandMemory(ctx context.Context, cfg *config, rep *report, a archives) er
 	return nil
 }
 
+// captureSize is how many letters each capture of the scenario drains: a
+// twentieth of the archive, within 1,000 and largeArchiveCapture.
+func captureSize(cfg *config) int { return min(largeArchiveCapture, max(cfg.LargeN/20, 1000)) }
+
 // captureRun drains a queue of letters into db with the built binary.
 func captureRun(ctx context.Context, cfg *config, db *benchDB, queue string) (procRun, error) {
 	return runBinary(ctx, cfg.Bin, []string{"dlq", "ingest", "--queue", queue}, cfg.binaryEnv(db.URL), false)
@@ -151,22 +136,13 @@ func captureRun(ctx context.Context, cfg *config, db *benchDB, queue string) (pr
 // into the large one, then into another empty one: the empty runs bracket
 // the large one, so that what else the machine does weighs on both.
 func captureIntoLarge(ctx context.Context, cfg *config, rep *report, a archives) error {
-	n := min(largeArchiveCapture, max(cfg.LargeN/20, 1000))
-	conn, err := broker.Dial(cfg.AMQPURL)
+	n := captureSize(cfg)
+	q, err := filledQueues(ctx, cfg, map[string]int{"empty1": n, "large": n, "empty2": n})
+	defer q.delete(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	prefix := "expiryctl-bench-" + randomSuffix()
-	before, large, after := prefix+".empty1.dlq", prefix+".large.dlq", prefix+".empty2.dlq"
-	if err := declareQueues(conn, before, large, after); err != nil {
-		return err
-	}
-	defer deleteQueues(cfg.AMQPURL, before, large, after)
-	cfg.logf("archive: publishing %d letters into each of 3 queues (confirmed, not timed)", n)
-	if err := publishAll(ctx, conn, cfg, map[string]int{before: n, large: n, after: n}); err != nil {
-		return err
-	}
+	before, large, after := q.names["empty1"], q.names["large"], q.names["empty2"]
 	var empties [2]*benchDB
 	if empties[0], err = createDB(ctx, cfg.AdminURL, "empty"); err != nil {
 		return err
@@ -210,21 +186,13 @@ func captureIntoLarge(ctx context.Context, cfg *config, rep *report, a archives)
 // rate and the capture's rate meanwhile against a capture alone: a purge
 // in bounded transactions must not hold capture up.
 func purgeUnderCapture(ctx context.Context, cfg *config, rep *report, a archives) error {
-	n := min(largeArchiveCapture, max(cfg.LargeN/20, 1000))
-	conn, err := broker.Dial(cfg.AMQPURL)
+	n := captureSize(cfg)
+	q, err := filledQueues(ctx, cfg, map[string]int{"alone": n, "during": n})
+	defer q.delete(cfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	prefix := "expiryctl-bench-" + randomSuffix()
-	alone, during := prefix+".alone.dlq", prefix+".during.dlq"
-	if err := declareQueues(conn, alone, during); err != nil {
-		return err
-	}
-	defer deleteQueues(cfg.AMQPURL, alone, during)
-	if err := publishAll(ctx, conn, cfg, map[string]int{alone: n, during: n}); err != nil {
-		return err
-	}
+	alone, during := q.names["alone"], q.names["during"]
 	aloneRun, err := captureRun(ctx, cfg, a.large, alone)
 	if err != nil {
 		return err
