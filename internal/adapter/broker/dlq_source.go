@@ -72,15 +72,7 @@ func (s *DLQSource) AckThrough(tag uint64) error { return s.silentOr(s.ch.Ack(ta
 // silentOr is err, or why the connection ended under it when it did (a
 // silence, the broker's close, a broken socket): amqp091 passes on only
 // "channel/connection is not open".
-func (s *DLQSource) silentOr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if broken := Broken(s.conn); broken != nil {
-		return fmt.Errorf("%w (%w)", broken, err)
-	}
-	return err
-}
+func (s *DLQSource) silentOr(err error) error { return withBroken(s.conn, err) }
 
 // Ready implements deadletter.Source with a passive declare on a channel of
 // its own, so that a failed inspection cannot close the consuming channel.

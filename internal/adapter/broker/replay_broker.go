@@ -106,7 +106,7 @@ func (b *AMQPBroker) Publish(ctx context.Context, m replay.Message) (replay.Pend
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &replay.BrokerLostError{Err: err}
+		return nil, b.lost(err)
 	}
 	if dc == nil {
 		return nil, errors.New("the publishing channel is not in confirm mode")
@@ -161,6 +161,12 @@ func (b *AMQPBroker) drainReturns() {
 	}
 }
 
+// lost is the broker lost under err, saying why the connection ended when
+// that is known: amqp091 passes on only "channel/connection is not open".
+func (b *AMQPBroker) lost(err error) error {
+	return &replay.BrokerLostError{Err: withBroken(b.conn, err)}
+}
+
 func (b *AMQPBroker) closeReason() error {
 	if err := Broken(b.conn); err != nil {
 		return err
@@ -194,13 +200,13 @@ func (b *AMQPBroker) inspect(fn func(ch *amqp.Channel) error) error {
 	if b.inspectCh == nil || b.inspectCh.IsClosed() {
 		ch, err := b.conn.Channel()
 		if err != nil {
-			return &replay.BrokerLostError{Err: err}
+			return b.lost(err)
 		}
 		b.inspectCh = ch
 	}
 	err := fn(b.inspectCh)
 	if err != nil && (b.conn.IsClosed() || errors.Is(err, amqp.ErrClosed)) {
-		return &replay.BrokerLostError{Err: err}
+		return b.lost(err)
 	}
 	return err
 }

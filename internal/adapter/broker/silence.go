@@ -82,6 +82,18 @@ func Broken(conn *amqp.Connection) error {
 	return nil
 }
 
+// withBroken is err with why conn ended in front, when that is known:
+// amqp091 passes on only "channel/connection is not open".
+func withBroken(conn *amqp.Connection, err error) error {
+	if err == nil {
+		return nil
+	}
+	if broken := Broken(conn); broken != nil {
+		return fmt.Errorf("%w (%w)", broken, err)
+	}
+	return err
+}
+
 func socketOf(conn *amqp.Connection) *watchedSocket {
 	v, ok := silences.Load(weak.Make(conn))
 	if !ok {
