@@ -64,7 +64,7 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 		t.Fatalf("run summary = %+v after %d progress calls, want 3 of 3 confirmed and completed", summary, progressed)
 	}
 	var discarded int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'discarded'`).Scan(&discarded); err != nil || discarded != 3 {
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'discarded'`).Scan(&discarded); err != nil || discarded != 3 {
 		t.Fatalf("%d letters discarded (%v), want 3", discarded, err)
 	}
 

@@ -156,7 +156,7 @@ func TestSummaryFollowsStatusChanges(t *testing.T) {
 	}
 
 	// The tallies follow status changes made by any client.
-	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'discarded' WHERE reservation_id = 'r-1'`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letter_states SET status = 'discarded' WHERE dead_letter_id IN (SELECT id FROM expiryctl.dead_letters WHERE reservation_id = 'r-1')`); err != nil {
 		t.Fatal(err)
 	}
 	summary, err = archive.Summary(ctx)

@@ -166,8 +166,8 @@ func (s postgresLetters) LetterSummary(ctx context.Context) ([]CategorySummary, 
 		       sum(t.letters)::bigint,
 		       coalesce(array_agg(DISTINCT t.source_queue ORDER BY t.source_queue)
 		                FILTER (WHERE t.status IN ('dead', 'in_request') AND t.letters > 0), '{}'),
-		       (SELECT min(d.dead_lettered_at) FROM expiryctl.dead_letters d
-		         WHERE d.reason_category = t.reason_category AND d.status IN ('dead', 'in_request'))
+		       (SELECT min(s.dead_lettered_at) FROM expiryctl.dead_letter_states s
+		         WHERE s.reason_category = t.reason_category AND s.status IN ('dead', 'in_request'))
 		FROM expiryctl.dead_letter_tallies t
 		GROUP BY t.reason_category
 		HAVING sum(t.letters) > 0`)
@@ -191,7 +191,15 @@ func (s postgresLetters) LetterSummary(ctx context.Context) ([]CategorySummary, 
 	return out, rows.Err()
 }
 
-// listColumns are the columns of a Row, in the order rowFields scans them.
+// lettersWithStatus is dead_letters with each letter's status (kept in
+// dead_letter_states, where it moves without rewriting the letter) as one
+// more column, under the table's own name: the conditions FilterSQL builds
+// and listColumns read the same over either.
+const lettersWithStatus = `(SELECT l.*, s.status FROM expiryctl.dead_letters l
+	JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = l.id) AS dead_letters`
+
+// listColumns are the columns of a Row, in the order rowFields scans them,
+// read from lettersWithStatus.
 const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''), coalesce(idempotency_key, ''),
 	reason_category, coalesce(error_class, ''), attempts, status, source_queue, dead_lettered_at, due_at,
 	coalesce(last_error, ''), previous_id, replay_request_id`
@@ -226,7 +234,7 @@ func (s postgresLetters) LetterList(ctx context.Context, p letterListParams) ([]
 		args = append(args, p.After.DeadLetteredAt, p.After.ID)
 		where = append(where, fmt.Sprintf("(dead_lettered_at, id) %s ($%d, $%d)", cmp, len(args)-1, len(args)))
 	}
-	sql := "SELECT " + listColumns + " FROM expiryctl.dead_letters"
+	sql := "SELECT " + listColumns + " FROM " + lettersWithStatus
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -240,7 +248,8 @@ func (s postgresLetters) LetterList(ctx context.Context, p letterListParams) ([]
 	return pgx.CollectRows(rows, scanRow)
 }
 
-// FilterSQL returns the WHERE conditions (over expiryctl.dead_letters) and
+// FilterSQL returns the WHERE conditions (over expiryctl.dead_letters, or
+// lettersWithStatus when f sets a status) and
 // arguments for f, numbered from $1. Only the conditions f sets are built, so
 // each query gets a plan for exactly its filter rather than a generic plan
 // full of "IS NULL OR".
@@ -291,7 +300,7 @@ func (s postgresLetters) LetterGet(ctx context.Context, id int64) (storedLetter,
 		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
 		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
 		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties
-		FROM expiryctl.dead_letters WHERE id = $1`, id).Scan(append(rowFields(&d.Row),
+		FROM `+lettersWithStatus+` WHERE id = $1`, id).Scan(append(rowFields(&d.Row),
 		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
 		&l.history, &d.Headers, &d.Payload, &d.PayloadSize, &l.payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt,
 		&l.jobKey, &l.properties)...)
@@ -304,7 +313,7 @@ func (s postgresLetters) LetterGet(ctx context.Context, id int64) (storedLetter,
 // LetterListByJob implements letterStore.
 func (s postgresLetters) LetterListByJob(ctx context.Context, jobKey string, exceptID int64) ([]Row, error) {
 	rows, err := s.q.Query(ctx, "SELECT "+listColumns+
-		` FROM expiryctl.dead_letters WHERE job_key = $1 AND id <> $2 ORDER BY id LIMIT 100`, jobKey, exceptID)
+		" FROM "+lettersWithStatus+" WHERE job_key = $1 AND id <> $2 ORDER BY id LIMIT 100", jobKey, exceptID)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +330,7 @@ func (s postgresLetters) LetterPurgeCount(ctx context.Context, olderThan time.Du
 	err := s.q.QueryRow(ctx, `SELECT
 			count(*),
 			count(*) FILTER (WHERE status = 'in_request')
-		FROM expiryctl.dead_letters WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
+		FROM `+lettersWithStatus+` WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
 	return res, err
 }
 
@@ -339,7 +348,13 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 // cost by limit, not by the archive's size.
 func (s postgresLetters) LetterCount(ctx context.Context, f Filter, limit int) (int, error) {
 	where, args := FilterSQL(f)
-	sql := "SELECT 1 FROM expiryctl.dead_letters"
+	// The status join only when the filter reads the status: a count of
+	// the letters alone stays on their own indexes.
+	from := "expiryctl.dead_letters"
+	if f.Status != "" {
+		from = lettersWithStatus
+	}
+	sql := "SELECT 1 FROM " + from
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -18,7 +18,7 @@ func (s postgresLetters) LetterRedeadByRequest(ctx context.Context, w SignalsOpt
 	args = append(args, maxRedeadRequests)
 	rows, err := s.q.Query(ctx, `
 		SELECT replay_request_id, count(*), count(*) FILTER (WHERE status IN ('dead', 'in_request')), max(dead_lettered_at)
-		FROM expiryctl.dead_letters
+		FROM `+lettersWithStatus+`
 		WHERE `+strings.Join(where, " AND ")+`
 		GROUP BY replay_request_id
 		ORDER BY replay_request_id DESC

@@ -60,7 +60,7 @@ func (s postgresLetters) LetterSummaryBetween(ctx context.Context, w SignalsOpti
 		       coalesce(array_agg(DISTINCT source_queue ORDER BY source_queue)
 		                FILTER (WHERE status IN ('dead', 'in_request')), '{}'),
 		       min(dead_lettered_at) FILTER (WHERE status IN ('dead', 'in_request'))
-		FROM expiryctl.dead_letters
+		FROM `+lettersWithStatus+`
 		WHERE `+where+`
 		GROUP BY reason_category`, args...)
 	if err != nil {
@@ -91,7 +91,7 @@ func (s postgresLetters) LetterAttempts(ctx context.Context, w SignalsOptions) (
 		where, args = windowSQL(w)
 		sql = `
 		SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*)
-		FROM expiryctl.dead_letters
+		FROM ` + lettersWithStatus + `
 		WHERE ` + where + `
 		GROUP BY 1, 2, 3, 4`
 	}
@@ -159,7 +159,7 @@ func (s postgresLetters) LetterArrivals(ctx context.Context, end time.Time) ([]a
 
 // overdueFromTallies finds the overdue holds without reading them all. The
 // hours before the current one come from dead_letter_due_tallies, the
-// current hour's letters due before now() from dead_letters_waiting_due.
+// current hour's letters due before now() from dead_letter_states_waiting_due.
 // Ordered from least to most late, the nearest-rank percentile p is the
 // letter at rank ceil(p·n) (as percentile_disc computes it, in float8),
 // which is position n − ceil(p·n) + 1 in due_at order: the running sums
@@ -172,7 +172,7 @@ const overdueFromTallies = `
 	WITH clock AS (
 		SELECT now() AS now, date_trunc('hour', now(), 'UTC') AS hour
 	), current_hour AS MATERIALIZED (
-		SELECT clock.hour AS lo, clock.now AS hi, (SELECT count(*) FROM expiryctl.dead_letters d
+		SELECT clock.hour AS lo, clock.now AS hi, (SELECT count(*) FROM expiryctl.dead_letter_states d
 			WHERE d.status IN ('dead', 'in_request') AND d.due_at >= clock.hour AND d.due_at < clock.now) AS n
 		FROM clock
 	), hours AS (
@@ -191,13 +191,13 @@ const overdueFromTallies = `
 		SELECT p, lo, hi, pos - before - 1 AS skip FROM positions WHERE pos > before AND pos <= before + n
 	)
 	SELECT coalesce((SELECT max(total) FROM ranked), 0)::bigint,
-	       (SELECT min(d.due_at) FROM expiryctl.dead_letters d
+	       (SELECT min(d.due_at) FROM expiryctl.dead_letter_states d
 	         WHERE d.status IN ('dead', 'in_request') AND d.due_at < now()),
-	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letters d
+	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letter_states d
 	                 WHERE d.status IN ('dead', 'in_request') AND d.due_at >= w.lo AND d.due_at < w.hi
 	                 ORDER BY d.due_at OFFSET w.skip LIMIT 1)
 	          FROM wanted w WHERE w.p = 0.5),
-	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letters d
+	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letter_states d
 	                 WHERE d.status IN ('dead', 'in_request') AND d.due_at >= w.lo AND d.due_at < w.hi
 	                 ORDER BY d.due_at OFFSET w.skip LIMIT 1)
 	          FROM wanted w WHERE w.p = 0.99)`
@@ -212,7 +212,7 @@ func (s postgresLetters) LetterOverdue(ctx context.Context, w SignalsOptions) (o
 		SELECT count(*), min(due_at),
 		       percentile_disc(0.5::float8) WITHIN GROUP (ORDER BY due_at DESC),
 		       percentile_disc(0.99::float8) WITHIN GROUP (ORDER BY due_at DESC)
-		FROM expiryctl.dead_letters
+		FROM ` + lettersWithStatus + `
 		WHERE status IN ('dead', 'in_request') AND due_at < now() AND ` + where
 	}
 	var o overdueTally

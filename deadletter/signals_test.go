@@ -65,7 +65,7 @@ func seedSpecs(t *testing.T, pool *pgxpool.Pool, specs ...letterSpec) {
 		if len(ids) == 0 {
 			continue
 		}
-		if _, err := pool.Exec(context.Background(), `UPDATE expiryctl.dead_letters SET status = $1 WHERE job_key = ANY ($2)`,
+		if _, err := pool.Exec(context.Background(), `UPDATE expiryctl.dead_letter_states SET status = $1 WHERE dead_letter_id IN (SELECT id FROM expiryctl.dead_letters WHERE job_key = ANY ($2))`,
 			string(status), ids); err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestSignalsCountsByCategoryAndClassWithAttempts(t *testing.T) {
 
 	// The tallies follow a status change made by any client.
 	if _, err := db.Pool.Exec(context.Background(),
-		`UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE error_class = 'db_timeout' AND attempts = 8`); err != nil {
+		`UPDATE expiryctl.dead_letter_states SET status = 'replayed' WHERE error_class = 'db_timeout' AND attempts = 8`); err != nil {
 		t.Fatal(err)
 	}
 	s, err = archive.Signals(context.Background(), deadletter.SignalsOptions{})
@@ -342,7 +342,7 @@ func TestSignalsOverdueHoldsAndLateness(t *testing.T) {
 
 	// Replaying the latest and the 100 more than 703 minutes late takes them
 	// out (703: the seconds since seeding cannot carry the 700 across).
-	if _, err := db.Pool.Exec(context.Background(), `UPDATE expiryctl.dead_letters SET status = 'replayed'
+	if _, err := db.Pool.Exec(context.Background(), `UPDATE expiryctl.dead_letter_states SET status = 'replayed'
 		WHERE status = 'in_request' OR (due_at < now() - interval '703 minutes' AND status = 'dead')`); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestSignalsOverdueHoldsAndLateness(t *testing.T) {
 		t.Errorf("after the replay: %+v", o)
 	}
 	// None overdue: nulls, not zeros.
-	if _, err := db.Pool.Exec(context.Background(), `UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE status = 'dead'`); err != nil {
+	if _, err := db.Pool.Exec(context.Background(), `UPDATE expiryctl.dead_letter_states SET status = 'replayed' WHERE status = 'dead'`); err != nil {
 		t.Fatal(err)
 	}
 	s, err = archive.Signals(context.Background(), deadletter.SignalsOptions{})
@@ -450,7 +450,7 @@ func TestSignalTalliesMatchTheLetters(t *testing.T) {
 		specs = append(specs, s)
 	}
 	seedSpecs(t, db.Pool, specs...)
-	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET status = 'dead' WHERE status = 'in_request' AND attempts = 1`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letter_states SET status = 'dead' WHERE status = 'in_request' AND attempts = 1`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
@@ -461,23 +461,23 @@ func TestSignalTalliesMatchTheLetters(t *testing.T) {
 	err := db.Pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM (
 			SELECT reason_category, error_class, status, attempts, letters FROM expiryctl.dead_letter_class_tallies WHERE letters <> 0
-			EXCEPT SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*) FROM expiryctl.dead_letters GROUP BY 1, 2, 3, 4) d)
+			EXCEPT SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2, 3, 4) d)
 		+ (SELECT count(*) FROM (
-			SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*) FROM expiryctl.dead_letters GROUP BY 1, 2, 3, 4
+			SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2, 3, 4
 			EXCEPT SELECT reason_category, error_class, status, attempts, letters FROM expiryctl.dead_letter_class_tallies) d),
 		(SELECT count(*) FROM (
 			SELECT due_hour, letters FROM expiryctl.dead_letter_due_tallies WHERE letters <> 0
-			EXCEPT SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM expiryctl.dead_letters
+			EXCEPT SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM `+lettersAndStates+`
 			        WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1) d)
 		+ (SELECT count(*) FROM (
-			SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM expiryctl.dead_letters
+			SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM `+lettersAndStates+`
 			 WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1
 			EXCEPT SELECT due_hour, letters FROM expiryctl.dead_letter_due_tallies) d),
 		(SELECT count(*) FROM (
 			SELECT dead_hour, reason_category, letters FROM expiryctl.dead_letter_arrival_tallies WHERE letters <> 0
-			EXCEPT SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*) FROM expiryctl.dead_letters GROUP BY 1, 2) d)
+			EXCEPT SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2) d)
 		+ (SELECT count(*) FROM (
-			SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*) FROM expiryctl.dead_letters GROUP BY 1, 2
+			SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2
 			EXCEPT SELECT dead_hour, reason_category, letters FROM expiryctl.dead_letter_arrival_tallies) d)`).Scan(&classDiff, &dueDiff, &arrivalDiff)
 	if err != nil {
 		t.Fatal(err)
@@ -486,3 +486,8 @@ func TestSignalTalliesMatchTheLetters(t *testing.T) {
 		t.Errorf("the tallies differ from the letters: %d class rows, %d due-hour rows, %d arrival-hour rows", classDiff, dueDiff, arrivalDiff)
 	}
 }
+
+// lettersAndStates is each letter with its status, under one name, for
+// recounting the tallies from the letters.
+const lettersAndStates = `(SELECT l.*, s.status FROM expiryctl.dead_letters l
+	JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = l.id) AS letters`

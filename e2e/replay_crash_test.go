@@ -145,7 +145,7 @@ func TestReplayRunCrashResume(t *testing.T) {
 	if starts := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.run.start' AND NOT (details->>'resume')::bool`); starts != 1 {
 		t.Errorf("%d runs started the request afresh, want 1", starts)
 	}
-	if c := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'in_request'`); c != 0 {
+	if c := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'in_request'`); c != 0 {
 		t.Errorf("%d letters are still held by the request after it completed", c)
 	}
 	// However often the runner was killed, every state it left has an event

@@ -392,7 +392,7 @@ func TestReplayRunEndToEnd(t *testing.T) {
 	if got := itemStates(t, pool, req.ID); got["confirmed"] != n-paid || got["skipped"] != paid {
 		t.Errorf("item states %v: want every item confirmed or skipped", got)
 	}
-	if c := count(t, pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'replayed'`); c != n-paid {
+	if c := count(t, pool, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'replayed'`); c != n-paid {
 		t.Errorf("%d letters replayed, want %d", c, n-paid)
 	}
 	if c := count(t, pool, `SELECT count(*) FROM reservations.processed_jobs WHERE outcome = 'skipped'`); c != count(t, pool, `SELECT count(*) FROM reservations.reservations WHERE status = 'expired' AND id NOT IN (SELECT reservation_id FROM reservations.capacity_releases)`) {

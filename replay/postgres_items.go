@@ -14,7 +14,8 @@ import (
 // to read each item with its letter in one snapshot: the runner's items
 // with the bytes it will publish, and the approver's view of the cohort.
 // Nothing here writes dead_letters; the schema's functions that decide an
-// item change its letter's status in the same transaction.
+// item change its letter's status (dead_letter_states) in the same
+// transaction.
 
 // itemColumns reads items only through their request: every query that
 // feeds the publisher is "WHERE i.request_id = <this request>".
@@ -31,11 +32,12 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 const againJoin = `LEFT JOIN LATERAL (SELECT true AS found FROM expiryctl.dead_letters n
 		WHERE n.previous_id = d.id LIMIT 1) again ON true`
 
-// letterByItem reads each item's letter by its primary key. The LIMIT keeps
-// the subquery from being flattened into a join, which the planner, short of
-// statistics on a freshly frozen request, may make a hash join over a read
-// of the whole archive for every window.
-const letterByItem = `CROSS JOIN LATERAL (SELECT * FROM expiryctl.dead_letters l
+// letterByItem reads each item's letter, with its status, by their primary
+// keys. The LIMIT keeps the subquery from being flattened into a join, which
+// the planner, short of statistics on a freshly frozen request, may make a
+// hash join over a read of the whole archive for every window.
+const letterByItem = `CROSS JOIN LATERAL (SELECT l.*, s.status FROM expiryctl.dead_letters l
+		JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = l.id
 		WHERE l.id = i.dead_letter_id LIMIT 1) d`
 
 // ItemsLoad reads by an ordinal window rather than "after ordinal, LIMIT n",

@@ -154,7 +154,7 @@ func TestChangedCohortIsRefused(t *testing.T) {
 	t.Parallel()
 	for name, change := range map[string]string{
 		"redacted":  `UPDATE expiryctl.dead_letters SET redacted_at = now(), payload = '' WHERE id = $1`,
-		"discarded": `UPDATE expiryctl.dead_letters SET status = 'discarded' WHERE id = $1`,
+		"discarded": `UPDATE expiryctl.dead_letter_states SET status = 'discarded' WHERE dead_letter_id = $1`,
 		"re-ingested": `INSERT INTO expiryctl.dead_letters (fingerprint, job_key, source_queue, reason_category, payload,
 			payload_sha256, payload_size, dead_lettered_at, previous_id)
 			SELECT sha256(fingerprint), job_key, source_queue, reason_category, payload, payload_sha256, payload_size, now(), id

@@ -151,7 +151,7 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 			t.Errorf("item %d not persistent", id)
 		}
 	}
-	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'replayed'`); n != 3 {
+	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'replayed'`); n != 3 {
 		t.Errorf("%d letters replayed, want 3", n)
 	}
 	if n := b.count(t, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed' AND confirmed_at IS NOT NULL AND attempts = 1`, req.ID); n != 3 {
@@ -368,7 +368,7 @@ func TestRunUnroutableItemsFailAndHalt(t *testing.T) {
 	if err != nil || res.Status != StatusCompleted || res.Confirmed != states["pending"] || res.Failed != states["failed"] || len(res.FailedItems) != states["failed"] {
 		t.Fatalf("run after the new approval: %+v, %v; want completed, %d confirmed, %d failed listed", res, err, states["pending"], states["failed"])
 	}
-	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'dead'`); n != states["failed"] {
+	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'dead'`); n != states["failed"] {
 		t.Errorf("%d letters dead again after completion, want the %d that failed", n, states["failed"])
 	}
 }
@@ -624,7 +624,7 @@ func TestRunEligibilityQuerySkipsAndDryRunChangesNothing(t *testing.T) {
 		t.Errorf("%d messages published, want the 3 eligible ones", len(got))
 	}
 	// Skipped letters are free again once the request completed.
-	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'dead' AND reservation_id IN ('r-1', 'r-3', 'r-5')`); n != 3 {
+	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters JOIN expiryctl.dead_letter_states ON dead_letter_id = id WHERE status = 'dead' AND reservation_id IN ('r-1', 'r-3', 'r-5')`); n != 3 {
 		t.Errorf("%d skipped letters are dead again, want 3", n)
 	}
 }
@@ -656,7 +656,7 @@ func TestRunDiscardMarksLettersDiscarded(t *testing.T) {
 	if err != nil || res.Status != StatusCompleted || res.Confirmed != 4 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'discarded'`); n != 4 {
+	if n := b.count(t, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'discarded'`); n != 4 {
 		t.Errorf("%d letters discarded, want 4", n)
 	}
 	if got := runDrain(t, b.conn, b.queue, 0, 200*time.Millisecond); len(got) != 0 {
@@ -676,7 +676,7 @@ func TestRunResumesAfterACrash(t *testing.T) {
 		`UPDATE expiryctl.replay_requests SET status = 'running' WHERE id = $1`,
 		`UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1 AND ordinal < 2`,
 		`UPDATE expiryctl.replay_items SET state = 'confirmed', confirmed_at = now(), attempts = 1 WHERE request_id = $1 AND ordinal < 2`,
-		`UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id IN (SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND ordinal < 2)`,
+		`UPDATE expiryctl.dead_letter_states SET status = 'replayed' WHERE dead_letter_id IN (SELECT dead_letter_id FROM expiryctl.replay_items WHERE request_id = $1 AND ordinal < 2)`,
 		`UPDATE expiryctl.replay_items SET state = 'publishing' WHERE request_id = $1 AND ordinal BETWEEN 2 AND 4`,
 	} {
 		if _, err := b.pool.Exec(ctx, sql, req.ID); err != nil {
@@ -738,7 +738,7 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	}
 	// Every letter the broker took is either confirmed or marked replayed.
 	got := runDrain(t, b.conn, b.queue, res.Published, 5*time.Second)
-	replayed := b.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE status = 'replayed'`)
+	replayed := b.count(t, `SELECT count(*) FROM expiryctl.dead_letter_states WHERE status = 'replayed'`)
 	if replayed != len(got) {
 		t.Errorf("%d letters marked replayed, %d messages published", replayed, len(got))
 	}

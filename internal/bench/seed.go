@@ -66,7 +66,7 @@ INSERT INTO expiryctl.dead_letters (
 	fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
 	source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
 	error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-	payload_sha256, payload_size, dead_lettered_at, status)
+	payload_sha256, payload_size, dead_lettered_at)
 SELECT sha256(convert_to('bench-letter-' || l.g, 'UTF8')),
 	'expire:r-' || l.g || ':v3', 'expire:r-' || l.g || ':v3', 'r-' || l.g, 'expire:r-' || l.g || ':v3', 3,
 	l.at - interval '7 minutes',
@@ -74,13 +74,23 @@ SELECT sha256(convert_to('bench-letter-' || l.g, 'UTF8')),
 	     ELSE 'billing-expiry.dlq' END,
 	'reservation-expiry', 'reservations', 'reservation.expire', d.category,
 	d.class, format(d.err, 'r-' || l.g), 3, d.history, d.headers, 'application/json', l.body, sha256(l.body), length(l.body),
-	l.at, CASE WHEN l.r2 < 0.85 THEN 'dead' WHEN l.r2 < 0.97 THEN 'replayed' ELSE 'discarded' END
+	l.at
 FROM letters l JOIN docs d USING (kind)`
 
-// seedArchive fills db with n letters over the span ending at end, the fast way: it drops
-// the table's secondary indexes (those backing no constraint), inserts in
-// parallel chunks of one statement each, recreates the indexes from the
-// definitions it saved, in parallel, and finally vacuums and analyzes, so
+// seedStatusSQL decides 15% of the seeded letters, 12% replayed and 3%
+// discarded. Letters are inserted waiting, as ingest inserts them; their
+// status lives in dead_letter_states, made by dead_letters' trigger.
+const seedStatusSQL = `
+UPDATE expiryctl.dead_letter_states s SET status = CASE WHEN d.r < 0.12 THEN 'replayed' ELSE 'discarded' END
+FROM (SELECT dead_letter_id, random() AS r FROM expiryctl.dead_letter_states WHERE dead_letter_id BETWEEN $1 AND $2) d
+WHERE s.dead_letter_id = d.dead_letter_id AND d.r < 0.15`
+
+// seedArchive fills db with n letters over the span ending at end, the fast
+// way: it drops the secondary indexes of the letters and their states (those
+// backing no constraint), inserts in parallel chunks of one statement each,
+// decides some of the letters' statuses the same way, recreates the indexes
+// from the definitions it saved, in parallel, and finally vacuums and
+// analyzes, so
 // that plans and visibility are those of a settled archive, as autovacuum
 // would leave one built by ingest over a month. The indexes come back exactly
 // as the migrations made them; building them once is several times cheaper
@@ -113,6 +123,23 @@ func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time, span ti
 	if err := inParallel(ctx, db.Pool, workers, chunks); err != nil {
 		return 0, err
 	}
+	var first, last int64
+	if err := db.Pool.QueryRow(ctx, `SELECT min(id), max(id) FROM expiryctl.dead_letters`).Scan(&first, &last); err != nil {
+		return 0, err
+	}
+	statuses := make([]func(context.Context, *pgxpool.Conn) error, workers)
+	for w := range workers {
+		lo, hi := first+(last-first+1)*int64(w)/int64(workers), first+(last-first+1)*int64(w+1)/int64(workers)-1
+		statuses[w] = func(ctx context.Context, conn *pgxpool.Conn) error {
+			if _, err := conn.Exec(ctx, seedStatusSQL, lo, hi); err != nil {
+				return fmt.Errorf("seed the status of letters %d to %d: %w", lo, hi, err)
+			}
+			return nil
+		}
+	}
+	if err := inParallel(ctx, db.Pool, workers, statuses); err != nil {
+		return 0, err
+	}
 
 	builds := make([]func(context.Context, *pgxpool.Conn) error, len(indexes))
 	for i, ix := range indexes {
@@ -134,9 +161,9 @@ func seedArchive(ctx context.Context, db *benchDB, n int, end time.Time, span ti
 		return 0, err
 	}
 	if len(after) != len(indexes) {
-		return 0, fmt.Errorf("seeding left %d secondary indexes on dead_letters, the migrations made %d", len(after), len(indexes))
+		return 0, fmt.Errorf("seeding left %d secondary indexes on the letters' tables, the migrations made %d", len(after), len(indexes))
 	}
-	if _, err := db.Pool.Exec(ctx, "VACUUM (ANALYZE) expiryctl.dead_letters, expiryctl.dead_letter_tallies, expiryctl.dead_letter_class_tallies, expiryctl.dead_letter_due_tallies, expiryctl.dead_letter_arrival_tallies"); err != nil {
+	if _, err := db.Pool.Exec(ctx, "VACUUM (ANALYZE) expiryctl.dead_letters, expiryctl.dead_letter_states, expiryctl.dead_letter_tallies, expiryctl.dead_letter_class_tallies, expiryctl.dead_letter_due_tallies, expiryctl.dead_letter_arrival_tallies"); err != nil {
 		return 0, fmt.Errorf("vacuum: %w", err)
 	}
 	return time.Since(start), nil
@@ -154,7 +181,7 @@ func secondaryIndexes(ctx context.Context, pool *pgxpool.Pool) ([]indexDef, erro
 	rows, err := pool.Query(ctx, `
 		SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
 		FROM pg_index i
-		WHERE i.indrelid = 'expiryctl.dead_letters'::regclass
+		WHERE i.indrelid IN ('expiryctl.dead_letters'::regclass, 'expiryctl.dead_letter_states'::regclass)
 		  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)
 		ORDER BY 1`)
 	if err != nil {

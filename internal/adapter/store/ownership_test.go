@@ -20,6 +20,7 @@ import (
 // given an owner here.
 var tableOwners = map[string]string{
 	"dead_letters":                "deadletter",
+	"dead_letter_states":          "deadletter",
 	"dead_letter_tallies":         "deadletter",
 	"dead_letter_class_tallies":   "deadletter",
 	"dead_letter_due_tallies":     "deadletter",
@@ -51,7 +52,8 @@ var functionOwners = []struct{ prefix, owner string }{
 // because they must see one snapshot with the reader's own tables. Each may
 // only read (FROM or JOIN), never write.
 var crossReads = map[[2]string]string{
-	{"replay", "dead_letters"}: "the cohort's payloads and hashes that the approver sees, and the runner's item with its letter, are read in one snapshot with replay_items",
+	{"replay", "dead_letters"}:       "the cohort's payloads and hashes that the approver sees, and the runner's item with its letter, are read in one snapshot with replay_items",
+	{"replay", "dead_letter_states"}: "the runner's item with its letter's status, read in the same snapshot as the letter",
 }
 
 // sqlFiles are the only files of a package that may hold SQL.

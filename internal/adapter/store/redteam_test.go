@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,6 +260,22 @@ func TestRedTeamCohort(t *testing.T) {
 	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letters SET payload = '\x7b7d', payload_sha256 = sha256('\x7b7d') WHERE id = $1`, rt.letters[0])
 	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letters SET headers = '{"x": 1}' WHERE id = $1`, rt.letters[0])
 	refused(t, rt.owner, "letter-immutable", `DELETE FROM expiryctl.dead_letters WHERE id = $1`, rt.letters[5])
+	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letters SET attempts = 1 WHERE id = $1`, rt.letters[0])
+	// A redaction that moves the letter to another category on the way.
+	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now(),
+		reason_category = 'validation' WHERE id = $1`, rt.letters[5])
+	// Take the approved letter out of its request, or hide what became of
+	// a letter, through its state row.
+	refused(t, rt.alice.Pool, "privilege", `UPDATE expiryctl.dead_letter_states SET status = 'dead' WHERE dead_letter_id = $1`, rt.letters[0])
+	refused(t, rt.alice.Pool, "privilege", `DELETE FROM expiryctl.dead_letter_states WHERE dead_letter_id = $1`, rt.letters[5])
+	refused(t, rt.alice.Pool, "privilege", `INSERT INTO expiryctl.dead_letter_states (dead_letter_id, reason_category, source_queue,
+		attempts, dead_lettered_at) VALUES (999999, 'validation', 'q', 1, now())`)
+	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letter_states SET reason_category = 'validation' WHERE dead_letter_id = $1`, rt.letters[0])
+	refused(t, rt.owner, "letter-immutable", `UPDATE expiryctl.dead_letter_states SET due_at = now() + interval '1 day' WHERE dead_letter_id = $1`, rt.letters[0])
+	refused(t, rt.owner, "letter-immutable", `DELETE FROM expiryctl.dead_letter_states WHERE dead_letter_id = $1`, rt.letters[5])
+	if _, err := rt.owner.Exec(ctx, `TRUNCATE expiryctl.dead_letter_states`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Errorf("TRUNCATE of the letters' states by their owner: %v, want refused as append-only", err)
+	}
 	// A request whose item_count lies, with no expiry and no stop conditions.
 	refused(t, rt.alice.Pool, "privilege", `INSERT INTO expiryctl.replay_requests (kind, item_count, cohort_hash, rate,
 		stop_failure_ratio, stop_queue_depth, stop_redead_ratio, canary_window, why, requested_by, expires_at)

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00018) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00019) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -313,6 +313,26 @@ $$;
 
 
 --
+-- Name: dead_letter_states_refuse_change(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.dead_letter_states_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format(
+            'the state of dead letter %s cannot be deleted: the archive keeps every letter and what became of it', OLD.dead_letter_id));
+    END IF;
+    PERFORM expiryctl.replay_refuse('letter-immutable', format(
+        'dead letter %s is as it was captured: of its state, only the status moves', OLD.dead_letter_id));
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: dead_letters_refuse_change(); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -324,6 +344,9 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letter %s cannot be deleted: the archive keeps every letter (retention redacts payloads)', OLD.id));
     END IF;
+    -- A redaction empties the payload and the headers and changes nothing
+    -- else: the columns its state row copies included, which would
+    -- otherwise disagree with the letter.
     IF OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL AND NEW.payload = ''::bytea AND NEW.headers = '{}'::jsonb
        AND NEW.fingerprint = OLD.fingerprint AND NEW.payload_sha256 = OLD.payload_sha256
        AND NEW.job_key IS NOT DISTINCT FROM OLD.job_key AND NEW.message_id IS NOT DISTINCT FROM OLD.message_id
@@ -331,11 +354,34 @@ BEGIN
        AND NEW.idempotency_key IS NOT DISTINCT FROM OLD.idempotency_key
        AND NEW.expected_version IS NOT DISTINCT FROM OLD.expected_version
        AND NEW.properties IS NOT DISTINCT FROM OLD.properties
-       AND NEW.dead_lettered_at = OLD.dead_lettered_at THEN
+       AND NEW.dead_lettered_at = OLD.dead_lettered_at
+       AND NEW.reason_category = OLD.reason_category AND NEW.source_queue = OLD.source_queue
+       AND NEW.error_class IS NOT DISTINCT FROM OLD.error_class AND NEW.attempts = OLD.attempts
+       AND NEW.due_at IS NOT DISTINCT FROM OLD.due_at AND NEW.id = OLD.id THEN
         RETURN NEW;
     END IF;
     PERFORM expiryctl.replay_refuse('letter-immutable', format(
         'dead letter %s is as it was captured: its identity, payload, properties and headers never change (retention redaction only)', OLD.id));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: dead_letters_track_state(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.dead_letters_track_state() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- A statement trigger, not a default or the ingest function's work:
+    -- every letter gets its state row, however it was inserted.
+    INSERT INTO expiryctl.dead_letter_states (dead_letter_id, reason_category, source_queue, error_class, attempts,
+        dead_lettered_at, due_at)
+    SELECT id, reason_category, source_queue, error_class, attempts, dead_lettered_at, due_at
+    FROM new_rows ORDER BY id;
     RETURN NULL;
 END
 $$;
@@ -485,14 +531,12 @@ CREATE TABLE expiryctl.dead_letters (
     payload_size integer NOT NULL,
     dead_lettered_at timestamp with time zone NOT NULL,
     ingested_at timestamp with time zone DEFAULT now() NOT NULL,
-    status text DEFAULT 'dead'::text NOT NULL,
     previous_id bigint,
     replay_request_id bigint,
     replay_count integer DEFAULT 0 NOT NULL,
     redacted_at timestamp with time zone,
     properties jsonb,
-    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text]))),
-    CONSTRAINT dead_letters_status_check CHECK ((status = ANY (ARRAY['dead'::text, 'in_request'::text, 'replayed'::text, 'discarded'::text])))
+    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text])))
 );
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN last_error SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN attempt_history SET COMPRESSION lz4;
@@ -524,11 +568,12 @@ CREATE FUNCTION expiryctl.letters_matching(f jsonb) RETURNS SETOF expiryctl.dead
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT d.* FROM expiryctl.dead_letters d
-     WHERE d.status = 'dead' AND d.redacted_at IS NULL
+      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = d.id
+     WHERE s.status = 'dead' AND d.redacted_at IS NULL
        AND (f->'reason' IS NULL OR jsonb_array_length(f->'reason') = 0
             OR d.reason_category IN (SELECT jsonb_array_elements_text(f->'reason')))
        AND (coalesce(f->>'queue', '') = '' OR d.source_queue = f->>'queue')
-       AND (coalesce(f->>'status', '') = '' OR d.status = f->>'status')
+       AND (coalesce(f->>'status', '') = '' OR s.status = f->>'status')
        AND (f->>'since' IS NULL OR d.dead_lettered_at >= (f->>'since')::timestamptz)
        AND (f->>'until' IS NULL OR d.dead_lettered_at < (f->>'until')::timestamptz)
        AND (coalesce(f->>'search', '') = '' OR (
@@ -741,9 +786,10 @@ BEGIN
     END LOOP;
     WITH redacted AS (
         UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
-         WHERE id IN (SELECT id FROM expiryctl.dead_letters
-                       WHERE id > after AND dead_lettered_at < cutoff AND redacted_at IS NULL AND status <> 'in_request'
-                       ORDER BY id LIMIT greatest(batch, 1) FOR UPDATE SKIP LOCKED)
+         WHERE id IN (SELECT d.id FROM expiryctl.dead_letters d
+                        JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = d.id
+                       WHERE d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL AND s.status <> 'in_request'
+                       ORDER BY d.id LIMIT greatest(batch, 1) FOR UPDATE SKIP LOCKED)
         RETURNING id)
     SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM redacted;
     IF cardinality(ids) > 0 THEN
@@ -831,15 +877,16 @@ CREATE FUNCTION expiryctl.replay_cohort_changes(req bigint) RETURNS TABLE(dead_l
                WHEN d.id IS NULL THEN 'deleted'
                WHEN d.redacted_at IS NOT NULL THEN 'redacted'
                WHEN d.payload_sha256 <> i.payload_sha256 THEN 'payload changed'
-               WHEN d.status = 'discarded' THEN 'discarded'
+               WHEN s.status = 'discarded' THEN 'discarded'
                WHEN EXISTS (SELECT 1 FROM expiryctl.dead_letters n WHERE n.previous_id = d.id) THEN 're-ingested (dead-lettered again)'
            END
     FROM expiryctl.replay_items i
     LEFT JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+    LEFT JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = i.dead_letter_id
     WHERE i.request_id = req
       AND i.state NOT IN ('confirmed', 'skipped')
       AND (d.id IS NULL OR d.redacted_at IS NOT NULL OR d.payload_sha256 <> i.payload_sha256
-           OR d.status = 'discarded'
+           OR s.status = 'discarded'
            OR EXISTS (SELECT 1 FROM expiryctl.dead_letters n WHERE n.previous_id = d.id))
 $$;
 
@@ -874,7 +921,7 @@ BEGIN
          WHERE request_id = request AND ordinal BETWEEN lo AND hi AND state IN ('pending', 'publishing')
         RETURNING dead_letter_id)
     SELECT coalesce(array_agg(dead_letter_id), '{}') INTO ids FROM done;
-    UPDATE expiryctl.dead_letters d SET status = 'discarded' WHERE d.id = ANY (ids) AND d.status = 'in_request';
+    UPDATE expiryctl.dead_letter_states s SET status = 'discarded' WHERE s.dead_letter_id = ANY (ids) AND s.status = 'in_request';
     decided := cardinality(ids);
     RETURN NEXT;
 END
@@ -1071,8 +1118,8 @@ BEGIN
                AND i.state = 'publishing'
             RETURNING i.dead_letter_id),
         replayed AS (
-            UPDATE expiryctl.dead_letters d SET status = 'replayed' FROM done
-             WHERE d.id = done.dead_letter_id AND d.status = 'in_request')
+            UPDATE expiryctl.dead_letter_states s SET status = 'replayed' FROM done
+             WHERE s.dead_letter_id = done.dead_letter_id AND s.status = 'in_request')
         SELECT count(*) INTO moved FROM done;
         IF moved <> cardinality(confirmed) THEN
             RAISE EXCEPTION 'recorded % of % confirms for replay request %: the items changed under the runner', moved, cardinality(confirmed), request;
@@ -1338,15 +1385,16 @@ BEGIN
       FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
 
     SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.status = 'in_request'),
-           string_agg(d.id || ' (' || d.status || ')', ', ' ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
+           string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
                AND d.original_routing_key IS NULL AND d.origin_queue IS NULL),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
       INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
-      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id;
+      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
+      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id;
     IF bad_redacted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
     END IF;
@@ -1407,7 +1455,7 @@ BEGIN
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
     SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
-    UPDATE expiryctl.dead_letters SET status = 'in_request' WHERE id = ANY (c_ids);
+    UPDATE expiryctl.dead_letter_states SET status = 'in_request' WHERE dead_letter_id = ANY (c_ids);
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
         'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
@@ -1429,10 +1477,10 @@ CREATE FUNCTION expiryctl.replay_request_ended() RETURNS trigger
     AS $$
 BEGIN
     IF NEW.status IN ('rejected', 'expired', 'completed', 'cancelled') AND OLD.status <> NEW.status THEN
-        UPDATE expiryctl.dead_letters d SET status = 'dead'
-         WHERE d.id = ANY (ARRAY(SELECT i.dead_letter_id FROM expiryctl.replay_items i
+        UPDATE expiryctl.dead_letter_states s SET status = 'dead'
+         WHERE s.dead_letter_id = ANY (ARRAY(SELECT i.dead_letter_id FROM expiryctl.replay_items i
                                   WHERE i.request_id = NEW.id AND i.open))
-           AND d.status = 'in_request';
+           AND s.status = 'in_request';
         UPDATE expiryctl.replay_items SET open = false WHERE request_id = NEW.id AND open;
     END IF;
     RETURN NULL;
@@ -1684,7 +1732,7 @@ BEGIN
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
      WHERE i.request_id = request AND i.dead_letter_id = ANY (acked) AND i.state = 'publishing'
        AND r.status = 'cancelled';
-    UPDATE expiryctl.dead_letters SET status = 'replayed' WHERE id = ANY (ids) AND status = 'dead';
+    UPDATE expiryctl.dead_letter_states SET status = 'replayed' WHERE dead_letter_id = ANY (ids) AND status = 'dead';
     PERFORM expiryctl.audit_write(label, 'replay.run.cancelled', 'replay_request:' || request, jsonb_build_object(
         'published_before_cancel_seen', to_jsonb(ids),
         'note', 'published and acked while the cancel committed; their letters are marked replayed'));
@@ -2163,6 +2211,30 @@ COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or 
 
 
 --
+-- Name: dead_letter_states; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.dead_letter_states (
+    dead_letter_id bigint NOT NULL,
+    status text DEFAULT 'dead'::text NOT NULL,
+    reason_category text NOT NULL,
+    source_queue text NOT NULL,
+    error_class text,
+    attempts integer NOT NULL,
+    dead_lettered_at timestamp with time zone NOT NULL,
+    due_at timestamp with time zone,
+    CONSTRAINT dead_letter_states_status_check CHECK ((status = ANY (ARRAY['dead'::text, 'in_request'::text, 'replayed'::text, 'discarded'::text])))
+);
+
+
+--
+-- Name: TABLE dead_letter_states; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.dead_letter_states IS 'What became of each dead letter (its status), with the captured columns its waiting indexes and tallies are keyed on; one row per dead_letters row, made by dead_letters_track_state.';
+
+
+--
 -- Name: dead_letter_tallies; Type: TABLE; Schema: expiryctl
 --
 
@@ -2463,6 +2535,14 @@ ALTER TABLE ONLY expiryctl.dead_letter_due_tallies
 
 
 --
+-- Name: dead_letter_states dead_letter_states_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letter_states
+    ADD CONSTRAINT dead_letter_states_pkey PRIMARY KEY (dead_letter_id);
+
+
+--
 -- Name: dead_letter_tallies dead_letter_tallies_pkey; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -2571,6 +2651,20 @@ CREATE INDEX audit_log_target ON expiryctl.audit_log USING btree (target, seq DE
 
 
 --
+-- Name: dead_letter_states_outstanding_oldest; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letter_states_outstanding_oldest ON expiryctl.dead_letter_states USING btree (reason_category, dead_lettered_at) WHERE (status = ANY (ARRAY['dead'::text, 'in_request'::text]));
+
+
+--
+-- Name: dead_letter_states_waiting_due; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX dead_letter_states_waiting_due ON expiryctl.dead_letter_states USING btree (due_at) WHERE ((status = ANY (ARRAY['dead'::text, 'in_request'::text])) AND (due_at IS NOT NULL));
+
+
+--
 -- Name: dead_letters_category_newest; Type: INDEX; Schema: expiryctl
 --
 
@@ -2592,13 +2686,6 @@ CREATE INDEX dead_letters_newest ON expiryctl.dead_letters USING btree (dead_let
 
 
 --
--- Name: dead_letters_outstanding_oldest; Type: INDEX; Schema: expiryctl
---
-
-CREATE INDEX dead_letters_outstanding_oldest ON expiryctl.dead_letters USING btree (reason_category, dead_lettered_at) WHERE (status = ANY (ARRAY['dead'::text, 'in_request'::text]));
-
-
---
 -- Name: dead_letters_previous; Type: INDEX; Schema: expiryctl
 --
 
@@ -2610,13 +2697,6 @@ CREATE INDEX dead_letters_previous ON expiryctl.dead_letters USING btree (previo
 --
 
 CREATE INDEX dead_letters_replay_request ON expiryctl.dead_letters USING btree (replay_request_id) WHERE (replay_request_id IS NOT NULL);
-
-
---
--- Name: dead_letters_waiting_due; Type: INDEX; Schema: expiryctl
---
-
-CREATE INDEX dead_letters_waiting_due ON expiryctl.dead_letters USING btree (due_at) WHERE ((status = ANY (ARRAY['dead'::text, 'in_request'::text])) AND (due_at IS NOT NULL));
 
 
 --
@@ -2720,10 +2800,59 @@ ALTER TABLE expiryctl.audit_tree ENABLE ALWAYS TRIGGER audit_tree_no_update;
 
 
 --
+-- Name: dead_letter_states dead_letter_states_frozen; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_frozen BEFORE UPDATE ON expiryctl.dead_letter_states FOR EACH ROW WHEN (((new.dead_letter_id IS DISTINCT FROM old.dead_letter_id) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.attempts IS DISTINCT FROM old.attempts) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.due_at IS DISTINCT FROM old.due_at))) EXECUTE FUNCTION expiryctl.dead_letter_states_refuse_change();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_no_delete; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_no_delete BEFORE DELETE ON expiryctl.dead_letter_states FOR EACH ROW EXECUTE FUNCTION expiryctl.dead_letter_states_refuse_change();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_no_truncate; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_no_truncate BEFORE TRUNCATE ON expiryctl.dead_letter_states FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.audit_refuse_change();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_signal_tally_insert; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_signal_tally_insert AFTER INSERT ON expiryctl.dead_letter_states REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_signal_tally_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_signal_tally_update AFTER UPDATE ON expiryctl.dead_letter_states REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_tally_insert; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_tally_insert AFTER INSERT ON expiryctl.dead_letter_states REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+
+
+--
+-- Name: dead_letter_states dead_letter_states_tally_update; Type: TRIGGER; Schema: expiryctl
+--
+
+CREATE TRIGGER dead_letter_states_tally_update AFTER UPDATE ON expiryctl.dead_letter_states REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+
+
+--
 -- Name: dead_letters dead_letters_immutable; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
+CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at) OR (new.attempts IS DISTINCT FROM old.attempts))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
 
 
 --
@@ -2741,45 +2870,10 @@ CREATE TRIGGER dead_letters_no_truncate BEFORE TRUNCATE ON expiryctl.dead_letter
 
 
 --
--- Name: dead_letters dead_letters_signal_tally_delete; Type: TRIGGER; Schema: expiryctl
+-- Name: dead_letters dead_letters_track_state; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER dead_letters_signal_tally_delete AFTER DELETE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
-
-
---
--- Name: dead_letters dead_letters_signal_tally_insert; Type: TRIGGER; Schema: expiryctl
---
-
-CREATE TRIGGER dead_letters_signal_tally_insert AFTER INSERT ON expiryctl.dead_letters REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
-
-
---
--- Name: dead_letters dead_letters_signal_tally_update; Type: TRIGGER; Schema: expiryctl
---
-
-CREATE TRIGGER dead_letters_signal_tally_update AFTER UPDATE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letter_signals();
-
-
---
--- Name: dead_letters dead_letters_tally_delete; Type: TRIGGER; Schema: expiryctl
---
-
-CREATE TRIGGER dead_letters_tally_delete AFTER DELETE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
-
-
---
--- Name: dead_letters dead_letters_tally_insert; Type: TRIGGER; Schema: expiryctl
---
-
-CREATE TRIGGER dead_letters_tally_insert AFTER INSERT ON expiryctl.dead_letters REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
-
-
---
--- Name: dead_letters dead_letters_tally_update; Type: TRIGGER; Schema: expiryctl
---
-
-CREATE TRIGGER dead_letters_tally_update AFTER UPDATE ON expiryctl.dead_letters REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.tally_dead_letters();
+CREATE TRIGGER dead_letters_track_state AFTER INSERT ON expiryctl.dead_letters REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION expiryctl.dead_letters_track_state();
 
 
 --
@@ -3027,10 +3121,24 @@ GRANT ALL ON FUNCTION expiryctl.caller_is_owner() TO expiryctl_admin;
 
 
 --
+-- Name: FUNCTION dead_letter_states_refuse_change(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.dead_letter_states_refuse_change() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION dead_letters_refuse_change(); Type: ACL; Schema: expiryctl
 --
 
 REVOKE ALL ON FUNCTION expiryctl.dead_letters_refuse_change() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION dead_letters_track_state(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.dead_letters_track_state() FROM PUBLIC;
 
 
 --
@@ -3440,6 +3548,15 @@ GRANT SELECT ON TABLE expiryctl.dead_letter_class_tallies TO expiryctl_admin;
 GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_admin;
+
+
+--
+-- Name: TABLE dead_letter_states; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_admin;
 
 
 --

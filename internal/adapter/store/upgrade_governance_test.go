@@ -71,7 +71,7 @@ func TestUpgradeToGovernedSchemaKeepsData(t *testing.T) {
 	}
 	var freed string
 	var voidRows int
-	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT status FROM expiryctl.dead_letters WHERE id = 2),
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT status FROM expiryctl.dead_letter_states WHERE dead_letter_id = 2),
 			(SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.cancel' AND actor = 'migration' AND target = 'replay_request:2')`).
 		Scan(&freed, &voidRows); err != nil {
 		t.Fatal(err)
