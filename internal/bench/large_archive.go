@@ -70,15 +70,17 @@ func benchLargeArchive(ctx context.Context, cfg *config, rep *report) error {
 }
 
 // diskPerLetter reports the bytes on disk per letter of the archive's
-// table with its TOAST and indexes, and each index's share in a note.
+// tables, the letters and their states, with their TOAST and indexes, and
+// each table's and index's share in a note.
 func diskPerLetter(ctx context.Context, cfg *config, rep *report, db *benchDB) error {
-	var total, heap int64
-	if err := db.Pool.QueryRow(ctx, `SELECT pg_total_relation_size('expiryctl.dead_letters'),
-		pg_table_size('expiryctl.dead_letters')`).Scan(&total, &heap); err != nil {
+	const tables = `ARRAY['expiryctl.dead_letters'::regclass, 'expiryctl.dead_letter_states'::regclass]`
+	var total, letters, states int64
+	if err := db.Pool.QueryRow(ctx, `SELECT (SELECT sum(pg_total_relation_size(t)) FROM unnest(`+tables+`) t)::bigint,
+		pg_table_size('expiryctl.dead_letters'), pg_table_size('expiryctl.dead_letter_states')`).Scan(&total, &letters, &states); err != nil {
 		return err
 	}
 	rows, err := db.Pool.Query(ctx, `SELECT indexrelid::regclass::text, pg_relation_size(indexrelid)
-		FROM pg_index WHERE indrelid = 'expiryctl.dead_letters'::regclass ORDER BY 2 DESC`)
+		FROM pg_index WHERE indrelid = ANY (`+tables+`) ORDER BY 2 DESC`)
 	if err != nil {
 		return err
 	}
@@ -97,7 +99,8 @@ func diskPerLetter(ctx context.Context, cfg *config, rep *report, db *benchDB) e
 	n := float64(cfg.LargeN)
 	rep.lines = append(rep.lines, line{fmt.Sprintf("archive %s bytes on disk per letter", count(cfg.LargeN)), "-",
 		fmt.Sprintf("%.0f B (%.1f GB)", float64(total)/n, float64(total)/(1<<30)), "-", "report only", info})
-	rep.note("archive %s: per letter, the table with TOAST %.0f B; indexes: %s", count(cfg.LargeN), float64(heap)/n, strings.Join(parts, ", "))
+	rep.note("archive %s: per letter, the letters with TOAST %.0f B, their states %.0f B; indexes: %s", count(cfg.LargeN),
+		float64(letters)/n, float64(states)/n, strings.Join(parts, ", "))
 	return nil
 }
 
@@ -198,9 +201,16 @@ func purgeUnderCapture(ctx context.Context, cfg *config, rep *report, a archives
 		return err
 	}
 
+	// The purge's cutoff is its start less the retention: what it must
+	// redact is what was past retention before it started, however long it
+	// runs.
 	var wantPurged int64
+	var cutoff time.Time
+	if err := a.large.Pool.QueryRow(ctx, `SELECT now() - (SELECT retention FROM expiryctl.policy)`).Scan(&cutoff); err != nil {
+		return err
+	}
 	if err := a.large.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters
-		WHERE dead_lettered_at < now() - (SELECT retention FROM expiryctl.policy) AND redacted_at IS NULL`).Scan(&wantPurged); err != nil {
+		WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&wantPurged); err != nil {
 		return err
 	}
 	window := retentionWindow
@@ -224,7 +234,7 @@ func purgeUnderCapture(ctx context.Context, cfg *config, rep *report, a archives
 	}
 	var left int64
 	if err := a.large.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters
-		WHERE dead_lettered_at < now() - (SELECT retention FROM expiryctl.policy) - interval '1 minute' AND redacted_at IS NULL`).Scan(&left); err != nil {
+		WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&left); err != nil {
 		return err
 	}
 	if left != 0 {
