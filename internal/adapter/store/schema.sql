@@ -2550,7 +2550,7 @@ ALTER TABLE ONLY expiryctl.dead_letter_due_tallies
 --
 
 ALTER TABLE ONLY expiryctl.dead_letter_states
-    ADD CONSTRAINT dead_letter_states_pkey PRIMARY KEY (dead_letter_id);
+    ADD CONSTRAINT dead_letter_states_pkey PRIMARY KEY (dead_letter_id) INCLUDE (status);
 
 
 --

@@ -14,15 +14,18 @@
 -- dead_letters, whoever inserts it, and the tallies (00001, 00012) are now
 -- kept from dead_letter_states, where the status moves. Nothing but the
 -- status of a state row may change, and no state row may be deleted.
+-- The primary key carries the status, so that a list that joins each
+-- letter to its status reads it from the index alone.
 CREATE TABLE expiryctl.dead_letter_states (
-    dead_letter_id bigint PRIMARY KEY,
+    dead_letter_id bigint NOT NULL,
     status text NOT NULL DEFAULT 'dead' CHECK (status IN ('dead', 'in_request', 'replayed', 'discarded')),
     reason_category text NOT NULL,
     source_queue text NOT NULL,
     error_class text,
     attempts integer NOT NULL,
     dead_lettered_at timestamptz NOT NULL,
-    due_at timestamptz
+    due_at timestamptz,
+    CONSTRAINT dead_letter_states_pkey PRIMARY KEY (dead_letter_id) INCLUDE (status)
 );
 COMMENT ON TABLE expiryctl.dead_letter_states IS 'What became of each dead letter (its status), with the captured columns its waiting indexes and tallies are keyed on; one row per dead_letters row, made by dead_letters_track_state.';
 
