@@ -45,15 +45,19 @@ func databaseLimit(ctx context.Context, archive *benchDB, n int) (copyLimit, err
 		{"expiryctl.dead_letters", "expiryctl_bench_copy_limit"},
 		{"expiryctl.dead_letter_states", "expiryctl_bench_copy_limit_states"},
 	}
-	files := make([]*os.File, len(tables))
-	for i, t := range tables {
+	files := make([]*os.File, 0, len(tables))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	for _, t := range tables {
 		f, err := os.CreateTemp("", "expiryctl-bench-rows-*.copy")
 		if err != nil {
 			return copyLimit{}, err
 		}
-		defer os.Remove(f.Name())
-		defer f.Close()
-		files[i] = f
+		files = append(files, f)
 		// The server reads the file as its own OS user.
 		if err := f.Chmod(0o644); err != nil {
 			return copyLimit{}, err
