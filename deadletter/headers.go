@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -97,28 +95,6 @@ type headerEntry struct {
 	untyped []byte
 }
 
-// encodeHeaderEntries encodes each top-level header on its own, sorted, so
-// that callers can both store the whole table and hash a subset of it without
-// encoding twice.
-func encodeHeaderEntries(h map[string]any) []headerEntry {
-	entries := make([]headerEntry, 0, len(h))
-	for k, v := range h {
-		ek := encodeKey(k)
-		b := appendJSONString(make([]byte, 0, 64), ek)
-		b = append(b, ':')
-		prefix := len(b)
-		tree := encodeValue(v, 1)
-		b = appendTree(b, tree)
-		e := headerEntry{key: k, json: b, order: ek}
-		if hasWireTypeTag(tree) {
-			e.untyped = appendTree(append([]byte(nil), b[:prefix]...), untypedTree(tree))
-		}
-		entries = append(entries, e)
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].order < entries[j].order })
-	return entries
-}
-
 // joinHeaderEntries writes the entries as one JSON object, leaving out the
 // keys skip names.
 func joinHeaderEntries(entries []headerEntry, skip map[string]bool) json.RawMessage {
@@ -154,110 +130,6 @@ func joinEntries(entries []headerEntry, skip map[string]bool, untyped bool) json
 		}
 	}
 	return append(out, '}')
-}
-
-// hasWireTypeTag reports whether a tree built by encodeValue holds a
-// narrow integer or float32 tag anywhere.
-func hasWireTypeTag(v any) bool {
-	switch x := v.(type) {
-	case []any:
-		for _, e := range x {
-			if hasWireTypeTag(e) {
-				return true
-			}
-		}
-	case map[string]any:
-		if len(x) == 1 {
-			for k := range x {
-				if _, narrow := narrowInts[k]; narrow || k == tagFloat32 {
-					return true
-				}
-			}
-		}
-		for _, e := range x {
-			if hasWireTypeTag(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// untypedTree rewrites the narrow wire-type tags of a tree built by
-// encodeValue as plain numbers, as the encoding wrote them before it had
-// those tags. Keys that begin with "$" are escaped, so a one-key object
-// whose key is a tag is always a tag.
-func untypedTree(v any) any {
-	switch x := v.(type) {
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = untypedTree(e)
-		}
-		return out
-	case map[string]any:
-		if len(x) == 1 {
-			for k, e := range x {
-				if _, narrow := narrowInts[k]; narrow {
-					return e
-				}
-				if k == tagFloat32 {
-					f, _ := strconv.ParseFloat(e.(string), 32)
-					return encodeFloat(f)
-				}
-			}
-		}
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = untypedTree(e)
-		}
-		return out
-	}
-	return v
-}
-
-// appendTree writes a value built by encodeValue as JSON: objects with
-// sorted keys, no HTML escaping, as encoding/json would, without its
-// reflection (this runs for every captured letter).
-func appendTree(dst []byte, v any) []byte {
-	switch x := v.(type) {
-	case nil:
-		return append(dst, "null"...)
-	case bool:
-		return strconv.AppendBool(dst, x)
-	case string:
-		return appendJSONString(dst, x)
-	case json.Number:
-		return append(dst, x...)
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendTree(dst, e)
-		}
-		return append(dst, ']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			dst = appendTree(dst, x[k])
-		}
-		return append(dst, '}')
-	}
-	// encodeValue builds nothing else; a JSON null keeps the column valid
-	// should that ever change.
-	return append(dst, "null"...)
 }
 
 // appendJSONString writes s, valid UTF-8, as a JSON string.
@@ -304,14 +176,6 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-func encodeTable(t map[string]any, depth int) map[string]any {
-	out := make(map[string]any, len(t))
-	for k, v := range t {
-		out[encodeKey(k)] = encodeValue(v, depth+1)
-	}
-	return out
-}
-
 func encodeKey(k string) string {
 	switch {
 	case !jsonbSafe(k):
@@ -326,150 +190,6 @@ func encodeKey(k string) string {
 // jsonbSafe reports whether s can be a jsonb string as it is.
 func jsonbSafe(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
-}
-
-func tagged(tag string, v any) map[string]any { return map[string]any{tag: v} }
-
-func encodeValue(v any, depth int) any {
-	if depth > maxHeaderDepth {
-		return tagged(tagUnsupported, "nesting deeper than "+strconv.Itoa(maxHeaderDepth))
-	}
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case bool:
-		return x
-	case string:
-		if jsonbSafe(x) {
-			return x
-		}
-		return tagged(tagString, base64.StdEncoding.EncodeToString([]byte(x)))
-	case []byte:
-		return tagged(tagBytes, base64.StdEncoding.EncodeToString(x))
-	case int:
-		return json.Number(strconv.FormatInt(int64(x), 10))
-	case int8:
-		return tagged(tagInt8, json.Number(strconv.FormatInt(int64(x), 10)))
-	case int16:
-		return tagged(tagInt16, json.Number(strconv.FormatInt(int64(x), 10)))
-	case int32:
-		return tagged(tagInt32, json.Number(strconv.FormatInt(int64(x), 10)))
-	case int64:
-		return json.Number(strconv.FormatInt(x, 10))
-	case uint8:
-		return tagged(tagUint8, json.Number(strconv.FormatUint(uint64(x), 10)))
-	case uint16:
-		return tagged(tagUint16, json.Number(strconv.FormatUint(uint64(x), 10)))
-	case uint32:
-		return tagged(tagUint32, json.Number(strconv.FormatUint(uint64(x), 10)))
-	case uint64:
-		return json.Number(strconv.FormatUint(x, 10))
-	case uint:
-		return json.Number(strconv.FormatUint(uint64(x), 10))
-	case float32:
-		return tagged(tagFloat32, strconv.FormatFloat(float64(x), 'g', -1, 32))
-	case float64:
-		return encodeFloat(x)
-	case time.Time:
-		return tagged(tagTime, formatHeaderTime(x))
-	case amqp.Decimal:
-		return tagged(tagDecimal, map[string]any{
-			"scale": json.Number(strconv.FormatUint(uint64(x.Scale), 10)),
-			"value": json.Number(strconv.FormatInt(int64(x.Value), 10)),
-		})
-	case amqp.Table:
-		return encodeTable(x, depth)
-	case map[string]any:
-		return encodeTable(x, depth)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = encodeValue(e, depth+1)
-		}
-		return out
-	}
-	return encodeReflect(v, depth)
-}
-
-// encodeReflect covers what amqp091-go never produces but a Go caller may
-// hand over: []amqp.Table, []string, named string types, pointers. Anything
-// without an AMQP equivalent becomes an $unsupported tag rather than an
-// error, because capture must not fail on a header.
-func encodeReflect(v any, depth int) any {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Bool:
-		return rv.Bool()
-	case reflect.String:
-		return encodeValue(rv.String(), depth)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return json.Number(strconv.FormatInt(rv.Int(), 10))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return json.Number(strconv.FormatUint(rv.Uint(), 10))
-	case reflect.Float32, reflect.Float64:
-		return encodeFloat(rv.Float())
-	case reflect.Slice, reflect.Array:
-		if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
-			return encodeValue(rv.Bytes(), depth)
-		}
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = encodeValue(rv.Index(i).Interface(), depth+1)
-		}
-		return out
-	case reflect.Map:
-		if rv.Type().Key().Kind() != reflect.String {
-			break
-		}
-		out := make(map[string]any, rv.Len())
-		iter := rv.MapRange()
-		for iter.Next() {
-			out[encodeKey(iter.Key().String())] = encodeValue(iter.Value().Interface(), depth+1)
-		}
-		return out
-	case reflect.Pointer, reflect.Interface:
-		if rv.IsNil() {
-			return nil
-		}
-		return encodeValue(rv.Elem().Interface(), depth+1)
-	}
-	return tagged(tagUnsupported, fmt.Sprintf("%T", v))
-}
-
-func encodeFloat(f float64) any {
-	switch {
-	case math.IsNaN(f):
-		return tagged(tagFloat, "NaN")
-	case math.IsInf(f, 1):
-		return tagged(tagFloat, "+Inf")
-	case math.IsInf(f, -1):
-		return tagged(tagFloat, "-Inf")
-	case f == 0 && math.Signbit(f):
-		// numeric has no negative zero; jsonb would turn -0.0 into 0.0.
-		return tagged(tagFloat, "-0")
-	}
-	// 'f' rather than 'g': jsonb rewrites 1e+21 as a plain integer, which
-	// would then decode as int64. The shortest digits that round-trip keep
-	// float32 values exact once widened to float64.
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return json.Number(s)
-}
-
-func formatHeaderTime(t time.Time) string {
-	t = t.UTC()
-	if y := t.Year(); y >= 0 && y <= 9999 {
-		return t.Format(time.RFC3339Nano)
-	}
-	// AMQP timestamps are any 64-bit second count, and RFC 3339 has only
-	// four digits for the year.
-	s := "@" + strconv.FormatInt(t.Unix(), 10)
-	if ns := t.Nanosecond(); ns != 0 {
-		s += fmt.Sprintf(".%09d", ns)
-	}
-	return s
 }
 
 // DecodeHeaders reverses EncodeHeaders, also after a round trip through

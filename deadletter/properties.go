@@ -93,11 +93,7 @@ func EncodeProperties(p Properties) json.RawMessage {
 			continue
 		}
 		member(s.name)
-		if jsonbSafe(*s.v) {
-			out = appendJSONString(out, *s.v)
-		} else {
-			out = appendTree(out, encodeValue(*s.v, 1))
-		}
+		out = appendHeaderString(out, *s.v)
 	}
 	if p.DeliveryMode != 0 {
 		member("delivery_mode")
