@@ -150,14 +150,19 @@ func (m *cpuMonitor) use(machineEnd int64) cpuUse {
 	return u
 }
 
+// known is the CPU of the processes the benchmark involves, in seconds.
+func (u cpuUse) known() float64 {
+	var sum float64
+	for _, v := range u.Groups {
+		sum += v
+	}
+	return sum
+}
+
 // OtherShare is the fraction of the machine's CPU capacity over wall that
 // went to processes the benchmark did not start or talk to.
 func (u cpuUse) OtherShare(wall time.Duration) float64 {
-	var known float64
-	for _, v := range u.Groups {
-		known += v
-	}
-	return max(u.Machine-known, 0) / (wall.Seconds() * float64(runtime.NumCPU()))
+	return max(u.Machine-u.known(), 0) / (wall.Seconds() * float64(runtime.NumCPU()))
 }
 
 func (u cpuUse) String() string {

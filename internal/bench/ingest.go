@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		cpu     cpuUse
 	}
 	var phases []phase
+	var drainCPU float64 // both drains', every process's, in seconds
 	drain := func(name string, count int) (time.Duration, error) {
 		q := queues.names[name]
 		cfg.logf("%s: baseline: bare consume-and-ack of %d from %s (prefetch %d, multiple-ack every %d)",
@@ -52,6 +54,7 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 			return 0, fmt.Errorf("baseline drain: %w", err)
 		}
 		phases = append(phases, phase{"baseline " + name + ".dlq", count, d, use})
+		drainCPU += use.known()
 		cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, count, d.Round(time.Millisecond), float64(count)/d.Seconds())
 		return d, nil
 	}
@@ -97,6 +100,16 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	rep.throughputInfo("1 ingest: deadletter.Ingest vs PostgreSQL alone (COPY)", lim.rate, subjRate, "msg/s")
 	rep.note("ingest limit: %s, one transaction, no function or triggers; PostgreSQL CPU %.1f µs per row, the subject's %.1f µs per letter",
 		lim.how, 1e6*lim.cpu.Groups["postgres"]/float64(n), 1e6*subjCPU.Groups["postgres"]/float64(n))
+	// Capture must at least receive and ack each letter, as the bare drain
+	// does, and write its rows, as the bare COPY does; on a machine where
+	// the broker, the database and the capture share the cores, their CPU
+	// together bounds the rate whatever capture does beyond them.
+	bareCPU := (drainCPU + lim.cpu.known()) / float64(n)
+	ceiling := float64(runtime.NumCPU()) / bareCPU
+	rep.throughputInfo("1 ingest ceiling: the cores, were capture to cost only drain + COPY, vs bare", baseRate, ceiling, "msg/s")
+	rep.note("ingest ceiling: the bare drain and the bare COPY take %.1f µs of CPU a letter together, so %d cores "+
+		"allow at most %.0f letters/s (%.2f× the drain) before capture adds anything; the subject took %.1f µs",
+		1e6*bareCPU, runtime.NumCPU(), ceiling, ceiling/baseRate, 1e6*subjCPU.known()/float64(n))
 	for _, p := range phases {
 		rep.note("ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(p.letters))
 		if share := p.cpu.OtherShare(p.wall); share > 0.15 {
