@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -148,7 +149,8 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	logf("baseline (a): bare publisher, %d messages, window %d", n, replayBenchWindow)
 	cpu := startCPU()
 	bare1, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow)
-	logf("baseline (a) CPU: %s", cpu.Stop())
+	bareCPU := cpu.Stop()
+	logf("baseline (a) CPU: %s", bareCPU)
 	if err != nil {
 		return nil, fmt.Errorf("bare publisher: %w", err)
 	}
@@ -210,6 +212,15 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 			shovelRate, subjArrival, "msg/s", 1.2)
 		rep.throughputInfo(fmt.Sprintf("5 replay %s: replay.Runner end to end (start-up and wind-down included) vs shovel", count(n)),
 			shovelRate, subjRate, "msg/s")
+		// A replay publishes each item with a confirm, as the bare
+		// publisher does, and records it besides: the publisher's CPU
+		// alone bounds what the cores allow it.
+		ceiling := float64(runtime.NumCPU()) / (bareCPU.known() / float64(n))
+		rep.throughputInfo("5 replay ceiling: the cores, were replay to cost only the bare publisher, vs shovel",
+			shovelRate, ceiling, "msg/s")
+		rep.note("replay ceiling: the bare confirm-window publisher takes %.1f µs of CPU a message (%s), so %d cores allow "+
+			"at most %.0f messages/s (%.2f× the shovel) before a replay records anything", 1e6*bareCPU.known()/float64(n),
+			bareCPU.PerItem(n), runtime.NumCPU(), ceiling, ceiling/shovelRate)
 	}
 	for _, q := range queues {
 		replayBenchPurge(conn, q)
