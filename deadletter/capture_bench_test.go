@@ -66,3 +66,15 @@ func BenchmarkEncodeHeaders(b *testing.B) {
 		_ = EncodeHeaders(h)
 	}
 }
+
+// BenchmarkDecodeHeaders is what a replay pays per item to turn the
+// stored headers back into a table.
+func BenchmarkDecodeHeaders(b *testing.B) {
+	raw := EncodeHeaders(benchMessage(1).Headers)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeHeaders(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

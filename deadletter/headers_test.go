@@ -324,6 +324,18 @@ func TestDecodeHeadersRejectsWhatEncodeCannotWrite(t *testing.T) {
 	}
 }
 
+func TestDecodeHeadersNamesWhereTheBadValueIs(t *testing.T) {
+	t.Parallel()
+	_, err := DecodeHeaders(json.RawMessage(`{"ok":1,"a":{"b":[1,{"$int8":128}]}}`))
+	if err == nil || !strings.Contains(err.Error(), `"a"."b"[1]`) {
+		t.Errorf("error %v, want it to name \"a\".\"b\"[1]", err)
+	}
+	_, err = DecodeHeaders(json.RawMessage(`{"a":[{"$x":1}]}`))
+	if err == nil || !strings.Contains(err.Error(), `"a"[0]."$x"`) {
+		t.Errorf("error %v, want it to name \"a\"[0].\"$x\"", err)
+	}
+}
+
 // TestHeadersRoundTripThroughJSONB checks the claim the encoding exists for:
 // PostgreSQL accepts it and what jsonb gives back decodes to the same table.
 func TestHeadersRoundTripThroughJSONB(t *testing.T) {
