@@ -105,11 +105,15 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	// the broker, the database and the capture share the cores, their CPU
 	// together bounds the rate whatever capture does beyond them.
 	bareCPU := (drainCPU + lim.cpu.known()) / float64(n)
-	ceiling := float64(runtime.NumCPU()) / bareCPU
-	rep.throughputInfo("1 ingest ceiling: the cores, were capture to cost only drain + COPY, vs bare", baseRate, ceiling, "msg/s")
-	rep.note("ingest ceiling: the bare drain and the bare COPY take %.1f µs of CPU a letter together, so %d cores "+
-		"allow at most %.0f letters/s (%.2f× the drain) before capture adds anything; the subject took %.1f µs",
-		1e6*bareCPU, runtime.NumCPU(), ceiling, ceiling/baseRate, 1e6*subjCPU.known()/float64(n))
+	if bareCPU > 0 {
+		ceiling := float64(runtime.NumCPU()) / bareCPU
+		rep.throughputInfo("1 ingest ceiling: the cores, were capture to cost only drain + COPY, vs bare", baseRate, ceiling, "msg/s")
+		rep.note("ingest ceiling: the bare drain and the bare COPY take %.1f µs of CPU a letter together, so %d cores "+
+			"allow at most %.0f letters/s (%.2f× the drain) before capture adds anything; the subject took %.1f µs",
+			1e6*bareCPU, runtime.NumCPU(), ceiling, ceiling/baseRate, 1e6*subjCPU.known()/float64(n))
+	} else {
+		rep.note("ingest ceiling: no CPU was measured for the bare drain and COPY: the run was too short")
+	}
 	for _, p := range phases {
 		rep.note("ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(p.letters))
 		if share := p.cpu.OtherShare(p.wall); share > 0.15 {

@@ -215,12 +215,14 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		// A replay publishes each item with a confirm, as the bare
 		// publisher does, and records it besides: the publisher's CPU
 		// alone bounds what the cores allow it.
-		ceiling := float64(runtime.NumCPU()) / (bareCPU.known() / float64(n))
-		rep.throughputInfo("5 replay ceiling: the cores, were replay to cost only the bare publisher, vs shovel",
-			shovelRate, ceiling, "msg/s")
-		rep.note("replay ceiling: the bare confirm-window publisher takes %.1f µs of CPU a message (%s), so %d cores allow "+
-			"at most %.0f messages/s (%.2f× the shovel) before a replay records anything", 1e6*bareCPU.known()/float64(n),
-			bareCPU.PerItem(n), runtime.NumCPU(), ceiling, ceiling/shovelRate)
+		if bareCPU.known() > 0 {
+			ceiling := float64(runtime.NumCPU()) / (bareCPU.known() / float64(n))
+			rep.throughputInfo("5 replay ceiling: the cores, were replay to cost only the bare publisher, vs shovel",
+				shovelRate, ceiling, "msg/s")
+			rep.note("replay ceiling: the bare confirm-window publisher takes %.1f µs of CPU a message (%s), so %d cores allow "+
+				"at most %.0f messages/s (%.2f× the shovel) before a replay records anything", 1e6*bareCPU.known()/float64(n),
+				bareCPU.PerItem(n), runtime.NumCPU(), ceiling, ceiling/shovelRate)
+		}
 	}
 	for _, q := range queues {
 		replayBenchPurge(conn, q)
