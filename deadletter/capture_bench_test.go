@@ -78,3 +78,16 @@ func BenchmarkDecodeHeaders(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeProperties is what a replay pays per item to read the
+// stored properties back.
+func BenchmarkDecodeProperties(b *testing.B) {
+	m := benchMessage(1)
+	raw := EncodeProperties(*m.properties())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeProperties(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
