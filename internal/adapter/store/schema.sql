@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00019) leaves an empty database, dumped by pg_dump --schema-only from
+-- 00020) leaves an empty database, dumped by pg_dump --schema-only from
 -- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
 -- with `make schema`; TestSchemaIsCurrent fails while it is stale.
 --
@@ -2181,7 +2181,7 @@ CREATE TABLE expiryctl.dead_letter_arrival_tallies (
 -- Name: TABLE dead_letter_arrival_tallies; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON TABLE expiryctl.dead_letter_arrival_tallies IS 'Letters per UTC hour of dead_lettered_at and category, kept by dead_letters'' statement triggers.';
+COMMENT ON TABLE expiryctl.dead_letter_arrival_tallies IS 'Letters per UTC hour of dead_lettered_at and category, kept by dead_letter_states'' statement triggers.';
 
 
 --
@@ -2201,7 +2201,7 @@ CREATE TABLE expiryctl.dead_letter_class_tallies (
 -- Name: TABLE dead_letter_class_tallies; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON TABLE expiryctl.dead_letter_class_tallies IS 'Letters per category, error class, status and attempts, kept by dead_letters'' statement triggers.';
+COMMENT ON TABLE expiryctl.dead_letter_class_tallies IS 'Letters per category, error class, status and attempts, kept by dead_letter_states'' statement triggers.';
 
 
 --
@@ -2218,7 +2218,7 @@ CREATE TABLE expiryctl.dead_letter_due_tallies (
 -- Name: TABLE dead_letter_due_tallies; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or in_request) per UTC hour of due_at, kept by dead_letters'' statement triggers.';
+COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or in_request) per UTC hour of due_at, kept by dead_letter_states'' statement triggers.';
 
 
 --
