@@ -181,25 +181,11 @@ func (w *headerWriter) reflected(dst []byte, v any, depth int) []byte {
 		if rv.Type().Key().Kind() != reflect.String {
 			break
 		}
-		type entry struct {
-			key   string
-			value reflect.Value
-		}
-		entries := make([]entry, 0, rv.Len())
+		t := make(map[string]any, rv.Len())
 		for iter := rv.MapRange(); iter.Next(); {
-			entries = append(entries, entry{encodeKey(iter.Key().String()), iter.Value()})
+			t[iter.Key().String()] = iter.Value().Interface()
 		}
-		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-		dst = append(dst, '{')
-		for i, e := range entries {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, e.key)
-			dst = append(dst, ':')
-			dst = w.value(dst, e.value.Interface(), depth+1)
-		}
-		return append(dst, '}')
+		return w.table(dst, t, depth)
 	case reflect.Pointer, reflect.Interface:
 		if rv.IsNil() {
 			return append(dst, "null"...)

@@ -219,6 +219,8 @@ func TestEncodeHeadersFormat(t *testing.T) {
 		{"large float keeps its point", map[string]any{"x": 1e21}, `{"x":1000000000000000000000.0}`},
 		{"dollar key", map[string]any{"$bytes": "x"}, `{"$$bytes":"x"}`},
 		{"unsafe key", map[string]any{"a\x00": 1}, `{"$key:YQA=":1}`},
+		{"maps of other types", map[string]any{"s": map[string]string{"b": "1", "a": "2\x00"}, "n": map[string]int8{"n": -1}},
+			`{"n":{"n":{"$int8":-1}},"s":{"a":{"$string":"MgA="},"b":"1"}}`},
 		{"unsupported", map[string]any{"x": struct{}{}, "c": make(chan int)},
 			`{"c":{"$unsupported":"chan int"},"x":{"$unsupported":"struct {}"}}`},
 	}
