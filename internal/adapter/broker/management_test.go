@@ -173,11 +173,16 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 		for _, q := range report.Queues {
 			got = append(got, counts{q.Name, q.Role, q.Ready, q.Unacked, q.Consumers})
 		}
-		if equalCounts(got, want) {
+		// The rates come with the broker's next stats emission, which may
+		// follow the counts by a few seconds.
+		if equalCounts(got, want) && ratesShown(report, work, dlq) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s the management API shows\n%+v\nwant\n%+v", got, want)
+			if !equalCounts(got, want) {
+				t.Fatalf("after 30 s the management API shows\n%+v\nwant\n%+v", got, want)
+			}
+			break // the rates' own checks below say which is missing
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -202,6 +207,25 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 	if byName[work].DeliverRate == nil {
 		t.Errorf("%s: no deliver rate after delivering from it", work)
 	}
+}
+
+// ratesShown reports whether the report has a publish rate for work and
+// dlq, and a deliver rate for work.
+func ratesShown(report broker.QueueReport, work, dlq string) bool {
+	shown := 0
+	for _, q := range report.Queues {
+		switch q.Name {
+		case work:
+			if q.PublishRate != nil && q.DeliverRate != nil {
+				shown++
+			}
+		case dlq:
+			if q.PublishRate != nil {
+				shown++
+			}
+		}
+	}
+	return shown == 2
 }
 
 func equalCounts[T comparable](a, b []T) bool {
