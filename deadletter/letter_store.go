@@ -46,6 +46,10 @@ type letterStore interface {
 	// returns the ids it redacted, in order.
 	LetterPurge(ctx context.Context, actor string, cutoff time.Time, batch int, after int64) ([]int64, error)
 
+	// LetterPurgeLeft counts the unredacted letters dead-lettered before
+	// cutoff that no open request holds: what a purge has yet to redact.
+	LetterPurgeLeft(ctx context.Context, cutoff time.Time) (int64, error)
+
 	// LetterCount counts the letters matching f, stopping at limit.
 	LetterCount(ctx context.Context, f Filter, limit int) (int, error)
 

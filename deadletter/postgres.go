@@ -344,6 +344,14 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 	return ids, store.AsRefusal(err)
 }
 
+// LetterPurgeLeft implements letterStore.
+func (s postgresLetters) LetterPurgeLeft(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	err := s.q.QueryRow(ctx, `SELECT count(*) FROM `+lettersWithStatus+`
+		WHERE dead_lettered_at < $1 AND redacted_at IS NULL AND status <> 'in_request'`, cutoff).Scan(&n)
+	return n, err
+}
+
 // LetterCount implements letterStore. The LIMIT inside bounds the count's
 // cost by limit, not by the archive's size.
 func (s postgresLetters) LetterCount(ctx context.Context, f Filter, limit int) (int, error) {

@@ -68,29 +68,75 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, opts PurgeOptions) (PurgeRes
 		return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
 	}
 	res.Redacted = 0
-	// Each batch starts after the last letter the one before redacted, so
-	// that the purge reads the archive once, not once per batch.
-	var after int64
+	fail := func(err error) (PurgeResult, error) {
+		d := details()
+		d["error"] = audit.ErrorText(err)
+		_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: d, Outcome: audit.Failed})
+		return res, err
+	}
+	// A pass can leave letters behind it: one another transaction held
+	// locked (purge_letters skips those rather than wait), or a whole batch
+	// that requests took between purge_letters' lock and its redaction,
+	// which ends the pass early. So after each pass the purge counts what
+	// is left and goes back for it, waiting a little when a pass redacted
+	// nothing: the locks it met are a statement's, soon released.
+	for idle := 0; ; {
+		n, err := purgePass(ctx, letters, opts, &res)
+		if err != nil {
+			return fail(err)
+		}
+		left, err := letters.LetterPurgeLeft(ctx, res.Cutoff)
+		if err != nil {
+			return fail(err)
+		}
+		if left == 0 {
+			break
+		}
+		if n > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle == maxIdlePurgePasses {
+			return fail(fmt.Errorf("%d letters past retention stayed locked by other transactions through %d passes; "+
+				"run dlq purge again to redact them", left, idle))
+		}
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(purgeRetryWait):
+		}
+	}
+	return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
+}
+
+// purgePass redacts in batches from the lowest id up, each batch starting
+// after the last letter the one before redacted, so that a pass reads the
+// archive once, not once per batch; it stops at a batch that redacted
+// nothing and says how many letters it redacted.
+func purgePass(ctx context.Context, letters letterStore, opts PurgeOptions, res *PurgeResult) (int64, error) {
+	var after, total int64
 	for {
 		// Each batch is redacted with its audit row in one statement.
 		ids, err := letters.LetterPurge(ctx, opts.Actor, res.Cutoff, opts.Batch, after)
 		if err != nil {
-			d := details()
-			d["error"] = audit.ErrorText(err)
-			_ = audit.Record(context.WithoutCancel(ctx), pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: d, Outcome: audit.Failed})
-			return res, err
+			return total, err
+		}
+		if len(ids) == 0 {
+			return total, nil
 		}
 		n := int64(len(ids))
+		total += n
 		res.Redacted += n
-		if opts.Progress != nil && n > 0 {
-			opts.Progress(res)
-		}
-		// Not "fewer than a batch": a batch leaves out the letters a request
-		// took while it ran, and the letters past them still wait.
-		if n == 0 {
-			break
+		if opts.Progress != nil {
+			opts.Progress(*res)
 		}
 		after = ids[len(ids)-1]
 	}
-	return res, audit.Record(ctx, pool, audit.Entry{Actor: opts.Actor, Action: "dlq.purge", Details: details()})
 }
+
+// A purge gives up on letters that stay locked through maxIdlePurgePasses
+// passes in a row that redacted nothing, purgeRetryWait apart.
+const (
+	maxIdlePurgePasses = 50
+	purgeRetryWait     = 100 * time.Millisecond
+)

@@ -2,8 +2,11 @@ package deadletter_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -77,5 +80,84 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	again, err := deadletter.Purge(ctx, db.Pool, deadletter.PurgeOptions{Actor: "ops", OlderThan: 90 * 24 * time.Hour})
 	if err != nil || again.Redacted != 0 {
 		t.Fatalf("second purge = %+v, %v", again, err)
+	}
+}
+
+// A pass skips letters another transaction holds locked rather than wait
+// for them; the purge goes back for them once they are free, and gives up,
+// saying so, on letters that stay locked.
+func TestPurgeGoesBackForLettersThatWereLocked(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	old := time.Now().UTC().Add(-100 * 24 * time.Hour)
+	var letters []deadletter.Letter
+	for i := range 6 {
+		l := seedLetter(i, deadletter.Validation, "q.dlq")
+		l.DeadLetteredAt = old
+		letters = append(letters, l)
+	}
+	seed(t, db.Pool, letters...)
+	lockLowest := func(n int) pgx.Tx {
+		t.Helper()
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, `SELECT id FROM expiryctl.dead_letters ORDER BY id LIMIT $1 FOR UPDATE`, n); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	redacted := func() int {
+		t.Helper()
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters WHERE redacted_at IS NOT NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// The two lowest are locked while the first batch runs, and freed once
+	// it has redacted the next two.
+	held := lockLowest(2)
+	res, err := deadletter.Purge(ctx, db.Pool, deadletter.PurgeOptions{Actor: "ops", OlderThan: 90 * 24 * time.Hour, Batch: 2,
+		Progress: func(deadletter.PurgeResult) {
+			if held != nil {
+				_ = held.Rollback(ctx)
+				held = nil
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redacted != 6 || redacted() != 6 {
+		t.Fatalf("purge said %d redacted and %d are, want all 6: the locked ones were left behind", res.Redacted, redacted())
+	}
+
+	// Letters that stay locked are reported, not silently left.
+	more := make([]deadletter.Letter, 0, 3)
+	for i := 6; i < 9; i++ {
+		l := seedLetter(i, deadletter.Validation, "q.dlq")
+		l.DeadLetteredAt = old
+		more = append(more, l)
+	}
+	seed(t, db.Pool, more...)
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT id FROM expiryctl.dead_letters WHERE redacted_at IS NULL FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = deadletter.Purge(ctx, db.Pool, deadletter.PurgeOptions{Actor: "ops", OlderThan: 90 * 24 * time.Hour, Batch: 2})
+	if err == nil || !strings.Contains(err.Error(), "3 letters past retention stayed locked") {
+		t.Fatalf("purge of letters locked throughout returned %v, want it to say 3 stayed locked", err)
+	}
+	var failed int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.purge' AND outcome = 'error'`).Scan(&failed); err != nil || failed != 1 {
+		t.Fatalf("%d failed purge audit rows (%v), want 1", failed, err)
 	}
 }
