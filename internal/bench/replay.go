@@ -148,7 +148,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	// the scenario lands on both.
 	logf("baseline (a): bare publisher, %d messages, window %d", n, replayBenchWindow)
 	cpu := startCPU()
-	bare1, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow)
+	bare1, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow, 1)
 	bareCPU := cpu.Stop()
 	logf("baseline (a) CPU: %s", bareCPU)
 	if err != nil {
@@ -186,16 +186,25 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	logf("subject: median of %s = %.0f msg/s end to end; arriving: median of %s = %.0f msg/s",
 		fmtRates(subjRates), subjRate, fmtRates(subjArrivals), subjArrival)
 
-	bare2, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow)
+	bare2, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow, 1)
 	if err != nil {
 		return nil, fmt.Errorf("bare publisher: %w", err)
 	}
 	bareRate := float64(n) / ((bare1 + bare2) / 2).Seconds()
 	logf("baseline (a) again: %s; mean %.0f msg/s", bare2.Round(time.Millisecond), bareRate)
 	rep.atLeast(fmt.Sprintf("5 replay %s: replay.Runner vs bare confirm-window publisher", count(n)), bareRate, subjRate, "msg/s", 0.8)
+	// Whether one channel or the broker is the limit: the same messages
+	// over two channels at once, the window split between them.
+	logf("baseline (a) on 2 channels, window %d each", replayBenchWindow/2)
+	twoChannels, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow/2, 2)
+	if err != nil {
+		return nil, fmt.Errorf("bare publisher on 2 channels: %w", err)
+	}
+	twoRate := float64(n) / twoChannels.Seconds()
+	logf("baseline (a) on 2 channels: %s = %.0f msg/s", twoChannels.Round(time.Millisecond), twoRate)
 
 	logf("baseline (b): wait for each confirm, %d messages", waitEachN)
-	waitDur, err := replayBenchBare(ctx, conn, exchange, "wait", qWait, msgs[:waitEachN], 1)
+	waitDur, err := replayBenchBare(ctx, conn, exchange, "wait", qWait, msgs[:waitEachN], 1, 1)
 	if err != nil {
 		return nil, fmt.Errorf("wait-each publisher: %w", err)
 	}
@@ -212,6 +221,14 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 			shovelRate, subjArrival, "msg/s", 1.2)
 		rep.throughputInfo(fmt.Sprintf("5 replay %s: replay.Runner end to end (start-up and wind-down included) vs shovel", count(n)),
 			shovelRate, subjRate, "msg/s")
+		// What the broker accepts into one durable queue, with confirms,
+		// bounds any replay to it however little the replay adds.
+		brokerLimit := max(bareRate, twoRate)
+		rep.throughputInfo("5 replay broker limit: the bare publisher (the faster of 1 and 2 channels) vs shovel",
+			shovelRate, brokerLimit, "msg/s")
+		rep.note("replay broker limit: the bare publisher confirmed %.0f msg/s on one channel and %.0f on two (window %d each) "+
+			"into one durable queue; no replay of these messages publishes faster, so replay vs shovel is at most %.2f× in this run",
+			bareRate, twoRate, replayBenchWindow/2, brokerLimit/shovelRate)
 		// A replay publishes each item with a confirm, as the bare
 		// publisher does, and records it besides: the publisher's CPU
 		// alone bounds what the cores allow it.
@@ -435,17 +452,59 @@ func replayBenchMessage(n int, exchange string, request int64) amqp.Publishing {
 // replayBenchBare publishes msgs to exchange with routing key (which routes
 // to queue), mandatory, keeping up to window unconfirmed (window 1: waiting
 // for each confirm), and returns the time until the broker confirmed them
-// all. The queue is checked and purged afterwards.
-func replayBenchBare(ctx context.Context, conn *amqp.Connection, exchange, key, queue string, msgs []amqp.Publishing, window int) (time.Duration, error) {
-	ch, err := conn.Channel()
-	if err != nil {
+// all. With channels > 1 the messages are split over that many channels of
+// conn, each with its own window, published at once. The queue is checked
+// and purged afterwards.
+func replayBenchBare(ctx context.Context, conn *amqp.Connection, exchange, key, queue string, msgs []amqp.Publishing, window, channels int) (time.Duration, error) {
+	chans := make([]*amqp.Channel, channels)
+	for i := range chans {
+		ch, err := conn.Channel()
+		if err != nil {
+			return 0, err
+		}
+		defer ch.Close()
+		if err := ch.Confirm(false); err != nil {
+			return 0, err
+		}
+		chans[i] = ch
+	}
+	returns := make([]chan amqp.Return, channels)
+	for i, ch := range chans {
+		returns[i] = ch.NotifyReturn(make(chan amqp.Return, len(msgs)))
+	}
+	errs := make([]error, channels)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, ch := range chans {
+		part := msgs[i*len(msgs)/channels : (i+1)*len(msgs)/channels]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = replayBenchPublishWindowed(ctx, ch, exchange, key, part, window)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
+	for _, rc := range returns {
+		select {
+		case r := <-rc:
+			return 0, fmt.Errorf("a publish to %s/%s was returned: %s", exchange, key, r.ReplyText)
+		default:
+		}
+	}
+	if err := replayBenchExpectDepth(conn, queue, len(msgs)); err != nil {
 		return 0, err
 	}
-	returns := ch.NotifyReturn(make(chan amqp.Return, len(msgs)))
+	replayBenchPurge(conn, queue)
+	return elapsed, nil
+}
+
+// replayBenchPublishWindowed publishes msgs on ch, keeping up to window
+// unconfirmed, and waits for the last confirm.
+func replayBenchPublishWindowed(ctx context.Context, ch *amqp.Channel, exchange, key string, msgs []amqp.Publishing, window int) error {
 	pending := make([]*amqp.DeferredConfirmation, 0, window)
 	settle := func(dc *amqp.DeferredConfirmation) error {
 		ok, err := dc.WaitContext(ctx)
@@ -457,36 +516,25 @@ func replayBenchBare(ctx context.Context, conn *amqp.Connection, exchange, key, 
 		}
 		return nil
 	}
-	start := time.Now()
 	for _, m := range msgs {
 		for len(pending) >= window {
 			if err := settle(pending[0]); err != nil {
-				return 0, err
+				return err
 			}
 			pending = pending[1:]
 		}
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, m)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		pending = append(pending, dc)
 	}
 	for _, dc := range pending {
 		if err := settle(dc); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	elapsed := time.Since(start)
-	select {
-	case r := <-returns:
-		return 0, fmt.Errorf("a publish to %s/%s was returned: %s", exchange, key, r.ReplyText)
-	default:
-	}
-	if err := replayBenchExpectDepth(conn, queue, len(msgs)); err != nil {
-		return 0, err
-	}
-	replayBenchPurge(conn, queue)
-	return elapsed, nil
+	return nil
 }
 
 // replayBenchFill puts msgs into queue through the default exchange with a
