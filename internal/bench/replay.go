@@ -32,6 +32,9 @@ const replayBenchWindow = 1000
 //
 //	(a) a bare amqp091 publisher of the same messages, mandatory, streaming
 //	    confirms through the runner's window (target ≥ 0.8×, issue 17),
+//	    and once more on two channels with half the window each, the
+//	    faster of the two being what the broker accepts into the queue
+//	    (report only),
 //	(b) a publisher that waits for each confirm before the next publish
 //	    (target ≥ 3×),
 //	(c) RabbitMQ's shovel plugin moving N messages between two queues with
@@ -456,17 +459,21 @@ func replayBenchMessage(n int, exchange string, request int64) amqp.Publishing {
 // conn, each with its own window, published at once. The queue is checked
 // and purged afterwards.
 func replayBenchBare(ctx context.Context, conn *amqp.Connection, exchange, key, queue string, msgs []amqp.Publishing, window, channels int) (time.Duration, error) {
-	chans := make([]*amqp.Channel, channels)
-	for i := range chans {
+	chans := make([]*amqp.Channel, 0, channels)
+	defer func() {
+		for _, ch := range chans {
+			_ = ch.Close()
+		}
+	}()
+	for range channels {
 		ch, err := conn.Channel()
 		if err != nil {
 			return 0, err
 		}
-		defer ch.Close()
+		chans = append(chans, ch)
 		if err := ch.Confirm(false); err != nil {
 			return 0, err
 		}
-		chans[i] = ch
 	}
 	returns := make([]chan amqp.Return, channels)
 	for i, ch := range chans {

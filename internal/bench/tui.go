@@ -109,8 +109,8 @@ func tuiDrain(ctx context.Context, m tea.Model, cmd tea.Cmd) (tea.Model, int, er
 // benchTUIOnArchive compares the terminal UI with the work the matching
 // commands do, in process on the same large archive: the first full frame
 // (connection included) against `dlq summary -o json` (connection, the
-// summary query and its JSON), and one page down in the list against
-// `dlq list --limit 50` on an open pool.
+// categories and signals it reads and their JSON), and one page down in
+// the list against `dlq list --limit 50` on an open pool.
 func benchTUIOnArchive(ctx context.Context, cfg *config, rep *report, a archives) error {
 	archive := deadletter.NewArchive(a.large.Pool, "bench")
 	summary := &probe{name: "dlq summary -o json", fn: func(ctx context.Context) error {
@@ -119,7 +119,9 @@ func benchTUIOnArchive(ctx context.Context, cfg *config, rep *report, a archives
 			return err
 		}
 		defer pool.Close()
-		s, err := deadletter.NewArchive(pool, "bench").Summary(ctx)
+		// What `dlq summary` reads (commands/dlq_summary.go): the
+		// categories with every signal, in one snapshot.
+		s, err := deadletter.NewArchive(pool, "bench").Signals(ctx, deadletter.SignalsOptions{})
 		if err == nil {
 			_, err = json.Marshal(s)
 		}
