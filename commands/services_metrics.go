@@ -26,7 +26,7 @@ func (f *Factory) MetricsSource(ctx context.Context, workQueue string) (metrics.
 	if err != nil {
 		return nil, err
 	}
-	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: s.requests(), queues: queues, workQueue: workQueue}, nil
+	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: &replay.Tallier{Service: s.requests()}, queues: queues, workQueue: workQueue}, nil
 }
 
 // replayTally is what the metrics read of replay: counts only, neither

@@ -28,8 +28,10 @@ type tables interface {
 	// RequestCountOpen counts the open requests by status.
 	RequestCountOpen(ctx context.Context) (map[Status]int, error)
 	// RequestTally counts the items of the open requests by request status
-	// and item state, and the items ever confirmed (see Service.Tally).
-	RequestTally(ctx context.Context) (Tally, error)
+	// and item state, their confirmed ones in Published, and returns the
+	// confirmed items of each ended request not in counted, by request, all
+	// in one snapshot (see Tallier).
+	RequestTally(ctx context.Context, counted []int64) (t Tally, ended map[int64]int64, err error)
 	// RequestStatus reads a request's status and halt reason.
 	RequestStatus(ctx context.Context, id int64) (status Status, haltReason string, err error)
 	// RequestCreate freezes a new request (replay_request_create) and

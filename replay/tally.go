@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"sync"
 
 	"github.com/expiryctl/expiryctl/audit"
 )
@@ -30,21 +31,61 @@ type RequestItems struct {
 }
 
 // Tally counts the open requests' items and the items ever published. It
-// neither writes nor audits: it serves `expiryctl metrics serve`, which
-// records one audit row when it starts and then refreshes on a timer. The
-// open requests' items are read through their requests' primary key,
-// bounded by the open cohorts; the published count reads every item, so
-// it is for a snapshot taken every few seconds, not for each scrape.
+// neither writes nor audits. It counts every ended request's confirmed
+// items, so it reads the whole replay history: a caller that tallies on a
+// timer uses a Tallier, which reads each ended request once.
 func (s *Service) Tally(ctx context.Context) (Tally, error) {
-	t, err := s.tables().RequestTally(ctx)
+	return (&Tallier{Service: s}).Tally(ctx)
+}
+
+// Tallier is the Service for a reader that tallies again and again:
+// `expiryctl metrics serve`, which records one audit row when it starts and
+// then refreshes on a timer. An ended request's confirmed items can no
+// longer change, so a Tallier counts them once and remembers their sum;
+// each Tally then reads the open requests' items through their requests'
+// primary key, and the items of the requests that ended since the last
+// Tally, not the history. Its methods are safe for concurrent use.
+type Tallier struct {
+	*Service
+
+	mu sync.Mutex
+	// ended are the ended requests whose confirmed items are in
+	// endedConfirmed.
+	ended          map[int64]bool
+	endedConfirmed int64
+}
+
+// Tally is Service.Tally, reading only what changed since the last.
+func (t *Tallier) Tally(ctx context.Context) (Tally, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	counted := make([]int64, 0, len(t.ended))
+	for id := range t.ended {
+		counted = append(counted, id)
+	}
+	var tally Tally
+	var ended map[int64]int64
+	err := inReadOnlyTx(ctx, t.Pool, func(tb tables) error {
+		var err error
+		tally, ended, err = tb.RequestTally(ctx, counted)
+		return err
+	})
 	if err != nil {
-		return t, err
+		return tally, err
 	}
 	// A halt is a governance event the database writes in the transaction
 	// that halts; a request halted, re-approved and run again keeps no
 	// other trace of its earlier halt.
-	if t.Halts, err = audit.CountEvents(ctx, s.Pool, "replay.halt", "condition"); err != nil {
-		return t, err
+	if tally.Halts, err = audit.CountEvents(ctx, t.Pool, "replay.halt", "condition"); err != nil {
+		return tally, err
 	}
-	return t, nil
+	if t.ended == nil {
+		t.ended = map[int64]bool{}
+	}
+	for id, n := range ended {
+		t.ended[id] = true
+		t.endedConfirmed += n
+	}
+	tally.Published += t.endedConfirmed
+	return tally, nil
 }
