@@ -31,7 +31,7 @@ var minutesPerCell = []int{1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60}
 // signalLines renders the headline: arrival rate and trend, overdue holds.
 func (m Model) signalLines() []string {
 	th := m.ctx.Theme
-	if !m.signalsLoaded {
+	if !m.loaded {
 		return []string{"  arrivals and overdue holds: loading…"}
 	}
 	s := m.signals

@@ -28,9 +28,11 @@ import (
 // requestSample bounds the requests read to count the open ones.
 const requestSample = 500
 
-// LoadedMsg carries a fresh summary.
+// LoadedMsg carries a fresh summary: the categories, and the incident
+// signals they were read with.
 type LoadedMsg struct {
 	Categories []deadletter.CategorySummary
+	Signals    deadletter.Signals
 	At         time.Time
 	Err        error
 }
@@ -51,15 +53,6 @@ func (m LoadedMsg) Queues() []string {
 	slices.Sort(qs)
 	return qs
 }
-
-// SignalsMsg carries fresh incident signals.
-type SignalsMsg struct {
-	Signals deadletter.Signals
-	Err     error
-}
-
-// Outcome makes SignalsMsg a frame.Outcome.
-func (m SignalsMsg) Outcome() error { return m.Err }
 
 // MinutesMsg carries the last hour's arrivals per minute.
 type MinutesMsg struct {
@@ -123,11 +116,11 @@ type Model struct {
 	cursor  int
 	failed  bool
 	refresh time.Duration
-	// signals, minutes and queues are the incident part; their loaded
-	// flags stay set once a read succeeded, so a failed refresh keeps the
-	// last values on screen.
+	// signals, minutes and queues are the incident part; the signals
+	// come with the categories (loaded), and each loaded flag stays set
+	// once a read succeeded, so a failed refresh keeps the last values on
+	// screen.
 	signals       deadletter.Signals
-	signalsLoaded bool
 	minutes       deadletter.MinuteArrivals
 	minutesLoaded bool
 	queues        broker.QueueReport
@@ -164,14 +157,14 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
 			defer cancel()
-			cats, err := archive.Summary(ctx)
-			return LoadedMsg{Categories: cats, At: now(), Err: err}
-		},
-		func() tea.Msg {
-			ctx, cancel := frame.Call()
-			defer cancel()
+			// The signals carry the categories too, read in the same
+			// snapshot: one read of the archive, as `dlq summary` makes.
 			s, err := archive.Signals(ctx, deadletter.SignalsOptions{})
-			return SignalsMsg{Signals: s, Err: err}
+			cats := make([]deadletter.CategorySummary, len(s.Categories))
+			for i, c := range s.Categories {
+				cats[i] = c.CategorySummary
+			}
+			return LoadedMsg{Categories: cats, Signals: s, At: now(), Err: err}
 		},
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
@@ -232,12 +225,8 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 		m.failed = false
 		m.cats, m.at, m.loaded = msg.Categories, msg.At, true
+		m.signals = msg.Signals
 		m.cursor = min(m.cursor, len(m.cats))
-	case SignalsMsg:
-		m.pending = max(0, m.pending-1)
-		if msg.Err == nil {
-			m.signals, m.signalsLoaded = msg.Signals, true
-		}
 	case MinutesMsg:
 		m.pending = max(0, m.pending-1)
 		if msg.Err == nil {

@@ -189,6 +189,9 @@ func TestIncidentSignals(t *testing.T) {
 	if len(a.SignalCalls) != 1 || a.SignalCalls[0] != (deadletter.SignalsOptions{}) {
 		t.Errorf("signals read %v, want once, unbounded", a.SignalCalls)
 	}
+	if a.Summaries != 0 {
+		t.Errorf("the categories read %d times besides the signals, which carry them", a.Summaries)
+	}
 	if queues.Calls() != 1 || queues.Asked[0] != "reservation-expiry" {
 		t.Errorf("live queues asked %v, want reservation-expiry once", queues.Asked)
 	}
