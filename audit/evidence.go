@@ -109,6 +109,19 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	if err != nil {
 		return EvidenceResult{}, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// An export of the whole trail proves every row, so it reads the whole
+	// tree: on a connection of its own, while the rows' seqs are listed,
+	// rather than after them.
+	var early chan loadedTree
+	if f.IsZero() && min(cp.Size, throughOr(f, cp.Size)) >= loadThreshold {
+		early = make(chan loadedTree, 1)
+		go func() {
+			m, err := loadStoredTree(ctx, trail, cp.Size)
+			early <- loadedTree{m, err}
+		}()
+	}
 	matched, err := trail.AuditSeqs(ctx, f)
 	if err != nil {
 		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
@@ -119,9 +132,16 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 
 	var reader tlog.HashReader = &storedTree{ctx: ctx, trail: trail}
 	if len(matched) >= loadThreshold {
-		if reader, err = loadStoredTree(ctx, trail, cp.Size); err != nil {
-			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
+		var loaded loadedTree
+		if early != nil {
+			loaded = <-early
+		} else {
+			loaded.tree, loaded.err = loadStoredTree(ctx, trail, cp.Size)
 		}
+		if loaded.err != nil {
+			return EvidenceResult{}, fmt.Errorf("audit export: %w", loaded.err)
+		}
+		reader = loaded.tree
 	}
 
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -132,8 +152,6 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	if _, err := bw.Write(append(header, '\n')); err != nil {
 		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
 	res := EvidenceResult{Checkpoint: cp}
 	prover := newProver(ctx, cp.Size, reader, bw, len(matched) >= loadThreshold)
@@ -462,6 +480,20 @@ func lastOr(s []int64, empty int64) int64 {
 
 // loadStoredTree reads the stored hashes of a tree of size records into
 // memory, in one streamed query.
+// loadedTree is loadStoredTree's result, from another goroutine.
+type loadedTree struct {
+	tree *memoryTree
+	err  error
+}
+
+// throughOr is f's ThroughSeq, or otherwise when it is not set.
+func throughOr(f Filter, otherwise int64) int64 {
+	if f.ThroughSeq > 0 {
+		return f.ThroughSeq
+	}
+	return otherwise
+}
+
 func loadStoredTree(ctx context.Context, trail trailStore, size int64) (*memoryTree, error) {
 	want := tlog.StoredHashCount(size)
 	m := &memoryTree{hashes: make([]tlog.Hash, 0, want)}
