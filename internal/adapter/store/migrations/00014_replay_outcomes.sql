@@ -73,7 +73,7 @@ CREATE TABLE expiryctl.replay_outcomes (
     window_ends_at   timestamptz NOT NULL,
     terminal_at      timestamptz,
     duplicate        boolean     NOT NULL DEFAULT false,
-    latency          interval GENERATED ALWAYS AS (greatest(terminal_at - published_at, interval '0')) STORED,
+    latency          interval GENERATED ALWAYS AS (greatest(terminal_at - confirmed_at, interval '0')) STORED,
     observed_at      timestamptz NOT NULL DEFAULT now(),
     recorded_db_role text        NOT NULL DEFAULT session_user,
     PRIMARY KEY (request_id, dead_letter_id),

@@ -14,18 +14,15 @@
 -- dead_letters, whoever inserts it, and the tallies (00001, 00012) are now
 -- kept from dead_letter_states, where the status moves. Nothing but the
 -- status of a state row may change, and no state row may be deleted.
--- The primary key carries the status, so that a list that joins each
--- letter to its status reads it from the index alone.
 CREATE TABLE expiryctl.dead_letter_states (
-    dead_letter_id bigint NOT NULL,
+    dead_letter_id bigint PRIMARY KEY,
     status text NOT NULL DEFAULT 'dead' CHECK (status IN ('dead', 'in_request', 'replayed', 'discarded')),
     reason_category text NOT NULL,
     source_queue text NOT NULL,
     error_class text,
     attempts integer NOT NULL,
     dead_lettered_at timestamptz NOT NULL,
-    due_at timestamptz,
-    CONSTRAINT dead_letter_states_pkey PRIMARY KEY (dead_letter_id) INCLUDE (status)
+    due_at timestamptz
 );
 COMMENT ON TABLE expiryctl.dead_letter_states IS 'What became of each dead letter (its status), with the captured columns its waiting indexes and tallies are keyed on; one row per dead_letters row, made by dead_letters_track_state.';
 
@@ -227,25 +224,14 @@ BEGIN
                 'why', 'voided by dlq purge: letters it held passed the retention window', 'cutoff', cutoff));
         END IF;
     END LOOP;
-    -- The batch's letters are locked first, and only the letters:
-    -- replay_request_create locks the letters it freezes before it moves
-    -- their status, so once this statement holds a letter, any request
-    -- that took it has committed, and the next statement, on a snapshot of
-    -- its own, sees the letter in_request and leaves it. Locking the state
-    -- rows too would write a lock into each of them, a million in a large
-    -- purge.
-    SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}') INTO ids
-      FROM (SELECT d.id FROM expiryctl.dead_letters d
-              JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = d.id
-             WHERE d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL AND s.status <> 'in_request'
-             ORDER BY d.id LIMIT greatest(batch, 1) FOR UPDATE OF d SKIP LOCKED) c;
     WITH redacted AS (
-        UPDATE expiryctl.dead_letters d SET payload = '', headers = '{}', redacted_at = now()
-         WHERE d.id = ANY (ids)
-           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letter_states s
-                            WHERE s.dead_letter_id = d.id AND s.status = 'in_request')
-        RETURNING d.id)
-    SELECT coalesce(array_agg(r.id ORDER BY r.id), '{}') INTO ids FROM redacted r;
+        UPDATE expiryctl.dead_letters SET payload = '', headers = '{}', redacted_at = now()
+         WHERE id IN (SELECT d.id FROM expiryctl.dead_letters d
+                        JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = d.id
+                       WHERE d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL AND s.status <> 'in_request'
+                       ORDER BY d.id LIMIT greatest(batch, 1) FOR UPDATE SKIP LOCKED)
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM redacted;
     IF cardinality(ids) > 0 THEN
         PERFORM expiryctl.audit_write(label, 'dlq.purge.batch', '', jsonb_build_object(
             'cutoff', cutoff, 'redacted', cardinality(ids), 'first_id', ids[1], 'last_id', ids[cardinality(ids)]));
