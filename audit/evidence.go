@@ -478,8 +478,6 @@ func lastOr(s []int64, empty int64) int64 {
 	return s[len(s)-1]
 }
 
-// loadStoredTree reads the stored hashes of a tree of size records into
-// memory, in one streamed query.
 // loadedTree is loadStoredTree's result, from another goroutine.
 type loadedTree struct {
 	tree *memoryTree
@@ -494,6 +492,8 @@ func throughOr(f Filter, otherwise int64) int64 {
 	return otherwise
 }
 
+// loadStoredTree reads the stored hashes of a tree of size records into
+// memory, in one streamed query.
 func loadStoredTree(ctx context.Context, trail trailStore, size int64) (*memoryTree, error) {
 	want := tlog.StoredHashCount(size)
 	m := &memoryTree{hashes: make([]tlog.Hash, 0, want)}

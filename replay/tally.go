@@ -49,9 +49,9 @@ type Tallier struct {
 	*Service
 
 	mu sync.Mutex
-	// ended are the ended requests whose confirmed items are in
+	// counted are the ended requests whose confirmed items are in
 	// endedConfirmed.
-	ended          map[int64]bool
+	counted        []int64
 	endedConfirmed int64
 }
 
@@ -59,15 +59,11 @@ type Tallier struct {
 func (t *Tallier) Tally(ctx context.Context) (Tally, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	counted := make([]int64, 0, len(t.ended))
-	for id := range t.ended {
-		counted = append(counted, id)
-	}
 	var tally Tally
 	var ended map[int64]int64
 	err := inReadOnlyTx(ctx, t.Pool, func(tb tables) error {
 		var err error
-		tally, ended, err = tb.RequestTally(ctx, counted)
+		tally, ended, err = tb.RequestTally(ctx, t.counted)
 		return err
 	})
 	if err != nil {
@@ -79,11 +75,8 @@ func (t *Tallier) Tally(ctx context.Context) (Tally, error) {
 	if tally.Halts, err = audit.CountEvents(ctx, t.Pool, "replay.halt", "condition"); err != nil {
 		return tally, err
 	}
-	if t.ended == nil {
-		t.ended = map[int64]bool{}
-	}
 	for id, n := range ended {
-		t.ended[id] = true
+		t.counted = append(t.counted, id)
 		t.endedConfirmed += n
 	}
 	tally.Published += t.endedConfirmed

@@ -28,13 +28,12 @@ import (
 // requestSample bounds the requests read to count the open ones.
 const requestSample = 500
 
-// LoadedMsg carries a fresh summary: the categories, and the incident
-// signals they were read with.
+// LoadedMsg carries a fresh summary: the incident signals, which carry the
+// categories.
 type LoadedMsg struct {
-	Categories []deadletter.CategorySummary
-	Signals    deadletter.Signals
-	At         time.Time
-	Err        error
+	Signals deadletter.Signals
+	At      time.Time
+	Err     error
 }
 
 // Outcome makes LoadedMsg a frame.Outcome.
@@ -43,7 +42,7 @@ func (m LoadedMsg) Outcome() error { return m.Err }
 // Queues returns the dead-letter queues the summary names, sorted.
 func (m LoadedMsg) Queues() []string {
 	var qs []string
-	for _, c := range m.Categories {
+	for _, c := range m.Signals.Categories {
 		for _, q := range c.Queues {
 			if !slices.Contains(qs, q) {
 				qs = append(qs, q)
@@ -160,11 +159,7 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 			// The signals carry the categories too, read in the same
 			// snapshot: one read of the archive, as `dlq summary` makes.
 			s, err := archive.Signals(ctx, deadletter.SignalsOptions{})
-			cats := make([]deadletter.CategorySummary, len(s.Categories))
-			for i, c := range s.Categories {
-				cats[i] = c.CategorySummary
-			}
-			return LoadedMsg{Categories: cats, Signals: s, At: now(), Err: err}
+			return LoadedMsg{Signals: s, At: now(), Err: err}
 		},
 		func() tea.Msg {
 			ctx, cancel := frame.Call()
@@ -224,8 +219,11 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 			return m, nil
 		}
 		m.failed = false
-		m.cats, m.at, m.loaded = msg.Categories, msg.At, true
-		m.signals = msg.Signals
+		m.signals, m.at, m.loaded = msg.Signals, msg.At, true
+		m.cats = make([]deadletter.CategorySummary, len(msg.Signals.Categories))
+		for i, c := range msg.Signals.Categories {
+			m.cats[i] = c.CategorySummary
+		}
 		m.cursor = min(m.cursor, len(m.cats))
 	case MinutesMsg:
 		m.pending = max(0, m.pending-1)
