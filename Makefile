@@ -96,8 +96,8 @@ docs: ## regenerate the command reference in docs/reference
 
 # A new migration changes the schema that schema.sql shows, and is pinned in
 # migrations.sum once it is released; a pinned line is never rewritten.
-schema: services ## regenerate internal/adapter/store/schema.sql and pin new migrations in migrations.sum
-	$(GO) test -count=1 ./internal/adapter/store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$$' -update
+schema: services ## regenerate store/schema.sql and pin new migrations in migrations.sum
+	$(GO) test -count=1 ./store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$$' -update
 
 fuzz: ## fuzz the dead-letter parser for FUZZTIME (60s)
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./deadletter/

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // The canary of a replay leaves no state but the trail: replay_canary_record

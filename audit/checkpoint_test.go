@@ -12,8 +12,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // checkpointed returns a trail of n seeded rows with a signed checkpoint of

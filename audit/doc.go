@@ -14,7 +14,7 @@
 // audit_checkpoints for its Merkle tree and signed checkpoints; their
 // current shape, the column defaults and generated hash that chain a row,
 // and the triggers that refuse changes are in
-// internal/adapter/store/schema.sql. A change to them is a new migration,
-// never an edit of a released one (the package doc of internal/adapter/store
+// store/schema.sql. A change to them is a new migration,
+// never an edit of a released one (the package doc of store
 // gives the rules).
 package audit

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/dsn"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Outcome says how an audited action ended.

@@ -13,8 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
@@ -169,22 +168,22 @@ type liveQueues struct {
 	Queues      []queueLine `json:"queues"`
 }
 
-// queueLine is broker.QueueState with its head age in seconds, as every
+// queueLine is deadletter.QueueState with its head age in seconds, as every
 // duration of the summary's JSON is.
 type queueLine struct {
-	Name           string              `json:"name"`
-	Role           broker.QueueRole    `json:"role"`
-	Ready          int64               `json:"ready"`
-	Unacked        int64               `json:"unacked"`
-	Consumers      int                 `json:"consumers"`
-	PublishRate    *float64            `json:"publish_rate"`
-	DeliverRate    *float64            `json:"deliver_rate"`
-	AckRate        *float64            `json:"ack_rate"`
-	HeadAgeSeconds *deadletter.Seconds `json:"head_age_seconds"`
+	Name           string               `json:"name"`
+	Role           deadletter.QueueRole `json:"role"`
+	Ready          int64                `json:"ready"`
+	Unacked        int64                `json:"unacked"`
+	Consumers      int                  `json:"consumers"`
+	PublishRate    *float64             `json:"publish_rate"`
+	DeliverRate    *float64             `json:"deliver_rate"`
+	AckRate        *float64             `json:"ack_rate"`
+	HeadAgeSeconds *deadletter.Seconds  `json:"head_age_seconds"`
 }
 
 // newLiveQueues sorts a report's queues into the states of work.
-func newLiveQueues(workQueue string, r broker.QueueReport) liveQueues {
+func newLiveQueues(workQueue string, r deadletter.QueueReport) liveQueues {
 	l := liveQueues{WorkQueue: workQueue, Unavailable: r.Unavailable, Queues: []queueLine{}}
 	if r.Unavailable != "" {
 		return l
@@ -206,13 +205,13 @@ func newLiveQueues(workQueue string, r broker.QueueReport) liveQueues {
 // readLiveQueues reads the topology's states. A broker that cannot be
 // read is not the summary's failure: it says what is missing instead.
 func readLiveQueues(ctx context.Context, opts *DLQSummaryOptions) liveQueues {
-	var report broker.QueueReport
+	var report deadletter.QueueReport
 	lq, err := opts.LiveQueues(ctx)
 	if err == nil {
 		report, err = lq.Topology(ctx, opts.WorkQueue)
 	}
 	if err != nil {
-		report = broker.QueueReport{Unavailable: dsn.RedactText(err.Error())}
+		report = deadletter.QueueReport{Unavailable: dsn.RedactText(err.Error())}
 	}
 	return newLiveQueues(opts.WorkQueue, report)
 }
@@ -431,7 +430,7 @@ func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *tab
 
 func queueTable(streams *IOStreams, q liveQueues) *table {
 	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE").truncatable("QUEUE")
-	states := map[broker.QueueRole]string{broker.RoleWork: "ready / in flight", broker.RoleRetry: "scheduled", broker.RoleDeadLetter: "isolated"}
+	states := map[deadletter.QueueRole]string{deadletter.RoleWork: "ready / in flight", deadletter.RoleRetry: "scheduled", deadletter.RoleDeadLetter: "isolated"}
 	for _, l := range q.Queues {
 		state := states[l.Role]
 		if state == "" {

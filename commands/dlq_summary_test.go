@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
@@ -17,12 +16,12 @@ import (
 // queueReport is a service.LiveQueues that answers with a fixed report,
 // or fails, and remembers the work queue it was asked for.
 type queueReport struct {
-	report broker.QueueReport
+	report deadletter.QueueReport
 	err    error
 	asked  chan string
 }
 
-func (q *queueReport) Topology(_ context.Context, workQueue string) (broker.QueueReport, error) {
+func (q *queueReport) Topology(_ context.Context, workQueue string) (deadletter.QueueReport, error) {
 	if q.asked != nil {
 		q.asked <- workQueue
 	}
@@ -37,11 +36,11 @@ func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // liveTopology is a broker in an incident: work piling up with no consumer
 // left, retries scheduled, letters isolated in the DLQ.
-var liveTopology = broker.QueueReport{Queues: []broker.QueueState{
-	{Name: "reservation-expiry", Role: broker.RoleWork, Ready: 1840, Unacked: 12, Consumers: 0, PublishRate: rate(31.5)},
-	{Name: "reservation-expiry.retry.1000", Role: broker.RoleRetry, Ready: 300},
-	{Name: "reservation-expiry.retry.5000", Role: broker.RoleRetry, Ready: 10},
-	{Name: "reservation-expiry.dlq", Role: broker.RoleDeadLetter, Ready: 42, HeadAge: func() *time.Duration { d := 95 * time.Second; return &d }()},
+var liveTopology = deadletter.QueueReport{Queues: []deadletter.QueueState{
+	{Name: "reservation-expiry", Role: deadletter.RoleWork, Ready: 1840, Unacked: 12, Consumers: 0, PublishRate: rate(31.5)},
+	{Name: "reservation-expiry.retry.1000", Role: deadletter.RoleRetry, Ready: 300},
+	{Name: "reservation-expiry.retry.5000", Role: deadletter.RoleRetry, Ready: 10},
+	{Name: "reservation-expiry.dlq", Role: deadletter.RoleDeadLetter, Ready: 42, HeadAge: func() *time.Duration { d := 95 * time.Second; return &d }()},
 }}
 
 // incident is an archive whose transient failures arrive faster now than
@@ -201,7 +200,7 @@ func TestDLQSummaryRun(t *testing.T) {
 
 	t.Run("an unavailable broker: the rest, and what is missing", func(t *testing.T) {
 		t.Parallel()
-		down := &queueReport{report: broker.QueueReport{Unavailable: "management API at http://127.0.0.1:15672: connection refused"}}
+		down := &queueReport{report: deadletter.QueueReport{Unavailable: "management API at http://127.0.0.1:15672: connection refused"}}
 		out, _, _, err := summary(t, incident(), down, true)
 		if err != nil {
 			t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/fixture/promtooltest"
@@ -268,11 +267,11 @@ func (f *fakeTally) Tally(context.Context) (replay.Tally, error)              { 
 
 // fakeQueues is a service.LiveQueues that reports report.
 type fakeQueues struct {
-	report broker.QueueReport
+	report deadletter.QueueReport
 	asked  []string
 }
 
-func (f *fakeQueues) Topology(_ context.Context, workQueue string) (broker.QueueReport, error) {
+func (f *fakeQueues) Topology(_ context.Context, workQueue string) (deadletter.QueueReport, error) {
 	f.asked = append(f.asked, workQueue)
 	return f.report, nil
 }
@@ -292,8 +291,8 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 			Halts: map[string]int64{replay.ConditionQueueDepth: 2}},
 	}
 	head := 90 * time.Second
-	queues := &fakeQueues{report: broker.QueueReport{Queues: []broker.QueueState{
-		{Name: "reservation-expiry", Role: broker.RoleWork, Ready: 4, Unacked: 1, Consumers: 2, HeadAge: &head},
+	queues := &fakeQueues{report: deadletter.QueueReport{Queues: []deadletter.QueueState{
+		{Name: "reservation-expiry", Role: deadletter.RoleWork, Ready: 4, Unacked: 1, Consumers: 2, HeadAge: &head},
 	}}}
 	src := &metricsSource{archive: archive, replay: tally, queues: queues, workQueue: "reservation-expiry"}
 	snap, err := src.Snapshot(context.Background())
@@ -342,7 +341,7 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 	t.Run("an unreadable management API is a missing signal, not a failure", func(t *testing.T) {
 		t.Parallel()
 		src := &metricsSource{archive: archive, replay: tally, workQueue: "q",
-			queues: &fakeQueues{report: broker.QueueReport{Unavailable: "management API at http://127.0.0.1:15672: connection refused"}}}
+			queues: &fakeQueues{report: deadletter.QueueReport{Unavailable: "management API at http://127.0.0.1:15672: connection refused"}}}
 		snap, err := src.Snapshot(context.Background())
 		if err != nil {
 			t.Fatal(err)

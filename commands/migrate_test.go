@@ -4,13 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestMigrateRun checks what `migrate` says; migrating itself (and the
-// schema.migrate row) is tested on real databases in internal/adapter/store
+// schema.migrate row) is tested on real databases in store
 // and e2e (TestEndToEnd/migrate).
 func TestMigrateRun(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -67,7 +66,7 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 	}
 	report, err := m.queues.Topology(ctx, m.workQueue)
 	if err != nil {
-		report = broker.QueueReport{Unavailable: err.Error()}
+		report = deadletter.QueueReport{Unavailable: err.Error()}
 	}
 	snap.Queues = metricsQueues(report)
 	if report.Unavailable != "" {
@@ -145,7 +144,7 @@ func (m *metricsSource) replayState(ctx context.Context) (*metrics.ReplayState, 
 }
 
 // metricsQueues converts the broker's report, in the topology's order.
-func metricsQueues(report broker.QueueReport) *metrics.LiveQueues {
+func metricsQueues(report deadletter.QueueReport) *metrics.LiveQueues {
 	q := &metrics.LiveQueues{Unavailable: report.Unavailable}
 	for _, s := range report.Queues {
 		q.Queues = append(q.Queues, metrics.QueueState{

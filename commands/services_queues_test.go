@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/dsn"
 )
 
 // TestManagementURLPrecedence: the flag over the environment over the

@@ -3,7 +3,7 @@ package deadletter
 import (
 	"context"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // RecentArrivals counts the letters of every category dead-lettered in the

@@ -11,7 +11,7 @@
 // The archive is the table dead_letters (with its per-category counts in
 // dead_letter_tallies), written only through the schema's functions
 // ingest_letters and purge_letters; its current shape, triggers and grants
-// are in internal/adapter/store/schema.sql. A change to it is a new
+// are in store/schema.sql. A change to it is a new
 // migration there, never an edit of a released one (the package doc of
-// internal/adapter/store gives the rules).
+// store gives the rules).
 package deadletter

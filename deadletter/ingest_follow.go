@@ -8,7 +8,7 @@ import (
 
 	"github.com/sethvargo/go-retry"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // ClosableSource is a Source its user closes; closing returns what was not

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestWriteBatchSurvivesADeadlock: two batches holding copies of the same

@@ -45,6 +45,18 @@ func (p Properties) Time() time.Time {
 	return time.Unix(*p.Timestamp, 0).UTC()
 }
 
+// SentAt is the timestamp property read as the parser reads it: seconds,
+// or milliseconds when the value is too large to be seconds (amqpTimestamp).
+// ok is false when there is none or it reads as no valid time; millis says
+// which reading was taken.
+func (p Properties) SentAt() (t time.Time, millis, ok bool) {
+	if p.Timestamp == nil {
+		return time.Time{}, false, false
+	}
+	t = amqpTimestamp(p.Time())
+	return t, !t.Equal(p.Time()), validTime(t)
+}
+
 // properties returns what m carried.
 func (m Message) properties() *Properties {
 	p := &Properties{ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, DeliveryMode: m.DeliveryMode,

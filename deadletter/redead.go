@@ -3,7 +3,7 @@ package deadletter
 import (
 	"context"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // CountRedeadLettered counts the letters captured with an x-replay-request

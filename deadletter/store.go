@@ -3,7 +3,7 @@ package deadletter
 import (
 	"context"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // StoreResult says what one batch insert did.

@@ -7,12 +7,12 @@
 // The rules that matter are enforced by PostgreSQL: the schema's functions
 // (replay_request_create, replay_review, replay_run_start, …) and the
 // triggers on replay_requests and replay_items. Those tables, policy and
-// policy_changes are in internal/adapter/store/schema.sql as they stand,
+// policy_changes are in store/schema.sql as they stand,
 // with the functions, triggers and grants. This package states the rules
 // again in Go only to explain refusals early and clearly. Every action
 // writes an audit row in the same transaction. A change to the tables is a
 // new migration, never an edit of a released one (the package doc of
-// internal/adapter/store gives the rules).
+// store gives the rules).
 //
 // All of the package's SQL is in postgres*.go, behind the tables interface
 // (tables.go): one method per operation on its tables and per call of the

@@ -3,7 +3,7 @@ package replay
 import (
 	"fmt"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Refusal is a governance rule saying no; see store.Refusal.

@@ -7,7 +7,7 @@
 # built from the Go module proxy at the version tools/go.mod pins. The first
 # run on a machine builds it, which takes a few minutes; later runs find it in
 # the Go build cache. Arguments go to `golangci-lint run`, e.g.
-#   bash scripts/lint.sh --fix ./internal/bench/...
+#   bash scripts/lint.sh --fix ./bench/...
 #
 # Environment (optional):
 #   GO   the go command to use (go)

@@ -1,6 +1,6 @@
 // Command expiryctl-bench measures expiryctl's capture, triage, replay and
 // audit paths as ratios to baselines measured in the same run; see
-// internal/bench for the scenarios and targets.
+// bench for the scenarios and targets.
 //
 //	go run ./cmd/expiryctl-bench -quick
 //	make bench BENCH_ARGS='-only list,summary'
@@ -9,7 +9,7 @@ package main
 import (
 	"os"
 
-	"github.com/expiryctl/expiryctl/internal/bench"
+	"github.com/expiryctl/expiryctl/bench"
 )
 
 func main() {

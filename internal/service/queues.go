@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // LiveQueues reads what the broker's queues hold now, from RabbitMQ's
@@ -13,5 +13,5 @@ type LiveQueues interface {
 	// queues ("<workQueue>.retry.<ms>") and its dead-letter queue
 	// ("<workQueue>.dlq"). An unreachable or refusing management API is not
 	// an error: the report's Unavailable says what is missing.
-	Topology(ctx context.Context, workQueue string) (broker.QueueReport, error)
+	Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error)
 }

@@ -16,7 +16,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -66,7 +65,7 @@ func (m MinutesMsg) Outcome() error { return m.Err }
 // unreachable broker is not a database outage, and the summary says so in
 // place.
 type QueuesMsg struct {
-	Report broker.QueueReport
+	Report deadletter.QueueReport
 	Err    error
 }
 
@@ -122,7 +121,7 @@ type Model struct {
 	signals       deadletter.Signals
 	minutes       deadletter.MinuteArrivals
 	minutesLoaded bool
-	queues        broker.QueueReport
+	queues        deadletter.QueueReport
 	queuesErr     error
 	queuesLoaded  bool
 	// pending counts the loads in flight: a tick does not start more while

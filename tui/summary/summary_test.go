@@ -15,7 +15,6 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
@@ -131,7 +130,7 @@ func TestGolden(t *testing.T) {
 	for _, size := range []struct {
 		name   string
 		w, h   int
-		queues broker.QueueReport
+		queues deadletter.QueueReport
 	}{
 		{"80x24", 80, 24, fakes.TopologyReport("reservation-expiry")},
 		{"120x40", 120, 40, fakes.TopologyReport("reservation-expiry")},

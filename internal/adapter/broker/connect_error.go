@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/dsn"
 )
 
 // ConnectError reports that a connection to RabbitMQ failed. Its message

@@ -18,7 +18,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/dsn"
 )
 
 // DefaultManagementTimeout bounds one read of the management API: the
@@ -164,20 +165,20 @@ const maxQueuesBody = 16 << 20
 // vhost, and a topology none of whose queues exist, give a report whose
 // Unavailable says what is missing and how to fix it, and no error. The
 // error is ctx's, when the caller gave up.
-func (m *Management) Topology(ctx context.Context, workQueue string) (QueueReport, error) {
+func (m *Management) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
 	if m.unusable != "" {
-		return QueueReport{Unavailable: m.redact(m.unusable)}, nil
+		return deadletter.QueueReport{Unavailable: m.redact(m.unusable)}, nil
 	}
 	items, unavailable, err := m.listQueues(ctx, workQueue)
 	if err != nil || unavailable != "" {
-		return QueueReport{Unavailable: m.redact(unavailable)}, err
+		return deadletter.QueueReport{Unavailable: m.redact(unavailable)}, err
 	}
 	queues := topologyStates(items, workQueue, m.now())
 	if len(queues) == 0 {
-		return QueueReport{Unavailable: m.redact(fmt.Sprintf("vhost %q at %s has no queue %s, nor its retry queues (%s.retry.<ms>) or dead-letter queue (%s.dlq): check the queue's name",
+		return deadletter.QueueReport{Unavailable: m.redact(fmt.Sprintf("vhost %q at %s has no queue %s, nor its retry queues (%s.retry.<ms>) or dead-letter queue (%s.dlq): check the queue's name",
 			m.vhost, m.shown, workQueue, workQueue, workQueue))}, nil
 	}
-	return QueueReport{Queues: queues}, nil
+	return deadletter.QueueReport{Queues: queues}, nil
 }
 
 // listQueues asks the API for the queues of the topology. The filter is
@@ -305,9 +306,9 @@ type apiRate struct {
 
 // topologyStates picks the topology of workQueue out of items: the work
 // queue, its retry queues by TTL, its dead-letter queue.
-func topologyStates(items []apiQueue, workQueue string, now time.Time) []QueueState {
+func topologyStates(items []apiQueue, workQueue string, now time.Time) []deadletter.QueueState {
 	type ranked struct {
-		state QueueState
+		state deadletter.QueueState
 		order int64 // 0 the work queue, a retry queue's TTL in ms, MaxInt64 the DLQ
 	}
 	var picked []ranked
@@ -315,16 +316,16 @@ func topologyStates(items []apiQueue, workQueue string, now time.Time) []QueueSt
 		var r ranked
 		switch {
 		case q.Name == workQueue:
-			r.state.Role = RoleWork
+			r.state.Role = deadletter.RoleWork
 		case q.Name == workQueue+".dlq":
-			r.state.Role, r.order = RoleDeadLetter, 1<<63-1
+			r.state.Role, r.order = deadletter.RoleDeadLetter, 1<<63-1
 		case strings.HasPrefix(q.Name, workQueue+".retry."):
 			suffix := strings.TrimPrefix(q.Name, workQueue+".retry.")
 			ttl, err := strconv.ParseInt(suffix, 10, 64)
 			if err != nil || ttl <= 0 || !isDigits(suffix) {
 				continue
 			}
-			r.state.Role, r.order = RoleRetry, ttl
+			r.state.Role, r.order = deadletter.RoleRetry, ttl
 		default:
 			continue
 		}
@@ -335,7 +336,7 @@ func topologyStates(items []apiQueue, workQueue string, now time.Time) []QueueSt
 		picked = append(picked, r)
 	}
 	slices.SortStableFunc(picked, func(a, b ranked) int { return cmp.Compare(a.order, b.order) })
-	states := make([]QueueState, len(picked))
+	states := make([]deadletter.QueueState, len(picked))
 	for i, r := range picked {
 		states[i] = r.state
 	}

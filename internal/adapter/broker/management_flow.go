@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -23,11 +24,11 @@ func (m *Management) QueueFlow(ctx context.Context, queue string) (replay.QueueF
 	found := false
 	for _, q := range report.Queues {
 		switch q.Role {
-		case RoleWork:
+		case deadletter.RoleWork:
 			found = true
 			flow.Ready, flow.Consumers = q.Ready, q.Consumers
 			flow.PublishRate, flow.DeliverRate, flow.AckRate = orZero(q.PublishRate), orZero(q.DeliverRate), orZero(q.AckRate)
-		case RoleRetry:
+		case deadletter.RoleRetry:
 			flow.RetryQueues++
 			flow.RetryPublishRate += orZero(q.PublishRate)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -63,9 +64,9 @@ func ask[T any](ctx context.Context, m *ManagementNodes, read func(*Management) 
 
 // Topology implements service.LiveQueues through the first node that
 // answers with the queues.
-func (m *ManagementNodes) Topology(ctx context.Context, workQueue string) (QueueReport, error) {
-	return ask(ctx, m, func(n *Management) (QueueReport, error) { return n.Topology(ctx, workQueue) },
-		func(r QueueReport, err error) bool { return err == nil && r.Unavailable == "" })
+func (m *ManagementNodes) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
+	return ask(ctx, m, func(n *Management) (deadletter.QueueReport, error) { return n.Topology(ctx, workQueue) },
+		func(r deadletter.QueueReport, err error) bool { return err == nil && r.Unavailable == "" })
 }
 
 // QueueFlow implements replay.Flow through the first node that answers.

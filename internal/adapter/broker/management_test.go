@@ -13,6 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/secrettest"
@@ -148,18 +149,18 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 	m := broker.NewManagement(broker.ManagementConfig{URL: testManagementURL(t), AMQPURL: amqptest.URL()})
 	type counts struct {
 		Name      string
-		Role      broker.QueueRole
+		Role      deadletter.QueueRole
 		Ready     int64
 		Unacked   int64
 		Consumers int
 	}
 	want := []counts{
-		{work, broker.RoleWork, 3, 2, 1},
-		{retryShort, broker.RoleRetry, 4, 0, 0},
-		{retryLong, broker.RoleRetry, 1, 0, 0},
-		{dlq, broker.RoleDeadLetter, 6, 0, 0},
+		{work, deadletter.RoleWork, 3, 2, 1},
+		{retryShort, deadletter.RoleRetry, 4, 0, 0},
+		{retryLong, deadletter.RoleRetry, 1, 0, 0},
+		{dlq, deadletter.RoleDeadLetter, 6, 0, 0},
 	}
-	var report broker.QueueReport
+	var report deadletter.QueueReport
 	var got []counts
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		report, err = m.Topology(context.Background(), work)
@@ -187,7 +188,7 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	byName := map[string]broker.QueueState{}
+	byName := map[string]deadletter.QueueState{}
 	for _, q := range report.Queues {
 		byName[q.Name] = q
 	}
@@ -211,7 +212,7 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 
 // ratesShown reports whether the report has a publish rate for work and
 // dlq, and a deliver rate for work.
-func ratesShown(report broker.QueueReport, work, dlq string) bool {
+func ratesShown(report deadletter.QueueReport, work, dlq string) bool {
 	shown := 0
 	for _, q := range report.Queues {
 		switch q.Name {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // TestQueueReportStates: a retry queue's and the DLQ's delivered messages
@@ -13,19 +13,19 @@ import (
 func TestQueueReportStates(t *testing.T) {
 	t.Parallel()
 	ready, isolated := 12*time.Second, 90*time.Second
-	r := broker.QueueReport{Queues: []broker.QueueState{
-		{Name: "w", Role: broker.RoleWork, Ready: 3, Unacked: 2, Consumers: 1, HeadAge: &ready},
-		{Name: "w.retry.1000", Role: broker.RoleRetry, Ready: 4, Unacked: 1},
-		{Name: "w.retry.5000", Role: broker.RoleRetry, Ready: 2},
-		{Name: "w.dlq", Role: broker.RoleDeadLetter, Ready: 6, Unacked: 1, HeadAge: &isolated},
+	r := deadletter.QueueReport{Queues: []deadletter.QueueState{
+		{Name: "w", Role: deadletter.RoleWork, Ready: 3, Unacked: 2, Consumers: 1, HeadAge: &ready},
+		{Name: "w.retry.1000", Role: deadletter.RoleRetry, Ready: 4, Unacked: 1},
+		{Name: "w.retry.5000", Role: deadletter.RoleRetry, Ready: 2},
+		{Name: "w.dlq", Role: deadletter.RoleDeadLetter, Ready: 6, Unacked: 1, HeadAge: &isolated},
 	}}
 	got := r.States()
-	want := broker.WorkStates{Scheduled: 7, RetryQueues: 2, Ready: 3, InFlight: 2, Consumers: 1, ReadyHeadAge: &ready,
+	want := deadletter.WorkStates{Scheduled: 7, RetryQueues: 2, Ready: 3, InFlight: 2, Consumers: 1, ReadyHeadAge: &ready,
 		Isolated: 7, IsolatedHeadAge: &isolated}
 	if got != want {
 		t.Fatalf("States() = %+v, want %+v", got, want)
 	}
-	if empty := (broker.QueueReport{Unavailable: "down"}).States(); empty != (broker.WorkStates{}) {
+	if empty := (deadletter.QueueReport{Unavailable: "down"}).States(); empty != (deadletter.WorkStates{}) {
 		t.Fatalf("an unavailable report's states = %+v, want none", empty)
 	}
 }

@@ -178,7 +178,7 @@ func writeProperties(b *strings.Builder, p *deadletter.Properties) {
 		b.WriteString("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)\n")
 		return
 	}
-	lines := deadletter.PropertyLines(*p)
+	lines := PropertyLines(*p)
 	if len(lines) == 0 {
 		b.WriteString("  (none)\n")
 	}
@@ -188,7 +188,7 @@ func writeProperties(b *strings.Builder, p *deadletter.Properties) {
 }
 
 func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
-	lines, err := deadletter.HeaderLines(raw)
+	lines, err := HeaderLines(raw)
 	if err != nil || len(lines) == 0 {
 		b.WriteString("  (none)\n")
 		return

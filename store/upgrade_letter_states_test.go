@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestUpgradeToLetterStatesKeepsStatusesAndTallies migrates an archive of

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // oldIngest is a batch as binaries of before migration 00010 store it:

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestConnectErrorSaysWhatFailed dials the real server wrongly in each way

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // trailBeforeDefaults builds a database as expiryctl left it before

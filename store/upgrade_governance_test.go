@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestUpgradeToGovernedSchemaKeepsData builds a database as migration 00007

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 var update = flag.Bool("update", false, "rewrite schema.sql from a fresh migrate, and pin new migrations in migrations.sum")
@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite schema.sql from a fresh migrate
 const schemaFile = "schema.sql"
 
 // regenerate is how a developer brings schema.sql and migrations.sum up to date.
-const regenerate = "`make schema` (go test ./internal/adapter/store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$' -update)"
+const regenerate = "`make schema` (go test ./store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$' -update)"
 
 // ownerPlaceholder is how schema.sql names the role that ran `expiryctl
 // migrate`, which is the deployer's choice (pgtest.Owner in tests).

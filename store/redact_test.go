@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/secrettest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestOpenRedactsPassword opens URLs whose passwords pgx or net/url misread

@@ -1,4 +1,4 @@
-package broker
+package deadletter
 
 import "time"
 
@@ -14,8 +14,9 @@ const (
 	RoleDeadLetter QueueRole = "dead-letter"
 )
 
-// QueueState is what one queue holds now, as RabbitMQ's management API
-// reports it.
+// QueueState is what one queue holds now, as the broker reports it (for
+// RabbitMQ, its management API). The live queues are read from the broker,
+// never from the archive: they are what `dlq summary` shows beside it.
 type QueueState struct {
 	Name string    `json:"name"`
 	Role QueueRole `json:"role"`

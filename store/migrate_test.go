@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {

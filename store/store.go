@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/dsn"
+	"github.com/expiryctl/expiryctl/dsn"
 )
 
 // DefaultURL is the database expiryctl reaches when neither --database-url nor

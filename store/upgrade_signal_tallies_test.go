@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestUpgradeToSignalTalliesCountsTheArchive migrates an archive of 00011

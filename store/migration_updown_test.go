@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/store"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestEveryMigrationGoesUpDownAndUp steps one database through every

@@ -1,4 +1,4 @@
-package deadletter
+package letterview
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
@@ -24,7 +25,7 @@ type HeaderLine struct {
 // RFC 3339, tables and arrays inline. `dlq show` and the terminal UI print
 // them the same way.
 func HeaderLines(raw json.RawMessage) ([]HeaderLine, error) {
-	headers, err := DecodeHeaders(raw)
+	headers, err := deadletter.DecodeHeaders(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func HeaderLines(raw json.RawMessage) ([]HeaderLine, error) {
 // PropertyLines returns the properties p holds as display lines, in the
 // order of the AMQP spec, escaped as HeaderLines escapes headers. A
 // timestamp is shown as its wire value and as the time it is read as.
-func PropertyLines(p Properties) []HeaderLine {
+func PropertyLines(p deadletter.Properties) []HeaderLine {
 	var lines []HeaderLine
 	text := func(key, v string) {
 		if v != "" {
@@ -70,9 +71,9 @@ func PropertyLines(p Properties) []HeaderLine {
 	text("message_id", p.MessageID)
 	if p.Timestamp != nil {
 		value := fmt.Sprint(*p.Timestamp)
-		if t := amqpTimestamp(p.Time()); validTime(t) {
+		if t, millis, ok := p.SentAt(); ok {
 			unit := "seconds"
-			if !t.Equal(p.Time()) {
+			if millis {
 				unit = "milliseconds"
 			}
 			value += fmt.Sprintf(" (%s, read as %s)", t.UTC().Format(time.RFC3339Nano), unit)

@@ -1,9 +1,7 @@
-package broker
+package deadletter
 
 import (
 	"encoding/json"
-
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 type queueStateFields QueueState
@@ -12,13 +10,13 @@ type queueStateFields QueueState
 // head_age_seconds (omitted when the broker did not say), not as
 // time.Duration's nanoseconds.
 func (q QueueState) MarshalJSON() ([]byte, error) {
-	var age *deadletter.Seconds
+	var age *Seconds
 	if q.HeadAge != nil {
-		s := deadletter.Seconds(*q.HeadAge)
+		s := Seconds(*q.HeadAge)
 		age = &s
 	}
 	return json.Marshal(struct {
 		queueStateFields
-		HeadAge *deadletter.Seconds `json:"head_age_seconds,omitempty"`
+		HeadAge *Seconds `json:"head_age_seconds,omitempty"`
 	}{queueStateFields(q), age})
 }
