@@ -12,9 +12,9 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/reconcile"
 )
 
 func TestAuditVerifyRun(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )

@@ -10,11 +10,11 @@ import (
 
 	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 	"github.com/expiryctl/expiryctl/tui"

@@ -7,8 +7,8 @@ import (
 
 	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/audit"
-	"github.com/expiryctl/expiryctl/audit/reconcile"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )
