@@ -3,9 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/pressly/goose/v3"
 )
 
 // MigrateTo applies the embedded migrations up to and including version, so
@@ -22,48 +22,11 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 	return nil
 }
 
-// Migrations steps one database up and down through the embedded
-// migrations over one provider, so that a test of every version does not
-// reconnect for each step.
-type Migrations struct {
-	provider *goose.Provider
-	close    func()
-}
+// DefinitionFiles are the embedded definition files, for tests that apply
+// a changed copy of them.
+var DefinitionFiles fs.FS = definitionFiles
 
-// OpenMigrations returns the migrations of the database at pool; Close
-// releases them.
-func OpenMigrations(ctx context.Context, pool *pgxpool.Pool) (*Migrations, error) {
-	provider, closeDB, err := openProvider(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	return &Migrations{provider: provider, close: closeDB}, nil
+// ApplyDefinitionsFrom is ApplyDefinitions over the files of fsys.
+func ApplyDefinitionsFrom(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) (DefinitionsResult, error) {
+	return applyDefinitions(ctx, pool, fsys)
 }
-
-// Versions are the embedded migrations' versions, oldest first.
-func (m *Migrations) Versions() []int64 {
-	var versions []int64
-	for _, s := range m.provider.ListSources() {
-		versions = append(versions, s.Version)
-	}
-	return versions
-}
-
-// UpTo applies the migrations the database lacks up to and including version.
-func (m *Migrations) UpTo(ctx context.Context, version int64) error {
-	if _, err := m.provider.UpTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate up to %d: %w", version, err)
-	}
-	return nil
-}
-
-// DownTo rolls back every applied migration newer than version.
-func (m *Migrations) DownTo(ctx context.Context, version int64) error {
-	if _, err := m.provider.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
-	}
-	return nil
-}
-
-// Close releases the connection the migrations hold.
-func (m *Migrations) Close() { m.close() }

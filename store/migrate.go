@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,12 +35,18 @@ const migrationLockID int64 = 0x6578706972796374
 // ErrSchemaMissing means the database has no expiryctl schema yet.
 var ErrSchemaMissing = errors.New("the expiryctl schema is missing: run `expiryctl migrate`")
 
-// SchemaOutdatedError means the database is behind (or ahead of) this binary.
+// SchemaOutdatedError means the database is behind (or ahead of) this
+// binary: its numbered migrations (Have, Want), or, at the same version,
+// the functions and views it runs (Definitions).
 type SchemaOutdatedError struct {
-	Have, Want int64
+	Have, Want  int64
+	Definitions bool
 }
 
 func (e *SchemaOutdatedError) Error() string {
+	if e.Definitions {
+		return fmt.Sprintf("the database schema is at version %d, but its functions are not this expiryctl's (another release migrated it, or a migrate failed part way): run `expiryctl migrate` with this release", e.Have)
+	}
 	if e.Have > e.Want {
 		return fmt.Sprintf("the database schema is at version %d, newer than this expiryctl (%d): upgrade expiryctl", e.Have, e.Want)
 	}
@@ -48,17 +55,24 @@ func (e *SchemaOutdatedError) Error() string {
 
 // MigrationResult says what one Migrate call changed.
 type MigrationResult struct {
+	// Applied are the numbered migrations applied, oldest first; Version
+	// is the schema's version after them.
 	Applied []int64
 	Version int64
+	// Definitions says which function and view files were applied.
+	Definitions DefinitionsResult
 	// Database, Server and Login say which database was migrated: its
 	// name, the server's host:port, and the login that migrated it.
 	Database, Server, Login string
 }
 
-// Migrate applies every embedded migration that the database at pool lacks.
-// It is idempotent, and concurrent calls from several hosts are serialised by
-// a PostgreSQL advisory lock, so running it twice or from two places at once is
-// safe.
+// Migrate applies every embedded migration that the database at pool lacks,
+// then the definition files whose form the database does not run yet
+// (ApplyDefinitions). It is idempotent, and concurrent calls from several
+// hosts are serialised (the numbered migrations by a PostgreSQL advisory
+// lock, the definitions by a lock on their table), so running it twice or
+// from two places at once is safe. On an up-to-date database it writes
+// nothing.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 	provider, closeDB, err := openProvider(ctx, pool)
 	if err != nil {
@@ -82,7 +96,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("migrate: read version: %w", err)
 	}
-	return res, nil
+	if res.Version > LatestVersion() {
+		// A later release's functions are not this one's to replace.
+		return res, &SchemaOutdatedError{Have: res.Version, Want: LatestVersion()}
+	}
+	res.Definitions, err = ApplyDefinitions(ctx, pool)
+	return res, err
 }
 
 func createSchema(ctx context.Context, pool *pgxpool.Pool) error {
@@ -144,20 +163,27 @@ func LatestVersion() int64 {
 }
 
 // CheckSchema returns nil when the database's schema is exactly the version
-// this binary was built for, ErrSchemaMissing when it has none, and a
-// *SchemaOutdatedError otherwise. It costs one query.
+// this binary was built for and runs this binary's definition files,
+// ErrSchemaMissing when it has none, and a *SchemaOutdatedError otherwise.
+// It costs one query when the schema is current.
 func CheckSchema(ctx context.Context, q Querier) error {
 	var have *int64
-	err := q.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL
-		ELSE (SELECT max(version_id) FROM `+versionTable+` WHERE is_applied) END`, versionTable).Scan(&have)
-	if err != nil {
-		var pgErr *pgconn.PgError
+	var digest *string
+	err := q.QueryRow(ctx, `SELECT (SELECT max(version_id) FROM `+versionTable+` WHERE is_applied),
+		(`+digestOfRecordedDefinitions+`)`).Scan(&have, &digest)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		// No definitions table: a schema from before 00021, or none.
+		err = q.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL
+			ELSE (SELECT max(version_id) FROM `+versionTable+` WHERE is_applied) END`, versionTable).Scan(&have)
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
 			return ErrSchemaMissing
 		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrSchemaMissing
-		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrSchemaMissing
+	}
+	if err != nil {
 		return fmt.Errorf("check schema: %w", err)
 	}
 	if have == nil {
@@ -166,11 +192,24 @@ func CheckSchema(ctx context.Context, q Querier) error {
 	if want := LatestVersion(); *have != want {
 		return &SchemaOutdatedError{Have: *have, Want: want}
 	}
+	if digest == nil || *digest != embeddedDefinitionsDigest() {
+		return &SchemaOutdatedError{Have: *have, Want: *have, Definitions: true}
+	}
 	return nil
 }
 
-// MigrationsDigest is a hex sha256 over the embedded migration files, so that
-// a test template built from edited migrations is not mistaken for a current one.
+// embeddedDefinitionsDigest is definitionsDigest of this binary's files.
+var embeddedDefinitionsDigest = sync.OnceValue(func() string {
+	defs, err := readDefinitions(definitionFiles)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return definitionsDigest(defs)
+})
+
+// MigrationsDigest is a hex sha256 over the embedded migration and
+// definition files, so that a test template built from other files is not
+// mistaken for a current one.
 func MigrationsDigest() string {
 	h := sha256.New()
 	entries, _ := fs.Glob(migrationFiles, "migrations/*.sql")
@@ -179,5 +218,53 @@ func MigrationsDigest() string {
 		h.Write([]byte(name))
 		h.Write(b)
 	}
+	h.Write([]byte(embeddedDefinitionsDigest()))
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Migrations steps one database up and down through the embedded
+// migrations over one provider: MigrateDown takes a database down with it,
+// and a test of every version does not reconnect for each step. It runs
+// the numbered migrations alone; ApplyDefinitions is Migrate's.
+type Migrations struct {
+	provider *goose.Provider
+	close    func()
+}
+
+// OpenMigrations returns the migrations of the database at pool; Close
+// releases them.
+func OpenMigrations(ctx context.Context, pool *pgxpool.Pool) (*Migrations, error) {
+	provider, closeDB, err := openProvider(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return &Migrations{provider: provider, close: closeDB}, nil
+}
+
+// Versions are the embedded migrations' versions, oldest first.
+func (m *Migrations) Versions() []int64 {
+	var versions []int64
+	for _, s := range m.provider.ListSources() {
+		versions = append(versions, s.Version)
+	}
+	return versions
+}
+
+// UpTo applies the migrations the database lacks up to and including version.
+func (m *Migrations) UpTo(ctx context.Context, version int64) error {
+	if _, err := m.provider.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate up to %d: %w", version, err)
+	}
+	return nil
+}
+
+// DownTo rolls back every applied migration newer than version.
+func (m *Migrations) DownTo(ctx context.Context, version int64) error {
+	if _, err := m.provider.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return nil
+}
+
+// Close releases the connection the migrations hold.
+func (m *Migrations) Close() { m.close() }

@@ -34,6 +34,8 @@ var tableOwners = map[string]string{
 	"audit_trail":                 "audit",
 	"audit_tree":                  "audit",
 	"audit_checkpoints":           "audit",
+	"schema_definitions":          "store",
+	"schema_definitions_before":   "store",
 }
 
 // functionOwners names, by prefix, the package that calls each family of
@@ -61,7 +63,7 @@ var sqlFile = regexp.MustCompile(`^postgres[a-z_]*\.go$`)
 
 // The packages whose SQL is checked: the product, not its simulation,
 // benchmark or fixtures, which stage databases as a second client would.
-var checkedRoots = []string{"access", "audit", "commands", "deadletter", "replay", "tui", "internal/adapter", "internal/service", "internal/view"}
+var checkedRoots = []string{"access", "audit", "commands", "deadletter", "reconcile", "replay", "tui", "internal/adapter", "internal/service", "internal/view"}
 
 var (
 	schemaName = regexp.MustCompile(`\bexpiryctl\.([a-z_]+)\b`)

@@ -1,7 +1,9 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00020) leaves an empty database, dumped by pg_dump --schema-only from
--- PostgreSQL 15. Generated: do not edit. After a new migration, regenerate it
--- with `make schema`; TestSchemaIsCurrent fails while it is stale.
+-- 00021, then the files of store/functions/) leaves an empty database, dumped
+-- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
+-- new migration or a change to a function's file, regenerate it with
+-- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
+-- change one function, open its file: store/functions/NAME.sql.
 --
 -- How to read it:
 --   * Every object is owned by the role that ran `expiryctl migrate` (the
@@ -2490,6 +2492,46 @@ ALTER TABLE expiryctl.replay_requests ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 
 
 --
+-- Name: schema_definitions; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.schema_definitions (
+    kind text NOT NULL,
+    name text NOT NULL,
+    sha256 bytea NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schema_definitions_kind_check CHECK ((kind = ANY (ARRAY['function'::text, 'view'::text]))),
+    CONSTRAINT schema_definitions_sha256_check CHECK ((length(sha256) = 32))
+);
+
+
+--
+-- Name: TABLE schema_definitions; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.schema_definitions IS 'The form of each file of store/functions/ (and views/) this database runs, by sha256; written by expiryctl migrate.';
+
+
+--
+-- Name: schema_definitions_before; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.schema_definitions_before (
+    signature text NOT NULL,
+    definition text NOT NULL,
+    acl aclitem[],
+    description text
+);
+
+
+--
+-- Name: TABLE schema_definitions_before; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.schema_definitions_before IS 'The schema''s functions as migration 00020 left them, for the Down of 00021.';
+
+
+--
 -- Name: audit_checkpoints audit_checkpoints_pkey; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -2631,6 +2673,22 @@ ALTER TABLE ONLY expiryctl.replay_outcomes
 
 ALTER TABLE ONLY expiryctl.replay_requests
     ADD CONSTRAINT replay_requests_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: schema_definitions_before schema_definitions_before_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.schema_definitions_before
+    ADD CONSTRAINT schema_definitions_before_pkey PRIMARY KEY (signature);
+
+
+--
+-- Name: schema_definitions schema_definitions_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.schema_definitions
+    ADD CONSTRAINT schema_definitions_pkey PRIMARY KEY (kind, name);
 
 
 --
@@ -3629,6 +3687,17 @@ GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_admin;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_auditor;
+
+
+--
+-- Name: TABLE schema_definitions; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.schema_definitions TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.schema_definitions TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.schema_definitions TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.schema_definitions TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.schema_definitions TO expiryctl_admin;
 
 
 --

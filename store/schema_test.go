@@ -62,8 +62,9 @@ func TestSchemaIsCurrent(t *testing.T) {
 // granted only to the groups that need it: a function PUBLIC may call is
 // one any login of the cluster may call. Migration 00008 meant to ensure it
 // by default privileges that could not (00010 repaired that), and nothing
-// noticed until this was checked. A SECURITY DEFINER function must pin
-// search_path, or a caller's objects could stand in for the schema's.
+// noticed until this was checked; each function's file now revokes it
+// itself. A SECURITY DEFINER function must pin search_path, or a caller's
+// objects could stand in for the schema's.
 func TestNoFunctionIsPublic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -86,10 +87,10 @@ func TestNoFunctionIsPublic(t *testing.T) {
 		}
 		functions++
 		if public {
-			t.Errorf("PUBLIC may execute %s: a new migration must REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC and grant it to the groups that need it", name, name)
+			t.Errorf("PUBLIC may execute %s: its file under store/functions/ must REVOKE ALL ON FUNCTION %s FROM PUBLIC and grant EXECUTE to the groups that need it", name, name)
 		}
 		if unpinned {
-			t.Errorf("%s is SECURITY DEFINER without a pinned search_path: a new migration must ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp", name, name)
+			t.Errorf("%s is SECURITY DEFINER without a pinned search_path: its file under store/functions/ must SET search_path = pg_catalog, pg_temp", name)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -158,9 +159,11 @@ func dumpSchema(t *testing.T, db *pgtest.Database) string {
 }
 
 const schemaHeader = `-- schema.sql: the schema "expiryctl" as ` + "`expiryctl migrate`" + ` (migrations up to
--- %05d) leaves an empty database, dumped by pg_dump --schema-only from
--- PostgreSQL %d. Generated: do not edit. After a new migration, regenerate it
--- with ` + "`make schema`" + `; TestSchemaIsCurrent fails while it is stale.
+-- %05d, then the files of store/functions/) leaves an empty database, dumped
+-- by pg_dump --schema-only from PostgreSQL %d. Generated: do not edit. After a
+-- new migration or a change to a function's file, regenerate it with
+-- ` + "`make schema`" + `; TestSchemaIsCurrent fails while it is stale. To read or
+-- change one function, open its file: store/functions/NAME.sql.
 --
 -- How to read it:
 --   * Every object is owned by the role that ran ` + "`expiryctl migrate`" + ` (the

@@ -1,0 +1,113 @@
+-- ingest_letters stores one batch of captured letters and its audit row.
+-- The payload's hash is the database's own; a copy whose fingerprint is
+-- already archived is skipped; a letter of a job already archived links to
+-- that job's latest row. Returns the ids stored.
+CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
+    actor text, queue text,
+    fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
+    expected_versions bigint[], due_ats timestamptz[], source_queues text[], origin_queues text[],
+    original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[],
+    last_errors text[], attempts int[], attempt_histories text[], headers text[], content_types text[],
+    payloads bytea[], dead_lettered_ats timestamptz[], replay_request_ids bigint[], replay_counts int[],
+    properties text[]
+) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    WITH stored AS (
+        INSERT INTO expiryctl.dead_letters (
+            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties)
+        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
+            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
+            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            CASE WHEN s.job_key IS NOT NULL THEN
+                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
+            END,
+            s.properties::jsonb
+        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
+            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
+            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
+            replay_request_ids, replay_counts, properties) WITH ORDINALITY
+            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            dead_lettered_at, replay_request_id, replay_count, properties, ordinal)
+        ORDER BY s.ordinal
+        ON CONFLICT (fingerprint) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
+    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
+        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
+        'duplicates', cardinality(fingerprints) - cardinality(ids),
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
+
+-- The form without properties stays for a capture of a release before
+-- migration 00010 that is still running when its database is migrated
+-- (`dlq ingest --follow` checks the schema only when it starts): its
+-- letters are stored with no properties recorded.
+CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
+    actor text, queue text,
+    fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
+    expected_versions bigint[], due_ats timestamptz[], source_queues text[], origin_queues text[],
+    original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[],
+    last_errors text[], attempts int[], attempt_histories text[], headers text[], content_types text[],
+    payloads bytea[], dead_lettered_ats timestamptz[], replay_request_ids bigint[], replay_counts int[]
+) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    ids bigint[];
+BEGIN
+    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    label := expiryctl.actor_label(actor);
+    WITH stored AS (
+        INSERT INTO expiryctl.dead_letters (
+            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id)
+        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
+            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
+            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            CASE WHEN s.job_key IS NOT NULL THEN
+                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
+            END
+        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
+            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
+            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
+            replay_request_ids, replay_counts) WITH ORDINALITY
+            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            dead_lettered_at, replay_request_id, replay_count, ordinal)
+        ORDER BY s.ordinal
+        ON CONFLICT (fingerprint) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
+    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
+        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
+        'duplicates', cardinality(fingerprints) - cardinality(ids),
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester;

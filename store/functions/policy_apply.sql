@@ -1,0 +1,40 @@
+-- policy_apply writes a change to the policy row, refusing unknown keys,
+-- and returns the row before and after. It is no API of its own (no group
+-- may call it): policy_set applies the owner's changes through it and
+-- policy_review an approved proposal's.
+CREATE OR REPLACE FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    unknown text;
+BEGIN
+    SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
+     WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
+                     'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio');
+    IF unknown IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
+    END IF;
+    SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;
+    UPDATE expiryctl.policy SET
+        approvers = CASE WHEN changes ? 'approvers' THEN ARRAY(SELECT jsonb_array_elements_text(changes->'approvers')) ELSE approvers END,
+        max_cohort = CASE WHEN changes ? 'max_cohort' THEN (changes->>'max_cohort')::integer ELSE max_cohort END,
+        max_rate = CASE WHEN changes ? 'max_rate' THEN (changes->>'max_rate')::numeric ELSE max_rate END,
+        approval_ttl = CASE WHEN changes ? 'approval_ttl' THEN (changes->>'approval_ttl')::interval ELSE approval_ttl END,
+        stop_failure_ratio = CASE WHEN changes ? 'stop_failure_ratio' THEN (changes->>'stop_failure_ratio')::numeric ELSE stop_failure_ratio END,
+        stop_queue_depth = CASE WHEN changes ? 'stop_queue_depth' THEN (changes->>'stop_queue_depth')::integer ELSE stop_queue_depth END,
+        stop_redead_ratio = CASE WHEN changes ? 'stop_redead_ratio' THEN (changes->>'stop_redead_ratio')::numeric ELSE stop_redead_ratio END,
+        canary_window = CASE WHEN changes ? 'canary_window' THEN (changes->>'canary_window')::interval ELSE canary_window END,
+        identity_mode = CASE WHEN changes ? 'identity_mode' THEN changes->>'identity_mode' ELSE identity_mode END,
+        eligibility_query = CASE WHEN changes ? 'eligibility_query' THEN changes->>'eligibility_query' ELSE eligibility_query END,
+        retention = CASE WHEN changes ? 'retention' THEN (changes->>'retention')::interval ELSE retention END,
+        outcome_query = CASE WHEN changes ? 'outcome_query' THEN changes->>'outcome_query' ELSE outcome_query END,
+        outcome_window = CASE WHEN changes ? 'outcome_window' THEN (changes->>'outcome_window')::interval ELSE outcome_window END,
+        stop_unsettled_ratio = CASE WHEN changes ? 'stop_unsettled_ratio' THEN (changes->>'stop_unsettled_ratio')::numeric ELSE stop_unsettled_ratio END,
+        stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
+        updated_at = now(), updated_by = by_label
+     WHERE singleton;
+    SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
+END
+$$;
+
+REVOKE ALL ON FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb) FROM PUBLIC;

@@ -1,0 +1,188 @@
+-- replay_request_create is `replay request` and `dlq discard`: it freezes
+-- a cohort and records the request, pending approval. The database picks
+-- the letters (by ids or by the selection, see letters_matching), refuses
+-- a cohort over the policy's bound or a rate over its ceiling, a letter
+-- already in an open request, redacted or decided, and, for a replay,
+-- letters of permanent categories without include_permanent; it hashes
+-- every payload it freezes and the cohort, so that the approver approves
+-- the server's hash and not the client's word. Returns the request's id
+-- and how many letters the selection matched.
+CREATE OR REPLACE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    pol expiryctl.policy%ROWTYPE;
+    wanted bigint[];
+    c_ids bigint[];
+    c_hashes bytea[];
+    bound integer;
+    n integer;
+    bad_redacted text;
+    bad_taken text;
+    bad_decided text;
+    bad_changed text;
+    bad_target text;
+    perm_n integer;
+    perm_ids text;
+    perm_cats text;
+    failed jsonb;
+    tgts jsonb;
+    eff_rate numeric;
+    eff_canary integer;
+    rid bigint;
+    chash bytea;
+BEGIN
+    PERFORM expiryctl.require_role('replay request', 'expiryctl_operator');
+    label := expiryctl.actor_label(actor);
+    IF kind NOT IN ('replay', 'discard') THEN
+        PERFORM expiryctl.replay_refuse('kind', format('unknown request kind %L: replay or discard', kind));
+    END IF;
+    IF coalesce(btrim(why), '') = '' THEN
+        PERFORM expiryctl.replay_refuse('why', 'say why: --why names the incident or ticket');
+    END IF;
+    IF fresh_key AND NOT confirm_eligible THEN
+        PERFORM expiryctl.replay_refuse('fresh-key', 'a fresh idempotency key needs --confirm-eligible: confirm the reservations are still eligible to expire');
+    END IF;
+    IF fresh_key AND kind = 'discard' THEN
+        PERFORM expiryctl.replay_refuse('fresh-key', 'a discard does not publish, so --fresh-key does not apply');
+    END IF;
+    IF same_handler_ok AND coalesce(btrim(same_handler_why), '') = '' THEN
+        PERFORM expiryctl.replay_refuse('same-handler', 'say why the handler that failed these letters may take them again: --same-handler-ok "why"');
+    END IF;
+    IF kind = 'discard' AND (same_handler_ok OR include_permanent) THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --same-handler-ok and --include-permanent do not apply');
+    END IF;
+    PERFORM expiryctl.replay_expire_stale(actor);
+    SELECT * INTO pol FROM expiryctl.policy WHERE singleton FOR SHARE;
+
+    SELECT coalesce(array_agg(x::bigint ORDER BY ord), '{}') INTO wanted
+      FROM jsonb_array_elements_text(coalesce(selection->'ids', '[]')) WITH ORDINALITY AS t(x, ord);
+    bound := nullif(selection->>'max', '')::integer;
+    IF cardinality(wanted) = 0 AND coalesce(bound, 0) <= 0 THEN
+        PERFORM expiryctl.replay_refuse('bounded-cohort', 'a filter needs --max N: a request is bounded');
+    END IF;
+    eff_rate := coalesce(nullif(rate, 0), pol.max_rate);
+    IF eff_rate > pol.max_rate THEN
+        PERFORM expiryctl.replay_refuse('max-rate', format('rate %s/s is above the policy maximum of %s/s: lower --rate', eff_rate, pol.max_rate));
+    END IF;
+    IF bound > pol.max_cohort THEN
+        PERFORM expiryctl.replay_refuse('max-cohort', format('--max %s is above the policy maximum of %s letters per request', bound, pol.max_cohort));
+    END IF;
+    IF cardinality(wanted) > pol.max_cohort THEN
+        PERFORM expiryctl.replay_refuse('max-cohort', format('%s ids is above the policy maximum of %s letters per request', cardinality(wanted), pol.max_cohort));
+    END IF;
+
+    -- The cohort is c_ids in run order (ordinal = position - 1), locked,
+    -- with c_hashes the sha256 of each stored payload. Arrays, not a
+    -- temporary table: a table in pg_temp could be the caller's own, with
+    -- their triggers on it.
+    IF cardinality(wanted) > 0 THEN
+        SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}') INTO c_ids
+          FROM (SELECT id FROM expiryctl.dead_letters WHERE id = ANY (wanted) ORDER BY id FOR UPDATE) d;
+        IF cardinality(c_ids) < (SELECT count(DISTINCT x) FROM unnest(wanted) x) THEN
+            SELECT min(x) INTO rid FROM unnest(wanted) x WHERE x <> ALL (c_ids);
+            PERFORM expiryctl.not_found('dead_letter', rid);
+        END IF;
+        matched := cardinality(c_ids);
+    ELSE
+        SELECT count(*) INTO matched FROM expiryctl.letters_matching(selection->'filter');
+        SELECT coalesce(array_agg(m.id ORDER BY m.dead_lettered_at, m.id), '{}') INTO c_ids
+          FROM (SELECT d.id, d.dead_lettered_at FROM expiryctl.letters_matching(selection->'filter') l
+                  JOIN expiryctl.dead_letters d ON d.id = l.id
+                 ORDER BY l.dead_lettered_at, l.id LIMIT bound FOR UPDATE OF d) m;
+    END IF;
+    n := cardinality(c_ids);
+    IF n = 0 THEN
+        PERFORM expiryctl.replay_refuse('empty-cohort', 'no dead letter waiting for a decision matches: check the filter with `expiryctl dlq list` (letters already replayed, discarded or in an open request are not eligible)');
+    END IF;
+    SELECT array_agg(sha256(d.payload) ORDER BY c.ord) INTO c_hashes
+      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
+
+    SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
+           string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
+               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL),
+           count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
+           array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
+      FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
+      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id;
+    IF bad_redacted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
+    END IF;
+    IF bad_taken IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad_taken));
+    END IF;
+    IF bad_decided IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad_decided));
+    END IF;
+    IF bad_changed IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+    END IF;
+    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+    END IF;
+
+    IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
+        SELECT string_agg(cat || ' ' || k, ', ' ORDER BY cat) INTO perm_cats
+          FROM (SELECT d.reason_category AS cat, count(*) AS k FROM unnest(c_ids) AS c(id)
+                  JOIN expiryctl.dead_letters d ON d.id = c.id
+                 WHERE d.reason_category = ANY (expiryctl.permanent_categories()) GROUP BY 1) s;
+        PERFORM expiryctl.replay_refuse('permanent-letters', format(
+            '%s of the %s letters failed for good (%s: dead letters %s%s): a retry fails the same way. Leave them out (for instance --reason transient-exhausted), '
+            || 'ask for them to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes them worth retrying, add --include-permanent',
+            perm_n, n, perm_cats, perm_ids, CASE WHEN perm_n > 10 THEN ', …' ELSE '' END));
+    END IF;
+
+    -- The handler versions the cohort failed under, and where its letters
+    -- go, frozen with it: replay_run_start judges the consumers the runner
+    -- observed against them, and the approver sees both. One more read of
+    -- the cohort's letters by id, grouped once for both.
+    WITH g AS (
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
+          FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
+         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
+                                                                      to_exchange, to_routing_key)) t
+         GROUP BY 1, 2, 3)
+    SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
+           (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
+              FROM (SELECT e, rk, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk ORDER BY 3 DESC, 1, 2 LIMIT 20) b)
+      INTO failed, tgts;
+
+    eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
+    IF canary IS NOT NULL THEN
+        eff_canary := least(greatest(canary, 0), n);
+    END IF;
+    SELECT sha256(string_agg(int8send(c.id) || c.h, ''::bytea ORDER BY c.ord)) INTO chash
+      FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+
+    INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
+        stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
+        to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
+        failed_under, targets)
+    VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
+        pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
+        nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts)
+    RETURNING id INTO rid;
+    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
+    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    UPDATE expiryctl.dead_letter_states SET status = 'in_request' WHERE dead_letter_id = ANY (c_ids);
+    PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
+        'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
+        'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
+        'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
+        'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
+        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts));
+    request_id := rid;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) TO expiryctl_operator;
