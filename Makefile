@@ -94,8 +94,9 @@ lint: ## gofmt check, go vet and golangci-lint (.golangci.yml)
 docs: ## regenerate the command reference in docs/reference
 	$(GO) run ./cmd/gen-docs docs/reference
 
-# A new migration changes the schema that schema.sql shows, and is pinned in
-# migrations.sum once it is released; a pinned line is never rewritten.
+# A new migration, or a change to a function's file in store/functions/,
+# changes the schema that schema.sql shows. A new migration is pinned in
+# migrations.sum in the commit that adds it; a pinned line is never rewritten.
 schema: services ## regenerate store/schema.sql and pin new migrations in migrations.sum
 	$(GO) test -count=1 ./store -run '^(TestSchemaIsCurrent|TestMigrationChecksums)$$' -update
 
