@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,29 +18,53 @@ import (
 type MigrateOptions struct {
 	IO       *IOStreams
 	Migrator func(context.Context) (service.Migrator, error)
+
+	// DownTo is the version --down-to names, -1 without it.
+	DownTo int64
+	Yes    bool
 }
 
 // NewCmdMigrate builds `expiryctl migrate`. runF replaces the run function in
 // tests that check flag parsing only.
 func NewCmdMigrate(f *Factory, runF func(context.Context, *MigrateOptions) error) *cobra.Command {
-	opts := &MigrateOptions{IO: f.IO, Migrator: f.Migrator}
-	return &cobra.Command{
-		Use:   "migrate",
-		Short: "Create or upgrade expiryctl's schema in PostgreSQL",
-		Long: `Apply the database migrations built into this binary to the schema "expiryctl".
+	opts := &MigrateOptions{IO: f.IO, Migrator: f.Migrator, DownTo: -1}
+	cmd := &cobra.Command{
+		Use:   "migrate [--down-to VERSION [--yes]]",
+		Short: "Create, upgrade or downgrade expiryctl's schema in PostgreSQL",
+		Long: `Apply the database migrations built into this binary to the schema "expiryctl",
+then its function definitions where the database runs another form of them.
 
-Safe to run again (it applies only what is missing) and from several hosts at
-once (runs are serialised by a PostgreSQL advisory lock).`,
+Safe to run again (it applies only what is missing, and says so when nothing
+is) and from several hosts at once (runs are serialised by locks).
+
+--down-to VERSION takes the schema back to an older release's version by
+running the Down sections of the newer migrations, newest first. It may drop
+columns and tables with what they hold, so it lists them and asks first (or
+takes --yes). The functions stay this release's until the older release's
+own "expiryctl migrate" replaces them with its files; below version 21 they
+are the older release's at once.`,
 		Example: `  expiryctl migrate
-  expiryctl migrate --database-url postgres://expiryctl@db.internal/expiryctl`,
+  expiryctl migrate --database-url postgres://expiryctl@db.internal/expiryctl
+  expiryctl migrate --down-to 20 --yes     # back to the schema of a release at version 20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("down-to") {
+				if opts.Yes {
+					return flagErrorf("--yes confirms a --down-to: a migrate up asks nothing")
+				}
+				opts.DownTo = -1
+			} else if opts.DownTo < 0 {
+				return flagErrorf("invalid --down-to %d: name the version to go back to (0 removes the schema)", opts.DownTo)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return migrateRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().Int64Var(&opts.DownTo, "down-to", -1, "take the schema down to this version (an older release's)")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "with --down-to: do not ask for confirmation")
+	return cmd
 }
 
 func migrateRun(ctx context.Context, opts *MigrateOptions) error {
@@ -46,16 +72,79 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.DownTo >= 0 {
+		return migrateDownRun(ctx, opts, migrator)
+	}
 	res, err := migrator.Migrate(ctx)
 	if err != nil {
 		return err
 	}
 	where := fmt.Sprintf("database %s on %s (as %s)", termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Server), termsafe.EscapeLine(res.Login))
-	if len(res.Applied) == 0 {
+	defs := res.Definitions.Replaced
+	switch {
+	case len(res.Applied) > 0:
+		fmt.Fprintf(opts.IO.ErrOut, "applied %s to %s; schema %s is at version %d\n",
+			phrase.Count(len(res.Applied), "migration", "migrations"), where, store.Schema, res.Version)
+		if len(defs) > 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "applied %s too (%s)\n", phrase.Count(len(defs), "definition", "definitions"), definitionList(defs))
+		}
+	case len(defs) > 0:
+		fmt.Fprintf(opts.IO.ErrOut, "applied %s (%s) to %s; schema %s is at version %d\n",
+			phrase.Count(len(defs), "definition", "definitions"), definitionList(defs), where, store.Schema, res.Version)
+	default:
 		fmt.Fprintf(opts.IO.ErrOut, "schema %s of %s is up to date (version %d)\n", store.Schema, where, res.Version)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "applied %s to %s; schema %s is at version %d\n",
-		phrase.Count(len(res.Applied), "migration", "migrations"), where, store.Schema, res.Version)
+	if dropped := res.Definitions.Dropped; len(dropped) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "dropped what no definition file defines any more: %s\n", termsafe.EscapeLine(strings.Join(dropped, ", ")))
+	}
+	return nil
+}
+
+// definitionList names replaced definition files, all of them when a few
+// and the count of the rest otherwise: a first migrate replaces them all.
+func definitionList(files []string) string {
+	const shown = 5
+	names := make([]string, 0, shown)
+	for i, f := range files {
+		if i == shown {
+			names = append(names, fmt.Sprintf("and %d more", len(files)-shown))
+			break
+		}
+		names = append(names, termsafe.EscapeLine(f))
+	}
+	return strings.Join(names, ", ")
+}
+
+func migrateDownRun(ctx context.Context, opts *MigrateOptions, migrator service.Migrator) error {
+	plan, err := migrator.PlanDown(ctx, opts.DownTo)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(plan))
+	for i, m := range plan {
+		names[i] = m.Name
+	}
+	undo := fmt.Sprintf("undo %s (%s), newest first", phrase.Count(len(plan), "migration", "migrations"), termsafe.EscapeLine(strings.Join(names, ", ")))
+	if !opts.Yes {
+		if !opts.IO.StdoutTTY || !opts.IO.StderrTTY {
+			return flagErrorf("migrate --down-to %d would %s, dropping what they added and what it holds, and is not on a terminal to ask: add --yes", opts.DownTo, undo)
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "%s? What they added is dropped with what it holds. [y/N] ", undo)
+		answer, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return fmt.Errorf("migrate --down-to not confirmed: nothing was undone: %w", context.Canceled)
+		}
+	}
+	res, err := migrator.Downgrade(ctx, opts.DownTo)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("database %s on %s (as %s)", termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Server), termsafe.EscapeLine(res.Login))
+	fmt.Fprintf(opts.IO.ErrOut, "undid %s of %s; schema %s is at version %d\n",
+		phrase.Count(len(res.Undone), "migration", "migrations"), where, store.Schema, res.Version)
+	if res.FunctionsLeftOver() {
+		fmt.Fprintf(opts.IO.ErrOut, "its functions are still this release's: run `expiryctl migrate` with the release of version %d to put its own in place\n", res.Version)
+	}
 	return nil
 }

@@ -420,7 +420,32 @@ func (m *migrator) Migrate(ctx context.Context) (store.MigrationResult, error) {
 	if err != nil {
 		return res, err
 	}
-	err = audit.Record(ctx, m.pool, audit.Entry{Actor: m.actor, Action: "schema.migrate",
-		Details: map[string]any{"applied": res.Applied, "version": res.Version}})
+	details := map[string]any{"applied": res.Applied, "version": res.Version}
+	if d := res.Definitions; len(d.Replaced) > 0 || len(d.Dropped) > 0 {
+		details["definitions_replaced"], details["definitions_dropped"] = d.Replaced, d.Dropped
+	}
+	err = audit.Record(ctx, m.pool, audit.Entry{Actor: m.actor, Action: "schema.migrate", Details: details})
 	return res, err
+}
+
+func (m *migrator) PlanDown(ctx context.Context, version int64) ([]store.Migration, error) {
+	return store.PlanDown(ctx, m.pool, version)
+}
+
+// Downgrade records the downgrade before it runs: the Down sections may
+// take the trail itself away.
+func (m *migrator) Downgrade(ctx context.Context, version int64) (store.DowngradeResult, error) {
+	plan, err := store.PlanDown(ctx, m.pool, version)
+	if err != nil {
+		return store.DowngradeResult{}, err
+	}
+	undo := make([]int64, len(plan))
+	for i, p := range plan {
+		undo[i] = p.Version
+	}
+	if err := audit.Record(ctx, m.pool, audit.Entry{Actor: m.actor, Action: "schema.migrate.down",
+		Details: map[string]any{"to": version, "undo": undo}}); err != nil {
+		return store.DowngradeResult{}, err
+	}
+	return store.MigrateDown(ctx, m.pool, version)
 }

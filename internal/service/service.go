@@ -171,7 +171,13 @@ type Access interface {
 	List(ctx context.Context) ([]access.Member, error)
 }
 
-// Migrator creates or upgrades the schema and records schema.migrate.
+// Migrator creates, upgrades or downgrades the schema. Migrate applies the
+// numbered migrations and the definition files the database lacks and
+// records schema.migrate. PlanDown lists what Downgrade(version) would
+// undo, newest first, changing nothing; Downgrade records
+// schema.migrate.down with that list, then runs the Down sections.
 type Migrator interface {
 	Migrate(ctx context.Context) (store.MigrationResult, error)
+	PlanDown(ctx context.Context, version int64) ([]store.Migration, error)
+	Downgrade(ctx context.Context, version int64) (store.DowngradeResult, error)
 }
