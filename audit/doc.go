@@ -13,8 +13,9 @@
 // The trail is the table audit_log, with audit_trail, audit_tree and
 // audit_checkpoints for its Merkle tree and signed checkpoints; their
 // current shape, the column defaults and generated hash that chain a row,
-// and the triggers that refuse changes are in
-// store/schema.sql. A change to them is a new migration,
-// never an edit of a released one (the package doc of store
-// gives the rules).
+// and the triggers that refuse changes are in store/schema.sql; each
+// function (audit_append, audit_write, audit_next_seq, …) is in its own
+// file under store/functions/. A change to a table is a new migration,
+// never an edit of a released one; a change to a function edits its file
+// (the package doc of store gives the rules).
 package audit

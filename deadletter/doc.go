@@ -10,8 +10,9 @@
 //
 // The archive is the table dead_letters (with its per-category counts in
 // dead_letter_tallies), written only through the schema's functions
-// ingest_letters and purge_letters; its current shape, triggers and grants
-// are in store/schema.sql. A change to it is a new
-// migration there, never an edit of a released one (the package doc of
-// store gives the rules).
+// ingest_letters and purge_letters (store/functions/ingest_letters.sql and
+// purge_letters.sql there); its current shape, triggers and grants are in
+// store/schema.sql. A change to the table is a new migration, never an edit
+// of a released one; a change to a function edits its file (the package
+// doc of store gives the rules).
 package deadletter
