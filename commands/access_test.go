@@ -24,7 +24,7 @@ func TestAccessChangeRun(t *testing.T) {
 	}
 	t.Run("grant and revoke", func(t *testing.T) {
 		t.Parallel()
-		svc := &fakes.Access{Owner: true}
+		svc := &fakes.Access{Owner: true, Logins: []string{"alice"}}
 		out, err := change(t, svc, true, "alice", access.Operator, access.Approver)
 		if err != nil || out != "expiryctl_operator, expiryctl_approver granted to alice\n" {
 			t.Fatalf("grant = %v, %q", err, out)
@@ -39,7 +39,7 @@ func TestAccessChangeRun(t *testing.T) {
 	})
 	t.Run("only the owner", func(t *testing.T) {
 		t.Parallel()
-		out, err := change(t, &fakes.Access{}, true, "alice", access.Operator)
+		out, err := change(t, &fakes.Access{Logins: []string{"alice"}}, true, "alice", access.Operator)
 		wantExit(t, err, ExitRefused)
 		if out != "" {
 			t.Fatalf("printed %q", out)
@@ -48,7 +48,7 @@ func TestAccessChangeRun(t *testing.T) {
 	t.Run("flag errors", func(t *testing.T) {
 		t.Parallel()
 		for _, args := range [][]string{{}, {"alice"}, {"alice", "expiryctl_root"}} {
-			svc := &fakes.Access{Owner: true}
+			svc := &fakes.Access{Owner: true, Logins: []string{"alice"}}
 			_, err := change(t, svc, true, args...)
 			wantExit(t, err, ExitUsage)
 			if len(svc.Members) != 0 {

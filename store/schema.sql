@@ -49,7 +49,7 @@ BEGIN
     IF NOT r.rolcanlogin THEN
         PERFORM expiryctl.replay_refuse('login', format('%s is not a login role: grant groups to per-person logins', login));
     END IF;
-    IF cardinality(groups) = 0 THEN
+    IF coalesce(cardinality(groups), 0) = 0 THEN
         PERFORM expiryctl.replay_refuse('groups', 'name at least one group: expiryctl_ingester, expiryctl_operator, expiryctl_approver, expiryctl_auditor, expiryctl_admin');
     END IF;
     FOREACH g IN ARRAY groups LOOP
