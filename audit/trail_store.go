@@ -14,7 +14,11 @@ import (
 // river's riverdriver.Executor. Hashing, verifying, proving and exporting
 // live in this package's other files and call it; postgresTrail
 // (postgres.go, postgres_stream.go) is its implementation and the only code
-// of the package that holds SQL.
+// of the package that holds SQL. It stays an interface with that one
+// implementation and no fake, as the index of the package's SQL with each
+// operation's contract in one place; the rules it reaches (numbering,
+// chaining, the tree) are the database's, so the package is tested against
+// PostgreSQL, and callers fake the services above it instead.
 //
 // A method whose rows can number millions takes a callback and calls it
 // once per row as the row arrives, so that nothing is buffered; when the

@@ -11,7 +11,11 @@ import (
 // method per operation, in the manner of river's riverdriver.Executor.
 // Capture, paging, decoding and auditing live in this package's other
 // files and call it; postgresLetters (postgres.go) is its implementation
-// and the only code of the package that holds SQL.
+// and the only code of the package that holds SQL. It stays an interface
+// with that one implementation and no fake, as the index of the package's
+// SQL with each operation's contract in one place; the rules it reaches are
+// the database's, so the package is tested against PostgreSQL, and callers
+// fake service.Archive instead (held to it by internal/service/servicetest).
 type letterStore interface {
 	// LetterInsertBatch stores letters through ingest_letters in one
 	// statement, which also writes the batch's audit row (actor beside the

@@ -15,6 +15,14 @@ import (
 // to a store.Querier, so the same methods serve the pool, a transaction or
 // the runner's lock session (see onPostgres and inTx).
 //
+// It stays an interface with one implementation and no fake, on purpose:
+// it is the index of every SQL operation of the package, each with its
+// contract, in one file, while the implementation is spread by table over
+// postgres*.go; and the runner's code calls it without seeing pgx. Faking
+// it would fake the rules that matter, which are the database's: callers
+// fake the services above it (held to them by internal/service/servicetest)
+// and this package's tests run against PostgreSQL.
+//
 // Methods return the errors the rest of the package acts on: a refusal of
 // the database as a *Refusal, a request that does not exist as a
 // *NotFoundError. A run function that found the request no longer running
