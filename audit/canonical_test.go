@@ -143,7 +143,7 @@ func TestHashIgnoresSessionSettings(t *testing.T) {
 			}
 		}
 		for _, c := range canonicalCases() {
-			err := audit.Record(ctx, conn, audit.Entry{Actor: c.actor, Action: c.action, Target: c.target,
+			err := recordAsTheDatabase(ctx, conn, audit.Entry{Actor: c.actor, Action: c.action, Target: c.target,
 				Details: rawJSON(c.details), Outcome: audit.Outcome(c.outcome)})
 			if err != nil {
 				t.Fatalf("%s [session %d]: %v", c.name, i, err)

@@ -40,7 +40,7 @@ func TestExportRoundTrip(t *testing.T) {
 	db := pgtest.New(t)
 	seedChain(t, db.Pool, 20)
 	for _, e := range hostileEntries() {
-		if err := audit.Record(ctx, db.Pool, e); err != nil {
+		if err := recordAsTheDatabase(ctx, db.Pool, e); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,13 +1,16 @@
 package audit_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -95,4 +98,24 @@ func newTrail(tb testing.TB, n int64) (*pgtest.Database, audit.Anchor) {
 	db := pgtest.New(tb)
 	head := seedChain(tb, db.Pool, n)
 	return db, head
+}
+
+// recordAsTheDatabase writes e the way the schema's own functions write
+// their rows (audit_write, as the owner), for rows no client may record:
+// hostile action and outcome text, which the trail must still hash, export
+// and verify exactly, since a function or an older release may have
+// written it.
+func recordAsTheDatabase(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, e audit.Entry) error {
+	details, err := json.Marshal(e.Details)
+	if err != nil {
+		return err
+	}
+	if e.Details == nil {
+		details = []byte(`{}`)
+	}
+	outcome := cmp.Or(e.Outcome, audit.OK)
+	_, err = q.Exec(ctx, `SELECT expiryctl.audit_write($1, $2, $3, $4::jsonb, $5)`, e.Actor, e.Action, e.Target, details, string(outcome))
+	return err
 }

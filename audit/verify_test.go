@@ -152,7 +152,7 @@ func TestVerifyDBIntact(t *testing.T) {
 	head := seedChain(t, db.Pool, 30)
 	// Rows written by the trigger continue the seeded chain.
 	for i := 0; i < 5; i++ {
-		if err := audit.Record(ctx, db.Pool, audit.Entry{Actor: "t", Action: "test.write", Details: map[string]int{"i": i}}); err != nil {
+		if err := audit.Record(ctx, db.Pool, audit.Entry{Actor: "t", Action: "dlq.list", Details: map[string]int{"i": i}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,7 +300,7 @@ func TestConcurrentWritersFormOneChain(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				e := audit.Entry{Actor: fmt.Sprintf("writer-%d", w), Action: "test.concurrent", Target: fmt.Sprintf("n:%d", i),
+				e := audit.Entry{Actor: fmt.Sprintf("writer-%d", w), Action: "dlq.show", Target: fmt.Sprintf("n:%d", i),
 					Details: map[string]any{"writer": w, "i": i, "text": "ünïcødé \"quoted\"\n"}}
 				var err error
 				if i%5 == 0 {

@@ -366,6 +366,14 @@ func TestRedTeamRun(t *testing.T) {
 	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[1:2])
 	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_run_halt('', $1, 'x', '{}', '{}')`, req.ID)
 	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_canary_record('', $1, true, '{}')`, req.ID)
+	refused(t, other.Pool, "single-runner", `SELECT expiryctl.replay_run_interrupted('', $1, '{}', '{}')`, req.ID)
+	// Run events follow the request's state: no "acked after the cancel"
+	// of a request never cancelled (it would mark letters replayed), no
+	// interruption of a request no run is under.
+	refused(t, rt.alice.Pool, "approved-to-run", `SELECT expiryctl.replay_run_acked_after_cancel('', $1, $2)`, req.ID, rt.letters[:2])
+	pending := rt.request(t, rt.letters[2])
+	refused(t, rt.alice.Pool, "approved-to-run", `SELECT expiryctl.replay_run_interrupted('', $1, '{}', '{}')`, pending.ID)
+	refused(t, rt.alice.Pool, "approved-to-run", `SELECT expiryctl.replay_run_acked_after_cancel('', $1, $2)`, pending.ID, rt.letters[2:3])
 	// The approver and the auditor run nothing.
 	refused(t, rt.bob.Pool, "privilege", `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, req.ID, rt.letters[1:2])
 	refused(t, rt.audrey.Pool, "privilege", `SELECT * FROM expiryctl.replay_run_start('', $1)`, req.ID)
@@ -387,6 +395,31 @@ func TestRedTeamAuditAndAccess(t *testing.T) {
 	// canary, a forged start shorten its wait.
 	refused(t, rt.alice.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('', 'replay.canary.pass', 'replay_request:1', '{"approval": 1}', 'ok')`)
 	refused(t, rt.alice.Pool, "audit-reserved", `SELECT * FROM expiryctl.audit_append('', 'replay.canary.start', 'replay_request:1', '{"approval": 1}', 'ok')`)
+	// A governance action spelt otherwise, or an outcome spelt otherwise,
+	// is refused too: a row an auditor could read as the real one.
+	for _, forged := range []struct{ action, outcome, rule string }{
+		{"replay.approve", "OK", "audit-reserved"},
+		{"replay.approve ", "ok", "audit-reserved"},
+		{"Replay.Approve", "ok", "audit-reserved"},
+		{"replay. approve", "ok", "audit-reserved"},
+		{"replay.approve\t", "ok", "audit-reserved"},
+		{"access.grant ", "ok", "audit-reserved"},
+		{"audit.checkpoint", "ok", "audit-reserved"},
+		{"dlq.ingest.batch", "ok", "audit-reserved"},
+		{"migrate.governance", "ok", "audit-reserved"},
+		{"dlq.list", "OK", "audit-outcome"},
+		{"dlq.list", "approved", "audit-outcome"},
+		{"dlq.list ", "ok", "audit-action"},
+		{"DLQ.LIST", "ok", "audit-action"},
+		{"replay.approved", "ok", "audit-action"},
+		{"", "ok", "audit-action"},
+	} {
+		refused(t, rt.alice.Pool, forged.rule, `SELECT * FROM expiryctl.audit_append('', $1, 'replay_request:1', '{}', $2)`, forged.action, forged.outcome)
+	}
+	// A refusal of a governance action is the client's to report.
+	if _, err := rt.bob.Pool.Exec(ctx, `SELECT * FROM expiryctl.audit_append('', 'replay.approve', 'replay_request:1', '{}', 'refused')`); err != nil {
+		t.Errorf("a refused approval cannot be reported: %v", err)
+	}
 	// Whatever label is declared, the row records the login.
 	var seq int64
 	if err := rt.alice.Pool.QueryRow(ctx, `SELECT seq FROM expiryctl.audit_append('bob', 'dlq.list', '', '{}', 'ok')`).Scan(&seq); err != nil {

@@ -102,14 +102,34 @@ CREATE FUNCTION expiryctl.audit_append(actor text, action text, target text, det
                WHEN actor = session_user THEN actor
                ELSE expiryctl.actor_label(actor)
            END,
-           CASE WHEN outcome = 'ok' AND action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel',
-                    'replay.expire', 'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt',
-                    'replay.canary.start', 'replay.canary.pass', 'replay.complete', 'policy.set', 'policy.propose',
-                    'policy.approve', 'policy.reject', 'access.grant', 'access.revoke', 'dlq.ingest.batch',
-                    'dlq.purge.batch', 'migrate.governance')
-                THEN expiryctl.refuse_text('audit-reserved', format(
-                    'an "ok" %s row is written only by the database function that makes the change, in the same transaction', action))
-                ELSE action END,
+           CASE
+               WHEN action IN ('dlq.summary', 'dlq.list', 'dlq.show', 'dlq.ingest', 'dlq.purge', 'replay.show', 'replay.list',
+                    'replay.plan', 'replay.dry_run', 'replay.run.failover', 'policy.show', 'access.list', 'audit.list',
+                    'audit.verify', 'audit.export', 'audit.reconcile', 'metrics.serve', 'tui.open', 'demo.run',
+                    'schema.migrate', 'schema.migrate.down')
+                    AND outcome IN ('ok', 'refused', 'error')
+                   THEN action
+               WHEN action IN ('replay.request', 'replay.approve', 'replay.reject', 'replay.cancel', 'replay.expire',
+                    'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled', 'replay.halt', 'replay.canary.start',
+                    'replay.canary.pass', 'replay.complete', 'policy.set', 'policy.propose', 'policy.approve', 'policy.reject',
+                    'access.grant', 'access.revoke', 'dlq.ingest.batch', 'dlq.purge.batch', 'audit.checkpoint',
+                    'migrate.governance', 'replay.run')
+                    AND outcome IN ('refused', 'error')
+                   THEN action
+               WHEN lower(regexp_replace(action, '\s', '', 'g')) IN ('replay.request', 'replay.approve', 'replay.reject',
+                    'replay.cancel', 'replay.expire', 'replay.run.start', 'replay.run.interrupted', 'replay.run.cancelled',
+                    'replay.halt', 'replay.canary.start', 'replay.canary.pass', 'replay.complete', 'policy.set',
+                    'policy.propose', 'policy.approve', 'policy.reject', 'access.grant', 'access.revoke', 'dlq.ingest.batch',
+                    'dlq.purge.batch', 'audit.checkpoint', 'migrate.governance')
+                   THEN expiryctl.refuse_text('audit-reserved', format(
+                       'an %L %L row is written only by the database function that makes the change, in the same transaction; a client records only its refusals and failures, as outcome ''refused'' or ''error''',
+                       outcome, action))
+               WHEN outcome NOT IN ('ok', 'refused', 'error')
+                   THEN expiryctl.refuse_text('audit-outcome', format(
+                       'outcome %L is not one of ok, refused, error', outcome))
+               ELSE expiryctl.refuse_text('audit-action', format(
+                   'action %L is not one a client records: the trail takes the actions of docs/audit.md, spelt exactly', action))
+           END,
            coalesce(target, ''), coalesce(details, '{}'), outcome
     RETURNING audit_log.seq, encode(audit_log.hash, 'hex')
 $$;
@@ -1737,9 +1757,18 @@ CREATE FUNCTION expiryctl.replay_run_acked_after_cancel(actor text, request bigi
 DECLARE
     label text;
     ids bigint[];
+    st text;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     label := expiryctl.actor_label(actor);
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    IF st <> 'cancelled' THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s, not cancelled: its confirmed items are recorded as they are confirmed', request, st));
+    END IF;
     PERFORM expiryctl.replay_run_lease(request);
     SELECT coalesce(array_agg(i.dead_letter_id ORDER BY i.dead_letter_id), '{}') INTO ids
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
@@ -1833,11 +1862,20 @@ CREATE FUNCTION expiryctl.replay_run_interrupted(actor text, request bigint, uns
     AS $$
 DECLARE
     label text;
+    st text;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     label := expiryctl.actor_label(actor);
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    IF st NOT IN ('running', 'cancelled') THEN
+        PERFORM expiryctl.replay_refuse('approved-to-run', format(
+            'replay request %s is %s: no run of it can have been interrupted', request, st));
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
     IF cardinality(unsent) > 0 THEN
-        PERFORM expiryctl.replay_run_lease(request);
         UPDATE expiryctl.replay_items SET state = 'pending'
          WHERE request_id = request AND dead_letter_id = ANY (unsent) AND state = 'publishing';
     END IF;
