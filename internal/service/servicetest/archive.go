@@ -191,10 +191,10 @@ func cursorAt(now time.Time, age time.Duration, id int64) *deadletter.Cursor {
 // keysetSpecs are seven letters with a tie of three at 30 minutes and the
 // oldest seeded last, so that id order and time order differ.
 func keysetSpecs() []LetterSpec {
-	ages := []time.Duration{50, 40, 30, 30, 30, 20, 60}
-	specs := make([]LetterSpec, len(ages))
-	for i, a := range ages {
-		specs[i] = LetterSpec{Age: a * time.Minute}
+	minutes := []int{50, 40, 30, 30, 30, 20, 60}
+	specs := make([]LetterSpec, len(minutes))
+	for i, m := range minutes {
+		specs[i] = LetterSpec{Age: time.Duration(m) * time.Minute}
 	}
 	return specs
 }
@@ -243,7 +243,7 @@ func archiveFilters(t *testing.T, w ArchiveWorld) {
 		LetterSpec{Age: 20 * time.Minute, Category: nf, Queue: "a.dlq", Status: deadletter.StatusDiscarded},
 		LetterSpec{Age: 10 * time.Minute, Category: con, Queue: "a.dlq"},
 	)
-	ago := func(m time.Duration) time.Time { return w.Now.Add(-m * time.Minute) }
+	ago := func(minutes int) time.Time { return w.Now.Add(-time.Duration(minutes) * time.Minute) }
 	for _, c := range []struct {
 		name string
 		f    deadletter.Filter
@@ -355,12 +355,12 @@ func archiveStream(t *testing.T, w ArchiveWorld) {
 // sameRow reports whether a and b are the same letter, field by field,
 // times by instant.
 func sameRow(a, b deadletter.Row) bool {
-	sameTime := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
+	sameAt := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
 	sameID := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	return a.ID == b.ID && a.MessageID == b.MessageID && a.ReservationID == b.ReservationID &&
 		a.IdempotencyKey == b.IdempotencyKey && a.Category == b.Category && a.ErrorClass == b.ErrorClass &&
 		a.Attempts == b.Attempts && a.Status == b.Status && a.SourceQueue == b.SourceQueue &&
-		a.DeadLetteredAt.Equal(b.DeadLetteredAt) && sameTime(a.DueAt, b.DueAt) && a.LastError == b.LastError &&
+		a.DeadLetteredAt.Equal(b.DeadLetteredAt) && sameAt(a.DueAt, b.DueAt) && a.LastError == b.LastError &&
 		sameID(a.PreviousID, b.PreviousID) && sameID(a.ReplayRequestID, b.ReplayRequestID)
 }
 
@@ -394,7 +394,7 @@ func archiveShow(t *testing.T, w ArchiveWorld) {
 		if r.ID != id || r.Category != s.Category || r.SourceQueue != s.Queue || r.Status != s.Status ||
 			r.ReservationID != s.ReservationID || r.MessageID != s.MessageID || r.IdempotencyKey != s.IdempotencyKey ||
 			r.ErrorClass != s.ErrorClass || r.LastError != s.LastError || r.Attempts != s.Attempts ||
-			!r.DeadLetteredAt.Equal(w.Now.Add(-s.Age)) || !sameTime(r.DueAt, s.DueAt) {
+			!r.DeadLetteredAt.Equal(w.Now.Add(-s.Age)) || !dueIs(r.DueAt, s.DueAt) {
 			t.Errorf("show %d: row %+v, want the letter seeded as %+v", id, r, s)
 		}
 		if len(d.Payload) == 0 || d.PayloadSize != len(d.Payload) {
@@ -404,14 +404,13 @@ func archiveShow(t *testing.T, w ArchiveWorld) {
 
 	missing := ids[len(ids)-1] + 1000
 	_, err = a.Show(ctx, missing)
-	var nf *deadletter.NotFoundError
-	if !errors.As(err, &nf) || nf.ID != missing || !errors.Is(err, deadletter.ErrNotFound) {
+	if nf, ok := errors.AsType[*deadletter.NotFoundError](err); !ok || nf.ID != missing || !errors.Is(err, deadletter.ErrNotFound) {
 		t.Fatalf("show of missing letter %d: %v (%T), want a *deadletter.NotFoundError naming it", missing, err, err)
 	}
 }
 
-// sameTime reports whether a letter's due time is want (the zero time: none).
-func sameTime(got *time.Time, want time.Time) bool {
+// dueIs reports whether a letter's due time is want (the zero time: none).
+func dueIs(got *time.Time, want time.Time) bool {
 	if want.IsZero() {
 		return got == nil
 	}
@@ -433,7 +432,7 @@ func archiveSummary(t *testing.T, w ArchiveWorld) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ago := func(m time.Duration) *time.Time { at := w.Now.Add(-m * time.Minute); return &at }
+	ago := func(minutes int) *time.Time { at := w.Now.Add(-time.Duration(minutes) * time.Minute); return &at }
 	// In the order of deadletter.Categories; a category with letters but
 	// none waiting still has its line.
 	want := []deadletter.CategorySummary{
