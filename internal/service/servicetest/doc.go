@@ -3,10 +3,13 @@
 // can observe (keyset paging, four-eyes, a single review, who may change
 // membership, which error a missing object is). The same cases run against
 // the in-memory fakes of internal/fixture/fakes (in that package's
-// contract_test.go) and against the PostgreSQL implementations (in this
-// package's postgres_test.go), so a fake that keeps a rule differently from
-// the real service fails its contract instead of letting a command's test
-// pass on a rule that is not true.
+// contract tests, internal/fixture/fakes/contract_test.go and
+// internal/fixture/fakes/contract_archive_test.go) and against the
+// PostgreSQL implementations (in this package's
+// internal/service/servicetest/postgres_test.go and
+// internal/service/servicetest/postgres_archive_test.go), so a fake that
+// keeps a rule differently from the real service fails its contract
+// instead of letting a command's test pass on a rule that is not true.
 //
 // A suite takes a world: a function that builds, for one case, the service
 // under test and the few seeding hooks the cases need (letters to archive,
