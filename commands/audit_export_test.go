@@ -45,7 +45,7 @@ func TestAuditExportRun(t *testing.T) {
 			t.Fatalf("stderr %q", errOut)
 		}
 		entries := x.Recorded()
-		if len(entries) != 1 || entries[0].Action != "audit.export" || entries[0].Actor != "reviewer" || entries[0].Outcome != "" {
+		if len(entries) != 1 || entries[0].Action != "audit.export" || entries[0].Actor != "reviewer" || entries[0].Outcome != audit.OK {
 			t.Fatalf("recorded %+v", entries)
 		}
 		if d := entries[0].Details.(map[string]any); d["out"] != "stdout" || d["format"] != audit.NDJSON {

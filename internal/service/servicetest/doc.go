@@ -25,9 +25,12 @@
 //     hash shown, reasons required, cancel).
 //   - runner.go: service.Runner (what is refused before a run starts, and
 //     what a dry run of an open request lists).
-//   - audit_reviewer.go: service.AuditReviewer (paging the trail newest
-//     first, filters, a read that leaves its own row, an intact trail that
-//     verifies).
+//   - audit_reviewer.go: service.AuditReviewer with the service.Recorder
+//     that writes the rows it reads (paging the trail newest first, exact
+//     filters, the recorder's actor and reserved actions, a read that
+//     leaves its own row, an intact trail and an anchor that verify). Its
+//     worlds are internal/fixture/fakes/contract_audit_test.go and
+//     internal/service/servicetest/postgres_audit_test.go.
 //
 // What a contract cannot hold is behaviour a fake does not claim: a fake
 // Runner does not publish, so how a run publishes is tested against
