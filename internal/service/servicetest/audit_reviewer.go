@@ -63,11 +63,11 @@ func record(t *testing.T, w AuditWorld, entries ...audit.Entry) {
 	}
 }
 
-// recordTargets records one contract.test row for each target, in order.
+// recordTargets records one dlq.show row for each target, in order.
 func recordTargets(t *testing.T, w AuditWorld, targets ...string) {
 	t.Helper()
 	for _, target := range targets {
-		record(t, w, audit.Entry{Action: "contract.test", Target: target})
+		record(t, w, audit.Entry{Action: "dlq.show", Target: target})
 	}
 }
 
@@ -193,12 +193,12 @@ func auditListLimit(t *testing.T, w AuditWorld) {
 
 func auditFiltersExact(t *testing.T, w AuditWorld) {
 	record(t, w,
-		audit.Entry{Action: "contract.a", Target: "queue:orders"},
-		audit.Entry{Action: "contract.ab", Target: "queue:orders"},
-		audit.Entry{Action: "contract.a", Target: "queue:orders.dlq"},
-		audit.Entry{Action: "contract.a", Target: "queue:Orders"},
-		audit.Entry{Action: "Contract.A", Target: "queue:orders"},
-		audit.Entry{Action: "contract.b"},
+		audit.Entry{Action: "schema.migrate", Target: "queue:orders"},
+		audit.Entry{Action: "schema.migrate.down", Target: "queue:orders"},
+		audit.Entry{Action: "schema.migrate", Target: "queue:orders.dlq"},
+		audit.Entry{Action: "schema.migrate", Target: "queue:Orders"},
+		audit.Entry{Action: "dlq.show", Target: "queue:orders"},
+		audit.Entry{Action: "tui.open"},
 	)
 	type seen struct{ action, target string }
 	cases := []struct {
@@ -206,16 +206,17 @@ func auditFiltersExact(t *testing.T, w AuditWorld) {
 		filter audit.Filter
 		want   []seen
 	}{
-		{"action, not a prefix nor another case", audit.Filter{Action: "contract.a"},
-			[]seen{{"contract.a", "queue:Orders"}, {"contract.a", "queue:orders.dlq"}, {"contract.a", "queue:orders"}}},
+		{"action, not a prefix", audit.Filter{Action: "schema.migrate"},
+			[]seen{{"schema.migrate", "queue:Orders"}, {"schema.migrate", "queue:orders.dlq"}, {"schema.migrate", "queue:orders"}}},
+		{"action, not another case", audit.Filter{Action: "SCHEMA.MIGRATE"}, nil},
 		{"target, not a prefix nor another case", audit.Filter{Actor: w.RecorderActor, Target: "queue:orders"},
-			[]seen{{"Contract.A", "queue:orders"}, {"contract.ab", "queue:orders"}, {"contract.a", "queue:orders"}}},
-		{"every set field", audit.Filter{Actor: w.RecorderActor, Action: "contract.a", Target: "queue:orders"},
-			[]seen{{"contract.a", "queue:orders"}}},
-		{"the empty target", audit.Filter{Actor: w.RecorderActor, Action: "contract.b"}, []seen{{"contract.b", ""}}},
-		{"an action prefix", audit.Filter{Action: "contract."}, nil},
+			[]seen{{"dlq.show", "queue:orders"}, {"schema.migrate.down", "queue:orders"}, {"schema.migrate", "queue:orders"}}},
+		{"every set field", audit.Filter{Actor: w.RecorderActor, Action: "schema.migrate", Target: "queue:orders"},
+			[]seen{{"schema.migrate", "queue:orders"}}},
+		{"the empty target", audit.Filter{Actor: w.RecorderActor, Action: "tui.open"}, []seen{{"tui.open", ""}}},
+		{"an action prefix", audit.Filter{Action: "schema."}, nil},
 		{"an actor prefix", audit.Filter{Actor: w.RecorderActor[:len(w.RecorderActor)-1]}, nil},
-		{"another actor's rows", audit.Filter{Actor: w.ReviewerActor, Action: "contract.a"}, nil},
+		{"another actor's rows", audit.Filter{Actor: w.ReviewerActor, Action: "schema.migrate"}, nil},
 	}
 	for _, c := range cases {
 		var got []seen
@@ -269,10 +270,10 @@ func auditFiltersRanges(t *testing.T, w AuditWorld) {
 
 func auditRecorderActor(t *testing.T, w AuditWorld) {
 	record(t, w,
-		audit.Entry{Actor: "mallory", Action: "contract.open", Target: "queue:orders",
+		audit.Entry{Actor: "mallory", Action: "tui.open", Target: "queue:orders",
 			Details: map[string]any{"n": 1, "why": "INC-1 \"quoted\" — é"}},
-		audit.Entry{Action: "contract.nothing"},
-		audit.Entry{Actor: "mallory", Action: "contract.refused", Outcome: audit.Refused},
+		audit.Entry{Action: "metrics.serve"},
+		audit.Entry{Actor: "mallory", Action: "replay.approve", Outcome: audit.Refused},
 	)
 	rows := list(t, w, audit.Filter{Actor: w.RecorderActor}, nil, 10).Rows
 	if len(rows) != 3 {
@@ -282,8 +283,8 @@ func auditRecorderActor(t *testing.T, w AuditWorld) {
 		t.Fatalf("%d rows by mallory, the entries' actor: want none, the recorder's actor is recorded", n)
 	}
 	refused, nothing, opened := rows[0], rows[1], rows[2]
-	if opened.Action != "contract.open" || opened.Target != "queue:orders" || opened.Outcome != string(audit.OK) {
-		t.Fatalf("recorded %s %q outcome %q, want contract.open queue:orders outcome ok", opened.Action, opened.Target, opened.Outcome)
+	if opened.Action != "tui.open" || opened.Target != "queue:orders" || opened.Outcome != string(audit.OK) {
+		t.Fatalf("recorded %s %q outcome %q, want tui.open queue:orders outcome ok", opened.Action, opened.Target, opened.Outcome)
 	}
 	if d := detailsOf(t, opened); d["n"] != float64(1) || d["why"] != "INC-1 \"quoted\" — é" {
 		t.Fatalf("details %s, want the entry's", opened.Details)
@@ -292,7 +293,7 @@ func auditRecorderActor(t *testing.T, w AuditWorld) {
 		t.Fatalf("an entry with no details, target or outcome recorded details %s, target %q, outcome %q; want {}, \"\" and ok",
 			nothing.Details, nothing.Target, nothing.Outcome)
 	}
-	if refused.Action != "contract.refused" || refused.Outcome != string(audit.Refused) {
+	if refused.Action != "replay.approve" || refused.Outcome != string(audit.Refused) {
 		t.Fatalf("recorded %s outcome %q, want the entry's outcome refused", refused.Action, refused.Outcome)
 	}
 	for _, r := range rows {
@@ -317,6 +318,23 @@ func auditRecorderReserved(t *testing.T, w AuditWorld) {
 				t.Fatalf("%s recorded with outcome %s: %v", action, outcome, err)
 			}
 		}
+	}
+	// Spelt otherwise, a reserved action is still reserved; an outcome or
+	// an action spelt otherwise is no row at all.
+	for _, forged := range []struct {
+		action  string
+		outcome audit.Outcome
+		rule    string
+	}{
+		{"Replay.Approve ", audit.OK, "audit-reserved"},
+		{"access.grant\t", audit.Refused, "audit-reserved"},
+		{"audit.checkpoint", audit.OK, "audit-reserved"},
+		{"dlq.list", "OK", "audit-outcome"},
+		{"dlq.list ", audit.OK, "audit-action"},
+		{"replay.run", audit.OK, "audit-action"},
+		{"contract.test", audit.Refused, "audit-action"},
+	} {
+		wantRefusal(t, w.Recorder.Record(ctx, audit.Entry{Action: forged.action, Outcome: forged.outcome}), forged.rule)
 	}
 	rows := listAll(t, w, audit.Filter{Actor: w.RecorderActor}, 5)
 	if len(rows) != 12 {
@@ -369,8 +387,8 @@ func auditListOwnRow(t *testing.T, w AuditWorld) {
 
 func auditVerifyIntact(t *testing.T, w AuditWorld) {
 	ctx := context.Background()
-	record(t, w, audit.Entry{Action: "contract.test", Target: "t1", Details: map[string]any{"n": 1}},
-		audit.Entry{Action: "contract.test", Target: "t2"}, audit.Entry{Action: "contract.test", Target: "t3", Outcome: audit.Failed})
+	record(t, w, audit.Entry{Action: "dlq.show", Target: "t1", Details: map[string]any{"n": 1}},
+		audit.Entry{Action: "dlq.show", Target: "t2"}, audit.Entry{Action: "dlq.show", Target: "t3", Outcome: audit.Failed})
 	before := listAll(t, w, audit.Filter{}, 1000)
 	if len(before) == 0 || before[len(before)-1].Seq != 1 {
 		t.Fatalf("the trail lists %d rows, want them from seq 1", len(before))
