@@ -3,8 +3,9 @@
 // can observe (keyset paging, four-eyes, a single review, who may change
 // membership, which error a missing object is). The same cases run against
 // the in-memory fakes of internal/fixture/fakes (in that package's
-// contract_test.go) and against the PostgreSQL implementations (in this
-// package's postgres_test.go), so a fake that keeps a rule differently from
+// contract_test.go and contract_*_test.go) and against the PostgreSQL
+// implementations (in this package's postgres_test.go and
+// postgres_*_test.go), so a fake that keeps a rule differently from
 // the real service fails its contract instead of letting a command's test
 // pass on a rule that is not true.
 //
