@@ -3,13 +3,14 @@
 // can observe (keyset paging, four-eyes, a single review, who may change
 // membership, which error a missing object is). The same cases run against
 // the in-memory fakes of internal/fixture/fakes (in that package's
-// contract tests, internal/fixture/fakes/contract_test.go and
-// internal/fixture/fakes/contract_archive_test.go) and against the
-// PostgreSQL implementations (in this package's
-// internal/service/servicetest/postgres_test.go and
-// internal/service/servicetest/postgres_archive_test.go), so a fake that
-// keeps a rule differently from the real service fails its contract
-// instead of letting a command's test pass on a rule that is not true.
+// contract tests, internal/fixture/fakes/contract_*test.go) and against
+// the PostgreSQL implementations (in this package's
+// internal/service/servicetest/postgres_*test.go), so a fake that keeps a
+// rule differently from the real service fails its contract instead of
+// letting a command's test pass on a rule that is not true. Each suite's
+// fake world is internal/fixture/fakes/contract_NOUN_test.go and its
+// PostgreSQL world internal/service/servicetest/postgres_NOUN_test.go
+// (access's: contract_test.go and postgres_test.go).
 //
 // A suite takes a world: a function that builds, for one case, the service
 // under test and the few seeding hooks the cases need (letters to archive,
@@ -28,9 +29,7 @@
 //   - audit_reviewer.go: service.AuditReviewer with the service.Recorder
 //     that writes the rows it reads (paging the trail newest first, exact
 //     filters, the recorder's actor and reserved actions, a read that
-//     leaves its own row, an intact trail and an anchor that verify). Its
-//     worlds are internal/fixture/fakes/contract_audit_test.go and
-//     internal/service/servicetest/postgres_audit_test.go.
+//     leaves its own row, an intact trail and an anchor that verify).
 //
 // What a contract cannot hold is behaviour a fake does not claim: a fake
 // Runner does not publish, so how a run publishes is tested against
