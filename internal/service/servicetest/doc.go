@@ -3,14 +3,13 @@
 // can observe (keyset paging, four-eyes, a single review, who may change
 // membership, which error a missing object is). The same cases run against
 // the in-memory fakes of internal/fixture/fakes (in that package's
-// contract tests, internal/fixture/fakes/contract_*test.go) and against
-// the PostgreSQL implementations (in this package's
-// internal/service/servicetest/postgres_*test.go), so a fake that keeps a
-// rule differently from the real service fails its contract instead of
-// letting a command's test pass on a rule that is not true. Each suite's
-// fake world is internal/fixture/fakes/contract_NOUN_test.go and its
-// PostgreSQL world internal/service/servicetest/postgres_NOUN_test.go
-// (access's: contract_test.go and postgres_test.go).
+// contract tests) and against the PostgreSQL implementations (in this
+// package's), so a fake that keeps a rule differently from the real
+// service fails its contract instead of letting a command's test pass on
+// a rule that is not true. Each suite's fake world is the file
+// contract_NOUN_test.go of internal/fixture/fakes, and its PostgreSQL
+// world this package's postgres_NOUN_test.go (access's are the two files
+// without a noun).
 //
 // A suite takes a world: a function that builds, for one case, the service
 // under test and the few seeding hooks the cases need (letters to archive,
