@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/expiryctl/expiryctl/store"
@@ -36,9 +37,32 @@ func (s postgresTrail) AuditAppend(ctx context.Context, actor, action, target st
 	err := s.q.QueryRow(ctx, `SELECT seq, hash FROM expiryctl.audit_append($1, $2, $3, $4::jsonb, $5)`,
 		pgx.QueryExecModeExec, actor, action, target, string(details), string(outcome)).Scan(&seq, &hash)
 	if err != nil {
-		return 0, "", store.AsRefusal(err)
+		return 0, "", chainLockError(ctx, s.q, store.AsRefusal(err))
 	}
 	return seq, hash, nil
+}
+
+// chainLockError names who holds the trail's append lock when err is the
+// bounded wait for it running out (lock_timeout, SQLSTATE 55P03): only a
+// transaction that appended holds it, so its session is someone's
+// audited transaction left open. Read through q when q can still read (a
+// pool; an aborted transaction cannot), else err as it came.
+func chainLockError(ctx context.Context, q store.Querier, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		return err
+	}
+	var pid int32
+	var login, application string
+	if qerr := q.QueryRow(context.WithoutCancel(ctx), `SELECT l.pid, coalesce(a.usename::text, ''), coalesce(a.application_name, '')
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'relation' AND l.granted AND l.relation = 'expiryctl.audit_chain'::regclass
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		LIMIT 1`).Scan(&pid, &login, &application); qerr != nil {
+		return fmt.Errorf("the audit trail's append lock is held by another session past its wait: %w", err)
+	}
+	return fmt.Errorf("the audit trail's append lock is held by PostgreSQL backend %d of login %s (%q), a transaction that appended and has not ended: "+
+		"ask its owner to end it, or a DBA to end the backend (SELECT pg_terminate_backend(%d)): %w", pid, login, application, pid, err)
 }
 
 // rowColumns are a Row's columns, in the order scanRow and decodeRaw read

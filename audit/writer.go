@@ -48,9 +48,11 @@ type Entry struct {
 // state change so both commit together; pass the pool for a read.
 //
 // The database numbers the row, stamps its time and session_user, and chains
-// its hash under an advisory lock held until commit. So write the audit row as
-// the last statement of a transaction: the lock is then held only for the
-// commit, and no transaction can hold it while waiting for another lock.
+// its hash under the trail's append lock (a table only the schema's
+// functions lock), held until commit. So write the audit row as the last
+// statement of a transaction: the lock is then held only for the commit,
+// and no transaction can hold it while waiting for another lock. A wait for
+// it is bounded (30 s); past that the error names the session holding it.
 func Record(ctx context.Context, q store.Querier, e Entry) error {
 	_, err := Append(ctx, q, e)
 	return err

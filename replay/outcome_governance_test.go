@@ -122,7 +122,7 @@ func TestOutcomeRowsOnlyFromTheRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(req.ID)); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT expiryctl.replay_run_acquire($1, 'test')", req.ID); err != nil {
 		t.Fatal(err)
 	}
 	// What a runner hands over after reading the consumers: a worker on a

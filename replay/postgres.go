@@ -52,9 +52,8 @@ func inReadOnlyTx(ctx context.Context, pool *pgxpool.Pool, fn func(tables) error
 	return tx.Commit(ctx)
 }
 
-// lockSession is a connection of its own for the runner's advisory lock:
-// a session lock lives as long as its session, so it cannot be a pooled
-// connection.
+// lockSession is a connection of its own for the runner's lease: the
+// lease lives as long as its session, so it cannot be a pooled connection.
 type lockSession struct {
 	conn *pgx.Conn
 }

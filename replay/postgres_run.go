@@ -9,14 +9,14 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 )
 
-func (p postgresTables) RunLockTry(ctx context.Context, request int64) (bool, error) {
+func (p postgresTables) RunLockTry(ctx context.Context, request int64, application string) (bool, error) {
 	var ok bool
-	err := p.q.QueryRow(ctx, "SELECT pg_try_advisory_lock($1::int4, $2::int4)", runLockNamespace, int32(request)).Scan(&ok)
-	return ok, err
+	err := p.q.QueryRow(ctx, "SELECT expiryctl.replay_run_acquire($1, $2)", request, application).Scan(&ok)
+	return ok, databaseError(err)
 }
 
 func (p postgresTables) RunLockRelease(ctx context.Context, request int64) error {
-	_, err := p.q.Exec(ctx, "SELECT pg_advisory_unlock($1::int4, $2::int4)", runLockNamespace, int32(request))
+	_, err := p.q.Exec(ctx, "SELECT expiryctl.replay_run_release($1)", request)
 	return err
 }
 

@@ -2,16 +2,15 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 )
 
-// runLockNamespace is the first key of the advisory lock a runner holds
-// ("RPLY"); the second is the request id (its low 32 bits).
-const runLockNamespace int32 = 0x52504c59
-
-// runLock is the dedicated session that holds a request's advisory lock.
+// runLock is the dedicated session that holds a request's runner lease: a
+// row of replay_runner_leases naming the session, which only the schema's
+// functions write and which is free once the session ends.
 type runLock struct {
 	session lockSession
 	id      int64
@@ -43,19 +42,25 @@ func (h lockHolder) String() string {
 	return s + ")"
 }
 
-// acquire takes the request's advisory lock on a connection of its own, or
+// acquire takes the request's runner lease on a connection of its own, or
 // refuses naming who holds it.
 func (r *Runner) acquire(ctx context.Context, id int64) (*runLock, error) {
 	host, _ := os.Hostname()
-	session, err := openLockSession(ctx, r.Pool, "expiryctl replay run by "+r.Actor+"@"+host)
+	application := truncateText("expiryctl replay run by "+r.Actor+"@"+host, 63)
+	session, err := openLockSession(ctx, r.Pool, application)
 	if err != nil {
 		return nil, fmt.Errorf("open the runner's lock session: %w", err)
 	}
 	t := session.tables()
-	ok, err := t.RunLockTry(ctx, id)
+	ok, err := t.RunLockTry(ctx, id, application)
 	if err != nil {
 		_ = session.close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("take the runner lock of replay request %d: %w", id, err)
+		var missing *NotFoundError
+		var refusal *Refusal
+		if errors.As(err, &missing) || errors.As(err, &refusal) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("take the runner lease of replay request %d: %w", id, err)
 	}
 	if ok {
 		return &runLock{session: session, id: id}, nil
@@ -84,7 +89,7 @@ func (l *runLock) status(ctx context.Context) (Status, string, error) {
 func (l *runLock) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Closing the session releases the lock even if the unlock fails.
+	// Closing the session frees the lease even if the release fails.
 	_ = l.session.tables().RunLockRelease(ctx, l.id)
 	_ = l.session.close(ctx)
 }

@@ -100,14 +100,16 @@ type tables interface {
 	// range [lo, hi] (replay_items_record): confirmed, or failed with why.
 	ItemsRecord(ctx context.Context, request int64, lo, hi int, confirmed, failed []int64, failedWhy []string) error
 
-	// RunLockTry takes the request's runner lock for the session, without
-	// waiting; false when another session holds it.
-	RunLockTry(ctx context.Context, request int64) (bool, error)
-	// RunLockHolders reads which sessions hold the runner locks of the
-	// requests, by request; a request whose lock no session holds is not
-	// in the map.
+	// RunLockTry takes the request's runner lease for the session
+	// (replay_run_acquire), naming it application, without waiting on its
+	// holder; false when another standing session holds it.
+	RunLockTry(ctx context.Context, request int64, application string) (bool, error)
+	// RunLockHolders reads which standing sessions hold the runner leases
+	// of the requests, by request; a request whose lease no standing
+	// session holds is not in the map.
 	RunLockHolders(ctx context.Context, requests []int64) (map[int64]lockHolder, error)
-	// RunLockRelease lets the request's runner lock go.
+	// RunLockRelease gives the request's runner lease back
+	// (replay_run_release).
 	RunLockRelease(ctx context.Context, request int64) error
 	// RunStart spends the approval or takes over a running request
 	// (replay_run_start), handing over the consumers seen (nil: none read).

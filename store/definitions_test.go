@@ -460,21 +460,22 @@ func TestMigrationBelowTheDefinitionsPutsBackTheReleasedFunctions(t *testing.T) 
 	if _, err := store.ApplyDefinitionsFrom(ctx, owner, changedFiles(t, edits)); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []int64{21, 99, -1} {
+	latest := store.LatestVersion()
+	for _, bad := range []int64{latest, 99, -1} {
 		if _, err := store.PlanDown(ctx, owner, bad); err == nil || !strings.Contains(err.Error(), "takes a version below it") {
 			t.Errorf("PlanDown to %d: %v, want a refusal saying --down-to takes a version below the schema's", bad, err)
 		}
 	}
 	plan, err := store.PlanDown(ctx, owner, 20)
-	if err != nil || len(plan) != 1 || plan[0].Name != "00021_definitions_in_files" {
-		t.Fatalf("PlanDown to 20 = %v, %v; want 00021", plan, err)
+	if err != nil || int64(len(plan)) != latest-20 || plan[0].Version != latest || plan[len(plan)-1].Name != "00021_definitions_in_files" {
+		t.Fatalf("PlanDown to 20 = %v, %v; want %d … 00021, newest first", plan, err, latest)
 	}
 	res, err := store.MigrateDown(ctx, owner, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Version != 20 || len(res.Undone) != 1 || res.FunctionsLeftOver() {
-		t.Errorf("down to 20: version %d, undid %v, functions left over %v; want 20, 00021, false", res.Version, res.Undone, res.FunctionsLeftOver())
+	if res.Version != 20 || int64(len(res.Undone)) != latest-20 || res.FunctionsLeftOver() {
+		t.Errorf("down to 20: version %d, undid %v, functions left over %v; want 20, %d … 00021, false", res.Version, res.Undone, res.FunctionsLeftOver(), latest)
 	}
 	if got := dumpSchema(t, db); got != want {
 		t.Fatalf("down to 00020 after changed definitions leaves another schema than 00020 itself.\n%s", diffExcerpt(want, got, "00020", "down to 00020"))
@@ -502,8 +503,12 @@ func TestUpgradeToDefinitionsKeepsTheArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Applied, []int64{21}) || len(res.Definitions.Replaced) != res.Definitions.Total {
-		t.Errorf("the upgrade applied %v and %d of %d definitions; want 00021 and every definition", res.Applied, len(res.Definitions.Replaced), res.Definitions.Total)
+	var want []int64
+	for v := int64(21); v <= store.LatestVersion(); v++ {
+		want = append(want, v)
+	}
+	if !slices.Equal(res.Applied, want) || len(res.Definitions.Replaced) != res.Definitions.Total {
+		t.Errorf("the upgrade applied %v and %d of %d definitions; want %v and every definition", res.Applied, len(res.Definitions.Replaced), res.Definitions.Total, want)
 	}
 	if err := store.CheckSchema(ctx, db.Pool); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func (rt *redTeam) holdLock(t *testing.T, request int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lock.Close(context.Background()) })
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1::int4, $2::int4)`, int32(0x52504c59), int32(request)); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT expiryctl.replay_run_acquire($1, 'test')`, request); err != nil {
 		t.Fatal(err)
 	}
 }

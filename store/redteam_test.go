@@ -326,7 +326,7 @@ func TestRedTeamRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close(ctx)
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1::int4, $2::int4)`, int32(0x52504c59), int32(req.ID)); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT expiryctl.replay_run_acquire($1, 'test')`, req.ID); err != nil {
 		t.Fatal(err)
 	}
 	// Without the consumers it observed, the start is refused

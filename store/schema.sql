@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00021, then the files of store/functions/) leaves an empty database, dumped
+-- 00022, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -191,8 +191,9 @@ $$;
 CREATE FUNCTION expiryctl.audit_next_at() RETURNS timestamp with time zone
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '30s'
     AS $$
-    SELECT pg_advisory_xact_lock(435459991924);
+    LOCK TABLE expiryctl.audit_chain IN EXCLUSIVE MODE;
     SELECT clock_timestamp();
 $$;
 
@@ -204,8 +205,9 @@ $$;
 CREATE FUNCTION expiryctl.audit_next_prev_hash() RETURNS bytea
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '30s'
     AS $$
-    SELECT pg_advisory_xact_lock(435459991924);
+    LOCK TABLE expiryctl.audit_chain IN EXCLUSIVE MODE;
     SELECT coalesce((SELECT hash FROM expiryctl.audit_log ORDER BY seq DESC LIMIT 1),
                     '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
 $$;
@@ -218,8 +220,9 @@ $$;
 CREATE FUNCTION expiryctl.audit_next_seq() RETURNS bigint
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '30s'
     AS $$
-    SELECT pg_advisory_xact_lock(435459991924);
+    LOCK TABLE expiryctl.audit_chain IN EXCLUSIVE MODE;
     SELECT coalesce(max(seq), 0) + 1 FROM expiryctl.audit_log;
 $$;
 
@@ -1789,6 +1792,32 @@ $$;
 
 
 --
+-- Name: replay_run_acquire(bigint, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_acquire(request bigint, application text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '10s'
+    AS $$
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    PERFORM 1 FROM expiryctl.replay_requests WHERE id = request;
+    IF NOT FOUND THEN
+        PERFORM expiryctl.not_found('replay_request', request);
+    END IF;
+    INSERT INTO expiryctl.replay_runner_leases AS l (request_id, pid, login, application)
+    VALUES (request, pg_backend_pid(), session_user, coalesce(left(application, 63), ''))
+    ON CONFLICT (request_id) DO UPDATE
+       SET pid = excluded.pid, login = excluded.login, application = excluded.application, taken_at = now()
+     WHERE l.pid = pg_backend_pid()
+        OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.pid AND a.usename = l.login);
+    RETURN FOUND;
+END
+$$;
+
+
+--
 -- Name: replay_run_complete(text, bigint, jsonb); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -1899,16 +1928,25 @@ CREATE FUNCTION expiryctl.replay_run_lease(request bigint) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                      AND l.classid::int8 = 1380994137 AND l.objid::int8 = request & 4294967295
-                      AND a.usename = session_user) THEN
+    IF NOT EXISTS (SELECT 1 FROM expiryctl.replay_runner_leases l JOIN pg_stat_activity a ON a.pid = l.pid AND a.usename = l.login
+                    WHERE l.request_id = request AND l.login = session_user) THEN
         PERFORM expiryctl.replay_refuse('single-runner', format(
-            'no session of the login %s holds the runner lock of replay request %s: only its runner moves its items (`expiryctl replay run %s`)',
+            'no session of the login %s holds the runner lease of replay request %s: only its runner moves its items (`expiryctl replay run %s`)',
             session_user, request, request));
     END IF;
 END
+$$;
+
+
+--
+-- Name: replay_run_release(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_release(request bigint) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DELETE FROM expiryctl.replay_runner_leases WHERE request_id = request AND pid = pg_backend_pid()
 $$;
 
 
@@ -2123,6 +2161,21 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+
+--
+-- Name: audit_chain; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_chain (
+);
+
+
+--
+-- Name: TABLE audit_chain; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.audit_chain IS 'Locked (never written) by the functions that append to audit_log, so that rows are numbered and chained one transaction at a time.';
 
 
 --
@@ -2536,6 +2589,26 @@ ALTER TABLE expiryctl.replay_requests ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 
 
 --
+-- Name: replay_runner_leases; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.replay_runner_leases (
+    request_id bigint NOT NULL,
+    pid integer NOT NULL,
+    login name NOT NULL,
+    application text DEFAULT ''::text NOT NULL,
+    taken_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: TABLE replay_runner_leases; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.replay_runner_leases IS 'Who runs each request: the session (pid, login) that took the lease through replay_run_acquire; written only by the schema''s functions.';
+
+
+--
 -- Name: schema_definitions; Type: TABLE; Schema: expiryctl
 --
 
@@ -2717,6 +2790,14 @@ ALTER TABLE ONLY expiryctl.replay_outcomes
 
 ALTER TABLE ONLY expiryctl.replay_requests
     ADD CONSTRAINT replay_requests_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: replay_runner_leases replay_runner_leases_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_runner_leases
+    ADD CONSTRAINT replay_runner_leases_pkey PRIMARY KEY (request_id);
 
 
 --
@@ -3096,6 +3177,14 @@ ALTER TABLE ONLY expiryctl.replay_items
 
 ALTER TABLE ONLY expiryctl.replay_outcomes
     ADD CONSTRAINT replay_outcomes_request_id_dead_letter_id_fkey FOREIGN KEY (request_id, dead_letter_id) REFERENCES expiryctl.replay_items(request_id, dead_letter_id);
+
+
+--
+-- Name: replay_runner_leases replay_runner_leases_request_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.replay_runner_leases
+    ADD CONSTRAINT replay_runner_leases_request_id_fkey FOREIGN KEY (request_id) REFERENCES expiryctl.replay_requests(id);
 
 
 --
@@ -3513,6 +3602,14 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_acked_after_cancel(actor text, reques
 
 
 --
+-- Name: FUNCTION replay_run_acquire(request bigint, application text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_acquire(request bigint, application text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_acquire(request bigint, application text) TO expiryctl_operator;
+
+
+--
 -- Name: FUNCTION replay_run_complete(actor text, request bigint, details jsonb); Type: ACL; Schema: expiryctl
 --
 
@@ -3541,6 +3638,14 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_interrupted(actor text, request bigin
 --
 
 REVOKE ALL ON FUNCTION expiryctl.replay_run_lease(request bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_run_release(request bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_release(request bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_release(request bigint) TO expiryctl_operator;
 
 
 --
@@ -3731,6 +3836,16 @@ GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_admin;
 GRANT SELECT ON TABLE expiryctl.replay_requests TO expiryctl_auditor;
+
+
+--
+-- Name: TABLE replay_runner_leases; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.replay_runner_leases TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.replay_runner_leases TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.replay_runner_leases TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.replay_runner_leases TO expiryctl_admin;
 
 
 --
