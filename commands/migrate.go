@@ -93,10 +93,16 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 			phrase.Count(len(defs), "definition", "definitions"), definitionList(defs), where, store.Schema, res.Version)
 	default:
 		fmt.Fprintf(opts.IO.ErrOut, "schema %s of %s is up to date (version %d)\n", store.Schema, where, res.Version)
-		return nil
 	}
 	if dropped := res.Definitions.Dropped; len(dropped) > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "dropped what no definition file defines any more: %s\n", termsafe.EscapeLine(strings.Join(dropped, ", ")))
+	}
+	if pending := res.Access.Pending; len(pending) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: any login may connect to database %s, and %s may not close it; ask a DBA (its owner or a superuser) to run:\n",
+			termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Login))
+		for _, s := range pending {
+			fmt.Fprintf(opts.IO.ErrOut, "  %s;\n", termsafe.EscapeLine(s))
+		}
 	}
 	return nil
 }

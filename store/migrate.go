@@ -61,6 +61,9 @@ type MigrationResult struct {
 	Version int64
 	// Definitions says which function and view files were applied.
 	Definitions DefinitionsResult
+	// Access says whether the database is closed to logins outside
+	// expiryctl's groups (CloseDatabase).
+	Access DatabaseAccess
 	// Database, Server and Login say which database was migrated: its
 	// name, the server's host:port, and the login that migrated it.
 	Database, Server, Login string
@@ -100,11 +103,24 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 		// A later release's functions are not this one's to replace.
 		return res, &SchemaOutdatedError{Have: res.Version, Want: LatestVersion()}
 	}
-	res.Definitions, err = ApplyDefinitions(ctx, pool)
+	if res.Definitions, err = ApplyDefinitions(ctx, pool); err != nil {
+		return res, err
+	}
+	res.Access, err = CloseDatabase(ctx, pool)
 	return res, err
 }
 
 func createSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
+	// schema exists, which an owner of the schema that does not own the
+	// database lacks: so look first.
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, Schema).Scan(&exists); err != nil {
+		return fmt.Errorf("migrate: look for schema %s: %w", Schema, err)
+	}
+	if exists {
+		return nil
+	}
 	// Two hosts may race on CREATE SCHEMA IF NOT EXISTS; the loser's duplicate
 	// error means the schema is there, which is all that is wanted.
 	_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema)

@@ -12,11 +12,12 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 )
 
-// TestRedTeamLocksAStrangerCannotTake holds every key the advisory locks
-// used (the audit chain's, a request's runner's) from a login in no group,
-// and tries the tables that replaced them from a stranger and from a
-// member: audited commands and a runner go on, and nobody outside the
-// schema's functions locks what they guard.
+// TestRedTeamLocksAStrangerCannotTake shuts a login in no group out of the
+// database, holds every key the advisory locks used (the audit chain's, a
+// request's runner's) from the ingester, and tries the tables that
+// replaced them from the ingester and an operator: audited commands and a
+// runner go on, and nobody outside the schema's functions locks what they
+// guard.
 func TestRedTeamLocksAStrangerCannotTake(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
@@ -25,7 +26,17 @@ func TestRedTeamLocksAStrangerCannotTake(t *testing.T) {
 	rt.approve(t, rt.bob, req)
 
 	sam := rt.db.Login(t, "sam")
-	stranger, err := pgx.Connect(ctx, sam.URL)
+	if conn, err := pgx.Connect(ctx, sam.URL); !isPrivilegeError(err) {
+		if err == nil {
+			conn.Close(ctx)
+		}
+		t.Fatalf("a login in no group connected (err %v), want CONNECT refused", err)
+	}
+	var publicTemp bool
+	if err := rt.owner.QueryRow(ctx, `SELECT has_database_privilege('public', current_database(), 'TEMPORARY')`).Scan(&publicTemp); err != nil || publicTemp {
+		t.Fatalf("PUBLIC may create temporary tables (%v)", err)
+	}
+	stranger, err := pgx.Connect(ctx, rt.ivan.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +68,7 @@ func TestRedTeamLocksAStrangerCannotTake(t *testing.T) {
 	for _, who := range []struct {
 		name string
 		conn *pgx.Conn
-	}{{"a login in no group", stranger}, {"an operator", lock}} {
+	}{{"the ingester", stranger}, {"an operator", lock}} {
 		for _, sql := range []string{
 			`LOCK TABLE expiryctl.audit_chain IN EXCLUSIVE MODE`,
 			`LOCK TABLE expiryctl.audit_chain IN SHARE MODE`,
@@ -74,7 +85,7 @@ func TestRedTeamLocksAStrangerCannotTake(t *testing.T) {
 		}
 	}
 	if _, err := stranger.Exec(ctx, `SELECT expiryctl.replay_run_acquire($1, 'sam')`, req.ID); !isPrivilegeError(err) {
-		t.Errorf("a login in no group took the runner's lease: %v", err)
+		t.Errorf("the ingester took the runner's lease: %v", err)
 	}
 
 	// A second runner is refused while the lease's session stands, and

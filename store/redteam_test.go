@@ -464,11 +464,17 @@ func TestRedTeamSessionObjects(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, rt.alice.URL)
+	// An operator who is also the auditor: the one group that may create
+	// temporary tables (migrate revokes TEMPORARY from PUBLIC).
+	olive := rt.db.Login(t, "olive", "expiryctl_operator", "expiryctl_auditor")
+	conn, err := pgx.Connect(ctx, olive.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	if _, err := rt.alice.Pool.Exec(ctx, `CREATE TEMP TABLE dead_letters (id bigint)`); !isPrivilegeError(err) {
+		t.Errorf("an operator created a temporary table: %v, want TEMPORARY refused", err)
+	}
 	for _, sql := range []string{
 		`CREATE FUNCTION pg_temp.as_owner() RETURNS trigger LANGUAGE plpgsql AS $$
 		 BEGIN UPDATE expiryctl.policy SET max_rate = 999999; RETURN NEW; END $$`,
