@@ -98,6 +98,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		}
 		return cmd.Help()
 	}
+	root.PersistentPreRun = func(*cobra.Command, []string) { f.warnPasswordsInArgs() }
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
 	argumentsAreUsage(root)

@@ -174,3 +174,11 @@ func Address(rawURL string) string {
 	}
 	return Scrub(mask(rawURL[p.hostStart:p.hostEnd], inHost), Secrets(rawURL)...)
 }
+
+// HasPassword reports whether rawURL, a URL or key/value connection string,
+// carries a password (in its userinfo, a password or sslpassword
+// parameter, or a key/value password), read the way Redact reads it.
+func HasPassword(rawURL string) bool {
+	p, ok := parse(rawURL)
+	return ok && len(p.fields) > 0
+}

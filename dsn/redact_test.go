@@ -280,3 +280,23 @@ func TestRedactNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+func TestHasPassword(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]bool{
+		"postgres://alice:s3cret@db/expiryctl":              true,
+		"postgres://alice:x@db/expiryctl":                   true,
+		"postgres://alice@db/expiryctl?password=pw":         true,
+		"postgres://alice@db/expiryctl?sslpassword=keypass": true,
+		"host=db user=alice password='a b'":                 true,
+		"amqp://guest:guest@127.0.0.1:5672/":                true,
+		"postgres://alice@db/expiryctl":                     false,
+		"postgres:///expiryctl?service=prod":                false,
+		"host=db user=alice":                                false,
+		"":                                                  false,
+	} {
+		if got := HasPassword(raw); got != want {
+			t.Errorf("HasPassword(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
