@@ -32,7 +32,7 @@ func Groups() []Group {
 		{Ingester, "capture dead letters (dlq ingest)"},
 		{Operator, "read the archive, request replays and discards, run approved requests, cancel, purge"},
 		{Approver, "approve and reject requests (never their own login's)"},
-		{Auditor, "read, export and verify the audit trail"},
+		{Auditor, "read, export and verify the audit trail; read replay requests, not payloads"},
 		{Admin, "propose and approve policy changes (never their own login's)"},
 	}
 }

@@ -63,6 +63,15 @@ func TestGovernanceAsPeople(t *testing.T) {
 	if !strings.Contains(r.stderr, "cohort hash") {
 		t.Errorf("approve did not say which cohort hash it approved: %s", r)
 	}
+	// An auditor reads the request as the approver saw it, payloads aside.
+	audrey := db.Login(t, "audrey", "expiryctl_auditor")
+	shown := newCLI(audrey.URL, "").ok(t, "replay", "show", "1")
+	if !strings.Contains(shown.stdout, "r-1") || !strings.Contains(shown.stdout, "cohort") {
+		t.Errorf("replay show as an auditor:\n%s", shown)
+	}
+	if listed := newCLI(audrey.URL, "").ok(t, "replay", "list", "-o", "json"); !strings.Contains(listed.stdout, `"id": 1`) && !strings.Contains(listed.stdout, `"id":1`) {
+		t.Errorf("replay list as an auditor:\n%s", listed)
+	}
 	// Bob is no operator and no admin.
 	if r := newCLI(bob.URL, "").exits(t, 4, "policy", "set", "max_rate=1"); !strings.Contains(r.stderr, "role") {
 		t.Errorf("an approver set the policy: %s", r)

@@ -19,6 +19,7 @@ import (
 // govBundle is a migrated database with letters and a policy naming bob and
 // carol as approvers.
 type govBundle struct {
+	db      *pgtest.Database
 	pool    *pgxpool.Pool
 	people  *pgtest.People
 	letters []int64
@@ -55,7 +56,7 @@ func setupGovernance(t *testing.T, letters int) *govBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &govBundle{pool: db.Pool, people: people, letters: ids}
+	return &govBundle{db: db, pool: db.Pool, people: people, letters: ids}
 }
 
 // as acts as the person named actor: their own login, labelled actor.

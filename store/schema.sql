@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00022, then the files of store/functions/) leaves an empty database, dumped
+-- 00023, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -3376,6 +3376,195 @@ GRANT SELECT ON TABLE expiryctl.dead_letters TO expiryctl_admin;
 
 
 --
+-- Name: COLUMN dead_letters.id; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(id) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.fingerprint; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(fingerprint) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.job_key; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(job_key) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.message_id; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(message_id) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.reservation_id; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(reservation_id) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.idempotency_key; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(idempotency_key) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.expected_version; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(expected_version) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.due_at; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(due_at) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.source_queue; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(source_queue) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.origin_queue; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(origin_queue) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.original_exchange; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(original_exchange) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.original_routing_key; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(original_routing_key) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.reason_category; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(reason_category) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.error_class; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(error_class) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.last_error; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(last_error) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.attempts; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(attempts) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.attempt_history; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(attempt_history) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.content_type; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(content_type) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.payload_sha256; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(payload_sha256) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.payload_size; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(payload_size) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.dead_lettered_at; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(dead_lettered_at) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.ingested_at; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(ingested_at) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.previous_id; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(previous_id) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.replay_request_id; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(replay_request_id) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.replay_count; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(replay_count) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.redacted_at; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(redacted_at) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.properties; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(properties) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
 -- Name: FUNCTION letters_matching(f jsonb); Type: ACL; Schema: expiryctl
 --
 
@@ -3775,6 +3964,7 @@ GRANT SELECT ON TABLE expiryctl.dead_letter_due_tallies TO expiryctl_admin;
 GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_admin;
+GRANT SELECT ON TABLE expiryctl.dead_letter_states TO expiryctl_auditor;
 
 
 --
