@@ -64,12 +64,16 @@ func groupNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Member is a login and the expiryctl groups it belongs to.
+// Member is a login and the expiryctl groups it belongs to, or a login
+// in none that holds a way around the rules.
 type Member struct {
 	Login     string   `json:"login"`
 	Groups    []string `json:"groups"`
 	Superuser bool     `json:"superuser"`
 	CanLogin  bool     `json:"can_login"`
+	// Bypasses names each way around the rules the login holds
+	// (store.Standing.Kinds): for these logins governance is advisory.
+	Bypasses []string `json:"bypasses"`
 }
 
 // Service changes and lists membership, audited as Actor.
@@ -103,8 +107,8 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 	return err
 }
 
-// List returns every role that is a member of an expiryctl group, by name.
-// Audited.
+// List returns every role that is a member of an expiryctl group, and
+// every login that holds a way around the rules, by name. Audited.
 func (s *Service) List(ctx context.Context) ([]Member, error) {
 	members, err := Members(ctx, s.Pool)
 	if err != nil {

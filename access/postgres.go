@@ -2,6 +2,8 @@ package access
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,9 +21,10 @@ func changeMembership(ctx context.Context, q store.Querier, actor, login string,
 	return store.AsRefusal(err)
 }
 
-// Members returns every role that is a member of an expiryctl group, by
-// name, unaudited: for List and for checks that read it in their own
-// snapshot.
+// Members returns every role that is a member of an expiryctl group, and
+// every login in none that holds a way around the rules, by name, each
+// with those ways (Bypasses), unaudited: for List and for checks that read
+// it in their own snapshot.
 func Members(ctx context.Context, q store.Querier) ([]Member, error) {
 	rows, err := q.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
 		FROM pg_auth_members a
@@ -33,13 +36,32 @@ func Members(ctx context.Context, q store.Querier) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Member])
+	members, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Member, error) {
+		var m Member
+		err := row.Scan(&m.Login, &m.Groups, &m.Superuser, &m.CanLogin)
+		return m, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if members == nil {
-		members = []Member{}
+	standings, err := store.StandingsOf(ctx, q)
+	if err != nil {
+		return nil, err
 	}
+	for _, st := range standings {
+		i := slices.IndexFunc(members, func(m Member) bool { return m.Login == st.Login })
+		if i < 0 {
+			members = append(members, Member{Login: st.Login, Groups: []string{}, Superuser: st.Superuser, CanLogin: true})
+			i = len(members) - 1
+		}
+		members[i].Bypasses = st.Kinds()
+	}
+	for i := range members {
+		if members[i].Bypasses == nil {
+			members[i].Bypasses = []string{}
+		}
+	}
+	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Login, b.Login) })
 	return members, nil
 }
 

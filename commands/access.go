@@ -161,6 +161,8 @@ func accessListRun(ctx context.Context, opts *AccessListOptions) error {
 		switch {
 		case m.Superuser:
 			note = "superuser: governance is advisory for this login"
+		case len(m.Bypasses) > 0:
+			note = strings.Join(m.Bypasses, ", ") + ": governance is advisory for this login"
 		case !m.CanLogin:
 			note = "cannot log in"
 		}

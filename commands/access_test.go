@@ -67,6 +67,7 @@ func TestAccessListRun(t *testing.T) {
 			{Login: "alice", Groups: []string{access.Operator}, CanLogin: true},
 			{Login: "postgres", Superuser: true, CanLogin: true},
 			{Login: "batch", Groups: []string{access.Ingester}},
+			{Login: "dba", CanLogin: true, Bypasses: []string{"createrole", "pg_write_all_data"}},
 		}}
 		err := runCmd(NewCmdAccessList(f, func(ctx context.Context, o *AccessListOptions) error {
 			o.Access = serve[service.Access](svc)
@@ -75,13 +76,15 @@ func TestAccessListRun(t *testing.T) {
 		return out.String(), err
 	}
 	out, err := list(t)
-	want := "LOGIN\tGROUPS\tNOTE\nalice\texpiryctl_operator\t\npostgres\t\tsuperuser: governance is advisory for this login\nbatch\texpiryctl_ingester\tcannot log in\n"
+	want := "LOGIN\tGROUPS\tNOTE\nalice\texpiryctl_operator\t\npostgres\t\tsuperuser: governance is advisory for this login\nbatch\texpiryctl_ingester\tcannot log in\n" +
+		"dba\t\tcreaterole, pg_write_all_data: governance is advisory for this login\n"
 	if err != nil || out != want {
 		t.Fatalf("list = %v:\n%q\nwant\n%q", err, out, want)
 	}
 	out, err = list(t, "-o", "json")
 	var members []access.Member
-	if err != nil || json.Unmarshal([]byte(out), &members) != nil || len(members) != 3 || !members[1].Superuser {
+	if err != nil || json.Unmarshal([]byte(out), &members) != nil || len(members) != 4 || !members[1].Superuser ||
+		strings.Join(members[3].Bypasses, ",") != "createrole,pg_write_all_data" {
 		t.Fatalf("json = %+v, %v", members, err)
 	}
 }

@@ -62,12 +62,13 @@ func auditCSVCells(r audit.Row) []string {
 		string(r.Details), r.PrevHash.String(), r.Hash.String()}
 }
 
-var memberCSVHeaders = []string{"login", "groups", "superuser", "can_login"}
+var memberCSVHeaders = []string{"login", "groups", "superuser", "can_login", "bypasses"}
 
 // memberCSVCells lists a login's groups space-separated in one cell: a
 // group name has no spaces.
 func memberCSVCells(m access.Member) []string {
-	return []string{m.Login, strings.Join(m.Groups, " "), strconv.FormatBool(m.Superuser), strconv.FormatBool(m.CanLogin)}
+	return []string{m.Login, strings.Join(m.Groups, " "), strconv.FormatBool(m.Superuser), strconv.FormatBool(m.CanLogin),
+		strings.Join(m.Bypasses, " ")}
 }
 
 var policyChangeCSVHeaders = []string{"id", "proposed_by", "proposed_db_role", "proposed_at", "changes", "why"}

@@ -113,7 +113,8 @@ func TestListingsTakeCSV(t *testing.T) {
 		t.Parallel()
 		svc := &fakes.Access{Members: []access.Member{
 			{Login: "alice", Groups: []string{access.Operator, access.Ingester}, CanLogin: true},
-			{Login: "postgres", Superuser: true, CanLogin: true},
+			{Login: "postgres", Superuser: true, CanLogin: true, Bypasses: []string{"superuser"}},
+			{Login: "dba", CanLogin: true, Bypasses: []string{"createrole", "pg_write_all_data"}},
 		}}
 		out := run(t, func(f *Factory) *cobra.Command {
 			return NewCmdAccessList(f, func(ctx context.Context, o *AccessListOptions) error {
@@ -122,7 +123,8 @@ func TestListingsTakeCSV(t *testing.T) {
 			})
 		})
 		got := readCSV(t, out, memberCSVHeaders)
-		want := [][]string{{"alice", access.Operator + " " + access.Ingester, "false", "true"}, {"postgres", "", "true", "true"}}
+		want := [][]string{{"alice", access.Operator + " " + access.Ingester, "false", "true", ""}, {"postgres", "", "true", "true", "superuser"},
+			{"dba", "", "false", "true", "createrole pg_write_all_data"}}
 		if !slices.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("access list -o csv = %v, want %v", got, want)
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
@@ -62,6 +64,18 @@ func TestGovernanceAsPeople(t *testing.T) {
 	r = newCLI(bob.URL, "").ok(t, "replay", "approve", "1", "--why", "checked")
 	if !strings.Contains(r.stderr, "cohort hash") {
 		t.Errorf("approve did not say which cohort hash it approved: %s", r)
+	}
+	// A CREATEROLE login and a pg_write_all_data member are told, as the
+	// owner is, that the rules bind them only as far as they choose.
+	// (store's TestEveryBypassRoleIsNamed holds what the line says.)
+	for grant, named := range map[string]string{"ALTER ROLE %s CREATEROLE": "CREATEROLE", "GRANT pg_write_all_data TO %s": "pg_write_all_data"} {
+		l := db.Login(t, "keyholder", "expiryctl_auditor")
+		if _, err := db.Pool.Exec(context.Background(), strings.ReplaceAll(grant, "%s", pgx.Identifier{l.Name}.Sanitize())); err != nil {
+			t.Fatal(err)
+		}
+		if r := newCLI(l.URL, "").ok(t, "audit", "list", "--limit", "1"); !r.advisory {
+			t.Errorf("a login holding %s was not told governance is advisory for it: %s", named, r)
+		}
 	}
 	// An auditor reads the request as the approver saw it, payloads aside.
 	audrey := db.Login(t, "audrey", "expiryctl_auditor")

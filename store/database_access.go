@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The groups that connect to an expiryctl database; the auditor also
-// creates temporary tables (reconcile reads the policy's defaults from
-// one).
-var (
-	connectGroups = []string{"expiryctl_ingester", "expiryctl_operator", "expiryctl_approver", "expiryctl_auditor", "expiryctl_admin"}
-	tempGroups    = []string{"expiryctl_auditor"}
-)
+// Groups are expiryctl's five groups (package access says what each may
+// do): they connect to the database.
+var Groups = []string{"expiryctl_ingester", "expiryctl_operator", "expiryctl_approver", "expiryctl_auditor", "expiryctl_admin"}
+
+// tempGroups also create temporary tables: reconcile reads the policy's
+// defaults from one.
+var tempGroups = []string{"expiryctl_auditor"}
 
 // DatabaseAccess says whether the database is closed to logins outside
 // expiryctl's groups, and what is left to close it.
@@ -44,7 +44,7 @@ func CloseDatabase(ctx context.Context, q Querier) (DatabaseAccess, error) {
 		return DatabaseAccess{}, fmt.Errorf("read the database's privileges: %w", err)
 	}
 	// The schema's owner migrates and grants: it connects too.
-	grantees := append([]string{owner}, connectGroups...)
+	grantees := append([]string{owner}, Groups...)
 	var missing []string
 	for _, g := range grantees {
 		var ok bool
