@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00023, then the files of store/functions/) leaves an empty database, dumped
+-- 00024, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -3186,6 +3186,253 @@ ALTER TABLE ONLY expiryctl.replay_outcomes
 ALTER TABLE ONLY expiryctl.replay_runner_leases
     ADD CONSTRAINT replay_runner_leases_request_id_fkey FOREIGN KEY (request_id) REFERENCES expiryctl.replay_requests(id);
 
+
+--
+-- Name: audit_chain; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_chain ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_checkpoints; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_checkpoints ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_log; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_log ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_trail; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_trail ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_tree; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_tree ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letter_arrival_tallies; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letter_arrival_tallies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letter_class_tallies; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letter_class_tallies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letter_due_tallies; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letter_due_tallies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letter_states; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letter_states ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letter_tallies; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letter_tallies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_letters; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letters ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: policy; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.policy ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: policy_changes; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.policy_changes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_chain reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_chain FOR SELECT USING (true);
+
+
+--
+-- Name: audit_checkpoints reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_checkpoints FOR SELECT USING (true);
+
+
+--
+-- Name: audit_log reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_log FOR SELECT USING (true);
+
+
+--
+-- Name: audit_trail reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_trail FOR SELECT USING (true);
+
+
+--
+-- Name: audit_tree reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_tree FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letter_arrival_tallies reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letter_arrival_tallies FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letter_class_tallies reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letter_class_tallies FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letter_due_tallies reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letter_due_tallies FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letter_states reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letter_states FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letter_tallies reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letter_tallies FOR SELECT USING (true);
+
+
+--
+-- Name: dead_letters reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.dead_letters FOR SELECT USING (true);
+
+
+--
+-- Name: policy reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.policy FOR SELECT USING (true);
+
+
+--
+-- Name: policy_changes reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.policy_changes FOR SELECT USING (true);
+
+
+--
+-- Name: replay_items reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.replay_items FOR SELECT USING (true);
+
+
+--
+-- Name: replay_outcomes reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.replay_outcomes FOR SELECT USING (true);
+
+
+--
+-- Name: replay_requests reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.replay_requests FOR SELECT USING (true);
+
+
+--
+-- Name: replay_runner_leases reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.replay_runner_leases FOR SELECT USING (true);
+
+
+--
+-- Name: schema_definitions reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.schema_definitions FOR SELECT USING (true);
+
+
+--
+-- Name: schema_definitions_before reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.schema_definitions_before FOR SELECT USING (true);
+
+
+--
+-- Name: replay_items; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_items ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: replay_outcomes; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_outcomes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: replay_requests; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_requests ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: replay_runner_leases; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.replay_runner_leases ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: schema_definitions; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.schema_definitions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: schema_definitions_before; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.schema_definitions_before ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: SCHEMA expiryctl; Type: ACL; Schema: -
