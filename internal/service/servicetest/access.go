@@ -27,23 +27,14 @@ type AccessWorld struct {
 // Access runs the access contract: each case gets a world of its own from
 // newWorld.
 func Access(t *testing.T, newWorld func(t *testing.T) AccessWorld) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w AccessWorld)
-	}{
+	runCases(t, newWorld, []contractCase[AccessWorld]{
 		{"OwnerGrantsAndListShowsGroupsByName", accessOwnerGrants},
 		{"GrantingTwiceChangesNothing", accessGrantTwice},
 		{"RevokeEndsMembershipAndTheLastLeavesTheList", accessRevoke},
 		{"OnlyTheOwnerChangesMembership", accessOwnerOnly},
 		{"UnknownOrNoGroupIsRefusedAndChangesNothing", accessGroupRefusals},
 		{"GroupsGoToLoginsThatExist", accessLoginRefusals},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newWorld(t))
-		})
-	}
+	})
 }
 
 // membersOf lists the members among logins, by name: a cluster's other

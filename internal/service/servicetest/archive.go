@@ -86,10 +86,7 @@ type ArchiveWorld struct {
 // Archive runs the archive contract: each case gets a world of its own
 // from newWorld.
 func Archive(t *testing.T, newWorld func(t *testing.T) ArchiveWorld) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w ArchiveWorld)
-	}{
+	runCases(t, seedingDefaults(newWorld), []contractCase[ArchiveWorld]{
 		{"ListPagesNewestFirstByKeyset", archiveListPages},
 		{"ListOldestPagesOldestFirstByKeyset", archiveListOldestPages},
 		{"FiltersKeepCategoriesQueueStatusAndWindow", archiveFilters},
@@ -98,26 +95,28 @@ func Archive(t *testing.T, newWorld func(t *testing.T) ArchiveWorld) {
 		{"ShowCarriesTheRowAndAMissingIDIsNotFound", archiveShow},
 		{"SummaryCountsWaitingAndTotalPerCategory", archiveSummary},
 		{"SignalsCountStatusesArrivalsAndOverdue", archiveSignals},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			seed := w.Seed
-			w.Seed = func(specs ...LetterSpec) (OldestArchive, []int64) {
-				t.Helper()
-				full := make([]LetterSpec, len(specs))
-				for i, s := range specs {
-					full[i] = s.filled(i)
-				}
-				a, ids := seed(full...)
-				if len(ids) != len(specs) || !slices.IsSorted(ids) {
-					t.Fatalf("world seeded ids %v for %d letters, want one each, ascending", ids, len(specs))
-				}
-				return a, ids
+	})
+}
+
+// seedingDefaults wraps newWorld so that each spec a case seeds is filled
+// in first, and checks the world seeded one letter each, ids ascending.
+func seedingDefaults(newWorld func(t *testing.T) ArchiveWorld) func(t *testing.T) ArchiveWorld {
+	return func(t *testing.T) ArchiveWorld {
+		w := newWorld(t)
+		seed := w.Seed
+		w.Seed = func(specs ...LetterSpec) (OldestArchive, []int64) {
+			t.Helper()
+			full := make([]LetterSpec, len(specs))
+			for i, s := range specs {
+				full[i] = s.filled(i)
 			}
-			c.run(t, w)
-		})
+			a, ids := seed(full...)
+			if len(ids) != len(specs) || !slices.IsSorted(ids) {
+				t.Fatalf("world seeded ids %v for %d letters, want one each, ascending", ids, len(specs))
+			}
+			return a, ids
+		}
+		return w
 	}
 }
 

@@ -31,10 +31,7 @@ type AuditWorld struct {
 // service.Recorder that writes the rows it reads: each case gets a world
 // of its own from newWorld.
 func AuditReviewer(t *testing.T, newWorld func(t *testing.T) AuditWorld) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w AuditWorld)
-	}{
+	runCases(t, newWorld, []contractCase[AuditWorld]{
 		{"ListPagesNewestFirstBySeqAndEndsExactly", auditListPages},
 		{"ListRefusesAPageSizeBelowOneAndRecordsTheFailure", auditListLimit},
 		{"FiltersMatchActorActionAndTargetExactly", auditFiltersExact},
@@ -44,13 +41,7 @@ func AuditReviewer(t *testing.T, newWorld func(t *testing.T) AuditWorld) {
 		{"EachListLeavesItsOwnRowForTheNextList", auditListOwnRow},
 		{"VerifyCountsAnIntactTrailAndLeavesItsOwnRow", auditVerifyIntact},
 		{"VerifyHoldsItsAnchorAndItsFirstSeq", auditVerifyAnchor},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newWorld(t))
-		})
-	}
+	})
 }
 
 // record writes one row through w's recorder per entry, in order.

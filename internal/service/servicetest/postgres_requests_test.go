@@ -27,30 +27,31 @@ import (
 func TestRequestsContractPostgres(t *testing.T) {
 	t.Parallel()
 	servicetest.Requests(t, func(t *testing.T) servicetest.RequestsWorld {
-		db := pgtest.New(t)
-		people := db.People(t)
-		return servicetest.RequestsWorld{
-			Letters: letterSeeder(t, db),
-			As: func(person string) service.Requests {
-				return &replay.Service{Pool: people.Get(person).Pool, Actor: person}
-			},
-		}
+		w, _ := requestsWorld(t)
+		return w
 	})
 }
 
 func TestRunnerContractPostgres(t *testing.T) {
 	t.Parallel()
 	servicetest.Runner(t, func(t *testing.T) servicetest.RunnerWorld {
-		db := pgtest.New(t)
-		people := db.People(t)
-		return servicetest.RunnerWorld{
-			Letters: letterSeeder(t, db),
-			As: func(person string) service.Requests {
-				return &replay.Service{Pool: people.Get(person).Pool, Actor: person}
-			},
-			Runner: func(person string) service.Runner { return factoryRunner(t, people.Get(person), person) },
-		}
+		w, people := requestsWorld(t)
+		return servicetest.RunnerWorld{Letters: w.Letters, As: w.As,
+			Runner: func(person string) service.Runner { return factoryRunner(t, people.Get(person), person) }}
 	})
+}
+
+// requestsWorld is a database of its own with its people, each acting
+// through replay.Service as their own login.
+func requestsWorld(t *testing.T) (servicetest.RequestsWorld, *pgtest.People) {
+	db := pgtest.New(t)
+	people := db.People(t)
+	return servicetest.RequestsWorld{
+		Letters: letterSeeder(t, db),
+		As: func(person string) service.Requests {
+			return &replay.Service{Pool: people.Get(person).Pool, Actor: person}
+		},
+	}, people
 }
 
 // factoryRunner is the service.Runner `expiryctl replay run` gets: from the

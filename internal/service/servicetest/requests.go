@@ -27,10 +27,7 @@ type RequestsWorld struct {
 // Requests runs the requests contract: each case gets a world of its own
 // from newWorld.
 func Requests(t *testing.T, newWorld func(t *testing.T) RequestsWorld) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w RequestsWorld)
-	}{
+	runCases(t, newWorld, []contractCase[RequestsWorld]{
 		{"CreateFreezesAPendingRequestOfTheLetters", requestsCreate},
 		{"CreateNeedsAWhy", requestsCreateWhy},
 		{"AFilterNeedsAMax", requestsCreateBounded},
@@ -45,13 +42,7 @@ func Requests(t *testing.T, newWorld func(t *testing.T) RequestsWorld) {
 		{"ARequestIsReviewedOnce", requestsSingleReview},
 		{"CancelEndsAnOpenRequestAndFreesItsLetters", requestsCancel},
 		{"CancelOfAnEndedRequest", requestsCancelEnded},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newWorld(t))
-		})
-	}
+	})
 }
 
 // unknownRequest is an id no case creates.

@@ -25,22 +25,13 @@ type RunnerWorld struct {
 // Runner runs the runner contract: each case gets a world of its own from
 // newWorld. Its runs are of discards, which publish nothing.
 func Runner(t *testing.T, newWorld func(t *testing.T) RunnerWorld) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, w RunnerWorld)
-	}{
+	runCases(t, newWorld, []contractCase[RunnerWorld]{
 		{"AnUnknownRequestIsNotFound", runnerNotFound},
 		{"APendingRequestIsRefusedBeforeItStarts", runnerPending},
 		{"AnEndedRequestIsRefusedBeforeItStarts", runnerEnded},
 		{"ADryRunListsTheItemsOfAnOpenRequest", runnerDryRun},
 		{"AnApprovalAuthorisesOneRun", runnerOneRun},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newWorld(t))
-		})
-	}
+	})
 }
 
 // newDiscard asks, as svc, for a discard of ids.
