@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -71,4 +72,18 @@ func SchemaOwner(ctx context.Context, q store.Querier) (string, error) {
 	var owner string
 	err := q.QueryRow(ctx, `SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'expiryctl'`).Scan(&owner)
 	return owner, err
+}
+
+// role is what Bootstrap reads of a role.
+type role struct {
+	canLogin, super, createRole bool
+}
+
+// roleOf reads the role named name; found is false when there is none.
+func roleOf(ctx context.Context, q store.Querier, name string) (r role, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT rolcanlogin, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = $1`, name).Scan(&r.canLogin, &r.super, &r.createRole)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return role{}, false, nil
+	}
+	return r, err == nil, err
 }

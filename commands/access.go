@@ -33,7 +33,8 @@ schema owner grants and revokes; every change is audited.`,
   expiryctl access grant bob expiryctl_approver
   expiryctl access list`,
 	}
-	cmd.AddCommand(NewCmdAccessChange(f, true, nil), NewCmdAccessChange(f, false, nil), NewCmdAccessList(f, nil))
+	cmd.AddCommand(NewCmdAccessChange(f, true, nil), NewCmdAccessChange(f, false, nil), NewCmdAccessList(f, nil),
+		NewCmdAccessBootstrap(f, nil))
 	return cmd
 }
 
@@ -125,8 +126,12 @@ func NewCmdAccessList(f *Factory, runF func(context.Context, *AccessListOptions)
 		Short: "List the logins in each expiryctl group",
 		Long: `List every login with the expiryctl groups it belongs to.
 
+Beside the groups' members it lists every login that holds a way around the
+rules (superuser, owner, createrole, pg_write_all_data, pg_read_all_data,
+bypassrls, group_admin), for which governance is advisory.
+
 -o csv writes one row per login (login, groups space-separated, superuser,
-can_login).`,
+can_login, bypasses space-separated).`,
 		Example: "  expiryctl access list\n  expiryctl access list -o json\n  expiryctl access list -o csv > members.csv",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -152,6 +152,16 @@ func (f *Factory) Access(ctx context.Context) (service.Access, error) {
 	return &access.Service{Pool: s.pool, Actor: s.actor}, nil
 }
 
+// Bootstrap runs `access bootstrap` as the connected login, which needs no
+// expiryctl schema: a DBA's, before the first migrate.
+func (f *Factory) Bootstrap(ctx context.Context, owner string, logins []string) (access.BootstrapResult, error) {
+	pool, err := f.RawDB(ctx)
+	if err != nil {
+		return access.BootstrapResult{}, err
+	}
+	return access.Bootstrap(ctx, pool, owner, logins)
+}
+
 // Migrator returns the schema migrator. It connects without checking the
 // schema, which is what it is there to create.
 func (f *Factory) Migrator(ctx context.Context) (service.Migrator, error) {

@@ -26,6 +26,7 @@ set -euo pipefail
 export PATH="/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
 export LC_ALL=C
 
+readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly PG_HOST=127.0.0.1
 readonly PG_PORT=5432
 readonly PG_DB=expiryctl
@@ -206,19 +207,23 @@ ensure_postgres_role_and_db() {
 	fi
 }
 
-# ensure_governed_people creates what a governed deployment has: the schema's
-# owner, a login that is not a superuser (CREATEROLE, to create expiryctl's
-# groups and grant them), owning database $PG_DB_GOVERNED; and the demo's
-# people as plain logins: alice (requests and runs), bob and carol (approve),
-# audrey (audits). `expiryctl migrate` and `expiryctl access grant`, run as
-# the owner, give them their groups (see `make demo`).
+# ensure_governed_people creates what a governed deployment has, as
+# docs/governance.md sets one up: the schema's owner, a login that is
+# neither a superuser nor CREATEROLE, owning database $PG_DB_GOVERNED, with
+# ADMIN OPTION on expiryctl's groups from `expiryctl access bootstrap` (run
+# here as the DBA); and the demo's people as plain logins: alice (requests
+# and runs), bob and carol (approve), audrey (audits). `expiryctl migrate`
+# and `expiryctl access grant`, run as the owner, give them their groups
+# (see `make demo`).
 ensure_governed_people() {
 	local sql="
 		do \$\$
 		declare p text;
 		begin
 		  if not exists (select 1 from pg_roles where rolname = '$PG_OWNER') then
-		    create role $PG_OWNER login createrole nosuperuser;
+		    create role $PG_OWNER login nocreaterole nosuperuser;
+		  else
+		    alter role $PG_OWNER nocreaterole;
 		  end if;
 		  foreach p in array array['alice', 'bob', 'carol', 'audrey'] loop
 		    if not exists (select 1 from pg_roles where rolname = p) then
@@ -234,7 +239,17 @@ ensure_governed_people() {
 			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_GOVERNED'" | grep -q 1 ||
 			die "could not create database $PG_DB_GOVERNED"
 	fi
-	step "postgresql: owner $PG_OWNER and logins alice, bob, carol, audrey exist"
+	local administered
+	administered=$(psql_admin -c "select count(*) from pg_auth_members a join pg_roles g on g.oid = a.roleid
+		join pg_roles m on m.oid = a.member where m.rolname = '$PG_OWNER' and a.admin_option
+		and g.rolname in ('expiryctl_ingester', 'expiryctl_operator', 'expiryctl_approver', 'expiryctl_auditor', 'expiryctl_admin')")
+	if [[ $administered != 5 ]]; then
+		step "postgresql: bootstrapping expiryctl's groups for $PG_OWNER (expiryctl access bootstrap, as the DBA)"
+		(cd "$ROOT" && go run ./cmd/expiryctl access bootstrap "$PG_OWNER" \
+			--database-url "postgres://postgres@$PG_HOST:$PG_PORT/postgres?sslmode=disable") >/dev/null ||
+			die "could not bootstrap expiryctl's groups for $PG_OWNER"
+	fi
+	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers the groups) and logins alice, bob, carol, audrey exist"
 }
 
 # ------------------------------------------------------------------ RabbitMQ

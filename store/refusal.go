@@ -76,5 +76,8 @@ func privilegeMessage(msg string) string {
 			return fmt.Sprintf("%s: your login is not a member of %s; ask the schema owner (`expiryctl access grant LOGIN GROUP`)", msg, group)
 		}
 	}
+	if strings.HasPrefix(msg, "must have admin option on role") {
+		return msg + ": the schema's owner grants the groups with ADMIN OPTION on them, which a DBA gives it once with `expiryctl access bootstrap OWNER`"
+	}
 	return msg + ": no expiryctl group writes a table directly; expiryctl's commands go through the schema's functions, and `expiryctl access list` shows who is in which group"
 }

@@ -1,0 +1,65 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+)
+
+// TestBootstrapThenAnOwnerWithoutCreateRole sets a deployment up as
+// docs/governance.md says: a DBA bootstraps the groups for an owner that
+// has no CREATEROLE, and that owner migrates a database of its own and
+// grants a person a group; the person works, and the owner could not
+// have granted before the bootstrap.
+func TestBootstrapThenAnOwnerWithoutCreateRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	owner := db.Login(t, "owner") // in no group, NOCREATEROLE
+	person := db.Login(t, "person")
+	admin := db.Superuser(t)
+	ident := pgx.Identifier{owner.Name}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" OWNER TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	// What the owner comes to own must go back before its role is dropped.
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "REASSIGN OWNED BY "+ident+" TO postgres")
+		_, _ = admin.Exec(context.Background(), "DROP OWNED BY "+ident)
+	})
+
+	dba := newCLI(db.URL, "")
+	printed := dba.ok(t, "access", "bootstrap", owner.Name, "--print")
+	if !strings.Contains(printed.stdout, `GRANT "expiryctl_operator" TO "`+owner.Name+`" WITH ADMIN OPTION;`) {
+		t.Errorf("bootstrap --print:\n%s", printed.stdout)
+	}
+	var admins int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_auth_members a JOIN pg_roles m ON m.oid = a.member WHERE m.rolname = $1`, owner.Name).Scan(&admins); err != nil || admins != 0 {
+		t.Fatalf("--print changed the cluster: %d memberships (%v)", admins, err)
+	}
+
+	asOwner := newCLI(owner.URL, "")
+	asOwner.ok(t, "migrate")
+	if r := asOwner.exits(t, 4, "access", "grant", person.Name, "expiryctl_operator"); !strings.Contains(r.stderr, "expiryctl access bootstrap") {
+		t.Errorf("an owner without CREATEROLE or ADMIN OPTION granted a group: %s", r)
+	}
+
+	done := dba.ok(t, "access", "bootstrap", owner.Name)
+	if !strings.Contains(done.stdout, owner.Name+" administers expiryctl_ingester, expiryctl_operator") {
+		t.Errorf("bootstrap:\n%s", done)
+	}
+	asOwner.ok(t, "access", "grant", person.Name, "expiryctl_operator")
+	newCLI(person.URL, "").ok(t, "dlq", "summary")
+	list := asOwner.ok(t, "access", "list", "-o", "json")
+	if !strings.Contains(list.stdout, person.Name) {
+		t.Errorf("access list after the grant:\n%s", list.stdout)
+	}
+	// The owner with ADMIN OPTION is named as advisory, as the owner.
+	if r := asOwner.ok(t, "access", "list"); !r.advisory {
+		t.Errorf("the owner was not told governance is advisory for it: %s", r)
+	}
+}
