@@ -440,9 +440,14 @@ CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints by
 DECLARE
     label text;
     ids bigint[];
+    trusted boolean;
+    dropped integer;
 BEGIN
     PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
+    trusted := expiryctl.caller_is_owner();
+    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
+     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
     WITH stored AS (
         INSERT INTO expiryctl.dead_letters (
             fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
@@ -452,7 +457,11 @@ BEGIN
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_request_id END,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_count ELSE 0 END,
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END
@@ -471,7 +480,8 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
@@ -489,9 +499,14 @@ CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints by
 DECLARE
     label text;
     ids bigint[];
+    trusted boolean;
+    dropped integer;
 BEGIN
     PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
+    trusted := expiryctl.caller_is_owner();
+    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
+     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
     WITH stored AS (
         INSERT INTO expiryctl.dead_letters (
             fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
@@ -501,7 +516,11 @@ BEGIN
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_request_id END,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_count ELSE 0 END,
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
@@ -521,7 +540,8 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
@@ -1310,6 +1330,19 @@ BEGIN
        SET terminal_at = excluded.terminal_at, duplicate = excluded.duplicate, observed_at = now()
      WHERE o.terminal_at IS NULL AND excluded.terminal_at IS NOT NULL;
 END
+$$;
+
+
+--
+-- Name: replay_published_job(bigint, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_published_job(request bigint, job text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+                    WHERE i.request_id = request AND d.job_key = job AND i.state IN ('publishing', 'confirmed'))
 $$;
 
 
@@ -3983,6 +4016,13 @@ REVOKE ALL ON FUNCTION expiryctl.replay_items_state_guard() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_published_job(request bigint, job text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_published_job(request bigint, job text) FROM PUBLIC;
 
 
 --

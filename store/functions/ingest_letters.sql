@@ -1,7 +1,10 @@
 -- ingest_letters stores one batch of captured letters and its audit row.
 -- The payload's hash is the database's own; a copy whose fingerprint is
 -- already archived is skipped; a letter of a job already archived links to
--- that job's latest row. Returns the ids stored.
+-- that job's latest row. A letter's claim to come back from a replay
+-- request is kept only where that request published that job
+-- (replay_published_job), or from the owner, whose word governance takes;
+-- the batch's audit row counts the claims dropped. Returns the ids stored.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
@@ -16,9 +19,14 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
     ids bigint[];
+    trusted boolean;
+    dropped integer;
 BEGIN
     PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
+    trusted := expiryctl.caller_is_owner();
+    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
+     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
     WITH stored AS (
         INSERT INTO expiryctl.dead_letters (
             fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
@@ -28,7 +36,11 @@ BEGIN
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_request_id END,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_count ELSE 0 END,
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
@@ -48,7 +60,8 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
@@ -73,9 +86,14 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
     ids bigint[];
+    trusted boolean;
+    dropped integer;
 BEGIN
     PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
+    trusted := expiryctl.caller_is_owner();
+    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
+     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
     WITH stored AS (
         INSERT INTO expiryctl.dead_letters (
             fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
@@ -85,7 +103,11 @@ BEGIN
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at, s.replay_request_id, s.replay_count,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_request_id END,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_count ELSE 0 END,
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END
@@ -104,7 +126,8 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0)));
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
