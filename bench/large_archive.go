@@ -210,7 +210,7 @@ func purgeUnderCapture(ctx context.Context, cfg *config, rep *report, a archives
 		return err
 	}
 	if err := a.large.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters
-		WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&wantPurged); err != nil {
+		WHERE ingested_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&wantPurged); err != nil {
 		return err
 	}
 	window := retentionWindow
@@ -234,7 +234,7 @@ func purgeUnderCapture(ctx context.Context, cfg *config, rep *report, a archives
 	}
 	var left int64
 	if err := a.large.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters
-		WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&left); err != nil {
+		WHERE ingested_at < $1 AND redacted_at IS NULL`, cutoff).Scan(&left); err != nil {
 		return err
 	}
 	if left != 0 {

@@ -66,7 +66,7 @@ INSERT INTO expiryctl.dead_letters (
 	fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
 	source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
 	error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-	payload_sha256, payload_size, dead_lettered_at)
+	payload_sha256, payload_size, dead_lettered_at, ingested_at)
 SELECT sha256(convert_to('bench-letter-' || l.g, 'UTF8')),
 	'expire:r-' || l.g || ':v3', 'expire:r-' || l.g || ':v3', 'r-' || l.g, 'expire:r-' || l.g || ':v3', 3,
 	l.at - interval '7 minutes',
@@ -74,7 +74,7 @@ SELECT sha256(convert_to('bench-letter-' || l.g, 'UTF8')),
 	     ELSE 'billing-expiry.dlq' END,
 	'reservation-expiry', 'reservations', 'reservation.expire', d.category,
 	d.class, format(d.err, 'r-' || l.g), 3, d.history, d.headers, 'application/json', l.body, sha256(l.body), length(l.body),
-	l.at
+	l.at, l.at + interval '1 second'
 FROM letters l JOIN docs d USING (kind)`
 
 // seedStatusSQL decides 15% of the seeded letters, 12% replayed and 3%

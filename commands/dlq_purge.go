@@ -34,8 +34,9 @@ func NewCmdDLQPurge(f *Factory, runF func(context.Context, *DLQPurgeOptions) err
 	cmd := &cobra.Command{
 		Use:   "purge [--older-than DURATION] (--dry-run | --yes)",
 		Short: "Redact payloads and headers past the retention window",
-		Long: `Redact the payload and headers of dead letters older than the retention
-window. Identity, category, error class, attempt history, the payload's sha256
+		Long: `Redact the payload and headers of dead letters captured longer ago than the
+retention window, by the database's clock (the time a letter says it died is
+its own claim, and never shortens its retention). Identity, category, error class, attempt history, the payload's sha256
 and size, and the audit trail stay; nothing is deleted. A frozen cohort cannot
 lose a payload, so an open replay or discard request holding such a letter is
 voided (cancelled, audited) first.
@@ -106,10 +107,10 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 	}
 	if !opts.DryRun && preview.Redacted > 0 && !opts.Yes {
 		if !opts.IO.StdoutTTY || !opts.IO.StderrTTY {
-			return flagErrorf("purge would redact %s dead-lettered before %s and is not on a terminal to ask: add --yes (or --dry-run)",
+			return flagErrorf("purge would redact %s captured before %s and is not on a terminal to ask: add --yes (or --dry-run)",
 				phrase.Count(preview.Redacted, "letter", "letters"), preview.Cutoff.Format(time.RFC3339))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "redact payloads and headers of %s dead-lettered before %s? [y/N] ",
+		fmt.Fprintf(opts.IO.ErrOut, "redact payloads and headers of %s captured before %s? [y/N] ",
 			phrase.Count(preview.Redacted, "letter", "letters"), preview.Cutoff.Format(time.RFC3339))
 		answer, _ := bufio.NewReader(opts.IO.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
@@ -135,7 +136,7 @@ func dlqPurgeRun(ctx context.Context, opts *DLQPurgeOptions) error {
 	if opts.DryRun {
 		verb = "would redact"
 	}
-	fmt.Fprintf(opts.IO.Out, "%s %s dead-lettered before %s", verb, phrase.Count(res.Redacted, "letter", "letters"), res.Cutoff.Format(time.RFC3339))
+	fmt.Fprintf(opts.IO.Out, "%s %s captured before %s", verb, phrase.Count(res.Redacted, "letter", "letters"), res.Cutoff.Format(time.RFC3339))
 	if res.InRequest > 0 {
 		voided := "which the purge voided"
 		if opts.DryRun {

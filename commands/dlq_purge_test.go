@@ -52,7 +52,7 @@ func TestDLQPurgeRun(t *testing.T) {
 		if len(b.retention.Purges) != 1 || !b.retention.Purges[0].DryRun {
 			t.Fatalf("purges %+v, want one dry run", b.retention.Purges)
 		}
-		if b.out != "would redact 3 letters dead-lettered before "+cutoff.Format(time.RFC3339)+"\n" {
+		if b.out != "would redact 3 letters captured before "+cutoff.Format(time.RFC3339)+"\n" {
 			t.Fatalf("stdout %q", b.out)
 		}
 	})
@@ -90,7 +90,7 @@ func TestDLQPurgeRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(b.errOut, "redact payloads and headers of 3 letters dead-lettered before") ||
+		if !strings.Contains(b.errOut, "redact payloads and headers of 3 letters captured before") ||
 			!strings.Contains(b.errOut, "redacted 3 of 3") || len(b.retention.Purges) != 1 {
 			t.Fatalf("stderr %q after %d purges", b.errOut, len(b.retention.Purges))
 		}

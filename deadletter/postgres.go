@@ -330,7 +330,7 @@ func (s postgresLetters) LetterPurgeCount(ctx context.Context, olderThan time.Du
 	err := s.q.QueryRow(ctx, `SELECT
 			count(*),
 			count(*) FILTER (WHERE status = 'in_request')
-		FROM `+lettersWithStatus+` WHERE dead_lettered_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
+		FROM `+lettersWithStatus+` WHERE ingested_at < $1 AND redacted_at IS NULL`, res.Cutoff).Scan(&res.Redacted, &res.InRequest)
 	return res, err
 }
 
@@ -348,7 +348,7 @@ func (s postgresLetters) LetterPurge(ctx context.Context, actor string, cutoff t
 func (s postgresLetters) LetterPurgeLeft(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
 	err := s.q.QueryRow(ctx, `SELECT count(*) FROM `+lettersWithStatus+`
-		WHERE dead_lettered_at < $1 AND redacted_at IS NULL AND status <> 'in_request'`, cutoff).Scan(&n)
+		WHERE ingested_at < $1 AND redacted_at IS NULL AND status <> 'in_request'`, cutoff).Scan(&n)
 	return n, err
 }
 

@@ -13,8 +13,10 @@ import (
 // PurgeOptions says what retention removes.
 type PurgeOptions struct {
 	Actor string
-	// OlderThan is the retention window: letters dead-lettered before
-	// now - OlderThan lose their payload and headers.
+	// OlderThan is the retention window: letters captured (ingested_at,
+	// the database's clock) before now - OlderThan lose their payload and
+	// headers. A letter's own dead_lettered_at is its claim, and retention
+	// never runs on it.
 	OlderThan time.Duration
 	// DryRun counts without changing anything.
 	DryRun bool

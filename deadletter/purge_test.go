@@ -7,10 +7,36 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
+
+// capturedWhenDead sets each seeded letter's capture time to the time it
+// says it died, as a capture that kept up would have: retention counts
+// from the capture. Seeding goes through ingest_letters, which stamps
+// now(); only a superuser can move the stamp, past the immutability
+// trigger.
+func capturedWhenDead(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, sql := range []string{
+			`ALTER TABLE expiryctl.dead_letters DISABLE TRIGGER dead_letters_immutable`,
+			`UPDATE expiryctl.dead_letters SET ingested_at = dead_lettered_at`,
+			`ALTER TABLE expiryctl.dead_letters ENABLE TRIGGER dead_letters_immutable`,
+		} {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	t.Parallel()
@@ -28,6 +54,7 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 		letters = append(letters, l)
 	}
 	seed(t, db.Pool, letters...)
+	capturedWhenDead(t, db.Pool)
 	// One old letter is held by an open request: a frozen cohort cannot lose
 	// a payload, so the purge voids the request and then redacts the letter.
 	var request int64
@@ -98,6 +125,7 @@ func TestPurgeGoesBackForLettersThatWereLocked(t *testing.T) {
 		letters = append(letters, l)
 	}
 	seed(t, db.Pool, letters...)
+	capturedWhenDead(t, db.Pool)
 	lockLowest := func(n int) pgx.Tx {
 		t.Helper()
 		tx, err := db.Pool.Begin(ctx)
@@ -144,6 +172,7 @@ func TestPurgeGoesBackForLettersThatWereLocked(t *testing.T) {
 		more = append(more, l)
 	}
 	seed(t, db.Pool, more...)
+	capturedWhenDead(t, db.Pool)
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -147,7 +147,7 @@ func TestChangedDefinitionReplacesItsFunction(t *testing.T) {
 	db, owner := definitionsDB(t)
 	const file = "functions/purge_letters.sql"
 	edited := changedFiles(t, map[string]string{file: replaceIn(t, file,
-		"a purge may redact only letters dead-lettered before", "a purge redacts only letters dead-lettered before")})
+		"a purge may redact only letters captured before", "a purge redacts only letters captured before")})
 
 	res, err := store.ApplyDefinitionsFrom(ctx, owner, edited)
 	if err != nil {

@@ -70,3 +70,38 @@ func TestRedTeamIngesterLineage(t *testing.T) {
 		t.Errorf("the batch's audit row counts %d dropped claims (%v), want 2", dropped, err)
 	}
 }
+
+// TestRedTeamBackdatedLetterKeepsItsRetention: the ingester captures a
+// letter that claims to have died in 1970. A purge at the policy's
+// retention leaves it: retention runs on the capture time.
+func TestRedTeamBackdatedLetterKeepsItsRetention(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	body := []byte(`{"reservation_id":"r-1970"}`)
+	old := deadletter.Letter{Fingerprint: sha256.Sum256(body), JobKey: "expire:r-1970:v1", ReservationID: "r-1970",
+		SourceQueue: "q.dlq", Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body,
+		DeadLetteredAt: time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", "q.dlq", []deadletter.Letter{old}); err != nil {
+		t.Fatal(err)
+	}
+	var retention time.Duration
+	if err := rt.owner.QueryRow(ctx, `SELECT extract(epoch FROM retention)::bigint * 1000000000 FROM expiryctl.policy`).Scan(&retention); err != nil {
+		t.Fatal(err)
+	}
+	preview, err := deadletter.PurgePreview(ctx, rt.alice.Pool, retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := deadletter.Purge(ctx, rt.alice.Pool, deadletter.PurgeOptions{Actor: "alice", OlderThan: retention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var redacted bool
+	if err := rt.owner.QueryRow(ctx, `SELECT redacted_at IS NOT NULL FROM expiryctl.dead_letters WHERE job_key = 'expire:r-1970:v1'`).Scan(&redacted); err != nil {
+		t.Fatal(err)
+	}
+	if redacted || res.Redacted != 0 || preview.Redacted != 0 {
+		t.Fatalf("a letter captured now that claims 1970: redacted %v (purge %d, preview %d), want it kept for the retention", redacted, res.Redacted, preview.Redacted)
+	}
+}

@@ -1,10 +1,12 @@
 -- purge_letters is one batch of `dlq purge`: it redacts the payloads and
--- headers of up to batch letters dead-lettered before cutoff, after the
+-- headers of up to batch letters captured before cutoff, after the
 -- letter id after, and returns their ids. The cutoff may not be inside the
 -- policy's retention window (rule retention). An open request that holds
 -- such a letter is voided first, since its cohort can no longer be
 -- published as approved; a letter a request holds is never redacted. Each
--- batch and each voided request leaves an audit row.
+-- batch and each voided request leaves an audit row. Retention counts from
+-- the capture (ingested_at, the server's clock), never from the time a
+-- letter says it died: a letter claiming 1970 is kept as long as any.
 CREATE OR REPLACE FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with time zone, batch integer, after bigint) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -20,12 +22,12 @@ BEGIN
     SELECT retention INTO keep FROM expiryctl.policy WHERE singleton;
     IF cutoff > now() - keep THEN
         PERFORM expiryctl.replay_refuse('retention', format(
-            'the policy keeps letters for %s: a purge may redact only letters dead-lettered before %s, not before %s',
+            'the policy keeps letters for %s: a purge may redact only letters captured before %s, not before %s',
             keep, now() - keep, cutoff));
     END IF;
     FOR rid IN SELECT DISTINCT i.request_id FROM expiryctl.replay_items i
                  JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-                WHERE i.open AND d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL
+                WHERE i.open AND d.id > after AND d.ingested_at < cutoff AND d.redacted_at IS NULL
                 ORDER BY 1 LOOP
         UPDATE expiryctl.replay_requests SET status = 'cancelled',
                halt_reason = 'voided: dlq purge redacted letters past retention that it held'
@@ -45,7 +47,7 @@ BEGIN
     SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}') INTO ids
       FROM (SELECT d.id FROM expiryctl.dead_letters d
               JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = d.id
-             WHERE d.id > after AND d.dead_lettered_at < cutoff AND d.redacted_at IS NULL AND s.status <> 'in_request'
+             WHERE d.id > after AND d.ingested_at < cutoff AND d.redacted_at IS NULL AND s.status <> 'in_request'
              ORDER BY d.id LIMIT greatest(batch, 1) FOR UPDATE OF d SKIP LOCKED) c;
     WITH redacted AS (
         UPDATE expiryctl.dead_letters d SET payload = '', headers = '{}', redacted_at = now()
