@@ -213,6 +213,9 @@ func listDetails(f Filter, after *Cursor, limit, returned int) map[string]any {
 }
 
 func (a *Archive) page(ctx context.Context, f Filter, after *Cursor, limit int, oldestFirst bool) (Page, error) {
+	if limit < 1 {
+		return Page{}, fmt.Errorf("a page holds at least one letter, not %d: Stream reads them all", limit)
+	}
 	// One row more than asked tells whether a next page exists.
 	out, err := a.letters.LetterList(ctx, letterListParams{Filter: f, After: after, Limit: limit + 1, OldestFirst: oldestFirst})
 	if err != nil {

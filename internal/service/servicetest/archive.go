@@ -208,6 +208,15 @@ func archiveListPages(t *testing.T, w ArchiveWorld) {
 		pick(ids, 5, 4, 3), pick(ids, 2, 1, 0), pick(ids, 6))
 	wantPages(t, "limit 7 (all of them)", pageThrough(t, a.List, deadletter.Filter{}, nil, 7), pick(ids, order...))
 	wantPages(t, "limit 100", pageThrough(t, a.List, deadletter.Filter{}, nil, 100), pick(ids, order...))
+	// A page of no letters is a caller's mistake, said as an error.
+	for _, limit := range []int{0, -1} {
+		if page, err := a.List(context.Background(), deadletter.Filter{}, nil, limit); err == nil {
+			t.Errorf("List with limit %d = %d rows, want an error", limit, len(page.Rows))
+		}
+		if page, err := a.ListOldest(context.Background(), deadletter.Filter{}, nil, limit); err == nil {
+			t.Errorf("ListOldest with limit %d = %d rows, want an error", limit, len(page.Rows))
+		}
+	}
 	// A cursor inside the tie continues with the tie's lower ids.
 	wantPages(t, "after the middle of the tie", pageThrough(t, a.List, deadletter.Filter{}, cursorAt(w.Now, 30*time.Minute, ids[3]), 10),
 		pick(ids, 2, 1, 0, 6))
