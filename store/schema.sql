@@ -1398,7 +1398,7 @@ BEGIN
     IF kind NOT IN ('replay', 'discard') THEN
         PERFORM expiryctl.replay_refuse('kind', format('unknown request kind %L: replay or discard', kind));
     END IF;
-    IF coalesce(btrim(why), '') = '' THEN
+    IF coalesce(why, '') !~ '\S' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why: --why names the incident or ticket');
     END IF;
     IF fresh_key AND NOT confirm_eligible THEN
@@ -1756,7 +1756,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM expiryctl.not_found('replay_request', request);
     END IF;
-    IF decision = 'reject' AND coalesce(btrim(why), '') = '' THEN
+    IF decision = 'reject' AND coalesce(why, '') !~ '\S' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why you reject it: --why');
     END IF;
     IF req.status NOT IN ('pending', 'halted') THEN

@@ -40,7 +40,7 @@ BEGIN
     IF kind NOT IN ('replay', 'discard') THEN
         PERFORM expiryctl.replay_refuse('kind', format('unknown request kind %L: replay or discard', kind));
     END IF;
-    IF coalesce(btrim(why), '') = '' THEN
+    IF coalesce(why, '') !~ '\S' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why: --why names the incident or ticket');
     END IF;
     IF fresh_key AND NOT confirm_eligible THEN

@@ -19,7 +19,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM expiryctl.not_found('replay_request', request);
     END IF;
-    IF decision = 'reject' AND coalesce(btrim(why), '') = '' THEN
+    IF decision = 'reject' AND coalesce(why, '') !~ '\S' THEN
         PERFORM expiryctl.replay_refuse('why', 'say why you reject it: --why');
     END IF;
     IF req.status NOT IN ('pending', 'halted') THEN

@@ -153,7 +153,7 @@ func requestsCreate(t *testing.T, w RequestsWorld) {
 func requestsCreateWhy(t *testing.T, w RequestsWorld) {
 	letters := w.Letters(1)
 	alice := w.As("alice")
-	for _, why := range []string{"", "  "} {
+	for _, why := range []string{"", "  ", "\t", " \n\t "} {
 		_, err := alice.Create(context.Background(), replay.NewRequest{Kind: replay.KindReplay,
 			Selection: replay.Selection{IDs: letters}, Why: why})
 		wantRefusal(t, err, "why")
@@ -341,7 +341,7 @@ func requestsRejectWhy(t *testing.T, w RequestsWorld) {
 	alice, bob := w.As("alice"), w.As("bob")
 	letters := w.Letters(1)
 	r := newReplay(t, alice, letters...)
-	for _, why := range []string{"", "   "} {
+	for _, why := range []string{"", "   ", "\t", "\r\n"} {
 		_, err := bob.Reject(ctx, r.ID, replay.ReviewOptions{Why: why})
 		wantRefusal(t, err, "why")
 	}
