@@ -24,7 +24,8 @@ func (r *Reviewer) List(ctx context.Context, f Filter, after *Cursor, limit int)
 	page, err := List(ctx, r.Pool, f, after, limit)
 	if err != nil {
 		details["error"] = ErrorText(err)
-		_ = Record(ctx, r.Pool, Entry{Actor: r.Actor, Action: "audit.list", Details: details, Outcome: Failed})
+		// A listing cancelled by its caller still leaves its row.
+		_ = Record(context.WithoutCancel(ctx), r.Pool, Entry{Actor: r.Actor, Action: "audit.list", Details: details, Outcome: Failed})
 		return Page{}, err
 	}
 	details["returned"] = len(page.Rows)

@@ -1672,6 +1672,10 @@ BEGIN
         END IF;
         NEW.reviewed_db_role := session_user;
         NEW.reviewed_at := now();
+        -- A rejection ends the request, as a cancel or a completion does.
+        IF NEW.status = 'rejected' THEN
+            NEW.finished_at := now();
+        END IF;
         RETURN NEW;
     END IF;
 

@@ -353,6 +353,9 @@ func requestsRejectWhy(t *testing.T, w RequestsWorld) {
 	if got.ApprovalExpiresAt != nil {
 		t.Errorf("a rejection has no approval to expire: %v", got.ApprovalExpiresAt)
 	}
+	if got.FinishedAt == nil {
+		t.Errorf("a rejected request is over, with no finish time")
+	}
 	// Its letters are free again.
 	newReplay(t, alice, letters...)
 }
