@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,8 +29,15 @@ var migrationFiles embed.FS
 // versionTable records which migrations goose applied.
 const versionTable = Schema + ".schema_version"
 
-// migrationLockID is the advisory lock that serialises `expiryctl migrate` runs
-// across hosts ("expiryctl" in ASCII, truncated to 63 bits).
+// migrationLockTable is the table whose row serialises `expiryctl migrate`
+// runs across hosts (goose's table locker: a leased row, kept alive while
+// the migrate runs). Until migration 00025 an advisory key did, which any
+// login that could connect could hold to stall every migrate; the table is
+// the owner's, and row security keeps everyone else from its row.
+const migrationLockTable = Schema + ".schema_migrate_lock"
+
+// migrationLockID is the lock row's id ("expiryctl" in ASCII, truncated to
+// 63 bits).
 const migrationLockID int64 = 0x6578706972796374
 
 // ErrSchemaMissing means the database has no expiryctl schema yet.
@@ -72,10 +80,11 @@ type MigrationResult struct {
 // Migrate applies every embedded migration that the database at pool lacks,
 // then the definition files whose form the database does not run yet
 // (ApplyDefinitions). It is idempotent, and concurrent calls from several
-// hosts are serialised (the numbered migrations by a PostgreSQL advisory
-// lock, the definitions by a lock on their table), so running it twice or
-// from two places at once is safe. On an up-to-date database it writes
-// nothing.
+// hosts are serialised (the numbered migrations by the leased row of
+// schema_migrate_lock, the definitions by a lock on their table), so
+// running it twice or from two places at once is safe. On an up-to-date
+// database it changes nothing of the schema or its data: only the lock
+// row is taken and given back.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 	provider, closeDB, err := openProvider(ctx, pool)
 	if err != nil {
@@ -150,7 +159,11 @@ func openProvider(ctx context.Context, pool *pgxpool.Pool) (*goose.Provider, fun
 }
 
 func newProvider(db *sql.DB) (*goose.Provider, error) {
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
+	// A migrate waits up to five minutes for another, probing twice a
+	// second; a holder that died frees the row when its lease runs out.
+	locker, err := lock.NewPostgresTableLocker(lock.WithTableName(migrationLockTable), lock.WithTableLockID(migrationLockID),
+		lock.WithTableLeaseDuration(30*time.Second), lock.WithTableHeartbeatInterval(5*time.Second),
+		lock.WithTableLockTimeout(500*time.Millisecond, 600))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +175,7 @@ func newProvider(db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider("", db, sub, goose.WithStore(versionStore), goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	return goose.NewProvider("", db, sub, goose.WithStore(versionStore), goose.WithLocker(locker), goose.WithDisableGlobalRegistry(true))
 }
 
 // LatestVersion is the newest migration embedded in this binary.

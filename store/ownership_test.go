@@ -38,6 +38,7 @@ var tableOwners = map[string]string{
 	"audit_checkpoints":           "audit",
 	"schema_definitions":          "store",
 	"schema_definitions_before":   "store",
+	"schema_migrate_lock":         "store",
 }
 
 // functionOwners names, by prefix, the package that calls each family of

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestRedTeamLocksAStrangerCannotTake shuts a login in no group out of the
@@ -143,4 +144,36 @@ func TestChainLockWaitIsBoundedAndNamesItsHolder(t *testing.T) {
 func isPrivilegeError(err error) bool {
 	var pgErr interface{ SQLState() string }
 	return errors.As(err, &pgErr) && pgErr.SQLState() == "42501"
+}
+
+// TestRedTeamMigrateLock: an operator holds the advisory key migrate used
+// to serialise on, and tries the lock row that replaced it: the owner's
+// migrate goes on, and the row is not the operator's to take.
+func TestRedTeamMigrateLock(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, rt.alice.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7311717593230435188)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		`INSERT INTO expiryctl.schema_migrate_lock (lock_id, locked) VALUES (1, true)`,
+		`UPDATE expiryctl.schema_migrate_lock SET locked = true`,
+		`LOCK TABLE expiryctl.schema_migrate_lock IN EXCLUSIVE MODE`,
+	} {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, sql); return err })
+		if !isPrivilegeError(err) {
+			t.Errorf("an operator ran %s: %v, want a missing privilege", sql, err)
+		}
+	}
+	waited, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := store.Migrate(waited, rt.owner); err != nil {
+		t.Fatalf("migrate under an operator's advisory key: %v", err)
+	}
 }

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00024, then the files of store/functions/) leaves an empty database, dumped
+-- 00025, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -2686,6 +2686,20 @@ COMMENT ON TABLE expiryctl.schema_definitions_before IS 'The schema''s functions
 
 
 --
+-- Name: schema_migrate_lock; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.schema_migrate_lock (
+    lock_id bigint NOT NULL,
+    locked boolean DEFAULT false NOT NULL,
+    locked_at timestamp with time zone,
+    locked_by text,
+    lease_expires_at timestamp with time zone,
+    updated_at timestamp with time zone
+);
+
+
+--
 -- Name: audit_checkpoints audit_checkpoints_pkey; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -2851,6 +2865,14 @@ ALTER TABLE ONLY expiryctl.schema_definitions_before
 
 ALTER TABLE ONLY expiryctl.schema_definitions
     ADD CONSTRAINT schema_definitions_pkey PRIMARY KEY (kind, name);
+
+
+--
+-- Name: schema_migrate_lock schema_migrate_lock_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.schema_migrate_lock
+    ADD CONSTRAINT schema_migrate_lock_pkey PRIMARY KEY (lock_id);
 
 
 --
@@ -3436,6 +3458,13 @@ CREATE POLICY reads ON expiryctl.schema_definitions_before FOR SELECT USING (tru
 
 
 --
+-- Name: schema_migrate_lock reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.schema_migrate_lock FOR SELECT USING (true);
+
+
+--
 -- Name: replay_items; Type: ROW SECURITY; Schema: expiryctl
 --
 
@@ -3470,6 +3499,12 @@ ALTER TABLE expiryctl.schema_definitions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE expiryctl.schema_definitions_before ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: schema_migrate_lock; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.schema_migrate_lock ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: SCHEMA expiryctl; Type: ACL; Schema: -
