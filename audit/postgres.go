@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/expiryctl/expiryctl/store"
 )
@@ -267,13 +266,10 @@ func (s postgresTrail) TreeHashesBelow(ctx context.Context, count int64, fn func
 }
 
 // TreeExtend implements trailStore.
-func (s postgresTrail) TreeExtend(ctx context.Context, oldSize, newSize int64, hashes []tlog.Hash) error {
-	encoded := make([][]byte, len(hashes))
-	for i := range hashes {
-		encoded[i] = hashes[i][:]
-	}
-	_, err := s.q.Exec(ctx, `SELECT expiryctl.audit_tree_extend($1, $2, $3)`, oldSize, newSize, encoded)
-	return store.AsRefusal(err)
+func (s postgresTrail) TreeExtend(ctx context.Context, oldSize int64, batch int) (int64, error) {
+	var size int64
+	err := s.q.QueryRow(ctx, `SELECT expiryctl.audit_tree_extend($1, $2)`, oldSize, batch).Scan(&size)
+	return size, store.AsRefusal(err)
 }
 
 // CheckpointLatest implements trailStore.

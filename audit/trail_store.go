@@ -3,8 +3,6 @@ package audit
 import (
 	"context"
 	"time"
-
-	"golang.org/x/mod/sumdb/tlog"
 )
 
 // trailStore is every operation this package performs on the trail's
@@ -80,10 +78,11 @@ type trailStore interface {
 	// below count, lowest index first.
 	TreeHashesBelow(ctx context.Context, count int64, fn func(index int64, hash []byte) error) error
 
-	// TreeExtend stores hashes, the tree hashes that records oldSize to
-	// newSize-1 add, through audit_tree_extend, which refuses (rule
-	// tree-moved) when the tree no longer has oldSize records.
-	TreeExtend(ctx context.Context, oldSize, newSize int64, hashes []tlog.Hash) error
+	// TreeExtend adds up to batch records after oldSize to the tree
+	// through audit_tree_extend, which computes their hashes from the
+	// trail's rows and refuses (rule tree-moved) when the tree no longer
+	// has oldSize records; it returns the tree's size after.
+	TreeExtend(ctx context.Context, oldSize int64, batch int) (int64, error)
 
 	// CheckpointLatest returns the newest stored checkpoint note, nil when
 	// there is none.

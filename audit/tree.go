@@ -19,37 +19,16 @@ import (
 // extendBatch bounds the records added to the tree in one transaction.
 const extendBatch = 20000
 
-// storedTree reads stored hashes through trail, and from the hashes about
-// to be stored (pending, from index pendingFrom on), as a tlog.HashReader.
+// storedTree reads stored hashes through trail, as a tlog.HashReader.
 type storedTree struct {
-	ctx         context.Context
-	trail       trailStore
-	pending     []tlog.Hash
-	pendingFrom int64
-}
-
-// inPending reports whether index idx is among the pending hashes.
-func (t *storedTree) inPending(idx int64) bool {
-	p := idx - t.pendingFrom
-	return t.pending != nil && p >= 0 && p < int64(len(t.pending))
+	ctx   context.Context
+	trail trailStore
 }
 
 // ReadHashes implements tlog.HashReader.
 func (t *storedTree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	out := make([]tlog.Hash, len(indexes))
-	var want []int64
-	for i, idx := range indexes {
-		if t.inPending(idx) {
-			out[i] = t.pending[idx-t.pendingFrom]
-			continue
-		}
-		want = append(want, idx)
-	}
-	if len(want) == 0 {
-		return out, nil
-	}
-	found := make(map[int64]tlog.Hash, len(want))
-	err := t.trail.TreeHashes(t.ctx, want, func(idx int64, h []byte) error {
+	found := make(map[int64]tlog.Hash, len(indexes))
+	err := t.trail.TreeHashes(t.ctx, indexes, func(idx int64, h []byte) error {
 		if len(h) != tlog.HashSize {
 			return fmt.Errorf("audit tree: stored hash %d is %d bytes, not %d", idx, len(h), tlog.HashSize)
 		}
@@ -59,10 +38,8 @@ func (t *storedTree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	if err != nil {
 		return nil, err
 	}
+	out := make([]tlog.Hash, len(indexes))
 	for i, idx := range indexes {
-		if t.inPending(idx) {
-			continue
-		}
 		h, ok := found[idx]
 		if !ok {
 			return nil, fmt.Errorf("audit tree: stored hash %d is missing", idx)
@@ -101,38 +78,18 @@ func ExtendTree(ctx context.Context, pool *pgxpool.Pool) (TreeHead, error) {
 	}
 }
 
-// extendOnce adds up to extendBatch rows to the tree, in one transaction;
-// grew says whether it added any.
+// extendOnce adds up to extendBatch rows to the tree, in one transaction:
+// the database computes their hashes from its own rows
+// (audit_tree_extend); grew says whether it added any.
 func extendOnce(ctx context.Context, trail trailStore) (grew bool, err error) {
 	err = trail.InTx(ctx, func(tx trailStore) error {
 		_, size, err := tx.TrailGet(ctx)
 		if err != nil {
 			return err
 		}
-		var leaves [][]byte
-		err = tx.AuditHashes(ctx, size, extendBatch, func(seq int64, h []byte) error {
-			if want := size + int64(len(leaves)) + 1; seq != want {
-				return fmt.Errorf("the trail has seq %d where seq %d belongs: `expiryctl audit verify` says what changed", seq, want)
-			}
-			leaves = append(leaves, h)
-			return nil
-		})
-		if err != nil || len(leaves) == 0 {
-			return err
-		}
-		tree := &storedTree{ctx: ctx, trail: tx, pending: []tlog.Hash{}, pendingFrom: tlog.StoredHashCount(size)}
-		for i, leaf := range leaves {
-			hashes, err := tlog.StoredHashes(size+int64(i), leaf, tree)
-			if err != nil {
-				return err
-			}
-			tree.pending = append(tree.pending, hashes...)
-		}
-		if err := tx.TreeExtend(ctx, size, size+int64(len(leaves)), tree.pending); err != nil {
-			return err
-		}
-		grew = true
-		return nil
+		newSize, err := tx.TreeExtend(ctx, size, extendBatch)
+		grew = newSize > size
+		return err
 	})
 	return grew, err
 }
