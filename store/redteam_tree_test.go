@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"testing"
 )
 
@@ -42,5 +44,46 @@ func TestRedTeamTreeIsTheServers(t *testing.T) {
 	want := sha256.Sum256(append([]byte{0}, rowHash...))
 	if !bytes.Equal(leaf, want[:]) {
 		t.Fatalf("record 0's stored hash %x, want tlog's record hash of row 1's chain hash %x", leaf, want)
+	}
+}
+
+// TestRedTeamCheckpointNotes offers checkpoints the database must not
+// keep: a garbage note, a note of another trail, a root the tree does not
+// have, a size it does not hold. Each is refused, and exports still work.
+func TestRedTeamCheckpointNotes(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	var size int64
+	if err := rt.audrey.Pool.QueryRow(ctx, `SELECT expiryctl.audit_tree_extend(0, 1000)`).Scan(&size); err != nil {
+		t.Fatal(err)
+	}
+	var origin string
+	var root []byte
+	if err := rt.owner.QueryRow(ctx, `SELECT origin, expiryctl.audit_tree_root($1) FROM expiryctl.audit_trail`, size).Scan(&origin, &root); err != nil {
+		t.Fatal(err)
+	}
+	text := func(origin string, size int64, root []byte) string {
+		return fmt.Sprintf("%s\n%d\n%s\n\n\u2014 audrey AAAA\n", origin, size, base64.StdEncoding.EncodeToString(root))
+	}
+	other := sha256.Sum256([]byte("another root"))
+	record := `SELECT expiryctl.audit_checkpoint_record('', $1, $2, $3)`
+	for _, bad := range []struct {
+		name string
+		size int64
+		root []byte
+		note string
+	}{
+		{"a garbage note", size, root, "garbage"},
+		{"another trail's origin", size, root, text("expiryctl audit trail 00000000-0000-0000-0000-000000000000", size, root)},
+		{"a root the tree does not have", size, other[:], text(origin, size, other[:])},
+		{"a note whose root is not the argument", size, root, text(origin, size, other[:])},
+		{"no signature line", size, root, fmt.Sprintf("%s\n%d\n%s\n", origin, size, base64.StdEncoding.EncodeToString(root))},
+	} {
+		refused(t, rt.audrey.Pool, "checkpoint-note", record, bad.size, bad.root, bad.note)
+	}
+	refused(t, rt.audrey.Pool, "tree-size", record, size+1, root, text(origin, size+1, root))
+	if _, err := rt.audrey.Pool.Exec(ctx, record, size, root, text(origin, size, root)); err != nil {
+		t.Fatalf("a checkpoint of this trail as it is: %v", err)
 	}
 }

@@ -166,14 +166,29 @@ CREATE FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, 
 DECLARE
     label text;
     stored bigint;
+    origin text;
+    lines text[];
     id bigint;
 BEGIN
     PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
-    SELECT t.tree_size INTO stored FROM expiryctl.audit_trail t WHERE t.singleton;
+    SELECT t.tree_size, t.origin INTO stored, origin FROM expiryctl.audit_trail t WHERE t.singleton;
     IF tree_size > stored THEN
         PERFORM expiryctl.replay_refuse('tree-size', format(
             'a checkpoint of %s rows needs them in the tree, which holds %s', tree_size, stored));
+    END IF;
+    IF root_hash IS DISTINCT FROM expiryctl.audit_tree_root(tree_size) THEN
+        PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+            'the root hash %s is not the root of the audit tree''s first %s rows as the database computes it',
+            encode(root_hash, 'hex'), tree_size));
+    END IF;
+    lines := string_to_array(signed_note, E'\n');
+    IF cardinality(lines) < 6 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
+       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[4] <> ''
+       OR left(lines[5], 2) <> E'\u2014 ' THEN
+        PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+            'the note is not a signed checkpoint of this trail (%s) at %s rows with that root: it must be the text `audit checkpoint` signs, then a signature line',
+            origin, tree_size));
     END IF;
     INSERT INTO expiryctl.audit_checkpoints (tree_size, root_hash, signed_note)
     VALUES (tree_size, root_hash, signed_note) RETURNING audit_checkpoints.id INTO id;
@@ -319,6 +334,45 @@ BEGIN
                origin = coalesce(origin, 'expiryctl audit trail ' || gen_random_uuid()) WHERE singleton;
     END IF;
     RETURN size;
+END
+$$;
+
+
+--
+-- Name: audit_tree_root(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_tree_root(size bigint) RETURNS bytea
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    subtrees bytea[] := '{}';
+    start bigint := 0;
+    lvl integer;
+    m bigint;
+    h bytea;
+    root bytea;
+    i integer;
+BEGIN
+    IF size < 1 OR size > (SELECT t.tree_size FROM expiryctl.audit_trail t WHERE t.singleton) THEN
+        RETURN NULL;
+    END IF;
+    FOR lvl IN REVERSE 62..0 LOOP
+        IF size & (1::bigint << lvl) <> 0 THEN
+            -- The subtree (lvl, start >> lvl), at tlog's StoredHashIndex:
+            -- 2m - popcount(m) + lvl, m = ((start >> lvl) + 1 << lvl) - 1.
+            m := (((start >> lvl) + 1) << lvl) - 1;
+            SELECT t.hash INTO STRICT h FROM expiryctl.audit_tree t WHERE t.idx = 2 * m - bit_count(m::bit(64)) + lvl;
+            subtrees := subtrees || h;
+            start := start + (1::bigint << lvl);
+        END IF;
+    END LOOP;
+    root := subtrees[cardinality(subtrees)];
+    FOR i IN REVERSE cardinality(subtrees) - 1..1 LOOP
+        root := sha256('\x01'::bytea || subtrees[i] || root);
+    END LOOP;
+    RETURN root;
 END
 $$;
 
@@ -3635,6 +3689,13 @@ REVOKE ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, batch intege
 GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, batch integer) TO expiryctl_auditor;
 GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, batch integer) TO expiryctl_admin;
 GRANT ALL ON FUNCTION expiryctl.audit_tree_extend(old_size bigint, batch integer) TO expiryctl_ingester;
+
+
+--
+-- Name: FUNCTION audit_tree_root(size bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_tree_root(size bigint) FROM PUBLIC;
 
 
 --

@@ -1,6 +1,11 @@
 -- audit_checkpoint_record keeps a signed checkpoint of the first tree_size
 -- rows and audits it. The signature is checked by whoever reads it, against
--- the verifier key they trust; the database keeps the note as it was given.
+-- the verifier key they trust (the database holds no key); but the note is
+-- kept only when it is a checkpoint of this trail as the database holds it
+-- (rule checkpoint-note): its text names this trail's origin, tree_size
+-- and root_hash, the root is the one the server computes from its own
+-- tree (audit_tree_root), and a signature line follows. A garbage note
+-- would make every export that proves rows against it fail.
 CREATE OR REPLACE FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -8,14 +13,29 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     label text;
     stored bigint;
+    origin text;
+    lines text[];
     id bigint;
 BEGIN
     PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
     label := expiryctl.actor_label(actor);
-    SELECT t.tree_size INTO stored FROM expiryctl.audit_trail t WHERE t.singleton;
+    SELECT t.tree_size, t.origin INTO stored, origin FROM expiryctl.audit_trail t WHERE t.singleton;
     IF tree_size > stored THEN
         PERFORM expiryctl.replay_refuse('tree-size', format(
             'a checkpoint of %s rows needs them in the tree, which holds %s', tree_size, stored));
+    END IF;
+    IF root_hash IS DISTINCT FROM expiryctl.audit_tree_root(tree_size) THEN
+        PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+            'the root hash %s is not the root of the audit tree''s first %s rows as the database computes it',
+            encode(root_hash, 'hex'), tree_size));
+    END IF;
+    lines := string_to_array(signed_note, E'\n');
+    IF cardinality(lines) < 6 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
+       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[4] <> ''
+       OR left(lines[5], 2) <> E'\u2014 ' THEN
+        PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+            'the note is not a signed checkpoint of this trail (%s) at %s rows with that root: it must be the text `audit checkpoint` signs, then a signature line',
+            origin, tree_size));
     END IF;
     INSERT INTO expiryctl.audit_checkpoints (tree_size, root_hash, signed_note)
     VALUES (tree_size, root_hash, signed_note) RETURNING audit_checkpoints.id INTO id;
