@@ -87,3 +87,20 @@ func roleOf(ctx context.Context, q store.Querier, name string) (r role, found bo
 	}
 	return r, err == nil, err
 }
+
+// BootstrapStatements are the statements that set a deployment up: the five
+// NOLOGIN groups, the owner's ADMIN OPTION on them, and a login for each
+// of logins (the DBA sets their passwords, or uses another authentication).
+func BootstrapStatements(owner string, logins []string) []string {
+	var out []string
+	for _, g := range Groups() {
+		out = append(out, "CREATE ROLE "+pgx.Identifier{g.Name}.Sanitize()+" NOLOGIN NOINHERIT")
+	}
+	for _, g := range Groups() {
+		out = append(out, "GRANT "+pgx.Identifier{g.Name}.Sanitize()+" TO "+pgx.Identifier{owner}.Sanitize()+" WITH ADMIN OPTION")
+	}
+	for _, l := range logins {
+		out = append(out, "CREATE ROLE "+pgx.Identifier{l}.Sanitize()+" LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
+	}
+	return out
+}

@@ -18,7 +18,7 @@
 // All of the package's SQL is in postgres*.go, behind the tables interface
 // (tables.go): one method per operation on its tables and per call of the
 // schema's functions. The runner is in run*.go, one file per part: run.go
-// (Run, its state, discards), run_lock.go (the single-runner lock) and
+// (Run, its state, discards), run_lock.go (the single-runner lease) and
 // runner_held.go (whether a running request has lost its runner),
 // run_items.go (an item and its letter), run_planner.go (what to do with
 // each item), run_message.go (the message an item is published as),

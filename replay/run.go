@@ -22,9 +22,9 @@ import (
 // which the worker's idempotency key makes harmless. Only items of the
 // request, read by its id, are ever published.
 //
-// Two runners cannot run one request: the run holds a session-level
-// PostgreSQL advisory lock on a dedicated connection, which the database
-// releases when the runner's session ends, however it ends.
+// Two runners cannot run one request: the run holds the request's lease
+// (a row of replay_runner_leases naming a dedicated connection), which is
+// free once that session ends, however it ends.
 type Runner struct {
 	// Pool is the expiryctl database.
 	Pool *pgxpool.Pool

@@ -28,10 +28,11 @@ func (s *Service) listWithRunners(ctx context.Context, status Status, limit int)
 }
 
 // markRunners fills in RunnerHeld and Runner for the running requests of
-// reqs from their runner locks (pg_locks), which any login can read, so
-// that every reader sees whether a running request still has its runner.
-// A runner ends a run (commits the request's new status) before it lets
-// its lock go, so a request whose lock was free is read again: if its run
+// reqs from their runner leases (replay_runner_leases, which every group
+// that reads requests may read), so that every reader sees whether a
+// running request still has its runner. A runner ends a run (commits the
+// request's new status) before it lets its lease go, so a request whose
+// lease was free is read again: if its run
 // ended between the two reads, the request as it ended replaces it.
 func markRunners(ctx context.Context, t tables, reqs []Request) error {
 	var running []int64

@@ -35,6 +35,22 @@ func Runner(t *testing.T, newWorld func(t *testing.T) RunnerWorld) {
 }
 
 // newDiscard asks, as svc, for a discard of ids.
+// discardCase is a discard of three letters requested by alice, for bob to
+// approve and carol to run.
+type discardCase struct {
+	letters    []int64
+	alice, bob service.Requests
+	runner     service.Runner
+	request    replay.Request
+}
+
+func newDiscardCase(t *testing.T, w RunnerWorld) discardCase {
+	t.Helper()
+	d := discardCase{letters: w.Letters(3), alice: w.As("alice"), bob: w.As("bob"), runner: w.Runner("carol")}
+	d.request = newDiscard(t, d.alice, d.letters...)
+	return d
+}
+
 func newDiscard(t *testing.T, svc service.Requests, ids ...int64) replay.Request {
 	t.Helper()
 	return create(t, svc, replay.NewRequest{Kind: replay.KindDiscard, Selection: replay.Selection{IDs: ids}, Why: "INC-4212 duplicates"}).Request
@@ -96,10 +112,8 @@ func runnerEnded(t *testing.T, w RunnerWorld) {
 
 func runnerDryRun(t *testing.T, w RunnerWorld) {
 	ctx := context.Background()
-	letters := w.Letters(3)
-	alice, bob := w.As("alice"), w.As("bob")
-	runner := w.Runner("carol")
-	r := newDiscard(t, alice, letters...)
+	d := newDiscardCase(t, w)
+	letters, alice, bob, runner, r := d.letters, d.alice, d.bob, d.runner, d.request
 	wantPlan := func(status replay.Status) {
 		t.Helper()
 		plan, err := runner.DryRun(ctx, r.ID)
@@ -136,10 +150,8 @@ func runnerDryRun(t *testing.T, w RunnerWorld) {
 
 func runnerOneRun(t *testing.T, w RunnerWorld) {
 	ctx := context.Background()
-	letters := w.Letters(3)
-	alice, bob := w.As("alice"), w.As("bob")
-	runner := w.Runner("carol")
-	r := newDiscard(t, alice, letters...)
+	d := newDiscardCase(t, w)
+	alice, bob, runner, r := d.alice, d.bob, d.runner, d.request
 	approve(t, bob, r.ID)
 	res, err := runner.Run(ctx, r.ID, nil)
 	if err != nil {
