@@ -14,9 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/store"
 )
 
-// The groups `expiryctl migrate` creates.
+// The unnamed deployment's groups (store.Deployment): a named deployment's
+// carry its name, expiryctl_NAME_operator and so on.
 const (
 	Ingester = "expiryctl_ingester"
 	Operator = "expiryctl_operator"
@@ -25,16 +27,26 @@ const (
 	Admin    = "expiryctl_admin"
 )
 
-// Groups lists the groups with what each may do, in the order docs show
-// them.
-func Groups() []Group {
-	return []Group{
-		{Ingester, "capture dead letters (dlq ingest)"},
-		{Operator, "read the archive, request replays and discards, run approved requests, cancel, purge"},
-		{Approver, "approve and reject requests (never their own login's)"},
-		{Auditor, "read, export and verify the audit trail; read replay requests, not payloads"},
-		{Admin, "propose and approve policy changes (never their own login's)"},
+// mayByRole says what each role's group may do.
+var mayByRole = map[string]string{
+	"ingester": "capture dead letters (dlq ingest)",
+	"operator": "read the archive, request replays and discards, run approved requests, cancel, purge",
+	"approver": "approve and reject requests (never their own login's)",
+	"auditor":  "read, export and verify the audit trail; read replay requests, not payloads",
+	"admin":    "propose and approve policy changes (never their own login's)",
+}
+
+// Groups lists the unnamed deployment's groups with what each may do, in
+// the order docs show them.
+func Groups() []Group { return GroupsOf("") }
+
+// GroupsOf lists deployment d's groups with what each may do.
+func GroupsOf(d store.Deployment) []Group {
+	out := make([]Group, len(store.Roles))
+	for i, r := range store.Roles {
+		out[i] = Group{Name: d.MustGroup(r), May: mayByRole[r]}
 	}
+	return out
 }
 
 // Group is one of expiryctl's groups.
@@ -43,25 +55,63 @@ type Group struct {
 	May  string `json:"may"`
 }
 
-// CheckGroups refuses a name that is not one of the groups, saying which are.
+// CheckGroups refuses a name that names no group of any deployment, saying
+// which are: a group is named by its role (operator), by the unnamed
+// deployment's name for it (expiryctl_operator), or by a named
+// deployment's (expiryctl_NAME_operator). Which deployment's group it is
+// the database says (GroupsIn).
 func CheckGroups(names []string) error {
 	if len(names) == 0 {
-		return fmt.Errorf("name at least one group: %s", groupNames())
+		return fmt.Errorf("name at least one group: %s", groupNames(""))
 	}
 	for _, n := range names {
-		if !slices.ContainsFunc(Groups(), func(g Group) bool { return g.Name == n }) {
-			return fmt.Errorf("unknown group %q: the groups are %s (full names)", n, groupNames())
+		if roleOfName(n) == "" {
+			return fmt.Errorf("unknown group %q: the groups are %s, or their roles alone (%s)", n, groupNames(""), strings.Join(store.Roles, ", "))
 		}
 	}
 	return nil
 }
 
-func groupNames() string {
-	names := make([]string, 0, 5)
-	for _, g := range Groups() {
-		names = append(names, g.Name)
+// roleOfName is the role a group name names, or "".
+func roleOfName(name string) string {
+	if slices.Contains(store.Roles, name) {
+		return name
 	}
-	return strings.Join(names, ", ")
+	rest, ok := strings.CutPrefix(name, "expiryctl_")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndexByte(rest, '_'); i >= 0 {
+		if store.CheckDeploymentName(rest[:i]) != nil {
+			return ""
+		}
+		rest = rest[i+1:]
+	}
+	if !slices.Contains(store.Roles, rest) {
+		return ""
+	}
+	return rest
+}
+
+// GroupsIn turns names (as CheckGroups takes them) into deployment d's
+// groups, refusing another deployment's.
+func GroupsIn(d store.Deployment, names []string) ([]string, error) {
+	if err := CheckGroups(names); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		g, ok := d.Group(n)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a group of this database's deployment %s: its groups are %s", n, d, groupNames(d))
+		}
+		out[i] = g
+	}
+	return out, nil
+}
+
+func groupNames(d store.Deployment) string {
+	return strings.Join(d.Groups(), ", ")
 }
 
 // Member is a login and the expiryctl groups it belongs to, or a login
@@ -98,7 +148,15 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 		action = "access.revoke"
 	}
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		return changeMembership(ctx, tx, s.Actor, login, groups, grant)
+		d, err := store.ReadDeployment(ctx, tx)
+		if err != nil {
+			return err
+		}
+		named, err := GroupsIn(d, groups)
+		if err != nil {
+			return &store.Refusal{Rule: "groups", Message: err.Error()}
+		}
+		return changeMembership(ctx, tx, s.Actor, login, named, grant)
 	})
 	if err != nil {
 		_ = audit.RecordFailure(ctx, s.Pool, audit.Entry{Actor: s.Actor, Action: action, Target: "login:" + login,
@@ -107,8 +165,9 @@ func (s *Service) change(ctx context.Context, login string, groups []string, gra
 	return err
 }
 
-// List returns every role that is a member of an expiryctl group, and
-// every login that holds a way around the rules, by name. Audited.
+// List returns every role that is a member of one of the deployment's
+// groups, and every login that holds a way around the rules, by name.
+// Audited.
 func (s *Service) List(ctx context.Context) ([]Member, error) {
 	members, err := Members(ctx, s.Pool)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 type BootstrapResult struct {
 	// Owner is the login that will own the schema and manage membership.
 	Owner string `json:"owner"`
+	// Deployment is the deployment set up; "" is the unnamed one.
+	Deployment store.Deployment `json:"deployment"`
 	// Statements are the SQL statements of the bootstrap, in order: the
 	// groups' creation, the owner's ADMIN OPTION on each, and CREATE ROLE
 	// for each login asked for. Print returns them unrun.
@@ -28,16 +30,22 @@ type BootstrapResult struct {
 	OwnerCreateRole bool `json:"owner_createrole"`
 }
 
-// Bootstrap sets a deployment up for owner, run by a DBA (a superuser or a
+// Bootstrap sets deployment d up for owner, run by a DBA (a superuser or a
 // CREATEROLE login) once, before the owner's first `expiryctl migrate`: it
-// creates the groups that do not exist, gives owner ADMIN OPTION on each,
+// creates d's groups that do not exist (a named deployment's carry its
+// name, so that they grant nothing in another deployment's database), gives owner ADMIN OPTION on each,
 // so that owner needs no CREATEROLE to migrate and to grant the groups, and
 // creates the logins asked for. It may run again: what exists is kept. A
 // role of a group's name that can log in is refused, as migrate refuses it.
 // Nothing is audited: the schema, and its trail, may not exist yet;
 // `access list` shows the result.
-func Bootstrap(ctx context.Context, q store.Querier, owner string, logins []string) (BootstrapResult, error) {
-	res := BootstrapResult{Owner: owner, Statements: BootstrapStatements(owner, logins)}
+func Bootstrap(ctx context.Context, q store.Querier, owner string, d store.Deployment, logins []string) (BootstrapResult, error) {
+	res := BootstrapResult{Owner: owner, Deployment: d, Statements: BootstrapStatements(owner, d, logins)}
+	if d.Named() {
+		if err := store.CheckDeploymentName(string(d)); err != nil {
+			return res, err
+		}
+	}
 	o, found, err := roleOf(ctx, q, owner)
 	if err != nil {
 		return res, err
@@ -49,7 +57,8 @@ func Bootstrap(ctx context.Context, q store.Querier, owner string, logins []stri
 	if !o.canLogin {
 		return res, fmt.Errorf("%s cannot log in: the schema's owner is the login that runs expiryctl migrate", owner)
 	}
-	for i, g := range Groups() {
+	groups := GroupsOf(d)
+	for i, g := range groups {
 		r, found, err := roleOf(ctx, q, g.Name)
 		switch {
 		case err != nil:
@@ -63,8 +72,8 @@ func Bootstrap(ctx context.Context, q store.Querier, owner string, logins []stri
 			return res, fmt.Errorf("role %s exists and is a login or superuser role: expiryctl's groups must be NOLOGIN; rename or drop it", g.Name)
 		}
 	}
-	for i, g := range Groups() {
-		if _, err := q.Exec(ctx, res.Statements[len(Groups())+i]); err != nil {
+	for i, g := range groups {
+		if _, err := q.Exec(ctx, res.Statements[len(groups)+i]); err != nil {
 			return res, fmt.Errorf("give %s ADMIN OPTION on %s: %w (run this as a superuser or a CREATEROLE login)", owner, g.Name, err)
 		}
 		res.Administered = append(res.Administered, g.Name)
@@ -75,7 +84,7 @@ func Bootstrap(ctx context.Context, q store.Querier, owner string, logins []stri
 		} else if exists {
 			continue
 		}
-		if _, err := q.Exec(ctx, res.Statements[2*len(Groups())+i]); err != nil && !isDuplicate(err) {
+		if _, err := q.Exec(ctx, res.Statements[2*len(groups)+i]); err != nil && !isDuplicate(err) {
 			return res, fmt.Errorf("create login %s: %w", l, err)
 		}
 	}

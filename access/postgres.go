@@ -22,18 +22,23 @@ func changeMembership(ctx context.Context, q store.Querier, actor, login string,
 	return store.AsRefusal(err)
 }
 
-// Members returns every role that is a member of an expiryctl group, and
+// Members returns every role that is a member of one of the deployment's
+// groups (another deployment's people on the cluster are not listed), and
 // every login in none that holds a way around the rules, by name, each
 // with those ways (Bypasses), unaudited: for List and for checks that read
 // it in their own snapshot.
 func Members(ctx context.Context, q store.Querier) ([]Member, error) {
+	d, err := store.ReadDeployment(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := q.Query(ctx, `SELECT m.rolname, array_agg(g.rolname ORDER BY g.rolname), m.rolsuper, m.rolcanlogin
 		FROM pg_auth_members a
 		JOIN pg_roles g ON g.oid = a.roleid
 		JOIN pg_roles m ON m.oid = a.member
 		WHERE g.rolname = ANY ($1)
 		GROUP BY m.rolname, m.rolsuper, m.rolcanlogin ORDER BY m.rolname`,
-		[]string{Ingester, Operator, Approver, Auditor, Admin})
+		d.Groups())
 	if err != nil {
 		return nil, err
 	}
@@ -88,15 +93,16 @@ func roleOf(ctx context.Context, q store.Querier, name string) (r role, found bo
 	return r, err == nil, err
 }
 
-// BootstrapStatements are the statements that set a deployment up: the five
-// NOLOGIN groups, the owner's ADMIN OPTION on them, and a login for each
-// of logins (the DBA sets their passwords, or uses another authentication).
-func BootstrapStatements(owner string, logins []string) []string {
+// BootstrapStatements are the statements that set deployment d up: its
+// five NOLOGIN groups, the owner's ADMIN OPTION on them, and a login for
+// each of logins (the DBA sets their passwords, or uses another
+// authentication).
+func BootstrapStatements(owner string, d store.Deployment, logins []string) []string {
 	var out []string
-	for _, g := range Groups() {
+	for _, g := range GroupsOf(d) {
 		out = append(out, "CREATE ROLE "+pgx.Identifier{g.Name}.Sanitize()+" NOLOGIN NOINHERIT")
 	}
-	for _, g := range Groups() {
+	for _, g := range GroupsOf(d) {
 		out = append(out, "GRANT "+pgx.Identifier{g.Name}.Sanitize()+" TO "+pgx.Identifier{owner}.Sanitize()+" WITH ADMIN OPTION")
 	}
 	for _, l := range logins {

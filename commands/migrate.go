@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,8 @@ type MigrateOptions struct {
 	// DownTo is the version --down-to names, -1 without it.
 	DownTo int64
 	Yes    bool
+	// Deployment is --deployment's name.
+	Deployment string
 }
 
 // NewCmdMigrate builds `expiryctl migrate`. runF replaces the run function in
@@ -42,10 +45,21 @@ running the Down sections of the newer migrations, newest first. It may drop
 columns and tables with what they hold, so it lists them and asks first (or
 takes --yes). The functions stay this release's until the older release's
 own "expiryctl migrate" replaces them with its files; below version 21 they
-are the older release's at once.`,
+are the older release's at once.
+
+--deployment NAME installs the schema for a named deployment, whose groups
+(expiryctl_NAME_operator, …) a DBA made with expiryctl access bootstrap OWNER
+--deployment NAME: PostgreSQL's roles are the cluster's, and a deployment's
+own groups grant nothing in another's database. The name is fixed once the
+schema is installed, and later migrates need not repeat it. Given for a
+schema of the unnamed deployment (groups expiryctl_operator, …), it moves the
+schema to the named groups: their privileges, and the people this trail
+granted (each move audited as access.grant); members the trail does not
+account for are listed, not moved.`,
 		Example: `  expiryctl migrate
   expiryctl migrate --database-url postgres://expiryctl@db.internal/expiryctl
-  expiryctl migrate --down-to 20 --yes     # back to the schema of a release at version 20`,
+  expiryctl migrate --down-to 20 --yes     # back to the schema of a release at version 20
+  expiryctl migrate --deployment billing   # a cluster shared with other deployments`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("down-to") {
@@ -53,8 +67,15 @@ are the older release's at once.`,
 					return flagErrorf("--yes confirms a --down-to: a migrate up asks nothing")
 				}
 				opts.DownTo = -1
+			} else if opts.Deployment != "" {
+				return flagErrorf("--deployment names the deployment a migrate up installs: a --down-to keeps the schema's")
 			} else if opts.DownTo < 0 {
 				return flagErrorf("invalid --down-to %d: name the version to go back to (0 removes the schema)", opts.DownTo)
+			}
+			if opts.Deployment != "" {
+				if err := store.CheckDeploymentName(opts.Deployment); err != nil {
+					return &FlagError{Err: fmt.Errorf("--deployment: %w", err)}
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -64,6 +85,7 @@ are the older release's at once.`,
 	}
 	cmd.Flags().Int64Var(&opts.DownTo, "down-to", -1, "take the schema down to this version (an older release's)")
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "with --down-to: do not ask for confirmation")
+	cmd.Flags().StringVar(&opts.Deployment, "deployment", "", "install (or move the schema to) the named deployment's groups")
 	return cmd
 }
 
@@ -75,9 +97,15 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	if opts.DownTo >= 0 {
 		return migrateDownRun(ctx, opts, migrator)
 	}
-	res, err := migrator.Migrate(ctx)
+	res, err := migrator.Migrate(ctx, store.Deployment(opts.Deployment))
 	if err != nil {
 		return err
+	}
+	if res.Deployment.Named() {
+		fmt.Fprintf(opts.IO.ErrOut, "deployment %s: groups %s\n", termsafe.EscapeLine(string(res.Deployment)), strings.Join(res.Deployment.Groups(), ", "))
+	}
+	if mv := res.Moved; mv != nil {
+		writeDeploymentMove(opts.IO.ErrOut, mv)
 	}
 	where := fmt.Sprintf("database %s on %s (as %s)", termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Server), termsafe.EscapeLine(res.Login))
 	defs := res.Definitions.Replaced
@@ -153,4 +181,24 @@ func migrateDownRun(ctx context.Context, opts *MigrateOptions, migrator service.
 		fmt.Fprintf(opts.IO.ErrOut, "its functions are still this release's: run `expiryctl migrate` with the release of version %d to put its own in place\n", res.Version)
 	}
 	return nil
+}
+
+// writeDeploymentMove says what moving the schema to its deployment's
+// groups did, and what is left for the owner and the DBA.
+func writeDeploymentMove(w io.Writer, mv *store.DeploymentMove) {
+	fmt.Fprintf(w, "moved the schema to the deployment %s's groups: %s\n",
+		termsafe.EscapeLine(string(mv.To)), phrase.Count(mv.Privileges, "privilege", "privileges"))
+	for _, m := range mv.Members {
+		fmt.Fprintf(w, "  %s: granted %s (the trail granted it the unnamed groups)\n", termsafe.EscapeLine(m.Login), strings.Join(m.Groups, ", "))
+	}
+	for _, m := range mv.NotMoved {
+		fmt.Fprintf(w, "warning: %s is a member of %s, which this trail never granted, and was not moved: if the login belongs to this deployment, run `expiryctl access grant %s ROLE…`\n",
+			termsafe.EscapeLine(m.Login), strings.Join(m.Groups, ", "), termsafe.EscapeLine(m.Login))
+	}
+	if len(mv.Elsewhere) > 0 {
+		fmt.Fprintf(w, "warning: the unnamed groups also hold privileges outside the schema (the policy's queries may read these tables); their owners run:\n")
+		for _, s := range mv.Elsewhere {
+			fmt.Fprintf(w, "  %s;\n", termsafe.EscapeLine(s))
+		}
+	}
 }

@@ -154,12 +154,12 @@ func (f *Factory) Access(ctx context.Context) (service.Access, error) {
 
 // Bootstrap runs `access bootstrap` as the connected login, which needs no
 // expiryctl schema: a DBA's, before the first migrate.
-func (f *Factory) Bootstrap(ctx context.Context, owner string, logins []string) (access.BootstrapResult, error) {
+func (f *Factory) Bootstrap(ctx context.Context, owner string, d store.Deployment, logins []string) (access.BootstrapResult, error) {
 	pool, err := f.RawDB(ctx)
 	if err != nil {
 		return access.BootstrapResult{}, err
 	}
-	return access.Bootstrap(ctx, pool, owner, logins)
+	return access.Bootstrap(ctx, pool, owner, d, logins)
 }
 
 // Migrator returns the schema migrator. It connects without checking the
@@ -425,12 +425,18 @@ func (r *reconciler) Reconcile(ctx context.Context) (reconcile.Report, error) {
 // migrator is service.Migrator over store.Migrate, recording what it applied.
 type migrator struct{ *services }
 
-func (m *migrator) Migrate(ctx context.Context) (store.MigrationResult, error) {
-	res, err := store.Migrate(ctx, m.pool)
+func (m *migrator) Migrate(ctx context.Context, d store.Deployment) (store.MigrationResult, error) {
+	res, err := store.MigrateDeployment(ctx, m.pool, d)
 	if err != nil {
 		return res, err
 	}
 	details := map[string]any{"applied": res.Applied, "version": res.Version}
+	if res.Deployment.Named() {
+		details["deployment"] = string(res.Deployment)
+	}
+	if res.Moved != nil {
+		details["moved_to_deployment"] = res.Moved
+	}
 	if d := res.Definitions; len(d.Replaced) > 0 || len(d.Dropped) > 0 {
 		details["definitions_replaced"], details["definitions_dropped"] = d.Replaced, d.Dropped
 	}

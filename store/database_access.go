@@ -8,14 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Groups are expiryctl's five groups (package access says what each may
-// do): they connect to the database.
-var Groups = []string{"expiryctl_ingester", "expiryctl_operator", "expiryctl_approver", "expiryctl_auditor", "expiryctl_admin"}
-
-// tempGroups also create temporary tables: reconcile reads the policy's
-// defaults from one.
-var tempGroups = []string{"expiryctl_auditor"}
-
 // DatabaseAccess says whether the database is closed to logins outside
 // expiryctl's groups, and what is left to close it.
 type DatabaseAccess struct {
@@ -29,11 +21,15 @@ type DatabaseAccess struct {
 }
 
 // CloseDatabase revokes CONNECT and TEMPORARY on the current database from
-// PUBLIC and grants CONNECT to expiryctl's groups (and TEMPORARY to the
-// auditor), so that a login in no group cannot connect, hold a lock, or
-// read the catalog's view of the schema. A login that may not change the
+// PUBLIC and grants CONNECT to d's groups (and TEMPORARY to the auditor,
+// for reconcile reads the policy's defaults from a temporary table), so
+// that a login in no group cannot connect, hold a lock, or read the
+// catalog's view of the schema. For a named deployment it also takes them
+// from the unnamed deployment's groups, which the database granted before
+// it was moved to its name (MoveDeployment) and which other deployments of
+// the cluster may share. A login that may not change the
 // database's privileges gets the statements back, unrun.
-func CloseDatabase(ctx context.Context, q Querier) (DatabaseAccess, error) {
+func CloseDatabase(ctx context.Context, q Querier, d Deployment) (DatabaseAccess, error) {
 	var name, owner string
 	var publicConnect, publicTemp, canGrant bool
 	err := q.QueryRow(ctx, `SELECT d.datname, (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'expiryctl'),
@@ -44,7 +40,7 @@ func CloseDatabase(ctx context.Context, q Querier) (DatabaseAccess, error) {
 		return DatabaseAccess{}, fmt.Errorf("read the database's privileges: %w", err)
 	}
 	// The schema's owner migrates and grants: it connects too.
-	grantees := append([]string{owner}, Groups...)
+	grantees := append([]string{owner}, d.Groups()...)
 	var missing []string
 	for _, g := range grantees {
 		var ok bool
@@ -55,14 +51,25 @@ func CloseDatabase(ctx context.Context, q Querier) (DatabaseAccess, error) {
 			missing = append(missing, g)
 		}
 	}
-	if !publicConnect && !publicTemp && len(missing) == 0 {
+	var unnamed []string
+	if d.Named() {
+		if err := q.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT r.rolname::text), '{}')
+			FROM pg_database d, aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee
+			WHERE d.datname = current_database() AND r.rolname = ANY ($1)`, Groups).Scan(&unnamed); err != nil {
+			return DatabaseAccess{}, fmt.Errorf("read the database's privileges: %w", err)
+		}
+	}
+	if !publicConnect && !publicTemp && len(missing) == 0 && len(unnamed) == 0 {
 		return DatabaseAccess{Closed: true}, nil
 	}
 	db := pgx.Identifier{name}.Sanitize()
 	statements := []string{
 		"REVOKE CONNECT, TEMPORARY ON DATABASE " + db + " FROM PUBLIC",
 		"GRANT CONNECT ON DATABASE " + db + " TO " + strings.Join(grantees, ", "),
-		"GRANT TEMPORARY ON DATABASE " + db + " TO " + strings.Join(tempGroups, ", "),
+		"GRANT TEMPORARY ON DATABASE " + db + " TO " + pgx.Identifier{d.MustGroup("auditor")}.Sanitize(),
+	}
+	if len(unnamed) > 0 {
+		statements = append(statements, "REVOKE CONNECT, TEMPORARY ON DATABASE "+db+" FROM "+strings.Join(unnamed, ", "))
 	}
 	if !canGrant {
 		return DatabaseAccess{Pending: statements}, nil

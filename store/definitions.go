@@ -140,8 +140,16 @@ const digestOfRecordedDefinitions = `SELECT encode(sha256(convert_to(coalesce(st
 // that cannot be done — a file with an error, or a drop that a table's
 // trigger or default depends on — rolls all of it back and names the file
 // or the dependent object.
+//
+// The files name the unnamed deployment's groups; they are applied
+// rendered for the deployment the schema serves (ReadDeployment), and the
+// sums recorded are of the rendered form.
 func ApplyDefinitions(ctx context.Context, pool *pgxpool.Pool) (DefinitionsResult, error) {
-	return applyDefinitions(ctx, pool, definitionFiles)
+	d, err := ReadDeployment(ctx, pool)
+	if err != nil {
+		return DefinitionsResult{}, fmt.Errorf("migrate: %w", err)
+	}
+	return applyDefinitions(ctx, pool, renderedFS{definitionFiles, d})
 }
 
 func applyDefinitions(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) (DefinitionsResult, error) {

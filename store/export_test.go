@@ -11,7 +11,7 @@ import (
 // MigrateTo applies the embedded migrations up to and including version, so
 // that tests can build a database as an older expiryctl left it.
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
-	provider, closeDB, err := openProvider(ctx, pool)
+	provider, closeDB, err := openProvider(ctx, pool, "")
 	if err != nil {
 		return err
 	}

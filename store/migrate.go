@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,18 +76,47 @@ type MigrationResult struct {
 	// Database, Server and Login say which database was migrated: its
 	// name, the server's host:port, and the login that migrated it.
 	Database, Server, Login string
+	// Deployment is the deployment the schema serves; Moved says what
+	// moving it from the unnamed deployment's groups to its own did, when
+	// this run did it.
+	Deployment Deployment
+	Moved      *DeploymentMove
 }
 
 // Migrate applies every embedded migration that the database at pool lacks,
 // then the definition files whose form the database does not run yet
-// (ApplyDefinitions). It is idempotent, and concurrent calls from several
+// (ApplyDefinitions), for the deployment the schema serves
+// (ReadDeployment); MigrateDeployment names it. It is idempotent, and concurrent calls from several
 // hosts are serialised (the numbered migrations by the leased row of
 // schema_migrate_lock, the definitions by a lock on their table), so
 // running it twice or from two places at once is safe. On an up-to-date
 // database it changes nothing of the schema or its data: only the lock
 // row is taken and given back.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
-	provider, closeDB, err := openProvider(ctx, pool)
+	return MigrateDeployment(ctx, pool, "")
+}
+
+// MigrateDeployment is Migrate for the deployment named d, whose groups a
+// DBA has made (`expiryctl access bootstrap OWNER --deployment NAME`): the
+// migrations and definition files are rendered with its group names. A
+// schema of the unnamed deployment is moved to d's groups (MoveDeployment);
+// one of another named deployment is refused, since a deployment's name is
+// fixed at install. d "" is the deployment the schema serves.
+func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (MigrationResult, error) {
+	current, err := ReadDeployment(ctx, pool)
+	if err != nil {
+		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
+	}
+	switch {
+	case d == "":
+		d = current
+	case current.Named() && current != d:
+		return MigrationResult{}, fmt.Errorf("migrate: this database's schema serves the deployment %s, not %s: a deployment's name is fixed at install", current, d)
+	}
+	if err := checkGroupsExist(ctx, pool, d); err != nil {
+		return MigrationResult{}, err
+	}
+	provider, closeDB, err := openProvider(ctx, pool, d)
 	if err != nil {
 		return MigrationResult{}, err
 	}
@@ -95,7 +125,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 	if err != nil {
 		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	var res MigrationResult
+	res := MigrationResult{Deployment: d}
 	cfg := pool.Config().ConnConfig
 	res.Server = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	if err := pool.QueryRow(ctx, `SELECT current_database(), session_user`).Scan(&res.Database, &res.Login); err != nil {
@@ -112,11 +142,44 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 		// A later release's functions are not this one's to replace.
 		return res, &SchemaOutdatedError{Have: res.Version, Want: LatestVersion()}
 	}
-	if res.Definitions, err = ApplyDefinitions(ctx, pool); err != nil {
+	if res.Definitions, err = applyDefinitions(ctx, pool, renderedFS{definitionFiles, d}); err != nil {
 		return res, err
 	}
-	res.Access, err = CloseDatabase(ctx, pool)
+	if d.Named() {
+		if res.Moved, err = MoveDeployment(ctx, pool, d); err != nil {
+			return res, err
+		}
+	}
+	res.Access, err = CloseDatabase(ctx, pool, d)
 	return res, err
+}
+
+// checkGroupsExist refuses to migrate for a deployment whose groups the
+// DBA has not made: the owner, without CREATEROLE, could not make them, and
+// the first migration would fail with less to go on.
+func checkGroupsExist(ctx context.Context, pool *pgxpool.Pool, d Deployment) error {
+	var missing []string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(g ORDER BY g), '{}') FROM unnest($1::text[]) g
+		WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = g)`, d.Groups()).Scan(&missing); err != nil {
+		return fmt.Errorf("migrate: look for the deployment's groups: %w", err)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var super, createRole bool
+	if err := pool.QueryRow(ctx, `SELECT rolsuper, rolcreaterole FROM pg_roles WHERE rolname = session_user`).Scan(&super, &createRole); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if !d.Named() && (super || createRole) {
+		// The first migration makes the unnamed deployment's groups, as
+		// it always did, for a login that may.
+		return nil
+	}
+	flag := ""
+	if d.Named() {
+		flag = " --deployment " + string(d)
+	}
+	return fmt.Errorf("migrate: the deployment's groups %s do not exist: a DBA (a superuser or a CREATEROLE login) makes them once with `expiryctl access bootstrap OWNER%s`", strings.Join(missing, ", "), flag)
 }
 
 func createSchema(ctx context.Context, pool *pgxpool.Pool) error {
@@ -145,12 +208,12 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool) error {
 
 // openProvider creates the schema if need be and returns a goose provider
 // over pool, with the function that releases it.
-func openProvider(ctx context.Context, pool *pgxpool.Pool) (*goose.Provider, func(), error) {
+func openProvider(ctx context.Context, pool *pgxpool.Pool, d Deployment) (*goose.Provider, func(), error) {
 	if err := createSchema(ctx, pool); err != nil {
 		return nil, nil, err
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	provider, err := newProvider(db)
+	provider, err := newProvider(db, d)
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, err
@@ -158,7 +221,7 @@ func openProvider(ctx context.Context, pool *pgxpool.Pool) (*goose.Provider, fun
 	return provider, func() { _ = db.Close() }, nil
 }
 
-func newProvider(db *sql.DB) (*goose.Provider, error) {
+func newProvider(db *sql.DB, d Deployment) (*goose.Provider, error) {
 	// A migrate waits up to five minutes for another, probing twice a
 	// second; a holder that died frees the row when its lease runs out.
 	locker, err := lock.NewPostgresTableLocker(lock.WithTableName(migrationLockTable), lock.WithTableLockID(migrationLockID),
@@ -175,7 +238,7 @@ func newProvider(db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider("", db, sub, goose.WithStore(versionStore), goose.WithLocker(locker), goose.WithDisableGlobalRegistry(true))
+	return goose.NewProvider("", db, renderedFS{sub, d}, goose.WithStore(versionStore), goose.WithLocker(locker), goose.WithDisableGlobalRegistry(true))
 }
 
 // LatestVersion is the newest migration embedded in this binary.
@@ -198,8 +261,9 @@ func LatestVersion() int64 {
 func CheckSchema(ctx context.Context, q Querier) error {
 	var have *int64
 	var digest *string
+	var holders []string
 	err := q.QueryRow(ctx, `SELECT (SELECT max(version_id) FROM `+versionTable+` WHERE is_applied),
-		(`+digestOfRecordedDefinitions+`)`).Scan(&have, &digest)
+		(`+digestOfRecordedDefinitions+`), `+deploymentGroupsOfSchema).Scan(&have, &digest, &holders)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
 		// No definitions table: a schema from before 00021, or none.
@@ -221,20 +285,28 @@ func CheckSchema(ctx context.Context, q Querier) error {
 	if want := LatestVersion(); *have != want {
 		return &SchemaOutdatedError{Have: *have, Want: want}
 	}
-	if digest == nil || *digest != embeddedDefinitionsDigest() {
+	if digest == nil || *digest != embeddedDefinitionsDigest(deploymentOf(holders)) {
 		return &SchemaOutdatedError{Have: *have, Want: *have, Definitions: true}
 	}
 	return nil
 }
 
-// embeddedDefinitionsDigest is definitionsDigest of this binary's files.
-var embeddedDefinitionsDigest = sync.OnceValue(func() string {
-	defs, err := readDefinitions(definitionFiles)
+// embeddedDefinitionsDigest is definitionsDigest of this binary's files as
+// rendered for d; a process serves one deployment, or a test a few.
+func embeddedDefinitionsDigest(d Deployment) string {
+	if sum, ok := renderedDigests.Load(d); ok {
+		return sum.(string)
+	}
+	defs, err := readDefinitions(renderedFS{definitionFiles, d})
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	return definitionsDigest(defs)
-})
+	sum := definitionsDigest(defs)
+	renderedDigests.Store(d, sum)
+	return sum
+}
+
+var renderedDigests sync.Map
 
 // MigrationsDigest is a hex sha256 over the embedded migration and
 // definition files, so that a test template built from other files is not
@@ -247,7 +319,7 @@ func MigrationsDigest() string {
 		h.Write([]byte(name))
 		h.Write(b)
 	}
-	h.Write([]byte(embeddedDefinitionsDigest()))
+	h.Write([]byte(embeddedDefinitionsDigest("")))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -263,7 +335,11 @@ type Migrations struct {
 // OpenMigrations returns the migrations of the database at pool; Close
 // releases them.
 func OpenMigrations(ctx context.Context, pool *pgxpool.Pool) (*Migrations, error) {
-	provider, closeDB, err := openProvider(ctx, pool)
+	d, err := ReadDeployment(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	provider, closeDB, err := openProvider(ctx, pool, d)
 	if err != nil {
 		return nil, err
 	}

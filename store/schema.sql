@@ -70,6 +70,26 @@ $$;
 
 
 --
+-- Name: access_granted(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.access_granted() RETURNS TABLE(login text, group_name text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT latest.login, latest.group_name
+      FROM (SELECT DISTINCT ON (l.details->>'login', g.name)
+                   l.details->>'login' AS login, g.name AS group_name, l.action
+              FROM expiryctl.audit_log l
+             CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(l.details->'groups') = 'array'
+                                                               THEN l.details->'groups' ELSE '[]' END) AS g(name)
+             WHERE l.action IN ('access.grant', 'access.revoke') AND l.outcome = 'ok'
+             ORDER BY l.details->>'login', g.name, l.seq DESC) latest
+     WHERE latest.action = 'access.grant' AND latest.login IS NOT NULL
+$$;
+
+
+--
 -- Name: actor_label(text); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -3603,6 +3623,14 @@ GRANT USAGE ON SCHEMA expiryctl TO expiryctl_admin;
 --
 
 REVOKE ALL ON FUNCTION expiryctl.access_change(actor text, login text, groups text[], grant_it boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION access_granted(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.access_granted() FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.access_granted() TO expiryctl_auditor;
 
 
 --

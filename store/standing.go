@@ -80,20 +80,21 @@ func (s Standing) What() string {
 }
 
 // standingColumns read a Standing of the role r (a pg_roles row) against
-// the schema $1 and the groups $2, in Standing's field order after Login.
+// the schema $1 and its deployment's groups (those that may use it), in
+// Standing's field order after Login.
 const standingColumns = `r.rolsuper,
 	coalesce((SELECT pg_has_role(r.oid, n.nspowner, 'MEMBER') AND NOT r.rolsuper FROM pg_namespace n WHERE n.nspname = $1), false),
 	r.rolcreaterole,
 	pg_has_role(r.oid, 'pg_write_all_data', 'MEMBER'), pg_has_role(r.oid, 'pg_read_all_data', 'MEMBER'),
 	r.rolbypassrls,
 	EXISTS (SELECT 1 FROM pg_auth_members a JOIN pg_roles g ON g.oid = a.roleid
-	         WHERE a.member = r.oid AND a.admin_option AND g.rolname = ANY ($2))`
+	         WHERE a.member = r.oid AND a.admin_option AND g.rolname = ANY (` + deploymentGroupsOfSchema + `::text[]))`
 
 // LoginStanding reads the standing of the login q is connected as.
 func LoginStanding(ctx context.Context, q Querier) (Standing, error) {
 	var s Standing
 	err := q.QueryRow(ctx, `SELECT r.rolname, `+standingColumns+` FROM pg_roles r WHERE r.rolname = session_user`,
-		Schema, Groups).Scan(&s.Login, &s.Superuser, &s.Owner, &s.CreateRole, &s.WriteAllData, &s.ReadAllData, &s.BypassRLS, &s.GroupAdmin)
+		Schema).Scan(&s.Login, &s.Superuser, &s.Owner, &s.CreateRole, &s.WriteAllData, &s.ReadAllData, &s.BypassRLS, &s.GroupAdmin)
 	return s, err
 }
 
@@ -101,7 +102,7 @@ func LoginStanding(ctx context.Context, q Querier) (Standing, error) {
 // way around the rules, by name: the logins `access list` names beside the
 // groups' members. A cluster has few roles, so all are read.
 func StandingsOf(ctx context.Context, q Querier) ([]Standing, error) {
-	rows, err := q.Query(ctx, `SELECT r.rolname, `+standingColumns+` FROM pg_roles r WHERE r.rolcanlogin ORDER BY r.rolname`, Schema, Groups)
+	rows, err := q.Query(ctx, `SELECT r.rolname, `+standingColumns+` FROM pg_roles r WHERE r.rolcanlogin ORDER BY r.rolname`, Schema)
 	if err != nil {
 		return nil, err
 	}

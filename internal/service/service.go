@@ -172,12 +172,13 @@ type Access interface {
 }
 
 // Migrator creates, upgrades or downgrades the schema. Migrate applies the
-// numbered migrations and the definition files the database lacks and
-// records schema.migrate. PlanDown lists what Downgrade(version) would
+// numbered migrations and the definition files the database lacks, for
+// deployment d ("": the one the schema serves; see
+// store.MigrateDeployment), and records schema.migrate. PlanDown lists what Downgrade(version) would
 // undo, newest first, changing nothing; Downgrade records
 // schema.migrate.down with that list, then runs the Down sections.
 type Migrator interface {
-	Migrate(ctx context.Context) (store.MigrationResult, error)
+	Migrate(ctx context.Context, d store.Deployment) (store.MigrationResult, error)
 	PlanDown(ctx context.Context, version int64) ([]store.Migration, error)
 	Downgrade(ctx context.Context, version int64) (store.DowngradeResult, error)
 }

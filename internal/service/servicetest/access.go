@@ -154,8 +154,15 @@ func accessGroupRefusals(t *testing.T, w AccessWorld) {
 	wantRefusal(t, w.Owner.Grant(ctx, alice, []string{}), "groups")
 	// A known group before an unknown one is not granted either.
 	wantRefusal(t, w.Owner.Grant(ctx, alice, []string{access.Operator, "expiryctl_root"}), "groups")
-	wantRefusal(t, w.Owner.Grant(ctx, alice, []string{"operator"}), "groups")
+	wantRefusal(t, w.Owner.Grant(ctx, alice, []string{"operators"}), "groups")
+	// Another deployment's group is not this one's.
+	wantRefusal(t, w.Owner.Grant(ctx, alice, []string{"expiryctl_elsewhere_operator"}), "groups")
 	wantGroups(t, w.Owner, alice)
+	// A group named by its role alone is this deployment's.
+	if err := w.Owner.Grant(ctx, alice, []string{"operator"}); err != nil {
+		t.Fatal(err)
+	}
+	wantGroups(t, w.Owner, alice, access.Operator)
 }
 
 func accessLoginRefusals(t *testing.T, w AccessWorld) {
