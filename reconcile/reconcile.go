@@ -24,6 +24,7 @@ import (
 	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Finding is one state of a governance table that no event accounts for.
@@ -98,7 +99,11 @@ func Check(ctx context.Context, pool *pgxpool.Pool) (Report, error) {
 		if err != nil {
 			return err
 		}
-		findings = append(findings, checkMembership(members, owner, events)...)
+		d, err := store.ReadDeployment(ctx, tx)
+		if err != nil {
+			return err
+		}
+		findings = append(findings, checkMembership(members, owner, events, d.Named())...)
 		return nil
 	})
 	if err != nil {
@@ -280,12 +285,13 @@ func sortedStates(m map[string]int) []string {
 }
 
 // checkMembership compares group membership with the trail's access
-// events. The groups are roles of the whole PostgreSQL cluster while the
-// trail is this database's, so it checks two things only: that a grant the
-// trail records (and no later revoke) still holds, and that every login
-// that made a governance change here holds no group the trail never
-// granted it. The owner and superusers need no group and are left out.
-func checkMembership(members []access.Member, owner string, events []audit.Event) []Finding {
+// events: a grant the trail records (and no later revoke) must still hold,
+// and a member must hold no group the trail never granted it. A named
+// deployment's groups are its own (own), so every member is checked; the
+// unnamed deployment's are shared by every database of the cluster that
+// uses them, so only the logins that made a governance change here are.
+// The owner and superusers need no group and are left out.
+func checkMembership(members []access.Member, owner string, events []audit.Event, own bool) []Finding {
 	granted := map[grant]int64{}
 	for _, e := range events {
 		if e.Action != "access.grant" && e.Action != "access.revoke" {
@@ -330,13 +336,16 @@ func checkMembership(members []access.Member, owner string, events []audit.Event
 		}
 	}
 	for _, m := range members {
-		if !acted[m.Login] || super[m.Login] {
+		if !(own || acted[m.Login]) || super[m.Login] {
 			continue
+		}
+		why := "a member that made governance changes here, with no access.grant event for it: granted outside expiryctl"
+		if own {
+			why = "a member of the deployment's group with no access.grant event for it: granted outside expiryctl"
 		}
 		for _, g := range m.Groups {
 			if _, ok := granted[grant{m.Login, g}]; !ok {
-				out = append(out, Finding{"pg_auth_members", "login " + m.Login, g,
-					"a member that made governance changes here, with no access.grant event for it: granted outside expiryctl"})
+				out = append(out, Finding{"pg_auth_members", "login " + m.Login, g, why})
 			}
 		}
 	}

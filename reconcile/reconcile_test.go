@@ -253,3 +253,35 @@ func TestReconcileHaltedRequest(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A named deployment's groups are its own: every member the trail does not
+// account for is reported, whether it acted here or not.
+func TestReconcileReportsEveryUnexplainedMemberOfADeployment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDeployment(t, pgtest.DeploymentName("rc"))
+	alice := db.GrantedLogin(t, "alice", "expiryctl_operator")
+	eve := db.Login(t, "eve", "expiryctl_approver") // by a DBA's hand, and idle
+	_, err := reconcile.Check(ctx, db.Pool)
+	var mismatch *reconcile.MismatchError
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("reconcile: %v, want eve's membership reported", err)
+	}
+	var eves int
+	for _, f := range mismatch.Findings {
+		switch f.Key {
+		case "login " + eve.Name:
+			eves++
+			if f.Column != db.Deployment.MustGroup("approver") {
+				t.Errorf("eve's finding names %s", f.Column)
+			}
+		case "login " + alice.Name:
+			t.Errorf("alice, granted through expiryctl, reported: %+v", f)
+		default:
+			t.Errorf("unexpected finding %+v", f)
+		}
+	}
+	if eves != 1 {
+		t.Errorf("%d findings for eve, want 1: %+v", eves, mismatch.Findings)
+	}
+}
