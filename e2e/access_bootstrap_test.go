@@ -63,3 +63,58 @@ func TestBootstrapThenAnOwnerWithoutCreateRole(t *testing.T) {
 		t.Errorf("the owner was not told governance is advisory for it: %s", r)
 	}
 }
+
+// TestANamedDeploymentThroughTheCLI sets a deployment up on a shared
+// cluster as docs/governance.md says: its groups carry its name, the
+// owner's first migrate names it, and grants go to its own groups.
+func TestANamedDeploymentThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	owner := db.Login(t, "owner")
+	person := db.Login(t, "person")
+	admin := db.Superuser(t)
+	ownerIdent := pgx.Identifier{owner.Name}.Sanitize()
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" OWNER TO "+ownerIdent); err != nil {
+		t.Fatal(err)
+	}
+	d := pgtest.DeploymentName("cli")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = admin.Exec(ctx, "REASSIGN OWNED BY "+ownerIdent+" TO postgres")
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+ownerIdent)
+		for _, g := range d.Groups() {
+			_, _ = admin.Exec(ctx, "DROP OWNED BY "+g)
+			_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+g)
+		}
+	})
+
+	dba := newCLI(db.URL, "")
+	dba.exits(t, 2, "access", "bootstrap", owner.Name, "--deployment", "Not-A-Name")
+	done := dba.ok(t, "access", "bootstrap", owner.Name, "--deployment", string(d))
+	if want := "next, as " + owner.Name + ": expiryctl migrate --deployment " + string(d); !strings.Contains(done.stdout, want) {
+		t.Errorf("bootstrap does not say %q:\n%s", want, done)
+	}
+	asOwner := newCLI(owner.URL, "")
+	// Without the name the owner would install the unnamed deployment,
+	// whose groups it does not administer: it is told so.
+	migrated := asOwner.ok(t, "migrate", "--deployment", string(d))
+	if !strings.Contains(migrated.stderr, "deployment "+string(d)+": groups "+d.MustGroup("ingester")) {
+		t.Errorf("migrate does not name the deployment's groups:\n%s", migrated)
+	}
+	asOwner.ok(t, "access", "grant", person.Name, "operator")
+	if r := asOwner.exits(t, 4, "access", "grant", person.Name, "expiryctl_elsewhere_admin"); !strings.Contains(r.stderr, "not a group of this database's deployment") {
+		t.Errorf("another deployment's group: %s", r)
+	}
+	newCLI(person.URL, "").ok(t, "dlq", "summary")
+	list := asOwner.ok(t, "access", "list", "-o", "json")
+	if !strings.Contains(list.stdout, d.MustGroup("operator")) {
+		t.Errorf("access list does not show the deployment's group:\n%s", list.stdout)
+	}
+	if r := asOwner.run(t, "migrate", "--deployment", "other"); r.code == 0 || !strings.Contains(r.stderr, "fixed at install") {
+		t.Errorf("migrate under another name: %s", r)
+	}
+	if r := asOwner.ok(t, "migrate"); !strings.Contains(r.stderr, "up to date") {
+		t.Errorf("a later migrate without the name: %s", r)
+	}
+}
