@@ -30,11 +30,13 @@ drain_work_queue() {
 
 # A queue left busy by an earlier demo's replay is drained first.
 drain_work_queue >/dev/null
-"$bin" migrate
-"$bin" access grant alice expiryctl_operator expiryctl_ingester
-"$bin" access grant bob expiryctl_approver
-"$bin" access grant carol expiryctl_approver
-"$bin" access grant audrey expiryctl_auditor
+# The demo's deployment is named (scripts/services.sh bootstrapped it): the
+# cluster also serves other expiryctl databases, and its groups are its own.
+"$bin" migrate --deployment demo
+"$bin" access grant alice operator ingester
+"$bin" access grant bob approver
+"$bin" access grant carol approver
+"$bin" access grant audrey auditor
 # The owner stages the incident (it creates the reservation tables) and
 # captures the dead letters.
 staged=$(mktemp)

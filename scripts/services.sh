@@ -32,6 +32,9 @@ readonly PG_PORT=5432
 readonly PG_DB=expiryctl
 readonly PG_OWNER=expiryctl_owner
 readonly PG_DB_GOVERNED=expiryctl_demo
+# The demo's deployment name: this cluster also serves database $PG_DB and
+# every test's, so the demo's groups are its own (expiryctl_demo_operator, …).
+readonly PG_DEPLOYMENT=demo
 readonly PG_ROLE=root
 readonly AMQP_HOST=127.0.0.1
 readonly AMQP_PORT=5672
@@ -210,8 +213,8 @@ ensure_postgres_role_and_db() {
 # ensure_governed_people creates what a governed deployment has, as
 # docs/governance.md sets one up: the schema's owner, a login that is
 # neither a superuser nor CREATEROLE, owning database $PG_DB_GOVERNED, with
-# ADMIN OPTION on expiryctl's groups from `expiryctl access bootstrap` (run
-# here as the DBA); and the demo's people as plain logins: alice (requests
+# ADMIN OPTION on the groups of deployment $PG_DEPLOYMENT from `expiryctl
+# access bootstrap --deployment` (run here as the DBA); and the demo's people as plain logins: alice (requests
 # and runs), bob and carol (approve), audrey (audits). `expiryctl migrate`
 # and `expiryctl access grant`, run as the owner, give them their groups
 # (see `make demo`).
@@ -242,14 +245,15 @@ ensure_governed_people() {
 	local administered
 	administered=$(psql_admin -c "select count(*) from pg_auth_members a join pg_roles g on g.oid = a.roleid
 		join pg_roles m on m.oid = a.member where m.rolname = '$PG_OWNER' and a.admin_option
-		and g.rolname in ('expiryctl_ingester', 'expiryctl_operator', 'expiryctl_approver', 'expiryctl_auditor', 'expiryctl_admin')")
+		and g.rolname in ('expiryctl_${PG_DEPLOYMENT}_ingester', 'expiryctl_${PG_DEPLOYMENT}_operator',
+		                  'expiryctl_${PG_DEPLOYMENT}_approver', 'expiryctl_${PG_DEPLOYMENT}_auditor', 'expiryctl_${PG_DEPLOYMENT}_admin')")
 	if [[ $administered != 5 ]]; then
-		step "postgresql: bootstrapping expiryctl's groups for $PG_OWNER (expiryctl access bootstrap, as the DBA)"
-		(cd "$ROOT" && go run ./cmd/expiryctl access bootstrap "$PG_OWNER" \
+		step "postgresql: bootstrapping deployment $PG_DEPLOYMENT's groups for $PG_OWNER (expiryctl access bootstrap, as the DBA)"
+		(cd "$ROOT" && go run ./cmd/expiryctl access bootstrap "$PG_OWNER" --deployment "$PG_DEPLOYMENT" \
 			--database-url "postgres://postgres@$PG_HOST:$PG_PORT/postgres?sslmode=disable") >/dev/null ||
-			die "could not bootstrap expiryctl's groups for $PG_OWNER"
+			die "could not bootstrap deployment $PG_DEPLOYMENT's groups for $PG_OWNER"
 	fi
-	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers the groups) and logins alice, bob, carol, audrey exist"
+	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers expiryctl_${PG_DEPLOYMENT}_*) and logins alice, bob, carol, audrey exist"
 }
 
 # ------------------------------------------------------------------ RabbitMQ

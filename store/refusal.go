@@ -26,25 +26,26 @@ const RefusalSQLState = "EG001"
 // object that does not exist; the detail names it as kind:id.
 const NotFoundSQLState = "EG002"
 
-// functionGroups says which group may call each function of the schema's
-// API, for the message when PostgreSQL refuses EXECUTE to a login in none.
-var functionGroups = map[string]string{
-	"ingest_letters":                "expiryctl_ingester",
-	"purge_letters":                 "expiryctl_operator or expiryctl_admin",
-	"replay_request_create":         "expiryctl_operator",
-	"replay_run_start":              "expiryctl_operator",
-	"replay_items_mark":             "expiryctl_operator",
-	"replay_items_record":           "expiryctl_operator",
-	"replay_run_interrupted":        "expiryctl_operator",
-	"replay_run_halt":               "expiryctl_operator",
-	"replay_run_complete":           "expiryctl_operator",
-	"replay_discard_window":         "expiryctl_operator",
-	"replay_run_acked_after_cancel": "expiryctl_operator",
-	"replay_cancel":                 "expiryctl_operator",
-	"replay_review":                 "expiryctl_approver",
-	"policy_set":                    "expiryctl_admin",
-	"policy_review":                 "expiryctl_admin",
-	"access_change":                 "the schema owner",
+// functionRoles says which group, by its role, may call each function of
+// the schema's API, for the message when PostgreSQL refuses EXECUTE to a
+// login in none. The message cannot name the group itself: the error does
+// not say which deployment's schema refused.
+var functionRoles = map[string]string{
+	"ingest_letters":                "ingester",
+	"purge_letters":                 "operator or admin",
+	"replay_request_create":         "operator",
+	"replay_run_start":              "operator",
+	"replay_items_mark":             "operator",
+	"replay_items_record":           "operator",
+	"replay_run_interrupted":        "operator",
+	"replay_run_halt":               "operator",
+	"replay_run_complete":           "operator",
+	"replay_discard_window":         "operator",
+	"replay_run_acked_after_cancel": "operator",
+	"replay_cancel":                 "operator",
+	"replay_review":                 "approver",
+	"policy_set":                    "admin",
+	"policy_review":                 "admin",
 }
 
 // AsRefusal turns the database's governance exception, and PostgreSQL's own
@@ -72,12 +73,22 @@ func AsRefusal(err error) error {
 func privilegeMessage(msg string) string {
 	const prefix = "permission denied for function "
 	if name, ok := strings.CutPrefix(msg, prefix); ok {
-		if group, known := functionGroups[name]; known {
-			return fmt.Sprintf("%s: your login is not a member of %s; ask the schema owner (`expiryctl access grant LOGIN GROUP`)", msg, group)
+		if name == "access_change" {
+			return msg + ": only the schema owner manages access"
+		}
+		if role, known := functionRoles[name]; known {
+			return fmt.Sprintf("%s: your login is not a member of this deployment's %s group (expiryctl_%s, or expiryctl_NAME_%s in a named deployment; `expiryctl access list` names them); ask the schema owner (`expiryctl access grant LOGIN %s`)",
+				msg, role, firstRole(role), firstRole(role), firstRole(role))
 		}
 	}
 	if strings.HasPrefix(msg, "must have admin option on role") {
 		return msg + ": the schema's owner grants the groups with ADMIN OPTION on them, which a DBA gives it once with `expiryctl access bootstrap OWNER`"
 	}
 	return msg + ": no expiryctl group writes a table directly; expiryctl's commands go through the schema's functions, and `expiryctl access list` shows who is in which group"
+}
+
+// firstRole is the first of "a or b".
+func firstRole(roles string) string {
+	first, _, _ := strings.Cut(roles, " ")
+	return first
 }

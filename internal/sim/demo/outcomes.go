@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // outcomeWindow is how long the demo's replayed reservations have to reach
@@ -23,13 +25,18 @@ const outcomeWindow = "1m"
 // audited; anyone else's is a proposal, or refused, and the demo says so
 // and goes on.
 func watchOutcomes(ctx context.Context, pool *pgxpool.Pool, out *progress) error {
-	if _, err := pool.Exec(ctx, `DO $$ BEGIN
-		IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'expiryctl_operator') THEN
-			GRANT USAGE ON SCHEMA reservations TO expiryctl_operator;
-			GRANT SELECT ON reservations.reservations, reservations.processed_jobs TO expiryctl_operator;
-		END IF;
-	END $$`); err != nil {
-		return fmt.Errorf("demo: let operators read the reservations for the outcome query: %w", err)
+	d, err := store.ReadDeployment(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	operator := pgx.Identifier{d.MustGroup("operator")}.Sanitize()
+	for _, grant := range []string{
+		"GRANT USAGE ON SCHEMA reservations TO " + operator,
+		"GRANT SELECT ON reservations.reservations, reservations.processed_jobs TO " + operator,
+	} {
+		if _, err := pool.Exec(ctx, grant); err != nil {
+			return fmt.Errorf("demo: let operators read the reservations for the outcome query: %w", err)
+		}
 	}
 	pol, err := replay.LoadPolicy(ctx, pool)
 	if err != nil {
