@@ -353,6 +353,11 @@ func dropViews(ctx context.Context, tx pgx.Tx, objects map[uint32]schemaObject) 
 // done. A file may only define functions of its own name: another's would
 // be defined twice.
 func applyFunction(ctx context.Context, tx pgx.Tx, d definition, done map[uint32]bool) error {
+	// Before seen: a revoke rewrites the function's row, which is not the
+	// file writing it.
+	if err := revokeExecute(ctx, tx, d.name); err != nil {
+		return err
+	}
 	seen, err := schemaObjects(ctx, tx)
 	if err != nil {
 		return err
@@ -376,6 +381,33 @@ func applyFunction(ctx context.Context, tx pgx.Tx, d definition, done map[uint32
 		return err
 	}
 	return markWritten(ctx, tx, d, seen, done)
+}
+
+// revokeExecute takes EXECUTE on the functions named name from every role
+// but their owner: the file says who may execute its function, and CREATE
+// OR REPLACE keeps what an earlier form granted, so a file that grants less
+// would otherwise take nothing away. In the applying transaction, no
+// caller sees the function without its grants.
+func revokeExecute(ctx context.Context, tx pgx.Tx, name string) error {
+	rows, err := tx.Query(ctx, `SELECT format('REVOKE ALL ON FUNCTION %I.%I(%s) FROM %s', n.nspname, p.proname,
+			pg_get_function_identity_arguments(p.oid), string_agg(quote_ident(r.rolname), ', ' ORDER BY r.rolname))
+		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		CROSS JOIN LATERAL aclexplode(p.proacl) a JOIN pg_roles r ON r.oid = a.grantee
+		WHERE n.nspname = $1 AND p.proname = $2 AND a.grantee <> p.proowner
+		GROUP BY n.nspname, p.proname, p.oid`, Schema, name)
+	if err != nil {
+		return fmt.Errorf("migrate: read who may execute %s: %w", name, err)
+	}
+	revokes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, r := range revokes {
+		if _, err := tx.Exec(ctx, r); err != nil {
+			return fmt.Errorf("migrate: %s: %w", r, err)
+		}
+	}
+	return nil
 }
 
 // markWritten marks in done what d wrote since seen, and fails when that

@@ -566,3 +566,33 @@ func TestNumberedMigrationsDefineNoFunction(t *testing.T) {
 		t.Fatal("the pattern no longer recognises a function's definition or grant")
 	}
 }
+
+// TestAFileThatGrantsLessTakesItAway: CREATE OR REPLACE keeps a function's
+// grants, so a file whose GRANT names fewer groups than its earlier form
+// must still leave only those.
+func TestAFileThatGrantsLessTakesItAway(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, owner := definitionsDB(t)
+	const file = "functions/purge_letters.sql"
+	raw, err := fs.ReadFile(store.DefinitionFiles, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := strings.ReplaceAll(string(raw), "TO expiryctl_operator, expiryctl_admin;", "TO expiryctl_operator;")
+	if content == string(raw) {
+		t.Fatalf("%s does not grant operators and admins:\n%s", file, raw)
+	}
+	if _, err := store.ApplyDefinitionsFrom(ctx, owner, changedFiles(t, map[string]string{file: content})); err != nil {
+		t.Fatal(err)
+	}
+	var operatorMay, adminMay bool
+	if err := db.Pool.QueryRow(ctx, `SELECT has_function_privilege('expiryctl_operator', p.oid, 'EXECUTE'),
+		has_function_privilege('expiryctl_admin', p.oid, 'EXECUTE')
+		FROM pg_proc p WHERE p.proname = 'purge_letters' AND p.pronamespace = 'expiryctl'::regnamespace`).Scan(&operatorMay, &adminMay); err != nil {
+		t.Fatal(err)
+	}
+	if !operatorMay || adminMay {
+		t.Errorf("after a file granting operators only: operators may %v, admins may %v; want true, false", operatorMay, adminMay)
+	}
+}
