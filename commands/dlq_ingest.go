@@ -93,6 +93,7 @@ Several ingest processes may run on the same queue at once.`,
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow --metrics-listen 127.0.0.1:9464
 
   # and sign a checkpoint of the audit trail every 5 minutes meanwhile
+  # (the login is in the auditor group too: only auditors record checkpoints)
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow --checkpoint-key audit.key --checkpoint-every 5m
 
   # map your own error classes to categories

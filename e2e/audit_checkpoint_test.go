@@ -112,17 +112,31 @@ func keygen(t *testing.T, c *cli, path string) (string, string) {
 }
 
 // TestIngestFollowSignsCheckpoints: a long-running capture, on the
-// ingester's own login, signs checkpoints as it goes, and they verify.
+// ingester's own login, signs checkpoints as it goes, and they verify. The
+// login is an auditor too: only auditors record checkpoints, and a capture
+// that is an ingester only is told so.
 func TestIngestFollowSignsCheckpoints(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	ingester := newCLI(db.Login(t, "ingest-svc", "expiryctl_ingester").URL, "")
+	ingester := newCLI(db.Login(t, "ingest-svc", "expiryctl_ingester", "expiryctl_auditor").URL, "")
 	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
 	r := newRabbit(t)
 	dlq := r.queue(t, ".dlq", nil)
 	dir := t.TempDir()
 	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
 	audrey.ok(t, "audit", "list") // a trail to checkpoint: the capture of an empty queue writes none
+	onlyIngester := newCLI(db.Login(t, "ingest-only", "expiryctl_ingester").URL, "")
+	refusedCapture := onlyIngester.start(t, "dlq", "ingest", "--queue", dlq, "--follow", "--checkpoint-key", key, "--checkpoint-every", "1s")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(refusedCapture.stderr.String(), "no audit checkpoint this time"); {
+		if time.Now().After(deadline) || refusedCapture.exited() {
+			t.Fatalf("an ingester-only capture was not told its checkpoint was refused: %s", refusedCapture.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	refusedCapture.signal(syscall.SIGTERM)
+	if res := refusedCapture.wait(10 * time.Second); !strings.Contains(res.stderr, "expiryctl_auditor") {
+		t.Errorf("the refusal does not name the auditor group: %s", res)
+	}
 
 	p := ingester.start(t, "dlq", "ingest", "--queue", dlq, "--follow", "--checkpoint-key", key, "--checkpoint-every", "1s")
 	deadline := time.Now().Add(20 * time.Second)

@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"testing"
+
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
 // TestRedTeamTreeIsTheServers: no group offers the tree a hash. The form
@@ -83,6 +85,10 @@ func TestRedTeamCheckpointNotes(t *testing.T) {
 		refused(t, rt.audrey.Pool, "checkpoint-note", record, bad.size, bad.root, bad.note)
 	}
 	refused(t, rt.audrey.Pool, "tree-size", record, size+1, root, text(origin, size+1, root))
+	// A checkpoint is the auditor's alone, even one of the trail as it is.
+	for _, who := range []*pgtest.Login{rt.ivan, rt.dave, rt.alice, rt.bob} {
+		refused(t, who.Pool, "privilege", record, size, root, text(origin, size, root))
+	}
 	if _, err := rt.audrey.Pool.Exec(ctx, record, size, root, text(origin, size, root)); err != nil {
 		t.Fatalf("a checkpoint of this trail as it is: %v", err)
 	}

@@ -31,6 +31,9 @@ const NotFoundSQLState = "EG002"
 // login in none. The message cannot name the group itself: the error does
 // not say which deployment's schema refused.
 var functionRoles = map[string]string{
+	"access_granted":                "auditor",
+	"audit_checkpoint_record":       "auditor",
+	"audit_tree_extend":             "auditor or admin or ingester",
 	"ingest_letters":                "ingester",
 	"purge_letters":                 "operator or admin",
 	"replay_request_create":         "operator",
@@ -43,6 +46,10 @@ var functionRoles = map[string]string{
 	"replay_discard_window":         "operator",
 	"replay_run_acked_after_cancel": "operator",
 	"replay_cancel":                 "operator",
+	"replay_canary_record":          "operator",
+	"replay_outcomes_record":        "operator",
+	"replay_run_acquire":            "operator",
+	"replay_run_release":            "operator",
 	"replay_review":                 "approver",
 	"policy_set":                    "admin",
 	"policy_review":                 "admin",

@@ -190,7 +190,7 @@ DECLARE
     lines text[];
     id bigint;
 BEGIN
-    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
+    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor');
     label := expiryctl.actor_label(actor);
     SELECT t.tree_size, t.origin INTO stored, origin FROM expiryctl.audit_trail t WHERE t.singleton;
     IF tree_size > stored THEN
@@ -3670,8 +3670,6 @@ GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with ti
 
 REVOKE ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_auditor;
-GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_admin;
-GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_ingester;
 
 
 --

@@ -5,7 +5,9 @@
 -- (rule checkpoint-note): its text names this trail's origin, tree_size
 -- and root_hash, the root is the one the server computes from its own
 -- tree (audit_tree_root), and a signature line follows. A garbage note
--- would make every export that proves rows against it fail.
+-- would make every export that proves rows against it fail. Only the
+-- auditor group records one: a checkpoint is the auditor's word on the
+-- trail, and a capture that signs them as it runs needs that group too.
 CREATE OR REPLACE FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -17,7 +19,7 @@ DECLARE
     lines text[];
     id bigint;
 BEGIN
-    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor', 'expiryctl_admin', 'expiryctl_ingester');
+    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor');
     label := expiryctl.actor_label(actor);
     SELECT t.tree_size, t.origin INTO stored, origin FROM expiryctl.audit_trail t WHERE t.singleton;
     IF tree_size > stored THEN
@@ -46,4 +48,4 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_auditor, expiryctl_admin, expiryctl_ingester;
+GRANT EXECUTE ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_auditor;
