@@ -36,7 +36,8 @@
 //     deferred so that one function may call another defined after it;
 //     CREATE OR REPLACE keeps each function's identity, so callers in
 //     other sessions and the triggers that call it are never left without
-//     it.
+//     it. What an earlier form granted is revoked first, so the file's
+//     GRANT is the whole of who may execute it.
 //  2. A file whose function changes its result type, its parameters' names
 //     or their defaults (which CREATE OR REPLACE refuses) drops that
 //     function and runs again; its grants come back from the file.
@@ -58,6 +59,19 @@
 // grants on another's is refused. A numbered migration runs before the
 // definitions, so it sees the functions of the release before: one that
 // needs a helper of its own uses a DO block.
+//
+// # Deployments
+//
+// The files and the numbered migrations name the unnamed deployment's
+// groups (expiryctl_operator, …). A named deployment's groups carry its name
+// (expiryctl_NAME_operator), because roles are the cluster's and two
+// deployments must not share people; Migrate renders every file with the
+// deployment's names as it reads it (Deployment.render), so that GRANTs
+// and the functions' membership checks name the deployment's own groups,
+// and records the rendered files' sums. Which deployment a schema serves is
+// read from the catalog (ReadDeployment: whose operator group may use the
+// schema), so it needs no table and a half-migrated schema already says it.
+// MoveDeployment moves a schema of the unnamed deployment to a name.
 //
 // CheckSchema, which every command runs first, compares both the numbered
 // version and the definitions' digest with this binary's, so a command never
