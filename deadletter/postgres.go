@@ -66,14 +66,14 @@ type ingestColumns struct {
 	errorClasses    []*string
 	lastErrors      []*string
 	attempts        []int32
-	histories       []string
-	headers         []string
+	histories       [][]byte
+	headers         [][]byte
 	contentTypes    []*string
 	payloads        [][]byte
 	deadAts         []time.Time
 	replayRequests  []*int64
 	replayCounts    []int32
-	properties      []*string
+	properties      [][]byte
 }
 
 func newIngestColumns(n int) *ingestColumns {
@@ -93,14 +93,14 @@ func newIngestColumns(n int) *ingestColumns {
 		errorClasses:    make([]*string, n),
 		lastErrors:      make([]*string, n),
 		attempts:        make([]int32, n),
-		histories:       make([]string, n),
-		headers:         make([]string, n),
+		histories:       make([][]byte, n),
+		headers:         make([][]byte, n),
 		contentTypes:    make([]*string, n),
 		payloads:        make([][]byte, n),
 		deadAts:         make([]time.Time, n),
 		replayRequests:  make([]*int64, n),
 		replayCounts:    make([]int32, n),
-		properties:      make([]*string, n),
+		properties:      make([][]byte, n),
 	}
 }
 
@@ -129,10 +129,12 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	if l.AttemptHistory == nil {
 		history = []byte("[]")
 	}
-	c.histories[i] = string(history)
-	c.headers[i] = string(l.Headers)
+	// The JSON columns travel as bytes: a text parameter takes them as
+	// they are, where a string would copy each.
+	c.histories[i] = history
+	c.headers[i] = l.Headers
 	if len(l.Headers) == 0 {
-		c.headers[i] = "{}"
+		c.headers[i] = []byte("{}")
 	}
 	c.contentTypes[i] = nullable(l.ContentType)
 	c.payloads[i] = l.Payload
@@ -142,9 +144,9 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	c.deadAts[i] = l.DeadLetteredAt
 	c.replayRequests[i] = l.ReplayRequestID
 	c.replayCounts[i] = int32(min(l.ReplayCount, 1<<31-1))
+	c.properties[i] = nil // NULL: stored without properties
 	if l.Properties != nil {
-		p := string(EncodeProperties(*l.Properties))
-		c.properties[i] = &p
+		c.properties[i] = EncodeProperties(*l.Properties)
 	}
 	return nil
 }

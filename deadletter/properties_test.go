@@ -156,3 +156,26 @@ func gzipped(t *testing.T, s string) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestALetterWithoutPropertiesStoresNone: a letter that carries no
+// properties (one of a capture before they were recorded) is stored with
+// the column NULL, not an empty object.
+func TestALetterWithoutPropertiesStoresNone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	l := deadletter.Parse(deadletter.Message{Queue: "q.dlq", Body: []byte(`{"reservation_id":"r-1"}`),
+		Headers: amqp.Table{"x-error-class": "db_timeout"}}, deadletter.DefaultClassifier(), time.Now())
+	l.Properties = nil
+	if _, err := deadletter.Insert(ctx, db.Pool, []deadletter.Letter{l}); err != nil {
+		t.Fatal(err)
+	}
+	var none bool
+	var headers string
+	if err := db.Pool.QueryRow(ctx, `SELECT properties IS NULL, headers::text FROM expiryctl.dead_letters`).Scan(&none, &headers); err != nil {
+		t.Fatal(err)
+	}
+	if !none || !strings.Contains(headers, "x-error-class") {
+		t.Errorf("properties NULL %v, headers %s; want NULL and the letter's headers", none, headers)
+	}
+}
