@@ -101,12 +101,6 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	if err != nil {
 		return err
 	}
-	if res.Deployment.Named() {
-		fmt.Fprintf(opts.IO.ErrOut, "deployment %s: groups %s\n", termsafe.EscapeLine(string(res.Deployment)), strings.Join(res.Deployment.Groups(), ", "))
-	}
-	if mv := res.Moved; mv != nil {
-		writeDeploymentMove(opts.IO.ErrOut, mv)
-	}
 	where := fmt.Sprintf("database %s on %s (as %s)", termsafe.EscapeLine(res.Database), termsafe.EscapeLine(res.Server), termsafe.EscapeLine(res.Login))
 	defs := res.Definitions.Replaced
 	switch {
@@ -114,16 +108,26 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "applied %s to %s; schema %s is at version %d\n",
 			phrase.Count(len(res.Applied), "migration", "migrations"), where, store.Schema, res.Version)
 		if len(defs) > 0 {
-			fmt.Fprintf(opts.IO.ErrOut, "applied %s too (%s)\n", phrase.Count(len(defs), "definition", "definitions"), definitionList(defs))
+			fmt.Fprintf(opts.IO.ErrOut, "applied %s too (%s)\n", phrase.Count(len(defs), "definition", "definitions"), fewNamed(defs))
 		}
 	case len(defs) > 0:
 		fmt.Fprintf(opts.IO.ErrOut, "applied %s (%s) to %s; schema %s is at version %d\n",
-			phrase.Count(len(defs), "definition", "definitions"), definitionList(defs), where, store.Schema, res.Version)
+			phrase.Count(len(defs), "definition", "definitions"), fewNamed(defs), where, store.Schema, res.Version)
 	default:
 		fmt.Fprintf(opts.IO.ErrOut, "schema %s of %s is up to date (version %d)\n", store.Schema, where, res.Version)
 	}
 	if dropped := res.Definitions.Dropped; len(dropped) > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "dropped what no definition file defines any more: %s\n", termsafe.EscapeLine(strings.Join(dropped, ", ")))
+	}
+	if res.Deployment.Named() {
+		fmt.Fprintf(opts.IO.ErrOut, "deployment %s: groups %s\n", termsafe.EscapeLine(string(res.Deployment)), strings.Join(res.Deployment.Groups(), ", "))
+	}
+	if mv := res.Moved; mv != nil {
+		writeDeploymentMove(opts.IO.ErrOut, mv)
+	}
+	if shared := res.SharedWith; len(shared) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: the groups %s also admit people to %s on this cluster: a member there is a member here. Give each deployment a name of its own (`expiryctl access bootstrap OWNER --deployment NAME`, then `expiryctl migrate --deployment NAME`; docs/governance.md#many-deployments-on-one-cluster)\n",
+			strings.Join(res.Deployment.Groups(), ", "), fewNamed(shared))
 	}
 	if pending := res.Access.Pending; len(pending) > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: any login may connect to database %s, and %s may not close it; ask a DBA (its owner or a superuser) to run:\n",
@@ -135,9 +139,10 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	return nil
 }
 
-// definitionList names replaced definition files, all of them when a few
-// and the count of the rest otherwise: a first migrate replaces them all.
-func definitionList(files []string) string {
+// fewNamed names names (definition files, databases), all of them when a
+// few and the count of the rest otherwise: a first migrate replaces every
+// file.
+func fewNamed(files []string) string {
 	const shown = 5
 	names := make([]string, 0, shown)
 	for i, f := range files {

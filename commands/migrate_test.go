@@ -67,7 +67,7 @@ func TestMigrateSaysWhatDefinitionsItReplaced(t *testing.T) {
 	if err != nil || errOut.String() != want {
 		t.Fatalf("migrate = %v, %q; want %q", err, errOut.String(), want)
 	}
-	if got := definitionList([]string{"a", "b", "c", "d", "e", "f", "g"}); got != "a, b, c, d, e, and 2 more" {
+	if got := fewNamed([]string{"a", "b", "c", "d", "e", "f", "g"}); got != "a, b, c, d, e, and 2 more" {
 		t.Errorf("seven files are listed as %q", got)
 	}
 }

@@ -81,6 +81,9 @@ type MigrationResult struct {
 	// this run did it.
 	Deployment Deployment
 	Moved      *DeploymentMove
+	// SharedWith are the cluster's other databases that admit this
+	// deployment's groups: their people are this deployment's people.
+	SharedWith []string
 }
 
 // Migrate applies every embedded migration that the database at pool lacks,
@@ -150,8 +153,26 @@ func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (M
 			return res, err
 		}
 	}
-	res.Access, err = CloseDatabase(ctx, pool, d)
+	if res.Access, err = CloseDatabase(ctx, pool, d); err != nil {
+		return res, err
+	}
+	res.SharedWith, err = DatabasesSharing(ctx, pool, d)
 	return res, err
+}
+
+// DatabasesSharing names the cluster's other databases whose privileges
+// admit one of d's groups (CONNECT, granted by the migrate that closed
+// them): a member of d's groups there is a member here, so on a cluster of
+// several deployments each needs a name of its own.
+func DatabasesSharing(ctx context.Context, q Querier, d Deployment) ([]string, error) {
+	var names []string
+	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT db.datname::text ORDER BY db.datname::text), '{}')
+		FROM pg_database db, aclexplode(db.datacl) a JOIN pg_roles r ON r.oid = a.grantee
+		WHERE db.datname <> current_database() AND a.privilege_type = 'CONNECT' AND r.rolname = ANY ($1)`, d.Groups()).Scan(&names)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read which databases admit the deployment's groups: %w", err)
+	}
+	return names, nil
 }
 
 // checkGroupsExist refuses to migrate for a deployment whose groups the

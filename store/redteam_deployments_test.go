@@ -110,6 +110,16 @@ func TestAnotherDeploymentsPeopleCanDoNothingHere(t *testing.T) {
 		t.Errorf("their access list names %v, want mallory and not alice", got)
 	}
 
+	// No other database admits our groups; the unnamed ones open every
+	// test's database (and the template they are cloned from).
+	if shared, err := store.DatabasesSharing(ctx, ours.Pool, ours.Deployment); err != nil || len(shared) > 0 {
+		t.Errorf("databases sharing our groups: %v (%v), want none", shared, err)
+	}
+	unnamed := pgtest.New(t)
+	if shared, err := store.DatabasesSharing(ctx, unnamed.Pool, ""); err != nil || len(shared) == 0 {
+		t.Errorf("databases sharing the unnamed groups with a test's: %v (%v), want the template at least", shared, err)
+	}
+
 	// Nothing of theirs holds anything in our schema.
 	var leaks []string
 	rows, err := ours.Pool.Query(ctx, `SELECT r.rolname FROM pg_roles r
