@@ -153,7 +153,16 @@ func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (M
 			return res, err
 		}
 	}
-	if res.Access, err = CloseDatabase(ctx, pool, d); err != nil {
+	// Under the definitions' lock: two migrates granting on the database
+	// at once would have one fail ("tuple concurrently updated").
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+definitionsTable+` IN EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("migrate: lock %s: %w", definitionsTable, err)
+		}
+		res.Access, err = CloseDatabase(ctx, tx, d)
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
 	res.SharedWith, err = DatabasesSharing(ctx, pool, d)
