@@ -21,16 +21,18 @@ func NewCmdAccess(f *Factory) *cobra.Command {
 		Use:   "access <command>",
 		Short: "Manage which logins belong to which expiryctl group",
 		Long: `Each person connects with their own PostgreSQL login; what the login may do
-is its membership of expiryctl's groups, which ` + "`expiryctl migrate`" + ` creates:
+is its membership of expiryctl's groups, which ` + "`expiryctl access bootstrap`" + ` creates:
 
 ` + groups.String() + `
-No group writes a table directly: every change goes through the schema's
+A named deployment's groups carry its name (expiryctl_NAME_operator, …): a
+group may be given by its role alone (operator), and is then this database's
+deployment's. No group writes a table directly: every change goes through the schema's
 functions, which check the caller's login and write the audit row. Only the
 schema owner grants and revokes; every change is audited.`,
 		Example: `  # as the schema owner: alice requests and runs replays, bob approves them
   createuser alice && createuser bob
   expiryctl access grant alice expiryctl_operator
-  expiryctl access grant bob expiryctl_approver
+  expiryctl access grant bob approver      # the role alone: this deployment's group
   expiryctl access list`,
 	}
 	cmd.AddCommand(NewCmdAccessChange(f, true, nil), NewCmdAccessChange(f, false, nil), NewCmdAccessList(f, nil),
