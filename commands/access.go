@@ -9,6 +9,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // NewCmdAccess builds `expiryctl access`.
@@ -58,7 +59,9 @@ func NewCmdAccessChange(f *Factory, grant bool, runF func(context.Context, *Acce
 		verb, short, example = "revoke", "End a login's membership of groups (schema owner only)",
 			"  expiryctl access revoke alice expiryctl_operator"
 	}
-	names := make([]string, 0, 5)
+	// The roles alone complete in any deployment; the full names are the
+	// unnamed deployment's.
+	names := append([]string(nil), store.Roles...)
 	for _, g := range access.Groups() {
 		names = append(names, g.Name)
 	}
