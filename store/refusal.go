@@ -34,6 +34,7 @@ var functionGroups = map[string]string{
 	"replay_request_create":         "expiryctl_operator",
 	"replay_run_start":              "expiryctl_operator",
 	"replay_items_mark":             "expiryctl_operator",
+	"replay_items_send":             "expiryctl_operator",
 	"replay_items_record":           "expiryctl_operator",
 	"replay_run_interrupted":        "expiryctl_operator",
 	"replay_run_halt":               "expiryctl_operator",
@@ -60,6 +61,10 @@ func AsRefusal(err error) error {
 		return &Refusal{Rule: strings.TrimPrefix(pgErr.Detail, "rule: "), Message: pgErr.Message}
 	case pgErr.Code == "23505" && pgErr.ConstraintName == "replay_items_one_open_request":
 		return &Refusal{Rule: "one-open-request", Message: "a dead letter in this cohort joined another open request meanwhile: try again"}
+	case pgErr.Code == "23514" && pgErr.ConstraintName == "replay_items_publish_bound":
+		// Only a bug in a function can reach the constraint
+		// (replay_items_send refuses first); it is the same rule.
+		return &Refusal{Rule: "publish-bound", Message: "an item of the request was sent to the broker as often as one request may: it is not published again; make a new request to send its letter"}
 	case pgErr.Code == "23514" && (strings.HasPrefix(pgErr.ConstraintName, "four_eyes") || pgErr.ConstraintName == "policy_four_eyes"):
 		return &Refusal{Rule: "four-eyes", Message: "the requester cannot review their own request: another approver must"}
 	case pgErr.Code == "42501":
