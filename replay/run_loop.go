@@ -171,14 +171,14 @@ func (x *replayRun) settle() {
 		st.confirmed++
 		st.confirmedRun++
 		st.attempted++
-		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal}
+		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, again: f.republish}
 		x.watchConfirmed(f)
 	case errors.As(err, &failure):
 		st.failed++
 		st.failedRun++
 		st.attempted++
 		st.failedItems = append(st.failedItems, ItemOutcome{DeadLetterID: f.item, State: "failed", Reason: failure.Error()})
-		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, failed: true, why: failure.Error()}
+		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, failed: true, why: failure.Error(), again: f.republish}
 	default:
 		// Channel gone: nobody knows whether it arrived. It stays
 		// publishing and goes out again on resume.
