@@ -13,7 +13,7 @@ func TestClearFor(t *testing.T) {
 	for _, tt := range []struct {
 		rate float64
 		want int
-	}{{0.5, 1}, {20, 1}, {150, 8}, {1000, 50}, {20_000, 1000}, {1e9, 1000}} {
+	}{{0.5, 1}, {20, 1}, {150, 3}, {1000, 20}, {50_000, 1000}, {1e9, 1000}} {
 		if got := clearFor(tt.rate); got != tt.want {
 			t.Errorf("clearFor(%g) = %d, want %d", tt.rate, got, tt.want)
 		}
