@@ -25,9 +25,10 @@ func NewCmdReplay(f *Factory) *cobra.Command {
 
 A request freezes a cohort (one letter or a bounded set); a different person,
 listed as an approver in the policy, approves exactly that cohort; the run
-publishes exactly those letters, once, at a bounded rate, with publisher
-confirms, a canary and stop conditions, keeping each job's identity
-(body, message id, idempotency key). Everything is audited.`,
+publishes exactly those letters, at least once and at most ` + strconv.Itoa(replay.PublishBound) + ` times per
+approval, at a bounded rate, with publisher confirms, a canary and stop
+conditions, keeping each job's identity (body, message id, idempotency key).
+Everything is audited.`,
 		Example: `  expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why "INC-4211 db failover"
   expiryctl replay show 7
   expiryctl replay approve 7 --why "checked with payments"   # as someone else

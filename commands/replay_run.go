@@ -80,7 +80,11 @@ the share of conflicts passes stop_conflict_ratio.
 Starting a run spends the approval. If the runner dies (kill, crash, lost
 connection), run the request again: it resumes without a new approval,
 publishing again the items that were in flight; the worker's idempotency key
-makes those duplicates harmless. Only one runner can hold a request at a time.
+makes those duplicates harmless. Delivery is at least once, at most ` + strconv.Itoa(replay.PublishBound) + `
+times per approval: each publish is counted in the database before it is
+sent, and an item sent ` + strconv.Itoa(replay.PublishBound) + ` times with no broker answer recorded is not
+sent again but ends failed, its reason naming rule publish-bound; only a new
+request sends its letter again. Only one runner can hold a request at a time.
 Given a cluster's nodes (--amqp-url repeated or comma-separated), a run that
 loses its node does not stop: it says so on stderr, connects to the next
 node and goes on, resuming there in the same way (at most 5 times, and

@@ -253,6 +253,14 @@ func (w *replayWorld) ids(t *testing.T, sql string, args ...any) []int64 {
 // capacity release), each paid or already expired one none.
 func (w *replayWorld) assertTransitionedOnce(t *testing.T, jobs int) {
 	t.Helper()
+	w.assertTransitionedOnceBut(t, jobs, nil)
+}
+
+// assertTransitionedOnceBut is assertTransitionedOnce for every reservation
+// but those of unsent, whose jobs never reached the queue: those are as
+// they were.
+func (w *replayWorld) assertTransitionedOnceBut(t *testing.T, jobs int, unsent map[string]bool) {
+	t.Helper()
 	waitFor(t, 60*time.Second, "the worker to process every replayed job", func() bool {
 		return count(t, w.db.Pool, `SELECT count(*) FROM reservations.processed_jobs`) >= jobs
 	})
@@ -271,6 +279,10 @@ func (w *replayWorld) assertTransitionedOnce(t *testing.T, jobs int) {
 		}
 		before := w.states[id]
 		switch {
+		case unsent[id] && (status != before || releases != 0):
+			t.Errorf("reservation %s was %s and its job never reached the queue: now %s with %d capacity releases, want unchanged with none",
+				id, before, status, releases)
+		case unsent[id]:
 		case before == "held" && (status != "expired" || releases != 1):
 			t.Errorf("reservation %s was held: now %s with %d capacity releases, want expired with exactly 1", id, status, releases)
 		case before != "held" && (status != before || releases != 0):

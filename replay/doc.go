@@ -23,6 +23,8 @@
 // run_items.go (an item and its letter), run_planner.go (what to do with
 // each item), run_message.go (the message an item is published as),
 // run_preparer.go (marking chunks publishing ahead of the publisher),
+// run_clear.go and publish_bound.go (clearing each publish in the database
+// just before it, which bounds an item's copies to PublishBound),
 // run_loop.go (publishing under the rate ceiling and the confirm window),
 // run_pace.go (lowering the rate while the target's consumers fall
 // behind), run_recorder.go (writing the broker's answers), run_prober.go

@@ -246,6 +246,17 @@ func (p postgresTables) ItemsMark(ctx context.Context, request int64, m itemMark
 	return stoppedUnless(status, StatusRunning), nil
 }
 
+// ItemsSend names the ordinal range too, as ItemsMark does, so that the
+// function's update reads the group's rows by index.
+func (p postgresTables) ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64) (Status, error) {
+	var status Status
+	err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_items_send($1, $2, $3, $4)`, request, lo, hi, nonNil(items)).Scan(&status)
+	if err != nil {
+		return "", asRefusal(err)
+	}
+	return stoppedUnless(status, StatusRunning), nil
+}
+
 // ItemsRecord finds items by the batch's ordinal range and an id list,
 // never by joining an unnest: the items table is rarely analysed during a
 // run, and a cached generic plan then joins the unnest by nested loop, a

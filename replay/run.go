@@ -14,13 +14,17 @@ import (
 // Runner runs approved requests: it publishes a replay's frozen cohort back
 // to where each job came from, or marks a discard's letters discarded.
 //
-// A run is at-least-once and never more than authorised. Items are marked
-// "publishing" (committed) before they are published and "confirmed" only
-// after the broker acked them without returning them, so a crash leaves
-// every item either decided or "publishing", and running the request again
-// resumes: "publishing" items are published again with the same identity,
-// which the worker's idempotency key makes harmless. Only items of the
-// request, read by its id, are ever published.
+// A run is at least once, at most PublishBound times per approval, and
+// never more than authorised. Items are marked "publishing" (committed)
+// before they are published and "confirmed" only after the broker acked
+// them without returning them, so a crash leaves every item either decided
+// or "publishing", and running the request again resumes: "publishing"
+// items are published again with the same identity, which the worker's
+// idempotency key makes harmless. Each publish is cleared in the database
+// just before it goes out (replay_items_send, which counts it), and an item
+// cleared PublishBound times with no broker answer recorded is not
+// published again but fails. Only items of the request, read by its id, are
+// ever published.
 //
 // Two runners cannot run one request: the run holds the request's lease
 // (a row of replay_runner_leases naming a dedicated connection), which is

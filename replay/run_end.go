@@ -23,6 +23,7 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 	r, st := x.r, x.st
 	r.report(st, "stopping")
 	// Nothing more goes out; what is in flight gets its answer.
+	x.clearanceDone()
 	x.drain(30 * time.Second)
 	if stop == nil {
 		// Everything went out: the run ends once every outcome is known

@@ -34,7 +34,13 @@ type replayRun struct {
 	outstanding, requested int
 	ended                  bool // the preparer sent its last batch or stopped
 	queue                  []outgoing
-	wasPub                 map[int64]bool
+	// cleared counts the items at the head of queue that the database
+	// cleared for publishing (see clear); clearing the ones after them in
+	// the clearance under way, whose answer comes on clearedC; clearN is
+	// how many one clearance covers; sent counts this leg's publishes.
+	cleared, clearing, clearN, sent int
+	clearedC                        chan clearance
+	wasPub                          map[int64]bool
 	// unsent are items this run marked publishing but has not published.
 	unsent    map[int64]bool
 	inflight  []flight
@@ -82,7 +88,8 @@ func chunkFor(r float64) int {
 func (r *Runner) replay(ctx context.Context, st *runState) error {
 	req := st.req
 	x := &replayRun{r: r, st: st, limiter: rate.NewLimiter(rate.Limit(req.Rate), burstFor(req.Rate)),
-		chunk: chunkFor(req.Rate), wasPub: map[int64]bool{}, unsent: map[int64]bool{}}
+		chunk: chunkFor(req.Rate), clearN: clearFor(req.Rate), clearedC: make(chan clearance, 1),
+		wasPub: map[int64]bool{}, unsent: map[int64]bool{}}
 	if err := x.initCanary(ctx); err != nil {
 		return r.interrupt(ctx, st, err, nil, 0)
 	}
@@ -164,14 +171,14 @@ func (x *replayRun) settle() {
 		st.confirmed++
 		st.confirmedRun++
 		st.attempted++
-		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal}
+		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, again: f.republish}
 		x.watchConfirmed(f)
 	case errors.As(err, &failure):
 		st.failed++
 		st.failedRun++
 		st.attempted++
 		st.failedItems = append(st.failedItems, ItemOutcome{DeadLetterID: f.item, State: "failed", Reason: failure.Error()})
-		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, failed: true, why: failure.Error()}
+		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, failed: true, why: failure.Error(), again: f.republish}
 	default:
 		// Channel gone: nobody knows whether it arrived. It stays
 		// publishing and goes out again on resume.
@@ -273,7 +280,8 @@ func (x *replayRun) step(ctx context.Context, l *loopState) (stop *stopReason, e
 	if x.ended && len(x.queue) == 0 && len(x.inflight) == 0 {
 		return nil, true
 	}
-	canPublish := len(x.queue) > 0 && len(x.inflight) < l.window
+	x.clear()
+	canPublish := x.cleared > 0 && len(x.inflight) < l.window
 	if canPublish && !l.ready && l.waitC == nil {
 		res := x.limiter.Reserve()
 		if d := res.Delay(); d <= 0 {
@@ -300,6 +308,13 @@ func (x *replayRun) observe(l *loopState) *stopReason {
 		}
 	default:
 	}
+	select {
+	case c := <-x.clearedC:
+		if stop := x.takeClearance(c); stop != nil {
+			return stop
+		}
+	default:
+	}
 	x.settleReady()
 	if x.lost != nil {
 		return &stopReason{err: x.lost}
@@ -314,12 +329,15 @@ func (x *replayRun) observe(l *loopState) *stopReason {
 }
 
 // publishNext publishes the head of the queue, which this run must have
-// marked publishing, and puts it in flight.
+// marked publishing and the database cleared, and puts it in flight.
 func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	r, st := x.r, x.st
 	m := x.queue[0]
 	if !x.unsent[m.Item] && !x.wasPub[m.Item] {
 		return &stopReason{err: fmt.Errorf("item %d was not marked publishing by this run: refusing to publish it", m.Item)}
+	}
+	if x.cleared == 0 {
+		return &stopReason{err: fmt.Errorf("item %d was not cleared for publishing by this run: refusing to publish it", m.Item)}
 	}
 	sent := time.Now()
 	p, err := r.Broker.Publish(ctx, m.Message)
@@ -330,6 +348,8 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 		return &stopReason{err: err}
 	}
 	x.queue = x.queue[1:]
+	x.cleared--
+	x.sent++
 	l.ready = false
 	republish := x.wasPub[m.Item]
 	delete(x.unsent, m.Item)
@@ -360,6 +380,10 @@ func (x *replayRun) await(ctx context.Context, l *loopState) (stop *stopReason, 
 	if x.outstanding > 0 {
 		batchC = x.prep.out
 	}
+	var clearC <-chan clearance
+	if x.clearing > 0 {
+		clearC = x.clearedC
+	}
 	select {
 	case <-ctx.Done():
 		return &stopReason{err: ctx.Err()}, true
@@ -373,6 +397,10 @@ func (x *replayRun) await(ctx context.Context, l *loopState) (stop *stopReason, 
 			return stop, true
 		}
 		x.ask()
+	case c := <-clearC:
+		if stop := x.takeClearance(c); stop != nil {
+			return stop, true
+		}
 	case <-l.waitC:
 		l.waitC, l.ready = nil, true
 	case <-l.check.C:

@@ -12,7 +12,19 @@ type outcome struct {
 	ordinal int
 	failed  bool
 	why     string
+	// again is an answer for an item published again, one an earlier run
+	// left in doubt: written within urgentFlush rather than at the next
+	// tick, since each run that dies before it is written spends one more
+	// of the item's sends (PublishBound).
+	again bool
 }
+
+// urgentFlush is how soon an answer for an item published again is
+// written. Such items go out first in a resumed run, a few hundred at most,
+// so the extra commits are few; left to the 100 ms tick, a run killed
+// again and again soon after it starts would leave the same items in doubt
+// each time, and fail them.
+const urgentFlush = 10 * time.Millisecond
 
 // recorder writes broker answers in batches on its own goroutine: items
 // confirmed (and their letters replayed) or failed, in one transaction per
@@ -45,6 +57,9 @@ func (rec *recorder) loop() {
 	var buf []outcome
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	// urgent fires urgentFlush after the first answer for an item published
+	// again that buf holds; nil while it holds none.
+	var urgent <-chan time.Time
 	for {
 		select {
 		case o, ok := <-rec.in:
@@ -57,13 +72,18 @@ func (rec *recorder) loop() {
 				continue
 			}
 			buf = append(buf, o)
-			if len(buf) >= maxBatch {
-				buf = rec.writeOut(buf)
+			if o.again && urgent == nil {
+				urgent = time.After(urgentFlush)
 			}
+			if len(buf) >= maxBatch {
+				buf, urgent = rec.writeOut(buf), nil
+			}
+		case <-urgent:
+			buf, urgent = rec.writeOut(buf), nil
 		case <-tick.C:
-			buf = rec.writeOut(buf)
+			buf, urgent = rec.writeOut(buf), nil
 		case reply := <-rec.flush:
-			buf = rec.writeOut(rec.takeQueued(buf))
+			buf, urgent = rec.writeOut(rec.takeQueued(buf)), nil
 			if rec.err != nil {
 				reply <- fmt.Errorf("record broker answers: %w", rec.err)
 			} else {

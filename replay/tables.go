@@ -96,6 +96,12 @@ type tables interface {
 	ItemsDecided(ctx context.Context, each func(request, letter int64, state string)) error
 	// ItemsMark commits a window's decisions (replay_items_mark).
 	ItemsMark(ctx context.Context, request int64, m itemMarks) (stopped Status, err error)
+	// ItemsSend clears items of the ordinal range [lo, hi], each marked
+	// publishing, for one publish more (replay_items_send), counting it in
+	// the item's sends before the publish: what bounds an item's copies to
+	// PublishBound. An item cleared that often already is refused by rule
+	// publish-bound, and nothing is counted.
+	ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64) (stopped Status, err error)
 	// ItemsRecord writes the broker's answers for items of the ordinal
 	// range [lo, hi] (replay_items_record): confirmed, or failed with why.
 	ItemsRecord(ctx context.Context, request int64, lo, hi int, confirmed, failed []int64, failedWhy []string) error

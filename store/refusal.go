@@ -39,6 +39,7 @@ var functionRoles = map[string]string{
 	"replay_request_create":         "operator",
 	"replay_run_start":              "operator",
 	"replay_items_mark":             "operator",
+	"replay_items_send":             "operator",
 	"replay_items_record":           "operator",
 	"replay_run_interrupted":        "operator",
 	"replay_run_halt":               "operator",
@@ -68,6 +69,10 @@ func AsRefusal(err error) error {
 		return &Refusal{Rule: strings.TrimPrefix(pgErr.Detail, "rule: "), Message: pgErr.Message}
 	case pgErr.Code == "23505" && pgErr.ConstraintName == "replay_items_one_open_request":
 		return &Refusal{Rule: "one-open-request", Message: "a dead letter in this cohort joined another open request meanwhile: try again"}
+	case pgErr.Code == "23514" && pgErr.ConstraintName == "replay_items_publish_bound":
+		// Only a bug in a function can reach the constraint
+		// (replay_items_send refuses first); it is the same rule.
+		return &Refusal{Rule: "publish-bound", Message: "an item of the request was sent to the broker as often as one request may: it is not published again; make a new request to send its letter"}
 	case pgErr.Code == "23514" && (strings.HasPrefix(pgErr.ConstraintName, "four_eyes") || pgErr.ConstraintName == "policy_four_eyes"):
 		return &Refusal{Rule: "four-eyes", Message: "the requester cannot review their own request: another approver must"}
 	case pgErr.Code == "42501":

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00025, then the files of store/functions/) leaves an empty database, dumped
+-- 00026, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -1352,9 +1352,55 @@ CREATE FUNCTION expiryctl.replay_items_refuse_rewrite() RETURNS trigger
     AS $$
 BEGIN
     PERFORM expiryctl.replay_refuse('item-states', format(
-        'item %s of replay request %s: a closed item is not reopened, and attempts and confirm times are not rewritten',
+        'item %s of replay request %s: a closed item is not reopened, and attempts, sends and confirm times are not rewritten',
         OLD.dead_letter_id, OLD.request_id));
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: replay_items_send(bigint, integer, integer, bigint[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    st text;
+    bound smallint := expiryctl.replay_publish_bound();
+    moved integer;
+    spent bigint;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    -- FOR SHARE, as replay_items_mark takes it: a cancel waits for this
+    -- commit, and no item is cleared after the cancel has committed.
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF st IS DISTINCT FROM 'running' THEN
+        RETURN coalesce(st, 'missing');
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(items) = 0 THEN
+        RETURN st;
+    END IF;
+    UPDATE expiryctl.replay_items i SET sends = i.sends + 1
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+       AND i.state = 'publishing' AND i.sends < bound;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved <> cardinality(items) THEN
+        SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+           AND i.state = 'publishing' AND i.sends >= bound
+         ORDER BY i.ordinal LIMIT 1;
+        IF FOUND THEN
+            PERFORM expiryctl.replay_refuse('publish-bound', format(
+                'item %s of replay request %s was sent to the broker %s times already without a recorded answer, the most one request may: it is not published again; make a new request with `expiryctl replay request` to send its letter',
+                spent, request, bound));
+        END IF;
+        RAISE EXCEPTION 'cleared % of % items of replay request % for publishing: the items changed under the runner (each must be marked publishing)', moved, cardinality(items), request;
+    END IF;
+    RETURN st;
 END
 $$;
 
@@ -1431,6 +1477,18 @@ BEGIN
        SET terminal_at = excluded.terminal_at, duplicate = excluded.duplicate, observed_at = now()
      WHERE o.terminal_at IS NULL AND excluded.terminal_at IS NOT NULL;
 END
+$$;
+
+
+--
+-- Name: replay_publish_bound(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_publish_bound() RETURNS smallint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT 3::smallint
 $$;
 
 
@@ -2100,6 +2158,8 @@ CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers
 DECLARE
     req expiryctl.replay_requests%ROWTYPE;
     states jsonb;
+    bound smallint := expiryctl.replay_publish_bound();
+    spent jsonb;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     label := expiryctl.actor_label(actor);
@@ -2129,6 +2189,13 @@ BEGIN
         PERFORM expiryctl.replay_refuse('terminal', format(
             'replay request %s is %s: it is over and cannot run; make a new request with `expiryctl replay request`', request, req.status));
     END CASE;
+    WITH failed AS (
+        UPDATE expiryctl.replay_items i SET state = 'failed', last_error = format(
+                   'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
+                   bound, request)
+         WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
+        RETURNING i.dead_letter_id, i.ordinal)
+    SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states
       FROM (SELECT state, count(*) AS n FROM expiryctl.replay_items WHERE request_id = request GROUP BY state) s;
     PERFORM expiryctl.audit_write(label, 'replay.run.start', 'replay_request:' || request, jsonb_build_object(
@@ -2137,7 +2204,9 @@ BEGIN
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
         'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
-            'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window))));
+            'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window)))
+        || CASE WHEN spent IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('publish_bound', bound, 'publish_bound_failed', spent) END);
     RETURN NEXT;
 END
 $$;
@@ -2595,6 +2664,8 @@ CREATE TABLE expiryctl.replay_items (
     last_error text,
     confirmed_at timestamp with time zone,
     open boolean DEFAULT true NOT NULL,
+    sends smallint DEFAULT 0 NOT NULL,
+    CONSTRAINT replay_items_publish_bound CHECK (((sends >= 0) AND (sends <= 3))),
     CONSTRAINT replay_items_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'publishing'::text, 'confirmed'::text, 'failed'::text, 'skipped'::text])))
 )
 WITH (fillfactor='70');
@@ -3262,7 +3333,7 @@ CREATE TRIGGER replay_items_no_early_close BEFORE UPDATE ON expiryctl.replay_ite
 -- Name: replay_items replay_items_no_rewrite; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER replay_items_no_rewrite BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.open AND (NOT old.open)) OR (new.attempts < old.attempts) OR ((old.confirmed_at IS NOT NULL) AND (new.confirmed_at IS DISTINCT FROM old.confirmed_at)))) EXECUTE FUNCTION expiryctl.replay_items_refuse_rewrite();
+CREATE TRIGGER replay_items_no_rewrite BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.open AND (NOT old.open)) OR (new.attempts < old.attempts) OR (new.sends < old.sends) OR ((old.confirmed_at IS NOT NULL) AND (new.confirmed_at IS DISTINCT FROM old.confirmed_at)))) EXECUTE FUNCTION expiryctl.replay_items_refuse_rewrite();
 
 
 --
@@ -4157,6 +4228,14 @@ REVOKE ALL ON FUNCTION expiryctl.replay_items_refuse_rewrite() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION replay_items_send(request bigint, lo integer, hi integer, items bigint[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) TO expiryctl_operator;
+
+
+--
 -- Name: FUNCTION replay_items_state_guard(); Type: ACL; Schema: expiryctl
 --
 
@@ -4169,6 +4248,13 @@ REVOKE ALL ON FUNCTION expiryctl.replay_items_state_guard() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.replay_outcomes_record(request bigint, letters bigint[], published_ats timestamp with time zone[], confirmed_ats timestamp with time zone[], window_ends timestamp with time zone[], terminal_ats timestamp with time zone[], duplicates boolean[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION replay_publish_bound(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_publish_bound() FROM PUBLIC;
 
 
 --

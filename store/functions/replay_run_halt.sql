@@ -1,4 +1,6 @@
--- replay_run_halt halts a running request on a stop condition. Returns the
+-- replay_run_halt halts a running request on a stop condition, putting
+-- the items its runner says it marked and never sent back to pending (their
+-- sends still counted, as replay_run_interrupted keeps them). Returns the
 -- status the request had when it was not running (then nothing changed),
 -- else 'halted'.
 CREATE OR REPLACE FUNCTION expiryctl.replay_run_halt(actor text, request bigint, reason text, unsent bigint[], details jsonb)

@@ -1,7 +1,10 @@
 -- replay_run_interrupted records a run that stops without a status change
 -- (the next run resumes it). Items it marked publishing but never
--- published go back to pending. Only the request's runner records it, and
--- only of a request a run was under (running, or cancelled beneath it).
+-- published go back to pending, their sends still counted: whether a
+-- runner that says so really did not publish one is nothing the database
+-- can know, so the bound on publishes (replay_items_send) never trusts it.
+-- Only the request's runner records it, and only of a request a run was
+-- under (running, or cancelled beneath it).
 CREATE OR REPLACE FUNCTION expiryctl.replay_run_interrupted(actor text, request bigint, unsent bigint[], details jsonb)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

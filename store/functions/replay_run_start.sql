@@ -2,8 +2,11 @@
 -- approval) or takes over a running one whose runner is gone, once a
 -- replay's handler check passes: consumers is what the runner observed on
 -- the queues the cohort's targets route to (see replay_handler_check),
--- recorded on the run's audit row. Returns whether it resumed and the
--- label the run records.
+-- recorded on the run's audit row. Open items whose runs were all spent
+-- (sends at replay_publish_bound, none with a recorded broker answer) fail
+-- here, before a run can reach them: their letters may have reached the
+-- broker that many times already, and only a new request sends them again.
+-- Returns whether it resumed and the label the run records.
 CREATE OR REPLACE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL)
 RETURNS TABLE (resumed boolean, label text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -11,6 +14,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     req expiryctl.replay_requests%ROWTYPE;
     states jsonb;
+    bound smallint := expiryctl.replay_publish_bound();
+    spent jsonb;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     label := expiryctl.actor_label(actor);
@@ -40,6 +45,13 @@ BEGIN
         PERFORM expiryctl.replay_refuse('terminal', format(
             'replay request %s is %s: it is over and cannot run; make a new request with `expiryctl replay request`', request, req.status));
     END CASE;
+    WITH failed AS (
+        UPDATE expiryctl.replay_items i SET state = 'failed', last_error = format(
+                   'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
+                   bound, request)
+         WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
+        RETURNING i.dead_letter_id, i.ordinal)
+    SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states
       FROM (SELECT state, count(*) AS n FROM expiryctl.replay_items WHERE request_id = request GROUP BY state) s;
     PERFORM expiryctl.audit_write(label, 'replay.run.start', 'replay_request:' || request, jsonb_build_object(
@@ -48,7 +60,9 @@ BEGIN
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
         'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
-            'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window))));
+            'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window)))
+        || CASE WHEN spent IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('publish_bound', bound, 'publish_bound_failed', spent) END);
     RETURN NEXT;
 END
 $$;

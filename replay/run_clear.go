@@ -1,0 +1,98 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// clearFor is how many items one clearance covers: a fiftieth of a
+// second's worth, at least one and at most a chunk. Clearing in small
+// groups just ahead of the publisher is what keeps the count close to the
+// truth: a run that dies leaves only what it cleared and had not yet sent
+// counted as sent, three fiftieths of a second's worth at most, where
+// counting at the mark counted the two or three seconds marked ahead. A
+// clearance is one commit, so this is about 50 of them a second at any
+// rate up to 50,000/s; a round trip to the database is well under the
+// group's 20 ms on a healthy server, so the publisher does not wait.
+func clearFor(r float64) int {
+	return int(math.Max(1, math.Min(math.Ceil(r/50), float64(chunkFor(r)))))
+}
+
+// clearAhead is how many clearances' worth of items may wait cleared for
+// the publisher, so that the next clearance commits while it publishes
+// these and it never waits on the database.
+const clearAhead = 2
+
+// clearLimit is how many items may be cleared and not yet published: at
+// most clearAhead clearances' worth, and never more than one past what
+// this leg published so far. A leg starts clearing one item and doubles
+// as it publishes, a few round trips to full speed; so a run that dies
+// soon after it starts, before it sent the items an earlier run left in
+// doubt (the first it publishes), has counted a send of hardly any of
+// them, and a request whose runs keep dying that way spends the sends of
+// the items its runs really did send, not of those queued behind them.
+func (x *replayRun) clearLimit() int {
+	return min(clearAhead*x.clearN, 1+x.sent)
+}
+
+// clearance is the database's answer to one clearance.
+type clearance struct {
+	stopped Status
+	err     error
+}
+
+// clear clears the next group of queued items for publishing, unless one
+// clearance is under way already, clearLimit items wait cleared, or none
+// waits uncleared. The clearance runs on a goroutine of its own and its answer
+// comes on clearedC. It does not take the run's context, as marking does
+// not: a clearance started is finished, never left half known.
+func (x *replayRun) clear() {
+	limit := x.clearLimit()
+	if x.clearing > 0 || x.cleared >= limit || len(x.queue) <= x.cleared {
+		return
+	}
+	n := min(x.clearN, limit-x.cleared)
+	group := x.queue[x.cleared:min(len(x.queue), x.cleared+n)]
+	ids := make([]int64, len(group))
+	lo, hi := group[0].ordinal, group[0].ordinal
+	for i, m := range group {
+		ids[i] = m.Item
+		lo, hi = min(lo, m.ordinal), max(hi, m.ordinal)
+	}
+	x.clearing = len(group)
+	r, id := x.r, x.st.req.ID
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stopped, err := r.tables().ItemsSend(ctx, id, lo, hi, ids)
+		x.clearedC <- clearance{stopped: stopped, err: err}
+	}()
+}
+
+// takeClearance takes the answer to the clearance under way: its items may
+// go out, or the run stops (the request stopped running, an item was spent,
+// the database failed).
+func (x *replayRun) takeClearance(c clearance) *stopReason {
+	n := x.clearing
+	x.clearing = 0
+	switch {
+	case c.err != nil:
+		return &stopReason{err: fmt.Errorf("clear items of replay request %d for publishing: %w", x.st.req.ID, c.err)}
+	case c.stopped != "":
+		return &stopReason{stopped: c.stopped}
+	}
+	x.cleared += n
+	return nil
+}
+
+// clearanceDone waits out a clearance still under way when the loop ends,
+// so that nothing writes to the database behind the run's last word. Its
+// items are unsent whatever it answers.
+func (x *replayRun) clearanceDone() {
+	if x.clearing > 0 {
+		<-x.clearedC
+		x.clearing = 0
+	}
+}

@@ -1,0 +1,52 @@
+-- replay_items_send clears items of a running request (ordinals lo..hi),
+-- each marked publishing, for one publish more: it counts the send in
+-- sends, committed before the runner publishes, so that sends is a true
+-- upper bound on the copies of an item that reached the broker, however a
+-- run ends. A runner clears only what it is about to publish, a fraction of
+-- a second ahead, and publishes each item at most once a run; the items it
+-- marked ahead of that are not counted, since a run that dies leaves them
+-- unsent. An item cleared replay_publish_bound() times already is refused
+-- (rule publish-bound), and nothing is counted. Returns the request's
+-- status; when it is not running, nothing was counted.
+CREATE OR REPLACE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[])
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    st text;
+    bound smallint := expiryctl.replay_publish_bound();
+    moved integer;
+    spent bigint;
+BEGIN
+    PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
+    -- FOR SHARE, as replay_items_mark takes it: a cancel waits for this
+    -- commit, and no item is cleared after the cancel has committed.
+    SELECT status INTO st FROM expiryctl.replay_requests WHERE id = request FOR SHARE;
+    IF st IS DISTINCT FROM 'running' THEN
+        RETURN coalesce(st, 'missing');
+    END IF;
+    PERFORM expiryctl.replay_run_lease(request);
+    IF cardinality(items) = 0 THEN
+        RETURN st;
+    END IF;
+    UPDATE expiryctl.replay_items i SET sends = i.sends + 1
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+       AND i.state = 'publishing' AND i.sends < bound;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved <> cardinality(items) THEN
+        SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+           AND i.state = 'publishing' AND i.sends >= bound
+         ORDER BY i.ordinal LIMIT 1;
+        IF FOUND THEN
+            PERFORM expiryctl.replay_refuse('publish-bound', format(
+                'item %s of replay request %s was sent to the broker %s times already without a recorded answer, the most one request may: it is not published again; make a new request with `expiryctl replay request` to send its letter',
+                spent, request, bound));
+        END IF;
+        RAISE EXCEPTION 'cleared % of % items of replay request % for publishing: the items changed under the runner (each must be marked publishing)', moved, cardinality(items), request;
+    END IF;
+    RETURN st;
+END
+$$;
+
+REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) TO expiryctl_operator;
