@@ -8,16 +8,21 @@ import (
 )
 
 // clearFor is how many items one clearance covers: a fiftieth of a
-// second's worth, at least one and at most a chunk. Clearing in small
-// groups just ahead of the publisher is what keeps the count close to the
-// truth: a run that dies leaves only what it cleared and had not yet sent
-// counted as sent, three fiftieths of a second's worth at most, where
-// counting at the mark counted the two or three seconds marked ahead. A
-// clearance is one commit, so this is about 50 of them a second at any
-// rate up to 50,000/s; a round trip to the database is well under the
-// group's 20 ms on a healthy server, so the publisher does not wait.
-func clearFor(r float64) int {
-	return int(math.Max(1, math.Min(math.Ceil(r/50), float64(chunkFor(r)))))
+// second's worth, or twice what the last clearance took (took) when the
+// database is slower than that, at least one and at most a chunk.
+// Clearing in small groups just ahead of the publisher is what keeps the
+// count close to the truth: a run that dies leaves only what it cleared
+// and had not yet sent counted as sent, three fiftieths of a second's
+// worth at most on a healthy server, where counting at the mark counted
+// the two or three seconds marked ahead. A clearance is one commit, so
+// this is about 50 of them a second at any rate up to 50,000/s. On a slow
+// server (a round trip of half a second) a fiftieth of a second's worth
+// per round trip would hold the publisher to a few items a second: the
+// group grows to cover the round trip, counting more in doubt if the run
+// dies, never more than a chunk.
+func clearFor(r float64, took time.Duration) int {
+	span := math.Max(1.0/50, 2*took.Seconds())
+	return int(math.Max(1, math.Min(math.Ceil(r*span), float64(chunkFor(r)))))
 }
 
 // clearAhead is how many clearances' worth of items may wait cleared for
@@ -62,6 +67,7 @@ func (x *replayRun) clear() {
 		lo, hi = min(lo, m.ordinal), max(hi, m.ordinal)
 	}
 	x.clearing = len(group)
+	x.clearStarted = time.Now()
 	r, id := x.r, x.st.req.ID
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -77,6 +83,7 @@ func (x *replayRun) clear() {
 func (x *replayRun) takeClearance(c clearance) *stopReason {
 	n := x.clearing
 	x.clearing = 0
+	x.clearN = clearFor(x.st.req.Rate, time.Since(x.clearStarted))
 	switch {
 	case c.err != nil:
 		return &stopReason{err: fmt.Errorf("clear items of replay request %d for publishing: %w", x.st.req.ID, c.err)}

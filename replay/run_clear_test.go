@@ -12,10 +12,18 @@ func TestClearFor(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		rate float64
+		took time.Duration
 		want int
-	}{{0.5, 1}, {20, 1}, {150, 3}, {1000, 20}, {50_000, 1000}, {1e9, 1000}} {
-		if got := clearFor(tt.rate); got != tt.want {
-			t.Errorf("clearFor(%g) = %d, want %d", tt.rate, got, tt.want)
+	}{
+		{0.5, 0, 1}, {20, 0, 1}, {150, 0, 3}, {1000, 0, 20}, {50_000, 0, 1000}, {1e9, 0, 1000},
+		// A healthy round trip keeps the fiftieth of a second.
+		{150, 2 * time.Millisecond, 3},
+		// A slow one: the group covers twice the round trip, up to a chunk.
+		{100, 500 * time.Millisecond, 100}, {100, 250 * time.Millisecond, 50}, {1000, 400 * time.Millisecond, 800},
+		{1000, 5 * time.Second, 1000},
+	} {
+		if got := clearFor(tt.rate, tt.took); got != tt.want {
+			t.Errorf("clearFor(%g, %s) = %d, want %d", tt.rate, tt.took, got, tt.want)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type replayRun struct {
 	// how many one clearance covers; sent counts this leg's publishes.
 	cleared, clearing, clearN, sent int
 	clearedC                        chan clearance
+	clearStarted                    time.Time // when the clearance under way began
 	wasPub                          map[int64]bool
 	// unsent are items this run marked publishing but has not published.
 	unsent    map[int64]bool
@@ -88,7 +89,7 @@ func chunkFor(r float64) int {
 func (r *Runner) replay(ctx context.Context, st *runState) error {
 	req := st.req
 	x := &replayRun{r: r, st: st, limiter: rate.NewLimiter(rate.Limit(req.Rate), burstFor(req.Rate)),
-		chunk: chunkFor(req.Rate), clearN: clearFor(req.Rate), clearedC: make(chan clearance, 1),
+		chunk: chunkFor(req.Rate), clearN: clearFor(req.Rate, 0), clearedC: make(chan clearance, 1),
 		wasPub: map[int64]bool{}, unsent: map[int64]bool{}}
 	if err := x.initCanary(ctx); err != nil {
 		return r.interrupt(ctx, st, err, nil, 0)
