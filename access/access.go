@@ -65,32 +65,11 @@ func CheckGroups(names []string) error {
 		return fmt.Errorf("name at least one group: %s", groupNames(""))
 	}
 	for _, n := range names {
-		if roleOfName(n) == "" {
+		if _, _, ok := store.ParseGroup(n); !ok && !slices.Contains(store.Roles, n) {
 			return fmt.Errorf("unknown group %q: the groups are %s, or their roles alone (%s)", n, groupNames(""), strings.Join(store.Roles, ", "))
 		}
 	}
 	return nil
-}
-
-// roleOfName is the role a group name names, or "".
-func roleOfName(name string) string {
-	if slices.Contains(store.Roles, name) {
-		return name
-	}
-	rest, ok := strings.CutPrefix(name, "expiryctl_")
-	if !ok {
-		return ""
-	}
-	if i := strings.LastIndexByte(rest, '_'); i >= 0 {
-		if store.CheckDeploymentName(rest[:i]) != nil {
-			return ""
-		}
-		rest = rest[i+1:]
-	}
-	if !slices.Contains(store.Roles, rest) {
-		return ""
-	}
-	return rest
 }
 
 // GroupsIn turns names (as CheckGroups takes them) into deployment d's

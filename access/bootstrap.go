@@ -33,9 +33,9 @@ type BootstrapResult struct {
 // Bootstrap sets deployment d up for owner, run by a DBA (a superuser or a
 // CREATEROLE login) once, before the owner's first `expiryctl migrate`: it
 // creates d's groups that do not exist (a named deployment's carry its
-// name, so that they grant nothing in another deployment's database), gives owner ADMIN OPTION on each,
-// so that owner needs no CREATEROLE to migrate and to grant the groups, and
-// creates the logins asked for. It may run again: what exists is kept. A
+// name, so that they grant nothing in another deployment's database),
+// gives owner ADMIN OPTION on each, so that owner needs no CREATEROLE to
+// migrate and to grant the groups, and creates the logins asked for. It may run again: what exists is kept. A
 // role of a group's name that can log in is refused, as migrate refuses it.
 // Nothing is audited: the schema, and its trail, may not exist yet;
 // `access list` shows the result.

@@ -27,8 +27,8 @@ type DatabaseAccess struct {
 // catalog's view of the schema. For a named deployment it also takes them
 // from the unnamed deployment's groups, which the database granted before
 // it was moved to its name (MoveDeployment) and which other deployments of
-// the cluster may share. A login that may not change the
-// database's privileges gets the statements back, unrun.
+// the cluster may share. A login that may not change the database's
+// privileges gets the statements back, unrun.
 func CloseDatabase(ctx context.Context, q Querier, d Deployment) (DatabaseAccess, error) {
 	var name, owner string
 	var publicConnect, publicTemp, canGrant bool

@@ -54,16 +54,31 @@ func (d Deployment) String() string {
 	return string(d)
 }
 
-// Group is the name of d's group for role, given as the role ("operator"),
+// Group is the name of d's group for name, given as the role ("operator"),
 // as the unnamed deployment's group ("expiryctl_operator") or as d's own
 // group; ok is false when it names none of them.
-func (d Deployment) Group(role string) (name string, ok bool) {
-	role = strings.TrimPrefix(role, d.prefix())
-	role = strings.TrimPrefix(role, groupPrefix)
-	if !slices.Contains(Roles, role) {
-		return "", false
+func (d Deployment) Group(name string) (group string, ok bool) {
+	role := name
+	if !slices.Contains(Roles, name) {
+		of, r, ok := ParseGroup(name)
+		if !ok || of.Named() && of != d {
+			return "", false
+		}
+		role = r
 	}
 	return d.prefix() + role, true
+}
+
+var groupName = regexp.MustCompile(`^expiryctl_(?:([a-z][a-z0-9]{0,23})_)?(ingester|operator|approver|auditor|admin)$`)
+
+// ParseGroup reads a group's name as the deployment whose group it is and
+// its role; ok is false for a name that is no deployment's group.
+func ParseGroup(name string) (d Deployment, role string, ok bool) {
+	m := groupName.FindStringSubmatch(name)
+	if m == nil {
+		return "", "", false
+	}
+	return Deployment(m[1]), m[2], true
 }
 
 // MustGroup is Group, for a role that is one of Roles.
@@ -82,15 +97,6 @@ func (d Deployment) Groups() []string {
 		out[i] = d.prefix() + r
 	}
 	return out
-}
-
-// RoleOf is the role of group when it is one of d's groups.
-func (d Deployment) RoleOf(group string) (role string, ok bool) {
-	role, found := strings.CutPrefix(group, d.prefix())
-	if !found || !slices.Contains(Roles, role) {
-		return "", false
-	}
-	return role, true
 }
 
 func (d Deployment) prefix() string {
@@ -130,16 +136,14 @@ func ReadDeployment(ctx context.Context, q Querier) (Deployment, error) {
 	return deploymentOf(holders), nil
 }
 
-var operatorGroup = regexp.MustCompile(`^expiryctl_(?:([a-z][a-z0-9]{0,23})_)?operator$`)
-
 // deploymentOf is the deployment of the operator group among holders; a
 // named one wins over the unnamed, which a schema being moved to its name
 // (Migrate with a name) still holds until the move is done.
 func deploymentOf(holders []string) Deployment {
 	var d Deployment
 	for _, h := range holders {
-		if m := operatorGroup.FindStringSubmatch(h); m != nil && m[1] != "" {
-			d = Deployment(m[1])
+		if of, role, ok := ParseGroup(h); ok && role == "operator" && of.Named() {
+			d = of
 		}
 	}
 	return d

@@ -66,7 +66,10 @@ func MoveDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (*Dep
 		if err != nil {
 			return err
 		}
-		if len(grants) == 0 {
+		// Only what the unnamed groups hold in the schema makes a move:
+		// a grant of theirs elsewhere (an application's table) stays
+		// theirs after it, and must not move the members at every migrate.
+		if !slices.ContainsFunc(grants, func(g grantHeld) bool { return g.inSchema }) {
 			return nil
 		}
 		move = &DeploymentMove{To: d, Members: []GroupMembers{}, NotMoved: []GroupMembers{}, Elsewhere: []string{}}

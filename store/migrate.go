@@ -89,8 +89,8 @@ type MigrationResult struct {
 // Migrate applies every embedded migration that the database at pool lacks,
 // then the definition files whose form the database does not run yet
 // (ApplyDefinitions), for the deployment the schema serves
-// (ReadDeployment); MigrateDeployment names it. It is idempotent, and concurrent calls from several
-// hosts are serialised (the numbered migrations by the leased row of
+// (ReadDeployment); MigrateDeployment names it. It is idempotent, and
+// concurrent calls from several hosts are serialised (the numbered migrations by the leased row of
 // schema_migrate_lock, the definitions by a lock on their table), so
 // running it twice or from two places at once is safe. On an up-to-date
 // database it changes nothing of the schema or its data: only the lock

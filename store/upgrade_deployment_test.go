@@ -52,6 +52,14 @@ func TestMigrateMovesAnUnnamedDeploymentToItsName(t *testing.T) {
 	if _, err := access.Bootstrap(ctx, db.Pool, pgtest.Owner, d, nil); err != nil {
 		t.Fatal(err)
 	}
+	// An application's table the policy's queries read, granted to the
+	// unnamed operators: its owner, not migrate, grants it anew.
+	for _, s := range []string{`CREATE SCHEMA app`, `CREATE TABLE app.reservations (id text)`,
+		`GRANT USAGE ON SCHEMA app TO expiryctl_operator`, `GRANT SELECT ON app.reservations TO expiryctl_operator`} {
+		if _, err := db.Pool.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 
 	owner := db.OwnerPool(t)
 	res, err := store.MigrateDeployment(ctx, owner, d)
@@ -73,6 +81,10 @@ func TestMigrateMovesAnUnnamedDeploymentToItsName(t *testing.T) {
 	}
 	if i := slices.IndexFunc(mv.NotMoved, func(m store.GroupMembers) bool { return m.Login == carl.Name }); i < 0 {
 		t.Errorf("not moved %+v, want %s named", mv.NotMoved, carl.Name)
+	}
+	wantElsewhere := "GRANT SELECT ON TABLE app.reservations TO " + pgx.Identifier{d.MustGroup("operator")}.Sanitize()
+	if !slices.Contains(mv.Elsewhere, wantElsewhere) {
+		t.Errorf("elsewhere %v, want %q", mv.Elsewhere, wantElsewhere)
 	}
 	// The database belongs to the DBA, who closes it as migrate says.
 	if !slices.ContainsFunc(res.Access.Pending, func(s string) bool {
@@ -115,14 +127,17 @@ func TestMigrateMovesAnUnnamedDeploymentToItsName(t *testing.T) {
 	if len(holders) > 0 {
 		t.Errorf("the unnamed groups %v still hold privileges in the schema", holders)
 	}
-	// Each move is audited, so reconcile finds the memberships explained.
+	// The unnamed groups' grant outside the schema is still theirs: a
+	// second migrate moves nothing, and grants nobody again.
+	again, err := store.Migrate(ctx, owner)
+	if err != nil || again.Moved != nil || again.Deployment != d {
+		t.Errorf("a second migrate: %+v, %v; want nothing moved", again.Moved, err)
+	}
+	// Each move is audited, once, so reconcile finds the memberships
+	// explained.
 	var moves int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'access.grant'
 		AND details->'groups' ?| $1`, d.Groups()).Scan(&moves); err != nil || moves != 2 {
 		t.Errorf("%d access.grant rows name the deployment's groups (%v), want 2", moves, err)
-	}
-	again, err := store.Migrate(ctx, owner)
-	if err != nil || again.Moved != nil || again.Deployment != d {
-		t.Errorf("a second migrate: %+v, %v; want nothing moved", again, err)
 	}
 }
