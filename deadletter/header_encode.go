@@ -18,17 +18,22 @@ import (
 // encoding twice.
 func encodeHeaderEntries(h map[string]any) []headerEntry {
 	entries := make([]headerEntry, 0, len(h))
+	// One buffer for all entries rather than one each, since this runs for
+	// every captured letter; an entry cut before the buffer grew keeps the
+	// array it was cut from, and its capped capacity stops appends into it.
+	buf := make([]byte, 0, 160*len(h))
 	for k, v := range h {
 		ek := encodeKey(k)
-		b := appendJSONString(make([]byte, 0, 128), ek)
-		b = append(b, ':')
-		prefix := len(b)
+		start := len(buf)
+		buf = appendJSONString(buf, ek)
+		buf = append(buf, ':')
+		prefix := len(buf)
 		w := headerWriter{}
-		b = w.value(b, v, 1)
-		e := headerEntry{key: k, json: b, order: ek}
+		buf = w.value(buf, v, 1)
+		e := headerEntry{key: k, json: buf[start:len(buf):len(buf)], order: ek}
 		if w.narrow {
 			untyped := headerWriter{untyped: true}
-			e.untyped = untyped.value(append([]byte(nil), b[:prefix]...), v, 1)
+			e.untyped = untyped.value(append([]byte(nil), buf[start:prefix]...), v, 1)
 		}
 		entries = append(entries, e)
 	}

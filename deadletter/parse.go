@@ -349,22 +349,11 @@ func readJob(body []byte) (jobBody, string) {
 // jsonText reads a JSON string, or the literal of a JSON number because
 // some producers send numeric reservation ids.
 func jsonText(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	s, ok := jsonScalar(raw)
+	if !ok {
 		return ""
 	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return ""
-		}
-		return SafeText(s)
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return SafeText(n.String())
-	}
-	return ""
+	return SafeText(s)
 }
 
 // jsonTime reads a point in time sent as an RFC 3339 string, or as a unix
@@ -372,44 +361,50 @@ func jsonText(raw json.RawMessage) string {
 // unixTime). Node.js producers send Date.now(), or Date.toISOString() and
 // strings with an offset.
 func jsonTime(raw json.RawMessage) (time.Time, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	s, ok := jsonScalar(raw)
+	if !ok || s == "" {
 		return time.Time{}, false
-	}
-	var s string
-	if raw[0] == '"' {
-		if json.Unmarshal(raw, &s) != nil {
-			return time.Time{}, false
-		}
-	} else {
-		var n json.Number
-		if json.Unmarshal(raw, &n) != nil {
-			return time.Time{}, false
-		}
-		s = n.String()
 	}
 	return textTime(s)
 }
 
 // jsonInt reads an integer sent as a JSON number or a numeric string.
 func jsonInt(raw json.RawMessage) (int64, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	s, ok := jsonScalar(raw)
+	if !ok || s == "" {
 		return 0, false
 	}
-	var s string
-	if raw[0] == '"' {
-		if json.Unmarshal(raw, &s) != nil {
-			return 0, false
-		}
-	} else {
-		var n json.Number
-		if json.Unmarshal(raw, &n) != nil {
-			return 0, false
-		}
-		s = n.String()
-	}
 	return parseInteger(s)
+}
+
+// jsonScalar reads a JSON string's text, or a JSON number's literal, from
+// one member of an object that json.Unmarshal has already validated; null
+// reads as "". A string without escapes and a number are taken as they
+// stand: decoding them again costs more per letter than the rest of the
+// body, and the result would be the same bytes.
+func jsonScalar(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	switch c := raw[0]; {
+	case c == '"' && len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 &&
+		bytes.IndexByte(raw[1:len(raw)-1], '"') < 0:
+		return string(raw[1 : len(raw)-1]), true
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return s, true
+	case c == '-' || c >= '0' && c <= '9':
+		return string(raw), true
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return "", false
+	}
+	return n.String(), true
 }
 
 // parseInteger accepts "3", " 3 " and "3.0", not "3.5".

@@ -121,6 +121,8 @@ func TestParseBody(t *testing.T) {
 		{"keys match exactly", `{"Reservation_ID": "r-1", "IDEMPOTENCY_KEY": "k"}`, "", "", "", nil, nil, 0, ""},
 		{"escapes in values", `{"reservation_id": "r-\u0000-1", "idempotency_key": "k\u00e9"}`,
 			"", `r-\x00-1`, "ké", nil, nil, 0, "ké"},
+		{"null, quotes, negatives and booleans", `{"reservation_id": null, "idempotency_key": "a\\\"b", "expected_version": -2, "attempt": true}`,
+			"", "", `a\"b`, ptr[int64](-2), nil, 0, `a\"b`},
 		{"empty object", `{}`, "", "", "", nil, nil, 0, ""},
 	}
 	for _, tt := range tests {
