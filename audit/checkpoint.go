@@ -22,9 +22,14 @@ type Checkpoint struct {
 	TreeHead
 	// Note is the signed note, text and signature lines, as printed.
 	Note []byte
-	// Signer is the name of the key that signed it.
-	Signer string
+	// Signer is the name of the key that signed it, SignerHash that key's
+	// hash.
+	Signer     string
+	SignerHash uint32
 }
+
+// SignedBy names the key that signed the checkpoint, by name and hash.
+func (c Checkpoint) SignedBy() string { return KeyLabel(c.Signer, c.SignerHash) }
 
 // GenerateKey makes an Ed25519 signing key for checkpoints named name,
 // returning the private key (for --key) and the public verifier key (for
@@ -80,30 +85,68 @@ func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey st
 	if err := newPostgresTrail(pool).CheckpointRecord(ctx, actor, head, msg); err != nil {
 		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", err)
 	}
-	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name()}, nil
+	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name(), SignerHash: signer.KeyHash()}, nil
 }
 
 // OpenCheckpoint checks the signature of a checkpoint note against
-// verifierKey and reads it.
+// verifierKey and reads it. A key that cannot be read is a
+// *VerifierKeyError, the caller's mistake; a note that is not signed by
+// that key, or is not a checkpoint, is a *ChainError (checkpoint-signature
+// or malformed), a failed verification. Keys are named by name and hash,
+// as the note format identifies them.
 func OpenCheckpoint(msg []byte, verifierKey string) (Checkpoint, error) {
 	v, err := note.NewVerifier(strings.TrimSpace(verifierKey))
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("read the verifier key: %w (it is the line `expiryctl audit keygen` printed)", err)
+		return Checkpoint{}, &VerifierKeyError{Err: err}
+	}
+	refuse := func(p Problem, format string, args ...any) (Checkpoint, error) {
+		return Checkpoint{}, &ChainError{Problem: p, Source: "the checkpoint", Detail: fmt.Sprintf(format, args...)}
 	}
 	n, err := note.Open(msg, note.VerifierList(v))
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
 		if errors.As(err, &unverified) {
-			return Checkpoint{}, fmt.Errorf("the checkpoint is not signed by %s: it carries no signature of that key", v.Name())
+			var by []string
+			for _, sig := range unverified.Note.UnverifiedSigs {
+				by = append(by, KeyLabel(sig.Name, sig.Hash))
+			}
+			return refuse(CheckpointSignature, "it is not signed by %s; it carries a signature of %s",
+				KeyLabel(v.Name(), v.KeyHash()), strings.Join(by, ", "))
 		}
-		return Checkpoint{}, fmt.Errorf("the checkpoint does not verify: %w", err)
+		return refuse(CheckpointSignature, "it does not verify against %s: %v", KeyLabel(v.Name(), v.KeyHash()), err)
 	}
 	head, err := parseCheckpointText(n.Text)
 	if err != nil {
-		return Checkpoint{}, err
+		return refuse(Malformed, "signed by %s, but %v", KeyLabel(v.Name(), v.KeyHash()), err)
 	}
-	return Checkpoint{TreeHead: head, Note: msg, Signer: n.Sigs[0].Name}, nil
+	return Checkpoint{TreeHead: head, Note: msg, Signer: n.Sigs[0].Name, SignerHash: n.Sigs[0].Hash}, nil
 }
+
+// ReadCheckpoint reads a checkpoint note's head without checking its
+// signature: what an exporter needs of a checkpoint a reviewer holds, to
+// prove the trail consistent with it. The reviewer checks the signature.
+func ReadCheckpoint(msg []byte) (TreeHead, error) {
+	text, err := noteText(msg)
+	if err != nil {
+		return TreeHead{}, err
+	}
+	return parseCheckpointText(text)
+}
+
+// KeyLabel names a note key as people compare keys: its name and its
+// hash, the eight hex digits after the name in the key's text.
+func KeyLabel(name string, hash uint32) string {
+	return fmt.Sprintf("%s (key %08x)", name, hash)
+}
+
+// VerifierKeyError is a verifier key that does not parse: a usage mistake,
+// not a verification that failed.
+type VerifierKeyError struct{ Err error }
+
+func (e *VerifierKeyError) Error() string {
+	return fmt.Sprintf("read the verifier key: %v (it is the line `expiryctl audit keygen` printed, name+hash+key)", e.Err)
+}
+func (e *VerifierKeyError) Unwrap() error { return e.Err }
 
 // LatestCheckpoint returns the newest stored checkpoint note, or nil when
 // none was made.

@@ -1,9 +1,13 @@
 package audit
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/tlog"
@@ -47,7 +51,7 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 	if size < cp.Size {
 		return res, Consistency{}, fail(size+1, CheckpointTruncated,
 			"the checkpoint signed by %s covers %d rows, the trail has %d: %s missing, removed from the tail",
-			cp.Signer, cp.Size, size, missingRows(size+1, cp.Size))
+			cp.SignedBy(), cp.Size, size, missingRows(size+1, cp.Size))
 	}
 	root, err := tlog.TreeHash(cp.Size, tree)
 	if err != nil {
@@ -57,7 +61,7 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 		seq, where := firstStoredDifference(ctx, trail, tree, cp.Size)
 		return res, Consistency{}, fail(seq, CheckpointMismatch,
 			"the first %d rows hash to %s, the checkpoint signed by %s says %s: rows up to seq %d were rewritten, inserted or removed; %s",
-			cp.Size, root, cp.Signer, cp.Root, cp.Size, where)
+			cp.Size, root, cp.SignedBy(), cp.Root, cp.Size, where)
 	}
 	now, err := tlog.TreeHash(size, tree)
 	if err != nil {
@@ -109,3 +113,86 @@ func firstStoredDifference(ctx context.Context, trail trailStore, tree *memoryTr
 // errStopReading ends a read through a trailStore callback early, as
 // intended.
 var errStopReading = errors.New("stop reading")
+
+// CheckConsistency checks that the checkpoint newer extends older: the
+// same trail, no fewer rows, the same root at the same size, and, when it
+// has more rows, proof (tlog's consistency proof from older's size to
+// newer's) that older's tree is a prefix of newer's. A failure is a
+// *ChainError: checkpoint-origin, checkpoint-rollback or
+// checkpoint-mismatch.
+func CheckConsistency(older, newer Checkpoint, proof tlog.TreeProof) error {
+	fail := func(p Problem, format string, args ...any) error {
+		return &ChainError{Problem: p, Detail: fmt.Sprintf(format, args...), Source: "the checkpoints"}
+	}
+	switch {
+	case older.Origin != newer.Origin:
+		return fail(CheckpointOrigin, "the older is of trail %q, the newer of %q", older.Origin, newer.Origin)
+	case newer.Size < older.Size:
+		return fail(CheckpointRollback, "the newer covers %d rows, the older %d: the trail was rolled back, or they were given in the wrong order",
+			newer.Size, older.Size)
+	case newer.Size == older.Size && newer.Root != older.Root:
+		return fail(CheckpointMismatch, "both cover %d rows, with roots %s and %s: two versions of the trail were signed", newer.Size, older.Root, newer.Root)
+	case newer.Size == older.Size || older.Size == 0:
+		return nil
+	}
+	if err := tlog.CheckTree(proof, newer.Size, newer.Root, older.Size, older.Root); err != nil {
+		return fail(CheckpointMismatch, "the tree of %d rows signed by %s does not extend the tree of %d rows signed by %s: %v",
+			newer.Size, newer.SignedBy(), older.Size, older.SignedBy(), err)
+	}
+	return nil
+}
+
+// ProveConsistency reads from the tree the database stored the proof that
+// its first oldSize records are a prefix of its first newSize. The proof is
+// checked against the signed roots, so the database is not trusted for it.
+func ProveConsistency(ctx context.Context, pool *pgxpool.Pool, oldSize, newSize int64) (tlog.TreeProof, error) {
+	if oldSize <= 0 || oldSize >= newSize {
+		return nil, nil
+	}
+	proof, err := tlog.ProveTree(newSize, oldSize, &storedTree{ctx: ctx, trail: newPostgresTrail(pool)})
+	if err != nil {
+		return nil, fmt.Errorf("audit consistency: read the proof from the stored tree: %w", err)
+	}
+	return proof, nil
+}
+
+// EvidenceConsistency reads, from the header of an evidence export, its
+// checkpoint note and its proof that this checkpoint extends the tree of
+// size records (nil when it carries none).
+func EvidenceConsistency(r io.Reader, size int64) ([]byte, tlog.TreeProof, error) {
+	var lineBuf []byte
+	first, err := readLine(bufio.NewReaderSize(r, 1<<20), &lineBuf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, err
+	}
+	var header evidenceHeader
+	if err := json.Unmarshal(bytes.TrimLeft(first, "\xef\xbb\xbf"), &header); err != nil {
+		return nil, nil, fmt.Errorf("not the header of an expiryctl evidence export: %w", err)
+	}
+	if header.Version != 1 {
+		return nil, nil, errors.New("not the header of an expiryctl evidence export")
+	}
+	for _, c := range header.Consistency {
+		if c.Size == size {
+			proof, ok := splitHashes(c.Proof)
+			if !ok {
+				return nil, nil, &ChainError{Problem: Malformed, Source: "the evidence", Detail: fmt.Sprintf("its proof from %d rows is not base64 of whole hashes", size)}
+			}
+			return []byte(header.Checkpoint), proof, nil
+		}
+	}
+	return []byte(header.Checkpoint), nil, nil
+}
+
+// Consistency checks that newer extends older, with the proof read from
+// the database's stored tree, audited as "audit.verify".
+func (r *Reviewer) Consistency(ctx context.Context, older, newer Checkpoint) error {
+	proof, err := ProveConsistency(ctx, r.Pool, older.Size, newer.Size)
+	if err == nil {
+		err = CheckConsistency(older, newer, proof)
+	}
+	details := map[string]any{"consistency": map[string]any{
+		"older": map[string]any{"tree_size": older.Size, "root_hash": older.Root.String(), "signer": older.Signer},
+		"newer": map[string]any{"tree_size": newer.Size, "root_hash": newer.Root.String(), "signer": newer.Signer}}}
+	return r.recordVerify(ctx, details, Result{}, err)
+}

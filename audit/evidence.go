@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -23,12 +24,14 @@ import (
 )
 
 // Evidence is the export format a reviewer verifies alone: a header line
-// (the newest signed checkpoint, the filter, and the seqs it matched), then
-// one ndjson row per matched row, as NDJSON writes it plus "proof", the
+// (the newest signed checkpoint, the filter, the seqs it matched, and
+// proofs that the checkpoint extends earlier ones), then one ndjson row per
+// matched row, as NDJSON writes it plus, in a filtered export, "proof", the
 // row's tlog inclusion proof in the checkpointed tree (absent for rows
 // newer than the checkpoint): its hashes, bottom up, concatenated and
 // base64-encoded as one string, which a reader decodes at a fraction of
-// the cost of a JSON array of strings.
+// the cost of a JSON array of strings. A whole-trail export has no proofs:
+// its verifier computes the tree of its rows.
 const Evidence Format = "evidence"
 
 // evidenceHeader is the first line of an evidence export.
@@ -41,7 +44,24 @@ type evidenceHeader struct {
 	// Matched lists the seqs of every row the filter matched, oldest
 	// first: a row removed from the file is missing from this list's rows.
 	Matched []int64 `json:"matched"`
+	// Consistency proves that the checkpoint extends earlier ones: the
+	// stored checkpoints before it and any the exporter was asked for.
+	Consistency []consistencyProof `json:"consistency,omitempty"`
 }
+
+// consistencyProof is tlog's proof that the tree of Size records with
+// root Root is a prefix of the checkpoint's tree: its hashes concatenated
+// in one base64 string, as a row's proof is.
+type consistencyProof struct {
+	Size  int64  `json:"size"`
+	Root  string `json:"root"`
+	Proof string `json:"proof"`
+}
+
+// maxConsistencyProofs is how many of the stored checkpoints before the
+// newest an export proves its checkpoint consistent with. A reviewer who
+// holds an older one names it (`audit export --from-checkpoint`).
+const maxConsistencyProofs = 16
 
 // evidenceRow is one row of an evidence export.
 type evidenceRow struct {
@@ -56,6 +76,11 @@ type EvidenceResult struct {
 	// proof in the checkpoint, the rest being newer than it.
 	Rows, Proved int64
 	Checkpoint   Checkpoint
+	// Consistent lists the sizes of the earlier trees the checkpoint was
+	// proved to extend; Extends is the size of the reviewer's own
+	// checkpoint it extends, when one was given.
+	Consistent []int64
+	Extends    int64
 }
 
 // DefaultFormat is the format of an export that names none: evidence for a
@@ -101,9 +126,11 @@ func newestCheckpoint(ctx context.Context, trail trailStore) (Checkpoint, error)
 const loadThreshold = 2048
 
 // ExportEvidence writes the rows matching f as an evidence export, with
-// inclusion proofs in the newest stored checkpoint. Without a checkpoint
-// there is nothing to prove against, and it says how to make one.
-func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (EvidenceResult, error) {
+// inclusion proofs in the newest stored checkpoint, and proofs that this
+// checkpoint extends the stored checkpoints before it and those of the
+// sizes in from (checkpoints a reviewer holds). Without a checkpoint there
+// is nothing to prove against, and it says how to make one.
+func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter, from ...int64) (EvidenceResult, error) {
 	trail := newPostgresTrail(pool)
 	cp, err := newestCheckpoint(ctx, trail)
 	if err != nil {
@@ -111,17 +138,6 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// An export of the whole trail proves every row, so it reads the whole
-	// tree: on a connection of its own, while the rows' seqs are listed,
-	// rather than after them.
-	var early chan loadedTree
-	if f.IsZero() && min(cp.Size, throughOr(f, cp.Size)) >= loadThreshold {
-		early = make(chan loadedTree, 1)
-		go func() {
-			m, err := loadStoredTree(ctx, trail, cp.Size)
-			early <- loadedTree{m, err}
-		}()
-	}
 	matched, err := trail.AuditSeqs(ctx, f)
 	if err != nil {
 		return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
@@ -129,23 +145,25 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	if matched == nil {
 		matched = []int64{} // the header lists no rows as [], not null
 	}
-
+	// An export of the whole trail carries no proofs: its verifier computes
+	// the tree of all its rows and compares the root.
+	whole := f.IsZero()
 	var reader tlog.HashReader = &storedTree{ctx: ctx, trail: trail}
-	if len(matched) >= loadThreshold {
-		var loaded loadedTree
-		if early != nil {
-			loaded = <-early
-		} else {
-			loaded.tree, loaded.err = loadStoredTree(ctx, trail, cp.Size)
+	if !whole && len(matched) >= loadThreshold {
+		tree, err := loadStoredTree(ctx, trail, cp.Size)
+		if err != nil {
+			return EvidenceResult{}, fmt.Errorf("audit export: %w", err)
 		}
-		if loaded.err != nil {
-			return EvidenceResult{}, fmt.Errorf("audit export: %w", loaded.err)
-		}
-		reader = loaded.tree
+		reader = tree
 	}
 
+	consistency, err := proveConsistency(ctx, trail, reader, cp, from)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
 	bw := bufio.NewWriterSize(w, 256<<10)
-	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(cp.Note), Filter: f, Matched: matched})
+	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(cp.Note), Filter: f, Matched: matched,
+		Consistency: consistency})
 	if err != nil {
 		return EvidenceResult{}, err
 	}
@@ -154,21 +172,33 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	}
 	enc := &encoder{format: NDJSON, buf: make([]byte, 0, 4096)}
 	res := EvidenceResult{Checkpoint: cp}
-	prover := newProver(ctx, cp.Size, reader, bw, len(matched) >= loadThreshold)
 	// The rows streamed are those listed: no later one.
 	last := lastOr(matched, 0)
-	err = trail.AuditRange(ctx, rowRange{Filter: f, Last: &last}, func(r *rawRow) error {
-		row := enc.row(r, true)
-		res.Rows++
-		if r.seq <= cp.Size {
-			res.Proved++
-		}
-		return prover.add(r.seq, row[:len(row)-2]) // without "}\n"
-	})
-	if err == nil {
-		err = prover.finish()
+	rows := rowRange{Filter: f, Last: &last}
+	if whole {
+		err = trail.AuditRange(ctx, rows, func(r *rawRow) error {
+			res.Rows++
+			if r.seq <= cp.Size {
+				res.Proved++
+			}
+			_, err := bw.Write(enc.row(r, true))
+			return err
+		})
 	} else {
-		prover.abandon()
+		prover := newProver(ctx, cp.Size, reader, bw, len(matched) >= loadThreshold)
+		err = trail.AuditRange(ctx, rows, func(r *rawRow) error {
+			row := enc.row(r, true)
+			res.Rows++
+			if r.seq <= cp.Size {
+				res.Proved++
+			}
+			return prover.add(r.seq, row[:len(row)-2]) // without "}\n"
+		})
+		if err == nil {
+			err = prover.finish()
+		} else {
+			prover.abandon()
+		}
 	}
 	if err != nil {
 		cancel()
@@ -178,6 +208,65 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 		return res, fmt.Errorf("audit export: %w", err)
 	}
 	return res, nil
+}
+
+// proveConsistency proves cp's tree consistent with the trees of the
+// stored checkpoints before it and of the sizes in from. A size above
+// cp's is a checkpoint newer than any the database still stores: the
+// checkpoints, or the trail, were rolled back.
+func proveConsistency(ctx context.Context, trail trailStore, reader tlog.HashReader, cp Checkpoint, from []int64) ([]consistencyProof, error) {
+	sizes, err := trail.CheckpointSizesBelow(ctx, cp.Size, maxConsistencyProofs)
+	if err != nil {
+		return nil, fmt.Errorf("audit export: read the earlier checkpoints: %w", err)
+	}
+	for _, n := range from {
+		if n > cp.Size {
+			return nil, &ChainError{Problem: CheckpointRollback, Source: "the database", Detail: fmt.Sprintf(
+				"the checkpoint you hold covers %d rows, the newest the database stores %d: newer checkpoints were removed, "+
+					"or the trail was rolled back; report it to whoever governs this database", n, cp.Size)}
+		}
+		if n < cp.Size && !slices.Contains(sizes, n) {
+			sizes = append(sizes, n)
+		}
+	}
+	var out []consistencyProof
+	for _, n := range sizes {
+		if n == 0 {
+			continue // the empty tree is a prefix of every tree
+		}
+		root, err := tlog.TreeHash(n, reader)
+		if err != nil {
+			return nil, fmt.Errorf("audit export: the tree of %d rows: %w", n, err)
+		}
+		proof, err := tlog.ProveTree(cp.Size, n, reader)
+		if err != nil {
+			return nil, fmt.Errorf("audit export: prove %d rows consistent with %d: %w", n, cp.Size, err)
+		}
+		out = append(out, consistencyProof{Size: n, Root: root.String(), Proof: joinHashes(proof)})
+	}
+	return out, nil
+}
+
+// joinHashes writes hashes as one base64 string, as proofs travel.
+func joinHashes(hashes []tlog.Hash) string {
+	raw := make([]byte, 0, len(hashes)*tlog.HashSize)
+	for _, h := range hashes {
+		raw = append(raw, h[:]...)
+	}
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// splitHashes reads joinHashes' string.
+func splitHashes(s string) ([]tlog.Hash, bool) {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(raw)%tlog.HashSize != 0 {
+		return nil, false
+	}
+	out := make([]tlog.Hash, 0, len(raw)/tlog.HashSize)
+	for i := 0; i < len(raw); i += tlog.HashSize {
+		out = append(out, tlog.Hash(raw[i:i+tlog.HashSize]))
+	}
+	return out, true
 }
 
 // proveBatch is how many rows a prover hands to a worker at once.
@@ -478,20 +567,6 @@ func lastOr(s []int64, empty int64) int64 {
 	return s[len(s)-1]
 }
 
-// loadedTree is loadStoredTree's result, from another goroutine.
-type loadedTree struct {
-	tree *memoryTree
-	err  error
-}
-
-// throughOr is f's ThroughSeq, or otherwise when it is not set.
-func throughOr(f Filter, otherwise int64) int64 {
-	if f.ThroughSeq > 0 {
-		return f.ThroughSeq
-	}
-	return otherwise
-}
-
 // loadStoredTree reads the stored hashes of a tree of size records into
 // memory, in one streamed query.
 func loadStoredTree(ctx context.Context, trail trailStore, size int64) (*memoryTree, error) {
@@ -569,6 +644,29 @@ func decodeEvidenceRowStrictly(b []byte) (evidenceRow, error) {
 	return row, nil
 }
 
+// wholeTrailListed checks the list of a whole-trail export: every seq from
+// 1 on, through the checkpoint's size, and through the export's own row
+// when its filter names it.
+func wholeTrailListed(name string, matched []int64, size, through int64) error {
+	fail := func(seq int64, p Problem, format string, args ...any) error {
+		return &ChainError{Seq: seq, Problem: p, Detail: fmt.Sprintf(format, args...), Verified: 0, Source: name}
+	}
+	for i, seq := range matched {
+		if want := int64(i) + 1; seq != want {
+			return fail(want, Gap, "a whole-trail export lists seq %d where seq %d belongs: %s missing from the export", seq, want, missingRows(want, seq-1))
+		}
+	}
+	n := int64(len(matched))
+	end := max(size, through)
+	switch {
+	case n < end:
+		return fail(n+1, Gap, "a whole-trail export through seq %d lists rows 1–%d only: %s missing", end, n, missingRows(n+1, end))
+	case through > 0 && n > through:
+		return fail(through+1, Malformed, "a whole-trail export through seq %d lists %d rows", through, n)
+	}
+	return nil
+}
+
 // IsEvidence reports whether the file br begins with is an evidence export.
 func IsEvidence(br *bufio.Reader) bool {
 	b, _ := br.Peek(64)
@@ -576,14 +674,30 @@ func IsEvidence(br *bufio.Reader) bool {
 }
 
 // VerifyEvidence verifies an evidence export read from r with no database:
-// the checkpoint's signature against verifierKey; each row's hash against
-// its fields; each proof against the checkpoint's root; and that the file
-// holds exactly the rows its header lists. name is used in messages.
+// the checkpoint's signature against verifierKey; each consistency proof;
+// each row's hash against its fields and the filter; each proof against
+// the checkpoint's root; that the file holds exactly the rows its header
+// lists; and, for a whole-trail export, that they are every row from seq 1
+// and hash to the checkpoint's root. name is used in messages.
 //
 // It proves that every row it proved is, unchanged, in the trail the
-// checkpoint's signer vouched for. It cannot prove that the filter matched
-// no other row: the list of matched rows is the exporter's word.
+// checkpoint's signer vouched for, and that a whole-trail export left none
+// out. It cannot prove that a filter matched no other row: the list of
+// matched rows is the exporter's word.
 func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) (EvidenceResult, error) {
+	return verifyEvidence(ctx, r, name, verifierKey, nil)
+}
+
+// VerifyEvidenceExtends is VerifyEvidence for a reviewer who holds a
+// checkpoint of their own, held: the file's checkpoint must extend it. An
+// older one is a rollback (checkpoint-rollback); one of the same size must
+// have its root; a newer one must carry a consistency proof from held's
+// size, or, for a whole-trail file, hold the rows whose tree shows it.
+func VerifyEvidenceExtends(ctx context.Context, r io.Reader, name, verifierKey string, held Checkpoint) (EvidenceResult, error) {
+	return verifyEvidence(ctx, r, name, verifierKey, &held)
+}
+
+func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, held *Checkpoint) (EvidenceResult, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var lineBuf []byte
 	fail := func(seq int64, p Problem, verified int64, format string, args ...any) *ChainError {
@@ -600,13 +714,36 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		return EvidenceResult{}, fail(0, Malformed, 0, "line 1: not the header of an expiryctl evidence export (%v)", err)
 	}
 	cp, err := OpenCheckpoint([]byte(header.Checkpoint), verifierKey)
+	var refused *ChainError
+	if errors.As(err, &refused) {
+		return EvidenceResult{}, fail(0, refused.Problem, 0, "the export's checkpoint: %s", refused.Detail)
+	}
 	if err != nil {
-		return EvidenceResult{}, fail(0, CheckpointOrigin, 0, "the export's checkpoint: %v", err)
+		return EvidenceResult{}, err
 	}
 	if cp.Origin != header.Origin {
 		return EvidenceResult{}, fail(0, CheckpointOrigin, 0, "the header says trail %q, its checkpoint %q", header.Origin, cp.Origin)
 	}
 	res := EvidenceResult{Checkpoint: cp}
+	for _, c := range header.Consistency {
+		root, err := tlog.ParseHash(c.Root)
+		proof, ok := splitHashes(c.Proof)
+		if err != nil || !ok || c.Size <= 0 || c.Size >= cp.Size {
+			return res, fail(0, Malformed, 0, "the header's consistency proof from %d rows is not a size below the checkpoint's %d, a root and whole hashes", c.Size, cp.Size)
+		}
+		if err := tlog.CheckTree(proof, cp.Size, cp.Root, c.Size, root); err != nil {
+			return res, fail(0, CheckpointMismatch, 0, "the header's proof that the checkpoint of %d rows extends the tree of %d rows does not check: %v", cp.Size, c.Size, err)
+		}
+		res.Consistent = append(res.Consistent, c.Size)
+	}
+	// checkHeld is left set when only the rows can show that cp extends
+	// held: a whole-trail file without a proof from held's size.
+	var checkHeld bool
+	if held != nil {
+		if checkHeld, err = extendsHeld(header, cp, *held, name); err != nil {
+			return res, err
+		}
+	}
 	matched := header.Matched
 	for i := 1; i < len(matched); i++ {
 		if matched[i] <= matched[i-1] {
@@ -614,11 +751,18 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		}
 	}
 	seen := make([]bool, len(matched))
-	// An export of every row from seq 1 through the checkpoint is proved
-	// as a whole: the tree of its rows, computed here, must have the
-	// checkpoint's root. That is each row's inclusion, at two hashes a row
-	// rather than a proof's log n.
-	whole := len(matched) > 0 && int64(len(matched)) >= cp.Size && matched[len(matched)-1] == int64(len(matched))
+	// An export whose filter keeps every row is the whole trail: it must
+	// hold every seq from 1 through the checkpoint and on to its own end,
+	// and it is proved as a whole, the tree of its rows computed here
+	// having the checkpoint's root, at two hashes a row rather than a
+	// proof's log n. A file that lists fewer rows is refused, not proved
+	// row by row: a row taken out of it, and out of its list, is a gap.
+	whole := header.Filter.IsZero()
+	if whole {
+		if err := wholeTrailListed(name, matched, cp.Size, header.Filter.ThroughSeq); err != nil {
+			return res, err
+		}
+	}
 	var tree *memoryTree
 	if whole {
 		tree = &memoryTree{hashes: make([]tlog.Hash, 0, tlog.StoredHashCount(cp.Size))}
@@ -664,6 +808,9 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		if sum := sha256.Sum256(canonical); !bytes.Equal(sum[:], hash) {
 			return res, fail(row.Seq, HashMismatch, res.Rows, "line %d: stored hash %x, computed %x: a field of the row was changed", line, hash, sum)
 		}
+		if !whole && !header.Filter.keeps(row.Seq, at, row.Actor, row.Action, row.Target) {
+			return res, fail(row.Seq, Malformed, res.Rows, "line %d: seq %d does not match the export's filter", line, row.Seq)
+		}
 		res.Rows++
 		if row.Seq > cp.Size {
 			if row.Proof != nil {
@@ -671,18 +818,26 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 			}
 			continue
 		}
-		if row.Proof == nil {
-			return res, fail(row.Seq, InclusionFailed, res.Rows-1, "line %d: seq %d carries no proof, though the checkpoint of %d rows covers it", line, row.Seq, cp.Size)
-		}
 		if whole {
-			if row.Seq != inTree+1 {
+			switch {
+			case row.Seq > inTree+1:
+				return res, fail(inTree+1, Gap, res.Rows-1, "line %d: seq %d comes where seq %d belongs: %s missing from the file", line, row.Seq, inTree+1,
+					missingRows(inTree+1, row.Seq-1))
+			case row.Seq != inTree+1:
 				return res, fail(row.Seq, OutOfOrder, res.Rows-1, "line %d: seq %d comes where seq %d belongs", line, row.Seq, inTree+1)
 			}
 			if err := tree.add(inTree, hash); err != nil {
 				return res, fmt.Errorf("audit verify %s: %w", name, err)
 			}
 			inTree++
-			continue
+			// The root proves these rows; a proof the file carries all
+			// the same is checked, so that no line of it goes unread.
+			if row.Proof == nil {
+				continue
+			}
+		}
+		if row.Proof == nil {
+			return res, fail(row.Seq, InclusionFailed, res.Rows-1, "line %d: seq %d carries no proof, though the checkpoint of %d rows covers it", line, row.Seq, cp.Size)
 		}
 		raw, err := base64.StdEncoding.AppendDecode(proofBuf[:0], []byte(*row.Proof))
 		if err != nil || len(raw)%tlog.HashSize != 0 {
@@ -695,9 +850,11 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		}
 		if err := tlog.CheckRecord(proof, cp.Size, cp.Root, row.Seq-1, tlog.RecordHash(hash)); err != nil {
 			return res, fail(row.Seq, InclusionFailed, res.Rows-1,
-				"line %d: seq %d is not in the trail the checkpoint of %d rows signed by %s vouches for: %v", line, row.Seq, cp.Size, cp.Signer, err)
+				"line %d: seq %d is not in the trail the checkpoint of %d rows signed by %s vouches for: %v", line, row.Seq, cp.Size, cp.SignedBy(), err)
 		}
-		res.Proved++
+		if !whole {
+			res.Proved++
+		}
 	}
 	for i, s := range matched {
 		if !seen[i] {
@@ -712,9 +869,58 @@ func VerifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string) 
 		if root != cp.Root {
 			return res, fail(cp.Size, InclusionFailed, 0,
 				"rows 1–%d hash to %s, the checkpoint signed by %s says %s: a row was changed, or comes from another trail "+
-					"(`expiryctl audit verify --checkpoint` on the database names the first)", cp.Size, root, cp.Signer, cp.Root)
+					"(`expiryctl audit verify --checkpoint` on the database names the first)", cp.Size, root, cp.SignedBy(), cp.Root)
 		}
 		res.Proved = cp.Size
 	}
+	if checkHeld {
+		root, err := tlog.TreeHash(held.Size, tree)
+		if err != nil {
+			return res, fmt.Errorf("audit verify %s: %w", name, err)
+		}
+		if root != held.Root {
+			return res, fail(held.Size, CheckpointMismatch, 0,
+				"rows 1–%d hash to %s, your checkpoint of %d rows says %s: the trail was rewritten since you took it", held.Size, root, held.Size, held.Root)
+		}
+	}
+	if held != nil {
+		res.Extends = held.Size
+	}
 	return res, nil
+}
+
+// extendsHeld checks what the header alone can tell of whether cp extends
+// the reviewer's checkpoint held. It reports whether the rows must still
+// show it: a whole-trail file without a proof from held's size.
+func extendsHeld(header evidenceHeader, cp, held Checkpoint, name string) (bool, error) {
+	fail := func(p Problem, format string, args ...any) (bool, error) {
+		return false, &ChainError{Problem: p, Detail: fmt.Sprintf(format, args...), Source: name}
+	}
+	switch {
+	case held.Origin != cp.Origin:
+		return fail(CheckpointOrigin, "your checkpoint is of trail %q, the export's of %q", held.Origin, cp.Origin)
+	case cp.Size < held.Size:
+		return fail(CheckpointRollback, "the export's checkpoint covers %d rows, yours %d: it was made from a trail rolled back, "+
+			"or with the newer checkpoints withheld", cp.Size, held.Size)
+	case cp.Size == held.Size && cp.Root != held.Root:
+		return fail(CheckpointMismatch, "the export's checkpoint and yours both cover %d rows, with roots %s and %s: two versions of the trail were signed",
+			cp.Size, cp.Root, held.Root)
+	case cp.Size == held.Size || held.Size == 0:
+		return false, nil
+	}
+	for _, c := range header.Consistency {
+		if c.Size != held.Size {
+			continue
+		}
+		if c.Root != held.Root.String() {
+			return fail(CheckpointMismatch, "the export proves its checkpoint extends a tree of %d rows with root %s, yours has root %s: "+
+				"the trail was rewritten since you took it", held.Size, c.Root, held.Root)
+		}
+		return false, nil // its proof was checked with the others
+	}
+	if header.Filter.IsZero() {
+		return true, nil
+	}
+	return fail(ConsistencyUnproven, "the export carries no proof that its checkpoint of %d rows extends yours of %d: "+
+		"ask for one made with `audit export --from-checkpoint YOURS`", cp.Size, held.Size)
 }

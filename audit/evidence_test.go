@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -93,7 +94,7 @@ func TestEvidenceCatchesTampering(t *testing.T) {
 		}), vkey, 6, audit.InclusionFailed},
 		{"a row removed", append(append([]string(nil), lines[:3]...), lines[4:]...), vkey, 11, audit.Gap},
 		{"a row of another trail", append(append([]string(nil), lines[:2]...), append([]string{otherLines[2]}, lines[3:]...)...), vkey, 11, audit.InclusionFailed},
-		{"a checkpoint signed by another key", lines, strangerKey, 0, audit.CheckpointOrigin},
+		{"a checkpoint signed by another key", lines, strangerKey, 0, audit.CheckpointSignature},
 		{"a proof for a row the checkpoint does not cover", edit(7, func(r map[string]any) { r["proof"] = "" }), vkey, 36, audit.Malformed},
 	}
 	for _, c := range cases {
@@ -183,19 +184,98 @@ func TestLargeEvidenceIsProvedInParallelInOrder(t *testing.T) {
 	t.Parallel()
 	db, cp, vkey := checkpointed(t, 3000)
 	var buf bytes.Buffer
-	res, err := audit.ExportEvidence(context.Background(), db.Pool, &buf, audit.Filter{ThroughSeq: cp.Size})
+	// A filter that keeps every row, so that each carries its proof.
+	res, err := audit.ExportEvidence(context.Background(), db.Pool, &buf, audit.Filter{ThroughSeq: cp.Size, Since: time.Unix(0, 0).UTC()})
 	if err != nil || res.Rows != cp.Size || res.Proved != cp.Size {
 		t.Fatalf("ExportEvidence = %+v, %v; want %d rows proved", res, err, cp.Size)
 	}
 	if _, err := audit.VerifyEvidence(context.Background(), bytes.NewReader(buf.Bytes()), "large", vkey); err != nil {
 		t.Fatal(err)
 	}
-	// Without its last row the export is no longer whole: each proof is
-	// checked on its own, and the missing row is named.
+	// Without its last row, the header still lists it.
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	_, err = audit.VerifyEvidence(context.Background(), strings.NewReader(strings.Join(lines[:len(lines)-1], "\n")), "large", vkey)
 	var chainErr *audit.ChainError
 	if !errors.As(err, &chainErr) || chainErr.Problem != audit.Gap || chainErr.Seq != cp.Size {
 		t.Fatalf("the export without its last row: %v, want a gap at seq %d", err, cp.Size)
+	}
+}
+
+// TestWholeEvidenceIsCompleteOrRefused: a whole-trail evidence file holds
+// every seq from 1 through its end, each once and no other, and every proof
+// it carries is checked; a file relabelled as filtered has no proofs to
+// show for its rows.
+func TestWholeEvidenceIsCompleteOrRefused(t *testing.T) {
+	t.Parallel()
+	db, _, vkey := checkpointed(t, 30)
+	var buf bytes.Buffer
+	if _, err := audit.ExportEvidence(context.Background(), db.Pool, &buf, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 32 || strings.Contains(buf.String(), `"proof"`) {
+		t.Fatalf("a whole export of 31 rows: %d lines, proofs %v; want 32 lines and no proofs", len(lines), strings.Contains(buf.String(), `"proof"`))
+	}
+	header := func(f func(map[string]any)) string {
+		var h map[string]any
+		if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
+			t.Fatal(err)
+		}
+		f(h)
+		b, _ := json.Marshal(h)
+		return string(b)
+	}
+	unlist := func(seq int) func(map[string]any) {
+		return func(h map[string]any) {
+			var kept []any
+			for _, s := range h["matched"].([]any) {
+				if int(s.(float64)) != seq {
+					kept = append(kept, s)
+				}
+			}
+			h["matched"] = kept
+		}
+	}
+	without := func(i int) []string { return append(append([]string(nil), lines[:i]...), lines[i+1:]...) }
+	withHeader := func(h string, rows []string) []string { return append([]string{h}, rows[1:]...) }
+	withProof := func(i int, proof string) []string {
+		out := append([]string(nil), lines...)
+		out[i] = strings.TrimSuffix(out[i], "}") + `,"proof":"` + proof + `"}`
+		return out
+	}
+	zeros := base64.StdEncoding.EncodeToString(make([]byte, 5*32))
+	extra := strings.Replace(lines[31], `"seq":31`, `"seq":32`, 1)
+	cases := []struct {
+		name    string
+		lines   []string
+		wantSeq int64
+		want    audit.Problem
+	}{
+		{"a row taken out of the file and its list", withHeader(header(unlist(7)), without(7)), 7, audit.Gap},
+		{"a row taken out of the file only", without(7), 7, audit.Gap},
+		{"the rows after 20 taken out with their list", withHeader(header(func(h map[string]any) {
+			h["matched"] = h["matched"].([]any)[:20]
+		}), lines[:21]), 21, audit.Gap},
+		{"a row twice", append(append([]string(nil), lines...), lines[7]), 7, audit.DuplicateSeq},
+		{"a row the list does not hold", append(append([]string(nil), lines...), extra), 32, audit.Malformed},
+		{"a garbage proof", withProof(5, zeros), 5, audit.InclusionFailed},
+		{"relabelled as filtered", withHeader(header(func(h map[string]any) {
+			unlist(7)(h)
+			h["filter"] = map[string]any{"since": "1970-01-01T00:00:00Z"}
+		}), without(7)), 1, audit.InclusionFailed},
+		{"relabelled with a filter its rows do not match", withHeader(header(func(h map[string]any) {
+			h["filter"] = map[string]any{"actor": "nobody"}
+		}), lines), 1, audit.Malformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := audit.VerifyEvidence(context.Background(), strings.NewReader(strings.Join(c.lines, "\n")+"\n"), "all", vkey)
+			var chainErr *audit.ChainError
+			if !errors.As(err, &chainErr) || chainErr.Problem != c.want || chainErr.Seq != c.wantSeq {
+				t.Fatalf("VerifyEvidence = %v, want %s at seq %d", err, c.want, c.wantSeq)
+			}
+			t.Log(err)
+		})
 	}
 }

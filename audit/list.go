@@ -78,6 +78,21 @@ func (f Filter) IsZero() bool {
 	return f.Since.IsZero() && f.Until.IsZero() && f.Actor == "" && f.Action == "" && f.Target == ""
 }
 
+// keeps reports whether f keeps a row, as the database's query for it
+// does: times are compared at the microsecond the database stores them in.
+func (f Filter) keeps(seq, atMicros int64, actor, action, target string) bool {
+	switch {
+	case !f.Since.IsZero() && atMicros < f.Since.UnixMicro(),
+		!f.Until.IsZero() && atMicros >= f.Until.UnixMicro(),
+		f.Actor != "" && actor != f.Actor,
+		f.Action != "" && action != f.Action,
+		f.Target != "" && target != f.Target,
+		f.ThroughSeq > 0 && seq > f.ThroughSeq:
+		return false
+	}
+	return true
+}
+
 // Cursor marks a position in the newest-first listing: the next page holds
 // rows with a smaller seq.
 type Cursor struct {

@@ -285,6 +285,16 @@ func (s postgresTrail) CheckpointLatest(ctx context.Context) ([]byte, error) {
 	return []byte(msg), nil
 }
 
+// CheckpointSizesBelow implements trailStore.
+func (s postgresTrail) CheckpointSizesBelow(ctx context.Context, size int64, limit int) ([]int64, error) {
+	rows, err := s.q.Query(ctx, `SELECT DISTINCT tree_size FROM expiryctl.audit_checkpoints
+		WHERE tree_size < $1 ORDER BY tree_size DESC LIMIT $2`, size, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // CheckpointRecord implements trailStore.
 func (s postgresTrail) CheckpointRecord(ctx context.Context, actor string, head TreeHead, note []byte) error {
 	_, err := s.q.Exec(ctx, `SELECT expiryctl.audit_checkpoint_record($1, $2, $3, $4)`,

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -59,7 +60,7 @@ func (r *Reviewer) Verify(ctx context.Context, from int64, anchor *Anchor) (Resu
 func (r *Reviewer) VerifyCheckpoint(ctx context.Context, cp Checkpoint) (Result, Consistency, error) {
 	res, cons, verr := VerifyAgainstCheckpoint(ctx, r.Pool, cp)
 	details := map[string]any{"from": 1, "rows": res.Rows, "checkpoint": map[string]any{
-		"tree_size": cp.Size, "root_hash": cp.Root.String(), "signer": cp.Signer}}
+		"tree_size": cp.Size, "root_hash": cp.Root.String(), "signer": cp.Signer, "signer_key_hash": fmt.Sprintf("%08x", cp.SignerHash)}}
 	return res, cons, r.recordVerify(ctx, details, res, verr)
 }
 
@@ -82,7 +83,9 @@ func (r *Reviewer) recordVerify(ctx context.Context, details map[string]any, res
 		outcome = Failed
 	default:
 		details["intact"] = true
-		details["head"] = res.Head.String()
+		if res.Head.Seq > 0 {
+			details["head"] = res.Head.String()
+		}
 	}
 	err := Record(context.WithoutCancel(ctx), r.Pool, Entry{Actor: r.Actor, Action: "audit.verify", Details: details, Outcome: outcome})
 	if verr != nil {

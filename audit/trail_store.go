@@ -88,6 +88,10 @@ type trailStore interface {
 	// there is none.
 	CheckpointLatest(ctx context.Context) ([]byte, error)
 
+	// CheckpointSizesBelow returns the distinct tree sizes of stored
+	// checkpoints smaller than size, the largest first, at most limit.
+	CheckpointSizesBelow(ctx context.Context, size int64, limit int) ([]int64, error)
+
 	// CheckpointRecord stores a signed checkpoint of head through
 	// audit_checkpoint_record, which writes its audit row as actor.
 	CheckpointRecord(ctx context.Context, actor string, head TreeHead, note []byte) error

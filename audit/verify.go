@@ -53,6 +53,16 @@ const (
 	// InclusionFailed: a row of an evidence export is not in the tree its
 	// checkpoint signs: it was changed, or it is from another trail.
 	InclusionFailed Problem = "inclusion-failed"
+	// CheckpointSignature: a checkpoint is not signed by the verifier key:
+	// it was forged, or signed by another key.
+	CheckpointSignature Problem = "checkpoint-signature"
+	// CheckpointRollback: an export carries a checkpoint older than the
+	// one the reviewer holds: it was made from a trail rolled back, or
+	// with the newer checkpoints withheld.
+	CheckpointRollback Problem = "checkpoint-rollback"
+	// ConsistencyUnproven: an export's checkpoint is newer than the
+	// reviewer's, and the export carries no proof that it extends it.
+	ConsistencyUnproven Problem = "consistency-unproven"
 )
 
 // ChainError reports a trail that is not intact: the first bad seq and what
@@ -71,6 +81,9 @@ type ChainError struct {
 }
 
 func (e *ChainError) Error() string {
+	if e.Seq == 0 {
+		return fmt.Sprintf("audit trail in %s does not verify (%s): %s", e.Source, e.Problem, e.Detail)
+	}
 	return fmt.Sprintf("audit trail in %s is not intact: first bad seq %d (%s): %s; %s before it verified",
 		e.Source, e.Seq, e.Problem, e.Detail, plural(e.Verified, "row"))
 }

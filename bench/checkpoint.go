@@ -34,9 +34,13 @@ func benchCheckpoint(ctx context.Context, cfg *config, rep *report, db *benchDB,
 	cfg.logf("checkpoint: built the tree of %d rows and signed it in %s", n, time.Since(start).Round(time.Millisecond))
 	rep.note("audit tree: first extension over %d rows and checkpoint in %s (once per trail)", n, fmtDuration(time.Since(start)))
 
+	// A whole-trail export carries no proofs (its verifier recomputes the
+	// root); a filter that keeps every row all the same gives each row its
+	// proof, which is the export's cost measured here.
 	through := audit.Filter{ThroughSeq: n}
+	proved := audit.Filter{ThroughSeq: n, Since: time.Unix(0, 0).UTC()}
 	export := &probe{name: "evidence export", fn: func(ctx context.Context) error {
-		res, err := audit.ExportEvidence(ctx, db.Pool, io.Discard, through)
+		res, err := audit.ExportEvidence(ctx, db.Pool, io.Discard, proved)
 		if err == nil && res.Proved != n {
 			err = fmt.Errorf("proved %d rows, want %d", res.Proved, n)
 		}
@@ -64,7 +68,7 @@ func benchCheckpoint(ctx context.Context, cfg *config, rep *report, db *benchDB,
 	}
 	rate := func(p *probe) float64 { return float64(n) / p.median().Seconds() }
 	rep.atLeast(fmt.Sprintf("5 audit export %s with inclusion proofs vs bare COPY", count(int(n))), rate(bare), rate(export), "rows/s", 0.5)
-	rep.atLeast(fmt.Sprintf("5 audit verify --file of that evidence %s vs bare COPY", count(int(n))), rate(bare), rate(verify), "rows/s", 0.5)
+	rep.atLeast(fmt.Sprintf("5 audit verify --file of whole-trail evidence %s vs bare COPY", count(int(n))), rate(bare), rate(verify), "rows/s", 0.5)
 
 	small, err := createDB(ctx, cfg.AdminURL, "audit10k")
 	if err != nil {

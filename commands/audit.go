@@ -31,7 +31,7 @@ docs/audit.md specifies the hash so that anyone can write their own verifier.`,
   expiryctl audit verify --checkpoint checkpoint.txt --verifier audit.vkey`,
 	}
 	cmd.AddCommand(NewCmdAuditList(f, nil), NewCmdAuditExport(f, nil), NewCmdAuditVerify(f, nil),
-		NewCmdAuditKeygen(f, nil), NewCmdAuditCheckpoint(f, nil))
+		NewCmdAuditKeygen(f, nil), NewCmdAuditCheckpoint(f, nil), NewCmdAuditConsistency(f, nil))
 	return cmd
 }
 

@@ -134,7 +134,7 @@ func auditCheckpointRun(ctx context.Context, opts *AuditCheckpointOptions) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "signed checkpoint of %d rows by %s, root %s\n", cp.Size, cp.Signer, cp.Root)
+	fmt.Fprintf(opts.IO.ErrOut, "signed checkpoint of %d rows by %s, root %s\n", cp.Size, cp.SignedBy(), cp.Root)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -27,6 +28,10 @@ type AuditExportOptions struct {
 	Filter     audit.Filter
 	// Out is the file to write; "" writes to stdout.
 	Out string
+	// FromCheckpoint is a checkpoint file the reviewer holds: the evidence
+	// proves its own checkpoint extends it.
+	FromCheckpoint string
+	from           []int64
 	// formatChosen is whether --format was given: a filtered export is
 	// evidence otherwise, when the trail has a checkpoint.
 	formatChosen bool
@@ -58,13 +63,17 @@ Filters make an export that is not a contiguous chain. Once the trail has a
 signed checkpoint (` + "`audit checkpoint`" + `), a filtered export is written as evidence
 unless --format says otherwise: the matching rows, each with its inclusion
 proof in the newest checkpoint, which the file carries too. A reviewer checks
-it alone, with no database: ` + "`audit verify --file F --verifier KEY`" + `. See
+it alone, with no database: ` + "`audit verify --file F --verifier KEY`" + `.
+The header also proves that checkpoint extends the stored ones before it,
+and, with --from-checkpoint, one the reviewer holds. An unfiltered evidence
+export holds every row and no proofs: its verifier computes the tree. See
 docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR.`,
 		Example: `  expiryctl audit export --out trail.ndjson
   expiryctl audit export -o csv --since 2026-11-01 --until 2026-12-01 --out november.csv
   expiryctl audit export --action replay.approve | jq -r .actor
   expiryctl audit export --target replay_request:7 --out request-7.evidence
-  expiryctl audit verify --file request-7.evidence --verifier audit.vkey`,
+  expiryctl audit verify --file request-7.evidence --verifier audit.vkey
+  expiryctl audit export --target replay_request:7 --from-checkpoint mine.txt --out request-7.evidence`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := audit.ParseFormat(opts.FormatText)
@@ -78,6 +87,20 @@ docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR
 			opts.formatChosen = cmd.Flags().Changed("output") || cmd.Flags().Changed("format")
 			if err := resolveAuditTimes(opts.Since, opts.Until, opts.Now, &opts.Filter); err != nil {
 				return err
+			}
+			if opts.FromCheckpoint != "" {
+				if opts.formatChosen && opts.Format != audit.Evidence {
+					return flagErrorf("--from-checkpoint proves an evidence export's checkpoint extends yours: it needs -o evidence")
+				}
+				msg, err := os.ReadFile(opts.FromCheckpoint)
+				if err != nil {
+					return flagErrorf("cannot read --from-checkpoint: %v", err)
+				}
+				head, err := audit.ReadCheckpoint(msg)
+				if err != nil {
+					return flagErrorf("--from-checkpoint %s: %v", opts.FromCheckpoint, err)
+				}
+				opts.Format, opts.formatChosen, opts.from = audit.Evidence, true, []int64{head.Size}
 			}
 			if opts.Out == "" && opts.IO.StdoutTTY {
 				return flagErrorf("audit export writes a file for programs, not a terminal: pass --out FILE or redirect stdout (`expiryctl audit list` is for reading)")
@@ -95,6 +118,7 @@ docs/audit.md. Here --actor filters by actor; name yourself with EXPIRYCTL_ACTOR
 	fl.StringVar(&opts.FormatText, "format", string(audit.NDJSON), "the same as --output")
 	_ = fl.MarkDeprecated("format", "use -o/--output")
 	fl.StringVar(&opts.Out, "out", "", "write to this file, atomically (default: stdout)")
+	fl.StringVar(&opts.FromCheckpoint, "from-checkpoint", "", "a checkpoint file you hold: the evidence proves its checkpoint extends it (implies -o evidence)")
 	formats := []string{}
 	for _, f := range append(audit.Formats(), audit.Evidence) {
 		formats = append(formats, string(f))
@@ -146,7 +170,7 @@ func auditExportRun(ctx context.Context, opts *AuditExportOptions) error {
 	var res audit.ExportResult
 	var evidence audit.EvidenceResult
 	if opts.Format == audit.Evidence {
-		evidence, err = exporter.ExportEvidence(ctx, w, filter)
+		evidence, err = exporter.ExportEvidence(ctx, w, filter, opts.from...)
 		res.Rows = evidence.Rows
 	} else {
 		res, err = exporter.Export(ctx, w, opts.Format, filter)

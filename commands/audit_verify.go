@@ -64,6 +64,13 @@ contain the checkpointed tree unchanged. A cut tail, or any row before the
 checkpoint rewritten, inserted or removed, even with every hash recomputed,
 fails, naming the first row that differs where the database can still tell.
 
+An evidence --file (` + "`audit export -o evidence`" + `) is checked with --verifier, the
+key its checkpoint must be signed by; with --checkpoint as well, its
+checkpoint must extend yours: an older one is a rollback, and a newer one
+must carry the proof that it extends yours (or, for a whole-trail file, the
+rows that show it). A checkpoint that does not verify, against either key,
+fails the verification (exit 7); a key that does not parse is a usage error.
+
 With --reconcile, the trail's governance events (requests, reviews, runs,
 item outcomes, policy changes) are replayed and compared with the tables
 they changed: a state with no event behind it, such as a request approved
@@ -79,7 +86,8 @@ a --file verification touches no database and so records nothing.`,
   expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey
   expiryctl audit verify --reconcile
   expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
-  expiryctl audit verify --file november.csv --allow-gaps`,
+  expiryctl audit verify --file november.csv --allow-gaps
+  expiryctl audit verify --file request-7.evidence --verifier audit.vkey --checkpoint mine.txt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.From < 0 {
@@ -98,8 +106,8 @@ a --file verification touches no database and so records nothing.`,
 			if opts.Checkpoint != "" && opts.Verifier == "" {
 				return flagErrorf("--checkpoint needs --verifier: the key it must be signed by")
 			}
-			if opts.Checkpoint != "" && (opts.File != "" || opts.From > 1 || opts.Anchor != nil) {
-				return flagErrorf("--checkpoint verifies the database's whole trail: leave out --file, --from and --anchor")
+			if opts.Checkpoint != "" && (opts.From > 1 || opts.Anchor != nil) {
+				return flagErrorf("--checkpoint verifies the whole trail, or an evidence --file, against your checkpoint: leave out --from and --anchor")
 			}
 			if opts.Reconcile && opts.File != "" {
 				return flagErrorf("--reconcile compares the database's tables with its trail: leave out --file")
@@ -119,7 +127,7 @@ a --file verification touches no database and so records nothing.`,
 	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
 	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
 	fl.BoolVar(&opts.Reconcile, "reconcile", false, "also compare requests, items and the policy with the trail's governance events")
-	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail must extend")
+	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail, or an evidence --file, must extend")
 	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint or an evidence --file: the verifier key the checkpoint must be signed by, or a file holding it")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
@@ -204,9 +212,9 @@ func auditVerifyCheckpoint(ctx context.Context, opts *AuditVerifyOptions) error 
 	if err != nil {
 		return err
 	}
-	cp, err := audit.OpenCheckpoint(msg, vkey)
+	cp, err := openHeldCheckpoint(opts.Checkpoint, msg, vkey)
 	if err != nil {
-		return &FlagError{Err: fmt.Errorf("--checkpoint %s: %w", opts.Checkpoint, err)}
+		return err
 	}
 	reviewer, err := opts.Reviewer(ctx)
 	if err != nil {
@@ -223,11 +231,23 @@ func auditVerifyCheckpoint(ctx context.Context, opts *AuditVerifyOptions) error 
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, checkpointReport{verifyReport: verifyReport{Source: "database", Rows: res.Rows, From: res.From,
 			HeadSeq: res.Head.Seq, HeadHash: res.Head.Hash.String()}, CheckpointSize: cp.Size, CheckpointSigner: cp.Signer,
-			TreeSize: cons.Size, TreeRoot: cons.Root.String()})
+			CheckpointSignerKeyHash: fmt.Sprintf("%08x", cp.SignerHash),
+			TreeSize:                cons.Size, TreeRoot: cons.Root.String()})
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows, head %d %s; they extend the checkpoint of %d rows signed by %s (tree root now %s)\n",
-		res.Rows, res.Head.Seq, res.Head.Hash, cp.Size, cp.Signer, cons.Root)
+	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows, head %d %s; they extend the checkpoint of %d rows signed by %s; tree root now %s\n",
+		res.Rows, res.Head.Seq, res.Head.Hash, cp.Size, cp.SignedBy(), cons.Root)
 	return err
+}
+
+// openHeldCheckpoint opens the checkpoint a reviewer holds: one that does
+// not verify against their key fails the verification (exit 7).
+func openHeldCheckpoint(path string, msg []byte, vkey string) (audit.Checkpoint, error) {
+	cp, err := audit.OpenCheckpoint(msg, vkey)
+	var refused *audit.ChainError
+	if errors.As(err, &refused) {
+		refused.Source = "--checkpoint " + path
+	}
+	return cp, err
 }
 
 // checkpointReport is `audit verify --checkpoint -o json`.
@@ -235,8 +255,10 @@ type checkpointReport struct {
 	verifyReport
 	CheckpointSize   int64  `json:"checkpoint_tree_size"`
 	CheckpointSigner string `json:"checkpoint_signer"`
-	TreeSize         int64  `json:"tree_size"`
-	TreeRoot         string `json:"tree_root"`
+	// CheckpointSignerKeyHash tells apart two keys of the same name.
+	CheckpointSignerKeyHash string `json:"checkpoint_signer_key_hash"`
+	TreeSize                int64  `json:"tree_size"`
+	TreeRoot                string `json:"tree_root"`
 }
 
 func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
@@ -255,8 +277,8 @@ func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
 	if audit.IsEvidence(br) {
 		return auditVerifyEvidence(ctx, opts, br, name)
 	}
-	if opts.Verifier != "" {
-		return flagErrorf("--file %s is not an evidence export (it carries no checkpoint for --verifier to check): make one with a filtered `audit export` once the trail has a checkpoint", name)
+	if opts.Verifier != "" || opts.Checkpoint != "" {
+		return flagErrorf("--file %s is not an evidence export (it carries no checkpoint for --verifier or --checkpoint to check): make one with `audit export -o evidence` once the trail has a checkpoint", name)
 	}
 	res, err := audit.VerifyFile(ctx, r, name, audit.VerifyOptions{From: opts.From, Anchor: opts.Anchor, AllowGaps: opts.AllowGaps})
 	if err != nil {
@@ -276,16 +298,34 @@ func auditVerifyEvidence(ctx context.Context, opts *AuditVerifyOptions, r io.Rea
 	if err != nil {
 		return err
 	}
-	res, err := audit.VerifyEvidence(ctx, r, name, vkey)
-	if err != nil {
+	var res audit.EvidenceResult
+	if opts.Checkpoint != "" {
+		msg, err := os.ReadFile(opts.Checkpoint)
+		if err != nil {
+			return fmt.Errorf("cannot read --checkpoint: %w", err)
+		}
+		held, err := openHeldCheckpoint(opts.Checkpoint, msg, vkey)
+		if err != nil {
+			return err
+		}
+		res, err = audit.VerifyEvidenceExtends(ctx, r, name, vkey, held)
+		if err != nil {
+			return explainChainError(opts.IO, err, true)
+		}
+	} else if res, err = audit.VerifyEvidence(ctx, r, name, vkey); err != nil {
 		return explainChainError(opts.IO, err, true)
 	}
 	if opts.Output.value == "json" {
 		return writeJSON(opts.IO.Out, map[string]any{"source": name, "rows": res.Rows, "proved": res.Proved,
-			"checkpoint_tree_size": res.Checkpoint.Size, "checkpoint_signer": res.Checkpoint.Signer})
+			"checkpoint_tree_size": res.Checkpoint.Size, "checkpoint_signer": res.Checkpoint.Signer,
+			"checkpoint_signer_key_hash": fmt.Sprintf("%08x", res.Checkpoint.SignerHash),
+			"consistent_with_sizes":      append([]int64{}, res.Consistent...), "extends_checkpoint_size": res.Extends})
 	}
 	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows of %s: %d proved in the checkpoint of %d rows signed by %s, %d newer than it (unproven)\n",
-		res.Rows, name, res.Proved, res.Checkpoint.Size, res.Checkpoint.Signer, res.Rows-res.Proved)
+		res.Rows, name, res.Proved, res.Checkpoint.Size, res.Checkpoint.SignedBy(), res.Rows-res.Proved)
+	if err == nil && opts.Checkpoint != "" {
+		_, err = fmt.Fprintf(opts.IO.Out, "its checkpoint extends yours of %d rows (%s)\n", res.Extends, opts.Checkpoint)
+	}
 	return err
 }
 

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -110,7 +111,7 @@ func TestAuditVerifyRun(t *testing.T) {
 	t.Run("the trail extends a signed checkpoint", func(t *testing.T) {
 		t.Parallel()
 		reviewer := intact()
-		reviewer.Consistency = audit.Consistency{Size: 10, Root: tlog.Hash{2}}
+		reviewer.Extended = audit.Consistency{Size: 10, Root: tlog.Hash{2}}
 		out, _, err := verify(t, reviewer, nil, "--checkpoint", checkpoint, "--verifier", vkeyFile)
 		if err != nil {
 			t.Fatal(err)
@@ -118,16 +119,34 @@ func TestAuditVerifyRun(t *testing.T) {
 		if len(reviewer.Checkpoints) != 1 || reviewer.Checkpoints[0].Size != 8 || reviewer.Checkpoints[0].Signer != "test-audit" {
 			t.Fatalf("verified against %+v", reviewer.Checkpoints)
 		}
-		want := "verified 10 rows, head 10 " + head.Hash.String() + "; they extend the checkpoint of 8 rows signed by test-audit (tree root now " + tlog.Hash{2}.String() + ")\n"
+		want := "verified 10 rows, head 10 " + head.Hash.String() + "; they extend the checkpoint of 8 rows signed by " + audit.KeyLabel("test-audit", signer.KeyHash()) + "; tree root now " + tlog.Hash{2}.String() + "\n"
 		if out != want {
 			t.Fatalf("stdout %q, want %q", out, want)
 		}
 	})
-	t.Run("a checkpoint signed by another key is a flag error", func(t *testing.T) {
+	t.Run("a checkpoint signed by another key fails the verification, naming both keys", func(t *testing.T) {
 		t.Parallel()
 		_, other, _ := audit.GenerateKey("other")
 		_, _, err := verify(t, nil, nil, "--checkpoint", checkpoint, "--verifier", other)
+		wantExit(t, err, ExitTampered)
+		if !strings.Contains(err.Error(), "not signed by other (key ") || !strings.Contains(err.Error(), "signature of test-audit (key ") {
+			t.Fatalf("error %q does not name both keys by name and hash", err)
+		}
+	})
+	t.Run("a verifier key that does not parse is a usage error", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := verify(t, nil, nil, "--checkpoint", checkpoint, "--verifier", "not-a-key")
 		wantExit(t, err, ExitUsage)
+	})
+	t.Run("a forged checkpoint fails the verification", func(t *testing.T) {
+		t.Parallel()
+		forged := filepath.Join(t.TempDir(), "forged.txt")
+		data, _ := os.ReadFile(checkpoint)
+		if err := os.WriteFile(forged, bytes.Replace(data, []byte("\n8\n"), []byte("\n9\n"), 1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := verify(t, nil, nil, "--checkpoint", forged, "--verifier", vkey)
+		wantExit(t, err, ExitTampered)
 	})
 	t.Run("a file needs no database", func(t *testing.T) {
 		t.Parallel()
@@ -200,7 +219,7 @@ func TestAuditCheckpointRun(t *testing.T) {
 		s := &fakes.Signer{Checkpoint: cp}
 		out, errOut, err := checkpoint(t, s, "--key", key)
 		root := tlog.Hash{1}
-		if err != nil || out != "signed note\n" || errOut != "signed checkpoint of 8 rows by test-audit, root "+root.String()+"\n" {
+		if err != nil || out != "signed note\n" || errOut != "signed checkpoint of 8 rows by test-audit (key 00000000), root "+root.String()+"\n" {
 			t.Fatalf("checkpoint = %v, %q, %q", err, out, errOut)
 		}
 		if keys, _ := s.Calls(); len(keys) != 1 || keys[0] != "PRIVATE+KEY+test" {

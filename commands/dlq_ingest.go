@@ -185,7 +185,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				opts.progress.say(fmt.Sprintf("warning: no audit checkpoint this time: %v", err))
 				return
 			}
-			opts.progress.say(fmt.Sprintf("signed audit checkpoint of %d rows by %s, root %s", cp.Size, cp.Signer, cp.Root))
+			opts.progress.say(fmt.Sprintf("signed audit checkpoint of %d rows by %s, root %s", cp.Size, cp.SignedBy(), cp.Root))
 		})
 	}
 

@@ -51,7 +51,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &flagErr):
+	case errors.As(err, &flagErr), errors.As(err, new(*audit.VerifierKeyError)):
 		return ExitUsage
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled

@@ -400,8 +400,8 @@ func (a *auditExporter) Export(ctx context.Context, w io.Writer, format audit.Fo
 	return audit.Export(ctx, a.pool, w, format, f)
 }
 
-func (a *auditExporter) ExportEvidence(ctx context.Context, w io.Writer, f audit.Filter) (audit.EvidenceResult, error) {
-	return audit.ExportEvidence(ctx, a.pool, w, f)
+func (a *auditExporter) ExportEvidence(ctx context.Context, w io.Writer, f audit.Filter, from ...int64) (audit.EvidenceResult, error) {
+	return audit.ExportEvidence(ctx, a.pool, w, f, from...)
 }
 
 // auditSigner is service.AuditSigner over audit's checkpoints.

@@ -62,7 +62,7 @@ func TestAuditCheckpointAsPeople(t *testing.T) {
 	audrey.ok(t, "audit", "verify", "--checkpoint", cpFile, "--verifier", vkey)
 
 	_, otherKey := keygen(t, audrey, filepath.Join(dir, "other.key"))
-	if r := audrey.exits(t, 2, "audit", "verify", "--checkpoint", cpFile, "--verifier", otherKey); !strings.Contains(r.stderr, "not signed by") {
+	if r := audrey.exits(t, 7, "audit", "verify", "--checkpoint", cpFile, "--verifier", otherKey); !strings.Contains(r.stderr, "not signed by") {
 		t.Errorf("a checkpoint checked with another key: %s", r)
 	}
 
@@ -102,6 +102,74 @@ func TestAuditCheckpointAsPeople(t *testing.T) {
 	if !strings.Contains(r.stderr, "first bad seq 3 (checkpoint-mismatch)") ||
 		!strings.Contains(r.stderr, "seq 3 is the first row that is not the one the tree recorded") {
 		t.Errorf("a cut tail against the checkpoint: %s", r)
+	}
+}
+
+// TestEvidenceAgainstHeldCheckpoints: a reviewer who kept checkpoints
+// outside the database binds an evidence file to them offline. With the
+// newest stored checkpoint deleted by a superuser, exports fall back to an
+// older one, and the reviewer holding the newer sees a rollback; a whole
+// export with a row taken out is refused.
+func TestEvidenceAgainstHeldCheckpoints(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	offline := newCLI("postgres://nobody@127.0.0.1:1/none?sslmode=disable", "")
+	dir := t.TempDir()
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	cp1, cp2 := filepath.Join(dir, "cp1.txt"), filepath.Join(dir, "cp2.txt")
+	alice.ok(t, "dlq", "summary")
+	audrey.ok(t, "audit", "checkpoint", "--key", key, "--out", cp1)
+	alice.ok(t, "dlq", "summary")
+	audrey.ok(t, "audit", "checkpoint", "--key", key, "--out", cp2)
+	alice.ok(t, "dlq", "summary")
+
+	fresh := filepath.Join(dir, "fresh.evidence")
+	audrey.ok(t, "audit", "export", "--action", "dlq.summary", "--out", fresh)
+	if r := offline.ok(t, "audit", "verify", "--file", fresh, "--verifier", vkey, "--checkpoint", cp1); !strings.Contains(r.stdout, "extends yours") {
+		t.Errorf("evidence against an older held checkpoint: %s", r)
+	}
+	if r := offline.ok(t, "audit", "consistency", cp1, cp2, "--verifier", vkey, "--evidence", fresh); !strings.Contains(r.stdout, "extends the checkpoint of") {
+		t.Errorf("consistency from the evidence alone: %s", r)
+	}
+	audrey.ok(t, "audit", "consistency", cp1, cp2, "--verifier", vkey)
+	if r := audrey.exits(t, 7, "audit", "consistency", cp2, cp1, "--verifier", vkey); !strings.Contains(r.stderr, "checkpoint-rollback") {
+		t.Errorf("checkpoints in the wrong order: %s", r)
+	}
+
+	whole := filepath.Join(dir, "whole.evidence")
+	audrey.ok(t, "audit", "export", "-o", "evidence", "--out", whole)
+	offline.ok(t, "audit", "verify", "--file", whole, "--verifier", vkey, "--checkpoint", cp2)
+	data, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	cut := filepath.Join(dir, "cut.evidence")
+	if err := os.WriteFile(cut, []byte(strings.Join(append(lines[:2:2], lines[3:]...), "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := offline.exits(t, 7, "audit", "verify", "--file", cut, "--verifier", vkey); !strings.Contains(r.stderr, "first bad seq 2 (gap)") {
+		t.Errorf("a whole export with a row taken out: %s", r)
+	}
+
+	// A superuser deletes the newest stored checkpoint.
+	if _, err := db.Pool.Exec(withTimeout(t), `BEGIN;
+		ALTER TABLE expiryctl.audit_checkpoints DISABLE TRIGGER ALL;
+		DELETE FROM expiryctl.audit_checkpoints WHERE id = (SELECT max(id) FROM expiryctl.audit_checkpoints);
+		ALTER TABLE expiryctl.audit_checkpoints ENABLE TRIGGER ALL;
+		COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "stale.evidence")
+	audrey.ok(t, "audit", "export", "--action", "dlq.summary", "--out", stale)
+	offline.ok(t, "audit", "verify", "--file", stale, "--verifier", vkey)
+	if r := offline.exits(t, 7, "audit", "verify", "--file", stale, "--verifier", vkey, "--checkpoint", cp2); !strings.Contains(r.stderr, "checkpoint-rollback") {
+		t.Errorf("a rolled-back export against the newer held checkpoint: %s", r)
+	}
+	if r := audrey.exits(t, 7, "audit", "export", "--action", "dlq.summary", "--from-checkpoint", cp2, "--out", filepath.Join(dir, "x")); !strings.Contains(r.stderr, "checkpoint-rollback") {
+		t.Errorf("an export asked to extend a checkpoint the database no longer has: %s", r)
 	}
 }
 

@@ -131,6 +131,9 @@ type AuditReviewer interface {
 	List(ctx context.Context, f audit.Filter, after *audit.Cursor, limit int) (audit.Page, error)
 	Verify(ctx context.Context, from int64, anchor *audit.Anchor) (audit.Result, error)
 	VerifyCheckpoint(ctx context.Context, cp audit.Checkpoint) (audit.Result, audit.Consistency, error)
+	// Consistency checks that newer extends older with the proof the
+	// database's stored tree gives.
+	Consistency(ctx context.Context, older, newer audit.Checkpoint) error
 }
 
 // AuditExporter writes the trail out (`audit export`). Append records an
@@ -144,7 +147,9 @@ type AuditExporter interface {
 	Append(ctx context.Context, e audit.Entry) (audit.Anchor, error)
 	DefaultFormat(ctx context.Context, f audit.Filter) (audit.Format, error)
 	Export(ctx context.Context, w io.Writer, format audit.Format, f audit.Filter) (audit.ExportResult, error)
-	ExportEvidence(ctx context.Context, w io.Writer, f audit.Filter) (audit.EvidenceResult, error)
+	// ExportEvidence writes evidence, with proofs that its checkpoint
+	// extends those of the sizes in from, checkpoints a reviewer holds.
+	ExportEvidence(ctx context.Context, w io.Writer, f audit.Filter, from ...int64) (audit.EvidenceResult, error)
 }
 
 // AuditSigner signs checkpoints of the trail's tree head with a key from
