@@ -66,6 +66,10 @@ func parseCheckpointText(text string) (TreeHead, error) {
 	return TreeHead{Origin: lines[0], Size: size, Root: root}, nil
 }
 
+// ErrEmptyTrail is a checkpoint asked of a trail with no rows: there is
+// nothing to vouch for yet.
+var ErrEmptyTrail = errors.New("the audit trail has no rows yet: there is nothing to sign")
+
 // SignCheckpoint extends the tree to the trail's end, signs its head with
 // signerKey and stores the checkpoint, audited as audit.checkpoint by
 // actor. The checkpoint's own audit row comes after the head it signs.
@@ -77,6 +81,9 @@ func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey st
 	head, err := ExtendTree(ctx, pool)
 	if err != nil {
 		return Checkpoint{}, err
+	}
+	if head.Size == 0 {
+		return Checkpoint{}, ErrEmptyTrail
 	}
 	msg, err := note.Sign(&note.Note{Text: checkpointText(head)}, signer)
 	if err != nil {
@@ -148,6 +155,31 @@ func (e *VerifierKeyError) Error() string {
 }
 func (e *VerifierKeyError) Unwrap() error { return e.Err }
 
+// CoverStatus is how far the newest stored checkpoint covers the trail:
+// the rows after Checkpointed are protected by the chain alone.
+type CoverStatus struct {
+	// Rows is the trail's last seq; Checkpointed the tree size the newest
+	// checkpoint signed (0 without one).
+	Rows, Checkpointed int64
+	// NewestCheckpoint is when the newest checkpoint was stored; zero
+	// without one.
+	NewestCheckpoint time.Time
+}
+
+// Cover reads how far the newest stored checkpoint covers the trail.
+func Cover(ctx context.Context, q store.Querier) (CoverStatus, error) {
+	var st CoverStatus
+	var at *time.Time
+	err := q.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM expiryctl.audit_log), 0),
+		coalesce(c.tree_size, 0), c.created_at
+		FROM (SELECT 1) AS one LEFT JOIN (SELECT tree_size, created_at FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1) AS c ON true`).
+		Scan(&st.Rows, &st.Checkpointed, &at)
+	if at != nil {
+		st.NewestCheckpoint = *at
+	}
+	return st, err
+}
+
 // LatestCheckpoint returns the newest stored checkpoint note, or nil when
 // none was made.
 func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
@@ -157,36 +189,31 @@ func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
 // CheckpointEvery signs a checkpoint every interval until ctx is done, for a
 // long-running process (`dlq ingest --follow --checkpoint-key`), and calls
 // report with each one or with why it failed; a failure does not stop the
-// next. A checkpoint of a tree that has not grown since the last one is
-// not signed again.
+// next. A tree that has not grown since the newest stored checkpoint, by
+// this signer or another, is not signed again.
 func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string, interval time.Duration, report func(Checkpoint, error)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	trail := newPostgresTrail(pool)
-	var last int64 = -1
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
-		rows, err := trail.AuditLastSeq(ctx)
+		cover, err := Cover(ctx, pool)
 		if err != nil {
 			if ctx.Err() == nil {
 				report(Checkpoint{}, err)
 			}
 			continue
 		}
-		// The last checkpoint's own audit row is the only one since.
-		if rows <= last+1 {
+		// The newest checkpoint's own audit row is the only one since.
+		if cover.Rows == 0 || cover.Rows <= cover.Checkpointed+1 && !cover.NewestCheckpoint.IsZero() {
 			continue
 		}
 		cp, err := SignCheckpoint(ctx, pool, actor, signerKey)
 		if ctx.Err() != nil {
 			return
-		}
-		if err == nil {
-			last = cp.Size
 		}
 		report(cp, err)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -80,13 +82,18 @@ func auditKeygenRun(opts *AuditKeygenOptions) error {
 type AuditCheckpointOptions struct {
 	IO     *IOStreams
 	Signer func(context.Context) (service.AuditSigner, error)
+	Now    func() time.Time
 	Key    string
 	Out    string
+	// OutDir keeps each checkpoint as OutDir/checkpoint-SIZE.txt.
+	OutDir string
+	// Every, when set, keeps signing at this interval until interrupted.
+	Every time.Duration
 }
 
 // NewCmdAuditCheckpoint builds `expiryctl audit checkpoint`.
 func NewCmdAuditCheckpoint(f *Factory, runF func(context.Context, *AuditCheckpointOptions) error) *cobra.Command {
-	opts := &AuditCheckpointOptions{IO: f.IO, Signer: f.AuditSigner}
+	opts := &AuditCheckpointOptions{IO: f.IO, Signer: f.AuditSigner, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "checkpoint --key FILE",
 		Short: "Sign the audit trail's current tree head",
@@ -94,13 +101,32 @@ func NewCmdAuditCheckpoint(f *Factory, runF func(context.Context, *AuditCheckpoi
 origin, its size and its root hash) with the key from ` + "`audit keygen`" + `. The
 signed checkpoint is stored in the database, audited as audit.checkpoint, and
 printed (or written to --out). Keep a copy outside the database: ` + "`audit verify\n--checkpoint FILE --verifier KEY`" + ` proves later that the trail still holds every
-row the checkpoint covers, unchanged, whatever was recomputed since.`,
+row the checkpoint covers, unchanged, whatever was recomputed since.
+
+With --every, it is a long-lived signer: it signs at once, then at each
+interval when rows were written since the newest checkpoint, until
+interrupted. A failure is reported on stderr and the next interval tries
+again; only a first failure stops it. Rows after the newest checkpoint are
+protected by the hash chain alone, so run one (docs/runbook.md shows a
+systemd unit and a cron line); the AuditCheckpointStale alert fires when the
+newest is too old. With --out-dir, each checkpoint is kept as
+checkpoint-SIZE.txt in that directory.`,
 		Example: `  expiryctl audit checkpoint --key ~/.config/expiryctl/audit.key --out checkpoint-2026-12-01.txt
-  expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey`,
+  expiryctl audit verify --checkpoint checkpoint-2026-12-01.txt --verifier audit.vkey
+  expiryctl audit checkpoint --key /etc/expiryctl/audit.key --every 5m --out-dir /var/lib/expiryctl/checkpoints`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Key == "" {
 				return flagErrorf("--key is required: the signing key file from `expiryctl audit keygen`")
+			}
+			if opts.Out != "" && opts.OutDir != "" {
+				return flagErrorf("--out and --out-dir both say where the checkpoint goes: pass one")
+			}
+			if cmd.Flags().Changed("every") && opts.Every < time.Second {
+				return flagErrorf("invalid --every %s: use 1s or more, e.g. 5m", opts.Every)
+			}
+			if opts.Every > 0 && opts.Out != "" {
+				return flagErrorf("--every signs many checkpoints, and --out names one file: use --out-dir DIR")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -110,6 +136,8 @@ row the checkpoint covers, unchanged, whatever was recomputed since.`,
 	}
 	cmd.Flags().StringVar(&opts.Key, "key", "", "the signing key file written by `expiryctl audit keygen`")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write the signed checkpoint to this file instead of standard output")
+	cmd.Flags().StringVar(&opts.OutDir, "out-dir", "", "keep each signed checkpoint in this directory as checkpoint-SIZE.txt")
+	cmd.Flags().DurationVar(&opts.Every, "every", 0, "keep signing at this interval until interrupted (e.g. 5m)")
 	return cmd
 }
 
@@ -123,18 +151,51 @@ func auditCheckpointRun(ctx context.Context, opts *AuditCheckpointOptions) error
 		return err
 	}
 	cp, err := signer.Sign(ctx, string(key))
-	if err != nil {
+	switch {
+	case errors.Is(err, audit.ErrEmptyTrail) && opts.Every > 0:
+		fmt.Fprintln(opts.IO.ErrOut, "the audit trail has no rows yet: the first checkpoint waits for one")
+	case err != nil:
 		return err
+	default:
+		if err := keepCheckpoint(opts, cp); err != nil {
+			return err
+		}
 	}
-	if opts.Out == "" {
-		_, err = opts.IO.Out.Write(cp.Note)
-	} else {
+	if opts.Every == 0 {
+		return nil
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "signing every %s while rows are written, until interrupted\n", opts.Every)
+	signer.SignEvery(ctx, string(key), opts.Every, func(cp audit.Checkpoint, err error) {
+		if err == nil {
+			err = keepCheckpoint(opts, cp)
+		}
+		if err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: checkpoint failed, trying again in %s: %v\n", opts.Now().UTC().Format(time.RFC3339), opts.Every, err)
+		}
+	})
+	return nil
+}
+
+// keepCheckpoint writes a signed checkpoint where the options say, and says
+// so on stderr.
+func keepCheckpoint(opts *AuditCheckpointOptions, cp audit.Checkpoint) error {
+	var err error
+	switch {
+	case opts.OutDir != "":
+		err = writeAtomically(filepath.Join(opts.OutDir, fmt.Sprintf("checkpoint-%d.txt", cp.Size)), cp.Note)
+	case opts.Out != "":
 		err = writeAtomically(opts.Out, cp.Note)
+	default:
+		_, err = opts.IO.Out.Write(cp.Note)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "signed checkpoint of %d rows by %s, root %s\n", cp.Size, cp.SignedBy(), cp.Root)
+	when := ""
+	if opts.Every > 0 {
+		when = opts.Now().UTC().Format(time.RFC3339) + ": "
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%ssigned checkpoint of %d rows by %s, root %s\n", when, cp.Size, cp.SignedBy(), cp.Root)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -249,5 +250,28 @@ func TestAuditCheckpointRun(t *testing.T) {
 		t.Parallel()
 		_, _, err := checkpoint(t, &fakes.Signer{}, "--out", "x")
 		wantExit(t, err, ExitUsage)
+	})
+	t.Run("a signer keeps each checkpoint in its directory", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		s := &fakes.Signer{Checkpoint: cp}
+		_, errOut, err := checkpoint(t, s, "--key", key, "--every", "5m", "--out-dir", dir)
+		if data, _ := os.ReadFile(filepath.Join(dir, "checkpoint-8.txt")); err != nil || string(data) != "signed note\n" {
+			t.Fatalf("checkpoint --every = %v, file %q, stderr %q", err, data, errOut)
+		}
+		if _, every := s.Calls(); len(every) != 1 || every[0] != 5*time.Minute {
+			t.Fatalf("SignEvery intervals %v, want one of 5m", every)
+		}
+	})
+	t.Run("a signer's flags", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{
+			{"--key", key, "--every", "5m", "--out", "x"},
+			{"--key", key, "--every", "10ms", "--out-dir", "d"},
+			{"--key", key, "--out", "x", "--out-dir", "d"},
+		} {
+			_, _, err := checkpoint(t, &fakes.Signer{Checkpoint: cp}, args...)
+			wantExit(t, err, ExitUsage)
+		}
 	})
 }

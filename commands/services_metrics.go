@@ -3,13 +3,16 @@ package commands
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
+	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // MetricsSource returns the numbers `metrics serve` and `dlq ingest
@@ -25,7 +28,8 @@ func (f *Factory) MetricsSource(ctx context.Context, workQueue string) (metrics.
 	if err != nil {
 		return nil, err
 	}
-	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: &replay.Tallier{Service: s.requests()}, queues: queues, workQueue: workQueue}, nil
+	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: &replay.Tallier{Service: s.requests()}, queues: queues, workQueue: workQueue,
+		cover: func(ctx context.Context) (audit.CoverStatus, error) { return audit.Cover(ctx, s.pool) }}, nil
 }
 
 // replayTally is what the metrics read of replay: counts only, neither
@@ -42,6 +46,9 @@ type metricsSource struct {
 	replay    replayTally
 	queues    service.LiveQueues // nil: the live queues are not read
 	workQueue string
+	// cover reads how far the newest checkpoint covers the audit trail;
+	// nil: it is not read.
+	cover func(context.Context) (audit.CoverStatus, error)
 }
 
 func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
@@ -58,6 +65,19 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 
 	if snap.Replay, err = m.replayState(ctx); err != nil {
 		return snap, err
+	}
+	if m.cover != nil {
+		c, err := m.cover(ctx)
+		var refusal *store.Refusal
+		switch {
+		case errors.As(store.AsRefusal(err), &refusal):
+			// A capture's ingester login does not read the trail.
+			snap.Missing = append(snap.Missing, "audit: this login cannot read the audit trail ("+refusal.Message+")")
+		case err != nil:
+			return snap, err
+		default:
+			snap.Audit = &metrics.AuditCover{Rows: c.Rows, Checkpointed: c.Checkpointed, NewestCheckpoint: c.NewestCheckpoint}
+		}
 	}
 
 	if m.queues == nil {

@@ -173,6 +173,56 @@ func TestEvidenceAgainstHeldCheckpoints(t *testing.T) {
 	}
 }
 
+// TestCheckpointSignerEvery: a long-lived signer signs at once, again when
+// rows are written, not while the trail is quiet, keeps each checkpoint in
+// its directory, and stops cleanly; a login that may not sign is told at
+// once rather than every interval.
+func TestCheckpointSignerEvery(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	dir := t.TempDir()
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	kept := filepath.Join(dir, "checkpoints")
+	if err := os.Mkdir(kept, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := func() []string {
+		m, _ := filepath.Glob(filepath.Join(kept, "checkpoint-*.txt"))
+		return m
+	}
+	p := audrey.start(t, "audit", "checkpoint", "--key", key, "--every", "1s", "--out-dir", kept)
+	// The trail is empty: the signer waits for a row rather than failing.
+	waitFor(t, 30*time.Second, "the signer to start", func() bool {
+		if p.exited() {
+			t.Fatalf("the signer exited: %s", p.wait(time.Second))
+		}
+		return strings.Contains(p.stderr.String(), "signing every 1s")
+	})
+	if !strings.Contains(p.stderr.String(), "no rows yet") || len(files()) != 0 {
+		t.Errorf("an empty trail: %d checkpoints, stderr %q", len(files()), p.stderr.String())
+	}
+	alice.ok(t, "dlq", "summary")
+	waitFor(t, 30*time.Second, "the first checkpoint", func() bool { return len(files()) == 1 })
+	alice.ok(t, "dlq", "summary")
+	waitFor(t, 30*time.Second, "a checkpoint of the rows written since", func() bool { return len(files()) == 2 })
+	time.Sleep(3 * time.Second)
+	if n := len(files()); n != 2 {
+		t.Errorf("%d checkpoints after 3 quiet seconds, want still 2: an unchanged tree is not signed again", n)
+	}
+	p.signal(syscall.SIGTERM)
+	if r := p.wait(30 * time.Second); r.code != 0 || strings.Count(r.stderr, "signed checkpoint of") != 2 {
+		t.Errorf("the signer stopped with %s", r)
+	}
+	for _, f := range files() {
+		audrey.ok(t, "audit", "verify", "--checkpoint", f, "--verifier", vkey)
+	}
+	if r := alice.exits(t, 4, "audit", "checkpoint", "--key", key, "--every", "1s", "--out-dir", kept); !strings.Contains(r.stderr, "auditor") {
+		t.Errorf("an operator's signer: %s", r)
+	}
+}
+
 func keygen(t *testing.T, c *cli, path string) (string, string) {
 	t.Helper()
 	r := c.ok(t, "audit", "keygen", "--out", path)

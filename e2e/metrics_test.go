@@ -109,6 +109,9 @@ func TestMetricsServe(t *testing.T) {
 		`expiryctl_replay_items_published_total`:                                0,
 		`expiryctl_metrics_snapshot_errors_total`:                               0,
 		`expiryctl_metrics_signal_available{signal="replay"}`:                   1,
+		`expiryctl_metrics_signal_available{signal="audit"}`:                    1,
+		`expiryctl_audit_checkpointed_rows`:                                     0,
+		`expiryctl_audit_last_checkpoint_timestamp_seconds`:                     0,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
@@ -117,6 +120,9 @@ func TestMetricsServe(t *testing.T) {
 	// The letters were dead-lettered at the factories' epoch, in the past.
 	if age := got[`expiryctl_dead_letter_oldest_waiting_age_seconds{category="validation"}`]; age < time.Since(epoch.Add(11*time.Minute)).Seconds()-60 {
 		t.Errorf("oldest validation letter's age %v s", age)
+	}
+	if n := got["expiryctl_audit_rows"]; n < 3 {
+		t.Errorf("expiryctl_audit_rows = %v: the ingest, the request and the exporter's start each wrote a row", n)
 	}
 	if out, err := promtooltest.Run(t, "", body, "check", "metrics"); err != nil || out != "" {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)

@@ -72,6 +72,16 @@ var (
 		"condition")
 )
 
+// The audit trail's metrics.
+var (
+	auditRowsDesc = newDesc("audit_rows",
+		"Rows in the audit trail: its last seq.")
+	auditCheckpointedDesc = newDesc("audit_checkpointed_rows",
+		"Rows the newest signed checkpoint covers; the rows after them are protected by the hash chain alone.")
+	auditCheckpointTimeDesc = newDesc("audit_last_checkpoint_timestamp_seconds",
+		"When the newest signed checkpoint was stored, in seconds since the epoch; 0 when none was.")
+)
+
 // The exporter's own metrics, which say how fresh the others are.
 var (
 	snapshotAgeDesc = newDesc("metrics_snapshot_age_seconds",
@@ -83,7 +93,7 @@ var (
 	snapshotErrorsDesc = newDesc("metrics_snapshot_errors_total",
 		"Snapshots that failed since the exporter started; the previous snapshot is served meanwhile.")
 	availableDesc = newDesc("metrics_signal_available",
-		"1 when the last snapshot could read the signal, 0 when its metrics are left out: error_classes, overdue_holds, live_queues, replay.",
+		"1 when the last snapshot could read the signal, 0 when its metrics are left out: error_classes, overdue_holds, live_queues, replay, audit.",
 		"signal")
 )
 
@@ -92,5 +102,6 @@ var exporterDescs = []*prometheus.Desc{
 	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
 	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, rateDesc,
 	requestsDesc, itemsDesc, requestItemsDesc, publishedDesc, haltsDesc,
+	auditRowsDesc, auditCheckpointedDesc, auditCheckpointTimeDesc,
 	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,
 }

@@ -240,6 +240,17 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			ch <- counter(haltsDesc, float64(n), condition)
 		}
 	}
+
+	ch <- available("audit", snap.Audit != nil)
+	if a := snap.Audit; a != nil {
+		ch <- gauge(auditRowsDesc, float64(a.Rows))
+		ch <- gauge(auditCheckpointedDesc, float64(a.Checkpointed))
+		at := 0.0
+		if !a.NewestCheckpoint.IsZero() {
+			at = float64(a.NewestCheckpoint.UnixMilli()) / 1000
+		}
+		ch <- gauge(auditCheckpointTimeDesc, at)
+	}
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {

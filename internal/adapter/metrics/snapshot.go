@@ -31,8 +31,20 @@ type Snapshot struct {
 	// Replay is how the replay and discard requests stand; nil when not
 	// available.
 	Replay *ReplayState
+	// Audit is how far the newest signed checkpoint covers the audit
+	// trail; nil when not available (a login that cannot read the trail).
+	Audit *AuditCover
 	// Missing says, for the operator, which signals are left out and why.
 	Missing []string
+}
+
+// AuditCover is how far the newest signed checkpoint covers the audit
+// trail: rows after it are protected by the hash chain alone.
+type AuditCover struct {
+	Rows, Checkpointed int64
+	// NewestCheckpoint is when the newest checkpoint was stored; zero when
+	// none was.
+	NewestCheckpoint time.Time
 }
 
 // CategoryLetters is one reason category's letters.
