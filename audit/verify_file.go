@@ -86,6 +86,10 @@ type readError struct{ err error }
 
 func (e *readError) Error() string { return e.err.Error() }
 
+// SniffFormat says which export format br begins with, without consuming
+// it.
+func SniffFormat(br *bufio.Reader) (Format, error) { return sniff(br) }
+
 // sniff looks at the first byte that is not a byte-order mark or white
 // space: '[' is a JSON array, '{' ndjson, anything else CSV.
 func sniff(br *bufio.Reader) (Format, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/approval"
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
@@ -36,7 +37,10 @@ type AuditVerifyOptions struct {
 	Verifier   string
 	// Reconcile compares the governance tables with the trail's events.
 	Reconcile bool
-	Output    *outputFormat
+	// Keyring is the approvers' verifier keys: every signed approval in
+	// the --file is checked against it.
+	Keyring string
+	Output  *outputFormat
 }
 
 // NewCmdAuditVerify builds `expiryctl audit verify`.
@@ -109,6 +113,9 @@ a --file verification touches no database and so records nothing.`,
 			if opts.Checkpoint != "" && (opts.From > 1 || opts.Anchor != nil) {
 				return flagErrorf("--checkpoint verifies the whole trail, or an evidence --file, against your checkpoint: leave out --from and --anchor")
 			}
+			if opts.Keyring != "" && (opts.File == "" || opts.File == "-") {
+				return flagErrorf("--keyring checks the signed approvals of an export: pass --file FILE (not stdin: it is read twice)")
+			}
 			if opts.Reconcile && opts.File != "" {
 				return flagErrorf("--reconcile compares the database's tables with its trail: leave out --file")
 			}
@@ -126,6 +133,7 @@ a --file verification touches no database and so records nothing.`,
 	fl.StringVar(&opts.AnchorText, "anchor", "", "SEQ:HASH that must still be in the chain (from an earlier export or verify)")
 	fl.StringVar(&opts.File, "file", "", "verify this export (ndjson, json or csv; - for stdin) instead of the database")
 	fl.BoolVar(&opts.AllowGaps, "allow-gaps", false, "with --file: accept the jumps in seq of a filtered export")
+	fl.StringVar(&opts.Keyring, "keyring", "", "with --file: check every signed approval against these approvers' verifier keys (a file or directory)")
 	fl.BoolVar(&opts.Reconcile, "reconcile", false, "also compare requests, items and the policy with the trail's governance events")
 	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail, or an evidence --file, must extend")
 	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint or an evidence --file: the verifier key the checkpoint must be signed by, or a file holding it")
@@ -275,7 +283,15 @@ func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	r = br
 	if audit.IsEvidence(br) {
-		return auditVerifyEvidence(ctx, opts, br, name)
+		if err := auditVerifyEvidence(ctx, opts, br, name); err != nil {
+			return err
+		}
+		return verifyApprovals(ctx, opts, name)
+	}
+	if opts.Keyring != "" {
+		if format, _ := audit.SniffFormat(br); format != audit.NDJSON {
+			return flagErrorf("--keyring reads an ndjson or evidence export; --file %s is %s", name, format)
+		}
 	}
 	if opts.Verifier != "" || opts.Checkpoint != "" {
 		return flagErrorf("--file %s is not an evidence export (it carries no checkpoint for --verifier or --checkpoint to check): make one with `audit export -o evidence` once the trail has a checkpoint", name)
@@ -284,7 +300,36 @@ func auditVerifyFile(ctx context.Context, opts *AuditVerifyOptions) error {
 	if err != nil {
 		return explainChainError(opts.IO, err, true)
 	}
-	return printVerified(opts, name, res)
+	if err := printVerified(opts, name, res); err != nil {
+		return err
+	}
+	return verifyApprovals(ctx, opts, name)
+}
+
+// verifyApprovals checks, with --keyring, every signed approval of the
+// export at path, once its rows verified.
+func verifyApprovals(ctx context.Context, opts *AuditVerifyOptions, path string) error {
+	if opts.Keyring == "" {
+		return nil
+	}
+	keyring, err := approval.LoadKeyring(opts.Keyring)
+	if err != nil {
+		return &FlagError{Err: fmt.Errorf("--keyring: %w", err)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("cannot read --file: %w", err)
+	}
+	defer f.Close()
+	res, err := audit.VerifyApprovals(ctx, f, path, func(signed []byte) (int64, string, error) {
+		s, err := keyring.Open(signed)
+		return s.Request, s.Approver, err
+	})
+	if err != nil {
+		return explainChainError(opts.IO, err, true)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%d signed approvals verified against %s; %d approvals unsigned\n", res.Signed, opts.Keyring, res.Unsigned)
+	return nil
 }
 
 func auditVerifyEvidence(ctx context.Context, opts *AuditVerifyOptions, r io.Reader, name string) error {

@@ -12,7 +12,9 @@ import (
 	"github.com/mattn/go-isatty"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/expiryctl/expiryctl/approval"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -84,6 +86,11 @@ type Factory struct {
 	// OutcomeURLFlag is `replay run --outcome-url`: the reservation
 	// database the policy's outcome query runs against.
 	OutcomeURLFlag string
+	// KeyringFlag and RequireSignedFlag are `replay run --keyring` and
+	// `--require-signed-approvals`: the runner's own rule for signed
+	// approvals.
+	KeyringFlag       string
+	RequireSignedFlag bool
 	// DBTimeoutFlag and AMQPHeartbeatFlag are --db-timeout and
 	// --amqp-heartbeat (timeouts.go).
 	DBTimeoutFlag     durationSetting
@@ -134,6 +141,28 @@ func (f *Factory) DatabaseURL() string {
 // virtual host the live queues are read from.
 func (f *Factory) AMQPURL() string {
 	return f.AMQPURLs()[0]
+}
+
+// ApprovalCheck resolves --keyring (then EXPIRYCTL_KEYRING) and
+// --require-signed-approvals (then EXPIRYCTL_REQUIRE_SIGNED_APPROVALS=1):
+// the approvals a runner of this process accepts. Nil: unsigned approvals
+// run.
+func (f *Factory) ApprovalCheck() (*replay.ApprovalCheck, error) {
+	check := &replay.ApprovalCheck{Required: f.RequireSignedFlag}
+	if v := f.Getenv("EXPIRYCTL_REQUIRE_SIGNED_APPROVALS"); v != "" && v != "0" && v != "false" {
+		check.Required = true
+	}
+	if path := firstNonEmpty(f.KeyringFlag, f.Getenv("EXPIRYCTL_KEYRING")); path != "" {
+		k, err := approval.LoadKeyring(path)
+		if err != nil {
+			return nil, &FlagError{Err: fmt.Errorf("--keyring: %w", err)}
+		}
+		check.Keyring = k
+	}
+	if check.Keyring == nil && !check.Required {
+		return nil, nil
+	}
+	return check, nil
 }
 
 // OutcomeURL resolves --outcome-url, then EXPIRYCTL_OUTCOME_URL; empty

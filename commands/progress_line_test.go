@@ -114,7 +114,7 @@ func TestReplayRunProgressFitsTheTerminal(t *testing.T) {
 	if !strings.Contains(updates[1], "watching 25s more") || !strings.Contains(updates[1], "ETA 21s") {
 		t.Errorf("the canary wait's update: %q", updates[1])
 	}
-	if !strings.HasPrefix(updates[4], "replay request 7 completed") || rest != "" {
+	if !strings.HasPrefix(updates[4], "replay request 7 completed") || rest != "replay request 7: its approval is unsigned, and this runner does not require signatures (--keyring)\n" {
 		t.Errorf("after the progress: %q then %q", updates[4], rest)
 	}
 }

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -572,12 +573,16 @@ type ReplayReviewOptions struct {
 	// CohortHash is the hash the approver was shown; empty means the one
 	// this command shows before it approves.
 	CohortHash string
-	Output     *outputFormat
+	// Key is the approver's signing key file (`keys generate`); empty: an
+	// unsigned approval.
+	Key    string
+	Now    func() time.Time
+	Output *outputFormat
 }
 
 // NewCmdReplayReview builds `expiryctl replay approve` or `reject`.
 func NewCmdReplayReview(f *Factory, decision replay.Status, runF func(context.Context, *ReplayReviewOptions) error) *cobra.Command {
-	opts := &ReplayReviewOptions{IO: f.IO, Requests: f.Requests, Decision: decision}
+	opts := &ReplayReviewOptions{IO: f.IO, Requests: f.Requests, Decision: decision, Now: f.Now}
 	verb := "approve"
 	short := "Approve a request (as an approver who is not the requester)"
 	example := `  expiryctl replay show 7
@@ -601,11 +606,14 @@ Refused, with the rule named and exit code 4, when your login requested it
 (four-eyes compares database logins, whatever --actor says), you are not in
 expiryctl_approver or not an approver under the policy, the request expired
 or was already reviewed, or its cohort changed since it was frozen. An
-approval authorises one run of exactly the frozen cohort.`,
+approval authorises one run of exactly the frozen cohort.` + signedApprovalHelp(decision),
 		Example: example,
 		Args:    requestIDArg(verb),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID, _ = strconv.ParseInt(args[0], 10, 64)
+			if opts.Key == "" && decision == replay.StatusApproved {
+				opts.Key = f.Getenv("EXPIRYCTL_APPROVAL_KEY")
+			}
 			if decision == replay.StatusRejected && strings.TrimSpace(opts.Why) == "" {
 				return flagErrorf("--why is required to reject: say what should happen instead")
 			}
@@ -619,9 +627,24 @@ approval authorises one run of exactly the frozen cohort.`,
 	if decision == replay.StatusApproved {
 		cmd.Flags().BoolVar(&opts.AllowFreshKey, "allow-fresh-key", false, "approve a request that gives jobs a new idempotency key")
 		cmd.Flags().StringVar(&opts.CohortHash, "cohort-hash", "", "the cohort hash you were shown by `replay show` (default: the one printed before approving)")
+		cmd.Flags().StringVar(&opts.Key, "key", "", "sign the approval with your key file from `keys generate` (env EXPIRYCTL_APPROVAL_KEY)")
 	}
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
+}
+
+// signedApprovalHelp is what `replay approve --help` says of --key.
+func signedApprovalHelp(decision replay.Status) string {
+	if decision != replay.StatusApproved {
+		return ""
+	}
+	return `
+
+With --key (or EXPIRYCTL_APPROVAL_KEY), the approval is signed with your own
+key (` + "`keys generate`" + `): a statement of the request, its cohort, targets, rate,
+canary and stop conditions, who asked, who approves and until when, kept with
+the request and in the audit trail. A runner with a keyring runs only such
+approvals; one without says the approval is unsigned.`
 }
 
 func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
@@ -629,7 +652,14 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 	if err != nil {
 		return err
 	}
-	review := replay.ReviewOptions{Why: opts.Why, AllowFreshKey: opts.AllowFreshKey, CohortHash: opts.CohortHash}
+	review := replay.ReviewOptions{Why: opts.Why, AllowFreshKey: opts.AllowFreshKey, CohortHash: opts.CohortHash, Now: opts.Now}
+	if opts.Key != "" {
+		key, err := os.ReadFile(opts.Key)
+		if err != nil {
+			return fmt.Errorf("cannot read --key: %w", err)
+		}
+		review.ApprovalKey = string(key)
+	}
 	var r replay.Request
 	if opts.Decision == replay.StatusApproved {
 		if review.CohortHash == "" {
@@ -653,6 +683,11 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 		return writeJSON(opts.IO.Out, r)
 	}
 	fmt.Fprintf(opts.IO.Out, "replay request %d is %s by %s\n", r.ID, r.Status, r.ReviewedBy)
+	if r.Status == replay.StatusApproved && r.ApprovalNote == "" {
+		fmt.Fprintln(opts.IO.ErrOut, "the approval is unsigned: a runner that requires signed approvals will not run it (sign with --key)")
+	} else if r.Status == replay.StatusApproved {
+		fmt.Fprintln(opts.IO.ErrOut, "the approval is signed with your key")
+	}
 	if r.Status == replay.StatusApproved {
 		fmt.Fprintf(opts.IO.ErrOut, "next: `expiryctl replay run %d` (the approval is valid until %s and authorises one run)\n",
 			r.ID, r.ApprovalExpiresAt.UTC().Format(time.RFC3339))

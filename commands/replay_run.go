@@ -117,6 +117,10 @@ so an approver can look before approving.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "publish nothing, change nothing: say what a run would do with each item")
+	cmd.Flags().StringVar(&f.KeyringFlag, "keyring", "",
+		"run only approvals signed by a key in this file or directory of approvers' verifier keys (env EXPIRYCTL_KEYRING)")
+	cmd.Flags().BoolVar(&f.RequireSignedFlag, "require-signed-approvals", false,
+		"refuse unsigned approvals (env EXPIRYCTL_REQUIRE_SIGNED_APPROVALS=1); needs --keyring to run anything")
 	cmd.Flags().StringVar(&f.OutcomeURLFlag, "outcome-url", "",
 		"the reservation database the policy's outcome query runs against (env EXPIRYCTL_OUTCOME_URL; default: expiryctl's database)")
 	opts.Output = addOutputFlag(cmd, "table", "json")
@@ -205,6 +209,14 @@ func renderRunResult(opts *ReplayRunOptions, res replay.RunResult) error {
 		fmt.Fprintln(opts.IO.ErrOut, ")")
 	case res.Resumed:
 		fmt.Fprintf(opts.IO.ErrOut, "%s request %d was resumed and is now %s\n", res.Kind, res.RequestID, res.Status)
+	}
+	switch {
+	case res.Checked:
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d: its approval was signed by the approver and checked against this runner's keyring\n", res.RequestID)
+	case res.Signed:
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d: its approval is signed, and this runner has no keyring to check it (--keyring)\n", res.RequestID)
+	default:
+		fmt.Fprintf(opts.IO.ErrOut, "replay request %d: its approval is unsigned, and this runner does not require signatures (--keyring)\n", res.RequestID)
 	}
 	return nil
 }

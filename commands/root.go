@@ -81,7 +81,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		cmd.GroupID = "triage"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f), NewCmdAudit(f), NewCmdAccess(f)} {
+	for _, cmd := range []*cobra.Command{NewCmdReplay(f), NewCmdPolicy(f), NewCmdAudit(f), NewCmdAccess(f), NewCmdKeys(f)} {
 		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}

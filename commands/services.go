@@ -241,6 +241,8 @@ type services struct {
 	// consumers reads a replay's target queues' consumers (the
 	// management API), for `replay show` and the run's handler check.
 	consumers replay.Consumers
+	// approvals is the runner's rule for signed approvals.
+	approvals func() (*replay.ApprovalCheck, error)
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -250,7 +252,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
-		consumers: f.Consumers()}, nil
+		consumers: f.Consumers(), approvals: f.ApprovalCheck}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -304,6 +306,11 @@ func (r *requestRunner) DryRun(ctx context.Context, id int64) (replay.DryRunResu
 // the broker's channels.
 func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runner, closeBroker func(), err error) {
 	runner = &replay.Runner{Pool: r.pool, Actor: r.actor, Now: r.now, Consumers: r.consumers}
+	if r.approvals != nil {
+		if runner.Approvals, err = r.approvals(); err != nil {
+			return nil, nil, err
+		}
+	}
 	if req, err := replay.Get(ctx, r.pool, id); err == nil && req.Kind == replay.KindDiscard {
 		return runner, func() {}, nil
 	}

@@ -15,7 +15,8 @@ const requestColumns = `id, kind, status, item_count, filter, cohort_hash, rate:
 	fresh_key, eligibility_confirmed, coalesce(to_exchange, ''), coalesce(to_routing_key, ''), why,
 	requested_by, requested_db_role, created_at, expires_at, coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''),
 	reviewed_at, coalesce(review_why, ''), approval_spent, approval_expires_at, approvals, started_at, finished_at,
-	coalesce(halt_reason, ''), same_handler_ok, coalesce(same_handler_why, ''), include_permanent, failed_under, targets`
+	coalesce(halt_reason, ''), same_handler_ok, coalesce(same_handler_why, ''), include_permanent, failed_under, targets,
+	coalesce(approval_note, '')`
 
 func scanRequest(row pgx.Row) (Request, error) {
 	var r Request
@@ -27,7 +28,8 @@ func scanRequest(row pgx.Row) (Request, error) {
 		&r.FreshKey, &r.EligibilityConfirmed, &r.ToExchange, &r.ToRoutingKey, &r.Why,
 		&r.RequestedBy, &r.RequestedDBRole, &r.CreatedAt, &r.ExpiresAt, &r.ReviewedBy, &r.ReviewedDBRole,
 		&r.ReviewedAt, &r.ReviewWhy, &r.ApprovalSpent, &r.ApprovalExpiresAt, &r.Approvals, &r.StartedAt, &r.FinishedAt,
-		&r.HaltReason, &r.SameHandlerOK, &r.SameHandlerWhy, &r.IncludePermanent, &failedUnder, &r.Targets)
+		&r.HaltReason, &r.SameHandlerOK, &r.SameHandlerWhy, &r.IncludePermanent, &failedUnder, &r.Targets,
+		&r.ApprovalNote)
 	r.FailedUnder = failedUnderFrom(failedUnder)
 	if r.Targets == nil {
 		r.Targets = []Target{}
@@ -101,8 +103,18 @@ func (p postgresTables) RequestCreate(ctx context.Context, actor string, nr NewR
 	return id, matched, databaseError(err)
 }
 
-func (p postgresTables) RequestReview(ctx context.Context, actor string, id int64, decision, why string, allowFreshKey bool, shown []byte) error {
-	_, err := p.q.Exec(ctx, `SELECT expiryctl.replay_review($1, $2, $3, $4, $5, $6)`, actor, id, decision, why, allowFreshKey, shown)
+func (p postgresTables) SessionIdentity(ctx context.Context) (login, database string, err error) {
+	err = p.q.QueryRow(ctx, `SELECT session_user::text, current_database()::text`).Scan(&login, &database)
+	return login, database, err
+}
+
+func (p postgresTables) RequestReview(ctx context.Context, actor string, id int64, decision, why string, allowFreshKey bool, shown []byte, signed []byte) error {
+	var note *string
+	if signed != nil {
+		s := string(signed)
+		note = &s
+	}
+	_, err := p.q.Exec(ctx, `SELECT expiryctl.replay_review($1, $2, $3, $4, $5, $6, $7)`, actor, id, decision, why, allowFreshKey, shown, note)
 	return databaseError(err)
 }
 

@@ -115,6 +115,10 @@ type Request struct {
 	// Targets are where the cohort's letters are published, most letters
 	// first (the 20 largest); frozen with the cohort.
 	Targets []Target `json:"targets"`
+	// ApprovalNote is the approver's signed statement of what they
+	// approved (a signed note, see package approval); empty for an
+	// unsigned approval.
+	ApprovalNote string `json:"approval_note,omitempty"`
 	// RunnerHeld is set for a running request only (Show and List fill it
 	// in): whether a runner's session holds the request's runner lock.
 	// False means no process runs it (its runner was interrupted, killed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -19,6 +20,12 @@ type ReviewOptions struct {
 	// approval of a request whose hash differs is refused (rule
 	// cohort-hash).
 	CohortHash string
+	// ApprovalKey, when set, is the approver's signing key (from `keys
+	// generate`): the approval carries the approver's signed statement of
+	// what they approved, valid for the policy's approval TTL.
+	ApprovalKey string
+	// Now is the clock the signed statement's expiry counts from.
+	Now func() time.Time
 }
 
 // Approve approves request id as the service's login, through the schema's
@@ -52,7 +59,14 @@ func (s *Service) review(ctx context.Context, id int64, to Status, opts ReviewOp
 	}
 	var out Request
 	err := inTx(ctx, s.Pool, func(t tables) error {
-		if err := t.RequestReview(ctx, s.Actor, id, decision, opts.Why, opts.AllowFreshKey, shown); err != nil {
+		var signed []byte
+		if opts.ApprovalKey != "" && to == StatusApproved {
+			var err error
+			if signed, err = signApproval(ctx, t, id, opts); err != nil {
+				return err
+			}
+		}
+		if err := t.RequestReview(ctx, s.Actor, id, decision, opts.Why, opts.AllowFreshKey, shown, signed); err != nil {
 			return err
 		}
 		var err error

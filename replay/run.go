@@ -69,6 +69,10 @@ type Runner struct {
 	// with each broker Reconnect returns; closing them stays with whoever
 	// made them. Nil: a lost broker interrupts the run.
 	Reconnect func(ctx context.Context) (Broker, error)
+	// Approvals, when it enforces anything, is checked in the transaction
+	// that starts the run, before anything is published: a refused
+	// approval starts nothing and spends nothing.
+	Approvals *ApprovalCheck
 
 	// The tunables below are for this package's tests; zero means the
 	// default. None of them can loosen a governance limit: the rate
@@ -129,8 +133,12 @@ type RunResult struct {
 	Status    Status `json:"status"`
 	// Resumed is true when the run continued a request found running (its
 	// earlier runner died or was stopped).
-	Resumed   bool `json:"resumed"`
-	Items     int  `json:"items"`
+	Resumed bool `json:"resumed"`
+	Items   int  `json:"items"`
+	// Signed says the approval run carried the approver's signed
+	// statement; Checked that this runner verified it against its keyring.
+	Signed    bool `json:"approval_signed"`
+	Checked   bool `json:"approval_checked"`
 	Confirmed int  `json:"confirmed"`
 	Skipped   int  `json:"skipped"`
 	Failed    int  `json:"failed"`
@@ -333,6 +341,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	st.lock = lock
 	st.start = start
 	res.Kind, res.Resumed, res.Items = st.req.Kind, st.resumed, st.req.Items
+	res.Signed, res.Checked = st.req.ApprovalNote != "", r.Approvals.enforced()
 
 	switch st.req.Kind {
 	case KindDiscard:
@@ -422,6 +431,15 @@ func (r *Runner) begin(ctx context.Context, id int64, seen *Observation) (*runSt
 		}
 		if st.req, err = t.RequestGet(ctx, id); err != nil {
 			return err
+		}
+		if r.Approvals.enforced() {
+			_, database, err := t.SessionIdentity(ctx)
+			if err != nil {
+				return err
+			}
+			if err := r.Approvals.check(st.req, database, r.now()); err != nil {
+				return err
+			}
 		}
 		if st.pol, err = t.PolicyGet(ctx); err != nil {
 			return err

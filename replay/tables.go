@@ -47,7 +47,10 @@ type tables interface {
 	RequestCreate(ctx context.Context, actor string, nr NewRequest, selection []byte) (id int64, matched int, err error)
 	// RequestReview approves or rejects a request (replay_review);
 	// decision is "approve" or "reject", shown the cohort hash shown.
-	RequestReview(ctx context.Context, actor string, id int64, decision, why string, allowFreshKey bool, shown []byte) error
+	RequestReview(ctx context.Context, actor string, id int64, decision, why string, allowFreshKey bool, shown []byte, signed []byte) error
+	// SessionIdentity is the session's login and the database's name, as
+	// a signed approval names them.
+	SessionIdentity(ctx context.Context) (login, database string, err error)
 	// RequestCancel cancels a request (replay_cancel).
 	RequestCancel(ctx context.Context, actor string, id int64, why string) error
 	// RequestExpireStale marks requests whose review or approval window has

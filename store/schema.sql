@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00026, then the files of store/functions/) leaves an empty database, dumped
+-- 00027, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -1897,10 +1897,10 @@ $$;
 
 
 --
--- Name: replay_review(text, bigint, text, text, boolean, bytea); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_review(text, bigint, text, text, boolean, bytea, text); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) RETURNS void
+CREATE FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1926,9 +1926,17 @@ BEGIN
         PERFORM expiryctl.replay_refuse('single-review', format('replay request %s is %s: it was already reviewed%s',
             request, req.status, coalesce(' by ' || req.reviewed_by, '')));
     END IF;
+    IF signed_note IS NOT NULL AND (decision <> 'approve'
+        OR position(E'\nrequest ' || request || E'\n' IN signed_note) = 0
+        OR position(E'\ncohort ' || encode(req.cohort_hash, 'hex') || E'\n' IN signed_note) = 0) THEN
+        PERFORM expiryctl.replay_refuse('signed-approval', format(
+            'the signed statement is not an approval of replay request %s with cohort hash %s: sign what `expiryctl replay show %s` shows',
+            request, encode(req.cohort_hash, 'hex'), request));
+    END IF;
     UPDATE expiryctl.replay_requests
        SET status = CASE WHEN decision = 'approve' THEN 'approved' ELSE 'rejected' END,
-           reviewed_by = label, review_why = nullif(why, '')
+           reviewed_by = label, review_why = nullif(why, ''),
+           approval_note = CASE WHEN decision = 'approve' THEN signed_note END
      WHERE id = request RETURNING * INTO after;
     -- Checked after the guard trigger's rules (four-eyes, approvers, expiry,
     -- a changed cohort), which say more; a refusal here undoes the update.
@@ -1946,7 +1954,8 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'replay.' || decision, 'replay_request:' || request, jsonb_build_object(
         'why', coalesce(why, ''), 'cohort_hash', encode(after.cohort_hash, 'hex'), 'items', after.item_count,
         'fresh_key', after.fresh_key, 'allow_fresh_key', allow_fresh_key, 'requested_by', after.requested_by,
-        'requested_db_role', after.requested_db_role, 'approval_expires_at', after.approval_expires_at));
+        'requested_db_role', after.requested_db_role, 'approval_expires_at', after.approval_expires_at)
+        || CASE WHEN signed_note IS NOT NULL THEN jsonb_build_object('signed_statement', signed_note) ELSE '{}' END);
 END
 $$;
 
@@ -2741,6 +2750,7 @@ CREATE TABLE expiryctl.replay_requests (
     include_permanent boolean DEFAULT false NOT NULL,
     failed_under jsonb DEFAULT '{}'::jsonb NOT NULL,
     targets jsonb DEFAULT '[]'::jsonb NOT NULL,
+    approval_note text,
     CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
     CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
     CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
@@ -2781,6 +2791,13 @@ COMMENT ON COLUMN expiryctl.replay_requests.failed_under IS 'Letters of the coho
 --
 
 COMMENT ON COLUMN expiryctl.replay_requests.targets IS 'Where the cohort''s letters are published: [{exchange, routing_key, letters}], the 20 largest, frozen with the cohort';
+
+
+--
+-- Name: COLUMN replay_requests.approval_note; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.replay_requests.approval_note IS 'The approver''s signed statement of what they approved (a signed note), or NULL for an unsigned approval.';
 
 
 --
@@ -4301,11 +4318,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_requests_handler_frozen() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) TO expiryctl_approver;
+REVOKE ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) TO expiryctl_approver;
 
 
 --

@@ -1,7 +1,11 @@
 -- replay_review approves or rejects a request. An approval names the cohort
--- hash the approver was shown: a request whose hash differs is refused.
+-- hash the approver was shown: a request whose hash differs is refused. A
+-- signed approval (signed_note, the approver's signed statement) is kept
+-- with the request and in the audit row; the database cannot check the
+-- signature, only that the statement names this request and its cohort, so
+-- a runner that requires signatures checks it against its own keyring.
 CREATE OR REPLACE FUNCTION expiryctl.replay_review(
-    actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea)
+    actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -26,9 +30,17 @@ BEGIN
         PERFORM expiryctl.replay_refuse('single-review', format('replay request %s is %s: it was already reviewed%s',
             request, req.status, coalesce(' by ' || req.reviewed_by, '')));
     END IF;
+    IF signed_note IS NOT NULL AND (decision <> 'approve'
+        OR position(E'\nrequest ' || request || E'\n' IN signed_note) = 0
+        OR position(E'\ncohort ' || encode(req.cohort_hash, 'hex') || E'\n' IN signed_note) = 0) THEN
+        PERFORM expiryctl.replay_refuse('signed-approval', format(
+            'the signed statement is not an approval of replay request %s with cohort hash %s: sign what `expiryctl replay show %s` shows',
+            request, encode(req.cohort_hash, 'hex'), request));
+    END IF;
     UPDATE expiryctl.replay_requests
        SET status = CASE WHEN decision = 'approve' THEN 'approved' ELSE 'rejected' END,
-           reviewed_by = label, review_why = nullif(why, '')
+           reviewed_by = label, review_why = nullif(why, ''),
+           approval_note = CASE WHEN decision = 'approve' THEN signed_note END
      WHERE id = request RETURNING * INTO after;
     -- Checked after the guard trigger's rules (four-eyes, approvers, expiry,
     -- a changed cohort), which say more; a refusal here undoes the update.
@@ -46,9 +58,10 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'replay.' || decision, 'replay_request:' || request, jsonb_build_object(
         'why', coalesce(why, ''), 'cohort_hash', encode(after.cohort_hash, 'hex'), 'items', after.item_count,
         'fresh_key', after.fresh_key, 'allow_fresh_key', allow_fresh_key, 'requested_by', after.requested_by,
-        'requested_db_role', after.requested_db_role, 'approval_expires_at', after.approval_expires_at));
+        'requested_db_role', after.requested_db_role, 'approval_expires_at', after.approval_expires_at)
+        || CASE WHEN signed_note IS NOT NULL THEN jsonb_build_object('signed_statement', signed_note) ELSE '{}' END);
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea) TO expiryctl_approver;
+REVOKE ALL ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) TO expiryctl_approver;
