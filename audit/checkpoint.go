@@ -168,16 +168,7 @@ type CoverStatus struct {
 
 // Cover reads how far the newest stored checkpoint covers the trail.
 func Cover(ctx context.Context, q store.Querier) (CoverStatus, error) {
-	var st CoverStatus
-	var at *time.Time
-	err := q.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM expiryctl.audit_log), 0),
-		coalesce(c.tree_size, 0), c.created_at
-		FROM (SELECT 1) AS one LEFT JOIN (SELECT tree_size, created_at FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1) AS c ON true`).
-		Scan(&st.Rows, &st.Checkpointed, &at)
-	if at != nil {
-		st.NewestCheckpoint = *at
-	}
-	return st, err
+	return newPostgresTrail(q).CheckpointCover(ctx)
 }
 
 // LatestCheckpoint returns the newest stored checkpoint note, or nil when

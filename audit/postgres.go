@@ -285,6 +285,20 @@ func (s postgresTrail) CheckpointLatest(ctx context.Context) ([]byte, error) {
 	return []byte(msg), nil
 }
 
+// CheckpointCover implements trailStore.
+func (s postgresTrail) CheckpointCover(ctx context.Context) (CoverStatus, error) {
+	var st CoverStatus
+	var at *time.Time
+	err := s.q.QueryRow(ctx, `SELECT coalesce((SELECT max(seq) FROM expiryctl.audit_log), 0),
+		coalesce(c.tree_size, 0), c.created_at
+		FROM (SELECT 1) AS one LEFT JOIN (SELECT tree_size, created_at FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT 1) AS c ON true`).
+		Scan(&st.Rows, &st.Checkpointed, &at)
+	if at != nil {
+		st.NewestCheckpoint = *at
+	}
+	return st, err
+}
+
 // CheckpointSizesBelow implements trailStore.
 func (s postgresTrail) CheckpointSizesBelow(ctx context.Context, size int64, limit int) ([]int64, error) {
 	rows, err := s.q.Query(ctx, `SELECT DISTINCT tree_size FROM expiryctl.audit_checkpoints

@@ -88,6 +88,10 @@ type trailStore interface {
 	// there is none.
 	CheckpointLatest(ctx context.Context) ([]byte, error)
 
+	// CheckpointCover reads the trail's last seq and the newest stored
+	// checkpoint's size and time.
+	CheckpointCover(ctx context.Context) (CoverStatus, error)
+
 	// CheckpointSizesBelow returns the distinct tree sizes of stored
 	// checkpoints smaller than size, the largest first, at most limit.
 	CheckpointSizesBelow(ctx context.Context, size int64, limit int) ([]int64, error)

@@ -1900,7 +1900,7 @@ $$;
 -- Name: replay_review(text, bigint, text, text, boolean, bytea, text); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text) RETURNS void
+CREATE FUNCTION expiryctl.replay_review(actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text DEFAULT NULL::text) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$

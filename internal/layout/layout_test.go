@@ -29,7 +29,7 @@ var floors = [][]string{
 	{"reconcile"},
 	{"replay"},
 	{"deadletter", "access"},
-	{"audit"},
+	{"audit", "approval"},
 	{"store"},
 	{"dsn"},
 }

@@ -5,7 +5,7 @@
 -- signature, only that the statement names this request and its cohort, so
 -- a runner that requires signatures checks it against its own keyring.
 CREATE OR REPLACE FUNCTION expiryctl.replay_review(
-    actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text)
+    actor text, request bigint, decision text, why text, allow_fresh_key boolean, shown_cohort_hash bytea, signed_note text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable

@@ -1,0 +1,80 @@
+package e2e_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+)
+
+// pythonBlock returns the Python code block under heading in docs/audit.md.
+func pythonBlock(t *testing.T, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "audit.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/audit.md has no %q", heading)
+	}
+	_, code, ok := strings.Cut(after, "```python\n")
+	if !ok {
+		t.Fatalf("no Python block under %q", heading)
+	}
+	code, _, _ = strings.Cut(code, "```")
+	path := filepath.Join(t.TempDir(), "verify.py")
+	if err := os.WriteFile(path, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func python(t *testing.T, script, file string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("python3", script, file).CombinedOutput()
+	if _, missing := err.(*exec.Error); missing {
+		t.Fatalf("python3 is needed to run the docs' verifiers: %v", err)
+	}
+	return string(out), err
+}
+
+// TestDocsVerifiersPassOnRealExports: the independent verifiers of
+// docs/audit.md, written from the docs alone, pass on real exports and
+// refuse a changed one.
+func TestDocsVerifiersPassOnRealExports(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	dir := t.TempDir()
+	key, _ := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	for range 5 {
+		alice.ok(t, "dlq", "summary")
+	}
+	audrey.ok(t, "audit", "checkpoint", "--key", key)
+	alice.ok(t, "dlq", "summary")
+
+	for _, c := range []struct{ heading, format, want string }{
+		{"### An independent verifier", "ndjson", "verified "},
+		{"### An independent evidence verifier", "evidence", "hash to the checkpoint's root"},
+	} {
+		file := filepath.Join(dir, "trail."+c.format)
+		audrey.ok(t, "audit", "export", "-o", c.format, "--out", file)
+		script := pythonBlock(t, c.heading)
+		if out, err := python(t, script, file); err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: the docs' verifier on a real export: %v\n%s", c.heading, err, out)
+		}
+		data, _ := os.ReadFile(file)
+		changed := filepath.Join(dir, "changed."+c.format)
+		if err := os.WriteFile(changed, []byte(strings.Replace(string(data), `"actor":"alice`, `"actor":"mallory`, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := python(t, script, changed); err == nil {
+			t.Errorf("%s: the docs' verifier passed a changed export:\n%s", c.heading, out)
+		}
+	}
+}
