@@ -143,6 +143,7 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t.addRow("outcome_window", phrase.Duration(p.OutcomeWindow))
 	t.addRow("stop_unsettled_ratio", fmt.Sprintf("%g", p.StopUnsettledRatio))
 	t.addRow("stop_conflict_ratio", fmt.Sprintf("%g", p.StopConflictRatio))
+	t.addRow("signed_approvals", strconv.FormatBool(p.SignedApprovals))
 	t.addRow("updated", p.UpdatedAt.UTC().Format(time.RFC3339)+" by "+p.UpdatedBy)
 	return t.render()
 }

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func pythonBlock(t *testing.T, heading string) string {
 func python(t *testing.T, script, file string) (string, error) {
 	t.Helper()
 	out, err := exec.Command("python3", script, file).CombinedOutput()
-	if _, missing := err.(*exec.Error); missing {
+	if missing := (*exec.Error)(nil); errors.As(err, &missing) {
 		t.Fatalf("python3 is needed to run the docs' verifiers: %v", err)
 	}
 	return string(out), err

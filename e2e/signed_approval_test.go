@@ -120,6 +120,15 @@ func TestSignedApprovalsAgainstASuperuser(t *testing.T) {
 		t.Errorf("signatures required without a keyring: %s", r)
 	}
 
+	// The policy requires signatures of every runner: one without a
+	// keyring runs nothing.
+	w.cli.ok(t, "policy", "set", "signed_approvals=true", "--why", "every run checks its approval")
+	id = fresh()
+	asBob.ok(t, "replay", "approve", id, "--key", bobKey, "--why", "checked")
+	if r := w.cli.exits(t, 4, "replay", "run", id); !strings.Contains(r.stderr, "policy requires every runner") || published() != 0 {
+		t.Errorf("a runner without a keyring under the policy: %s", r)
+	}
+
 	id = fresh()
 	r = asBob.ok(t, "replay", "approve", id, "--key", bobKey, "--why", "checked")
 	if !strings.Contains(r.stderr, "signed with your key") {
@@ -148,7 +157,7 @@ func TestSignedApprovalsAgainstASuperuser(t *testing.T) {
 	if err := os.WriteFile(both, []byte(bobVerifier+carolVerifier), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := offline.ok(t, "audit", "verify", "--file", trail, "--keyring", both); !strings.Contains(r.stderr, "4 signed approvals verified") ||
+	if r := offline.ok(t, "audit", "verify", "--file", trail, "--keyring", both); !strings.Contains(r.stderr, "5 signed approvals verified") ||
 		!strings.Contains(r.stderr, "1 approvals unsigned") {
 		t.Errorf("the signed approvals offline: %s", r)
 	}

@@ -81,13 +81,13 @@ func Check(ctx context.Context, pool *pgxpool.Pool) (Report, error) {
 		if err != nil {
 			return err
 		}
+		defaults, err := replay.PolicyDefaults(ctx, pool)
+		if err != nil {
+			return err
+		}
 		var f []Finding
-		f, rep.PolicyFrom = checkPolicy(policy, events)
+		f, rep.PolicyFrom = checkPolicy(policy, events, defaults)
 		if rep.PolicyFrom == 0 {
-			defaults, err := replay.PolicyDefaults(ctx, pool)
-			if err != nil {
-				return err
-			}
 			f = comparePolicy(policy, defaults, "the schema's defaults (no policy event)", "updated_at", "updated_by")
 		}
 		findings = append(findings, f...)
@@ -367,8 +367,9 @@ func sortedGrants(m map[grant]int64) []grant {
 }
 
 // checkPolicy compares the policy with the "after" of the last event that
-// changed it; from is that event's seq, 0 when there is none.
-func checkPolicy(policy map[string]any, events []audit.Event) (f []Finding, from int64) {
+// changed it; from is that event's seq, 0 when there is none. A key the
+// event does not record, a column added since, holds its default.
+func checkPolicy(policy map[string]any, events []audit.Event, defaults map[string]any) (f []Finding, from int64) {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		if e.Action != "policy.set" && e.Action != "policy.approve" {
@@ -380,6 +381,11 @@ func checkPolicy(policy map[string]any, events []audit.Event) (f []Finding, from
 		if err := json.Unmarshal(e.Details, &d); err != nil || d.After == nil {
 			return []Finding{{"audit_log", "seq " + strconv.FormatInt(e.Seq, 10), "details",
 				"the policy event records no policy after it"}}, e.Seq
+		}
+		for k, v := range defaults {
+			if _, recorded := d.After[k]; !recorded {
+				d.After[k] = v
+			}
 		}
 		return comparePolicy(policy, d.After, fmt.Sprintf("the %s event (seq %d)", e.Action, e.Seq)), e.Seq
 	}

@@ -146,6 +146,9 @@ func TestReconcileReportsHandEdits(t *testing.T) {
 		{"the policy changed by hand", func(map[string]int64) string {
 			return `UPDATE expiryctl.policy SET max_rate = 500`
 		}, "policy", "singleton", "max_rate"},
+		{"signed approvals required by hand", func(map[string]int64) string {
+			return `UPDATE expiryctl.policy SET signed_approvals = true`
+		}, "policy", "singleton", "signed_approvals"},
 		{"a group granted by hand", func(map[string]int64) string {
 			return "GRANT expiryctl_admin TO {alice}"
 		}, "pg_auth_members", "login {alice}", "expiryctl_admin"},

@@ -62,6 +62,10 @@ type Policy struct {
 	// StopConflictRatio halts a run when more than this share of the
 	// terminal items were duplicates (idempotency conflicts).
 	StopConflictRatio float64 `json:"stop_conflict_ratio"`
+	// SignedApprovals requires every runner to run only approvals signed by
+	// a key of its keyring (see ApprovalCheck); a runner can require them
+	// without it.
+	SignedApprovals bool `json:"signed_approvals"`
 	// Retention is how long dead-letter payloads and headers are kept before
 	// `dlq purge` redacts them.
 	Retention time.Duration `json:"-"`
@@ -104,6 +108,7 @@ var policyKeys = map[string]policyKey{
 	"outcome_window":       {"outcome_window", parseInterval, "a duration, e.g. 2m: how long a confirmed item has to reach its terminal state"},
 	"stop_unsettled_ratio": {"stop_unsettled_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.05"},
 	"stop_conflict_ratio":  {"stop_conflict_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.2"},
+	"signed_approvals":     {"signed_approvals", parseBool, "true or false: every runner runs only approvals signed by a key of its keyring (replay run --keyring)"},
 }
 
 // PolicyKeys lists the keys `policy set` accepts, with what each takes.
@@ -301,6 +306,14 @@ func parseRatio(s string) (any, error) {
 		return nil, fmt.Errorf("not a ratio")
 	}
 	return f, nil
+}
+
+func parseBool(s string) (any, error) {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return nil, fmt.Errorf("not true or false")
+	}
+	return b, nil
 }
 
 func parseIdentityMode(s string) (any, error) {

@@ -15,11 +15,13 @@ func (p postgresTables) PolicyGet(ctx context.Context) (Policy, error) {
 		extract(epoch FROM approval_ttl)::float8, stop_failure_ratio::float8, stop_queue_depth,
 		stop_redead_ratio::float8, extract(epoch FROM canary_window)::float8, identity_mode,
 		eligibility_query, extract(epoch FROM retention)::float8, updated_at, updated_by,
-		outcome_query, extract(epoch FROM outcome_window)::float8, stop_unsettled_ratio::float8, stop_conflict_ratio::float8
+		outcome_query, extract(epoch FROM outcome_window)::float8, stop_unsettled_ratio::float8, stop_conflict_ratio::float8,
+		signed_approvals
 		FROM expiryctl.policy WHERE singleton`).Scan(&pol.Approvers, &pol.MaxCohort, &pol.MaxRate,
 		durationScanner{&ttl}, &pol.StopFailureRatio, &pol.StopQueueDepth, &pol.StopRedeadRatio,
 		durationScanner{&window}, &pol.IdentityMode, &pol.EligibilityQuery, durationScanner{&retention}, &pol.UpdatedAt, &pol.UpdatedBy,
-		&pol.OutcomeQuery, durationScanner{&outcomeWindow}, &pol.StopUnsettledRatio, &pol.StopConflictRatio)
+		&pol.OutcomeQuery, durationScanner{&outcomeWindow}, &pol.StopUnsettledRatio, &pol.StopConflictRatio,
+		&pol.SignedApprovals)
 	if err != nil {
 		return Policy{}, fmt.Errorf("read policy: %w", err)
 	}

@@ -444,6 +444,10 @@ func (r *Runner) begin(ctx context.Context, id int64, seen *Observation) (*runSt
 		if st.pol, err = t.PolicyGet(ctx); err != nil {
 			return err
 		}
+		if st.pol.SignedApprovals && !r.Approvals.enforced() {
+			return refuse("signed-approval", "the policy requires every runner to check signed approvals, and this runner has no keyring: "+
+				"run with --keyring (or EXPIRYCTL_KEYRING), the approvers' verifier keys")
+		}
 		st.status = StatusRunning
 		states, err := t.ItemsCountByState(ctx, id)
 		if err != nil {

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00027, then the files of store/functions/) leaves an empty database, dumped
+-- 00028, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -774,7 +774,7 @@ BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
                      'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
-                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio');
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
     END IF;
@@ -795,6 +795,7 @@ BEGIN
         outcome_window = CASE WHEN changes ? 'outcome_window' THEN (changes->>'outcome_window')::interval ELSE outcome_window END,
         stop_unsettled_ratio = CASE WHEN changes ? 'stop_unsettled_ratio' THEN (changes->>'stop_unsettled_ratio')::numeric ELSE stop_unsettled_ratio END,
         stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
+        signed_approvals = CASE WHEN changes ? 'signed_approvals' THEN (changes->>'signed_approvals')::boolean ELSE signed_approvals END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
@@ -2609,6 +2610,7 @@ CREATE TABLE expiryctl.policy (
     outcome_window interval DEFAULT '00:05:00'::interval NOT NULL,
     stop_unsettled_ratio numeric DEFAULT 0.05 NOT NULL,
     stop_conflict_ratio numeric DEFAULT 0.2 NOT NULL,
+    signed_approvals boolean DEFAULT false NOT NULL,
     CONSTRAINT policy_approval_ttl_check CHECK ((approval_ttl > '00:00:00'::interval)),
     CONSTRAINT policy_canary_window_check CHECK ((canary_window >= '00:00:00'::interval)),
     CONSTRAINT policy_identity_mode_check CHECK ((identity_mode = ANY (ARRAY['declared'::text, 'db-role'::text]))),
