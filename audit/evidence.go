@@ -59,9 +59,34 @@ type consistencyProof struct {
 }
 
 // maxConsistencyProofs is how many of the stored checkpoints before the
-// newest an export proves its checkpoint consistent with. A reviewer who
-// holds an older one names it (`audit export --from-checkpoint`).
-const maxConsistencyProofs = 16
+// newest an export proves its checkpoint consistent with: the newest
+// recentConsistencyProofs of them, then, further back, the newest at or
+// below each halving of the tree's size, so that a reviewer's checkpoint
+// of last month is as likely covered as this hour's. A reviewer who holds
+// another names it (`audit export --from-checkpoint`).
+const (
+	maxConsistencyProofs    = 16
+	recentConsistencyProofs = 8
+	// storedSizesRead bounds the earlier checkpoints' sizes read to pick
+	// from.
+	storedSizesRead = 4096
+)
+
+// pickConsistencySizes picks from stored, the sizes of earlier
+// checkpoints largest first, those an export proves consistency with.
+func pickConsistencySizes(stored []int64, size int64) []int64 {
+	picked := append([]int64{}, stored[:min(len(stored), recentConsistencyProofs)]...)
+	rest := stored[len(picked):]
+	for target := size / 2; target > 0 && len(picked) < maxConsistencyProofs && len(rest) > 0; target /= 2 {
+		i := sort.Search(len(rest), func(i int) bool { return rest[i] <= target })
+		if i == len(rest) {
+			break
+		}
+		picked = append(picked, rest[i])
+		rest = rest[i+1:]
+	}
+	return picked
+}
 
 // evidenceRow is one row of an evidence export.
 type evidenceRow struct {
@@ -215,10 +240,11 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 // cp's is a checkpoint newer than any the database still stores: the
 // checkpoints, or the trail, were rolled back.
 func proveConsistency(ctx context.Context, trail trailStore, reader tlog.HashReader, cp Checkpoint, from []int64) ([]consistencyProof, error) {
-	sizes, err := trail.CheckpointSizesBelow(ctx, cp.Size, maxConsistencyProofs)
+	stored, err := trail.CheckpointSizesBelow(ctx, cp.Size, storedSizesRead)
 	if err != nil {
 		return nil, fmt.Errorf("audit export: read the earlier checkpoints: %w", err)
 	}
+	sizes := pickConsistencySizes(stored, cp.Size)
 	for _, n := range from {
 		if n > cp.Size {
 			return nil, &ChainError{Problem: CheckpointRollback, Source: "the database", Detail: fmt.Sprintf(
@@ -229,11 +255,14 @@ func proveConsistency(ctx context.Context, trail trailStore, reader tlog.HashRea
 			sizes = append(sizes, n)
 		}
 	}
+	sizes = slices.DeleteFunc(sizes, func(n int64) bool { return n == 0 }) // the empty tree is a prefix of every tree
+	if _, stored := reader.(*storedTree); stored && len(sizes) > 0 {
+		if reader, err = prefetched(reader, cp.Size, sizes); err != nil {
+			return nil, fmt.Errorf("audit export: read the tree for the consistency proofs: %w", err)
+		}
+	}
 	var out []consistencyProof
 	for _, n := range sizes {
-		if n == 0 {
-			continue // the empty tree is a prefix of every tree
-		}
 		root, err := tlog.TreeHash(n, reader)
 		if err != nil {
 			return nil, fmt.Errorf("audit export: the tree of %d rows: %w", n, err)
@@ -243,6 +272,57 @@ func proveConsistency(ctx context.Context, trail trailStore, reader tlog.HashRea
 			return nil, fmt.Errorf("audit export: prove %d rows consistent with %d: %w", n, cp.Size, err)
 		}
 		out = append(out, consistencyProof{Size: n, Root: root.String(), Proof: joinHashes(proof)})
+	}
+	return out, nil
+}
+
+// prefetched reads, in one round trip, every stored hash the roots of and
+// the proofs from sizes to size read. Which hashes tlog reads depends on
+// the sizes alone, so a first pass over a reader that answers zeros learns
+// them all.
+func prefetched(reader tlog.HashReader, size int64, sizes []int64) (tlog.HashReader, error) {
+	var asked indexRecorder
+	for _, n := range sizes {
+		if _, err := tlog.TreeHash(n, &asked); err != nil {
+			return nil, err
+		}
+		if _, err := tlog.ProveTree(size, n, &asked); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(asked)
+	indexes := slices.Compact(asked)
+	hashes, err := reader.ReadHashes(indexes)
+	if err != nil {
+		return nil, err
+	}
+	cache := make(hashCache, len(indexes))
+	for i, idx := range indexes {
+		cache[idx] = hashes[i]
+	}
+	return cache, nil
+}
+
+// indexRecorder is a tlog.HashReader that answers zero hashes and keeps
+// the indexes it was asked for.
+type indexRecorder []int64
+
+func (r *indexRecorder) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	*r = append(*r, indexes...)
+	return make([]tlog.Hash, len(indexes)), nil
+}
+
+// hashCache answers from hashes read before.
+type hashCache map[int64]tlog.Hash
+
+func (c hashCache) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		h, ok := c[idx]
+		if !ok {
+			return nil, fmt.Errorf("audit tree: hash %d was not read ahead", idx)
+		}
+		out[i] = h
 	}
 	return out, nil
 }
