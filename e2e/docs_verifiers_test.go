@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -34,9 +35,9 @@ func pythonBlock(t *testing.T, heading string) string {
 	return path
 }
 
-func python(t *testing.T, script, file string) (string, error) {
+func python(t *testing.T, script string, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command("python3", script, file).CombinedOutput()
+	out, err := exec.Command("python3", append([]string{script}, args...)...).CombinedOutput()
 	if missing := (*exec.Error)(nil); errors.As(err, &missing) {
 		t.Fatalf("python3 is needed to run the docs' verifiers: %v", err)
 	}
@@ -52,21 +53,25 @@ func TestDocsVerifiersPassOnRealExports(t *testing.T) {
 	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
 	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
 	dir := t.TempDir()
-	key, _ := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	_, otherKey := keygen(t, audrey, filepath.Join(dir, "other.key"))
 	for range 5 {
 		alice.ok(t, "dlq", "summary")
 	}
 	audrey.ok(t, "audit", "checkpoint", "--key", key)
 	alice.ok(t, "dlq", "summary")
 
-	for _, c := range []struct{ heading, format, want string }{
-		{"### An independent verifier", "ndjson", "verified "},
-		{"### An independent evidence verifier", "evidence", "hash to the checkpoint's root"},
+	for _, c := range []struct {
+		heading, format, want string
+		args                  []string
+	}{
+		{"### An independent verifier", "ndjson", "verified ", nil},
+		{"### An independent evidence verifier", "evidence", "hash to the checkpoint's root", []string{vkey}},
 	} {
 		file := filepath.Join(dir, "trail."+c.format)
 		audrey.ok(t, "audit", "export", "-o", c.format, "--out", file)
 		script := pythonBlock(t, c.heading)
-		if out, err := python(t, script, file); err != nil || !strings.Contains(out, c.want) {
+		if out, err := python(t, script, append([]string{file}, c.args...)...); err != nil || !strings.Contains(out, c.want) {
 			t.Errorf("%s: the docs' verifier on a real export: %v\n%s", c.heading, err, out)
 		}
 		data, _ := os.ReadFile(file)
@@ -74,8 +79,30 @@ func TestDocsVerifiersPassOnRealExports(t *testing.T) {
 		if err := os.WriteFile(changed, []byte(strings.Replace(string(data), `"actor":"alice`, `"actor":"mallory`, 1)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := python(t, script, changed); err == nil {
+		if out, err := python(t, script, append([]string{changed}, c.args...)...); err == nil {
 			t.Errorf("%s: the docs' verifier passed a changed export:\n%s", c.heading, out)
+		}
+		if c.args != nil {
+			if out, err := python(t, script, file, otherKey); err == nil || !strings.Contains(out, "no signature of") {
+				t.Errorf("%s: the docs' verifier with another key: %v\n%s", c.heading, err, out)
+			}
+			forged := filepath.Join(dir, "forged."+c.format)
+			// the checkpoint's size, edited in its note: the signature no longer holds
+			header, rest, _ := strings.Cut(string(data), "\n")
+			var h map[string]any
+			if err := json.Unmarshal([]byte(header), &h); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.SplitN(h["checkpoint"].(string), "\n", 3)
+			lines[1] += "0"
+			h["checkpoint"] = strings.Join(lines, "\n")
+			edited, _ := json.Marshal(h)
+			if err := os.WriteFile(forged, []byte(string(edited)+"\n"+rest), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := python(t, script, forged, vkey); err == nil {
+				t.Errorf("%s: the docs' verifier passed a forged checkpoint:\n%s", c.heading, out)
+			}
 		}
 	}
 }

@@ -456,13 +456,18 @@ ensure_management_api() {
 }
 
 # ensure_test_tools installs what the tests drive besides the two servers:
-# tmux runs the terminal UI in a real terminal for the end-to-end test.
+# tmux runs the terminal UI in a real terminal for the end-to-end test, and
+# Python with its cryptography package runs docs/audit.md's independent
+# verifiers on real exports.
 ensure_test_tools() {
-	if command -v tmux >/dev/null 2>&1; then
-		return
+	if ! command -v tmux >/dev/null 2>&1; then
+		step "tools: installing tmux (the terminal UI's end-to-end test runs in it)"
+		apt_install tmux
 	fi
-	step "tools: installing tmux (the terminal UI's end-to-end test runs in it)"
-	apt_install tmux
+	if ! python3 -c 'import cryptography.hazmat.primitives.asymmetric.ed25519' >/dev/null 2>&1; then
+		step "tools: installing python3 and python3-cryptography (the docs' audit verifiers run on real exports)"
+		apt_install python3 python3-cryptography
+	fi
 }
 
 main() {
