@@ -156,32 +156,49 @@ func ProveConsistency(ctx context.Context, pool *pgxpool.Pool, oldSize, newSize 
 	return proof, nil
 }
 
-// EvidenceConsistency reads, from the header of an evidence export, its
-// checkpoint note and its proof that this checkpoint extends the tree of
-// size records (nil when it carries none).
-func EvidenceConsistency(r io.Reader, size int64) ([]byte, tlog.TreeProof, error) {
+// ErrEvidenceOfAnotherCheckpoint is an evidence export asked to prove that
+// newer extends older whose own checkpoint is not newer: the wrong file.
+var ErrEvidenceOfAnotherCheckpoint = errors.New("the evidence carries another checkpoint than the newer one: it proves nothing of it")
+
+// CheckConsistencyByEvidence is CheckConsistency with the proof read from
+// the header of an evidence export (r, named name in messages), whose own
+// checkpoint, checked with verifierKey, must be newer. An export that
+// carries no proof from older's size is consistency-unproven.
+func CheckConsistencyByEvidence(r io.Reader, name string, older, newer Checkpoint, verifierKey string) error {
 	var lineBuf []byte
 	first, err := readLine(bufio.NewReaderSize(r, 1<<20), &lineBuf)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, nil, err
+		return err
 	}
 	var header evidenceHeader
 	if err := json.Unmarshal(bytes.TrimLeft(first, "\xef\xbb\xbf"), &header); err != nil {
-		return nil, nil, fmt.Errorf("not the header of an expiryctl evidence export: %w", err)
+		return fmt.Errorf("not the header of an expiryctl evidence export: %w", err)
 	}
 	if header.Version != 1 {
-		return nil, nil, errors.New("not the header of an expiryctl evidence export")
+		return errors.New("not the header of an expiryctl evidence export")
 	}
+	carried, err := OpenCheckpoint([]byte(header.Checkpoint), verifierKey)
+	if err != nil {
+		return err
+	}
+	if carried.TreeHead != newer.TreeHead {
+		return fmt.Errorf("%w (it carries the checkpoint of %d rows, the newer covers %d)", ErrEvidenceOfAnotherCheckpoint, carried.Size, newer.Size)
+	}
+	var proof tlog.TreeProof
 	for _, c := range header.Consistency {
-		if c.Size == size {
-			proof, ok := splitHashes(c.Proof)
-			if !ok {
-				return nil, nil, &ChainError{Problem: Malformed, Source: "the evidence", Detail: fmt.Sprintf("its proof from %d rows is not base64 of whole hashes", size)}
-			}
-			return []byte(header.Checkpoint), proof, nil
+		if c.Size != older.Size {
+			continue
+		}
+		var ok bool
+		if proof, ok = splitHashes(c.Proof); !ok {
+			return &ChainError{Problem: Malformed, Source: name, Detail: fmt.Sprintf("its proof from %d rows is not base64 of whole hashes", older.Size)}
 		}
 	}
-	return []byte(header.Checkpoint), nil, nil
+	if proof == nil && older.Size > 0 && older.Size < newer.Size {
+		return &ChainError{Problem: ConsistencyUnproven, Source: name, Detail: fmt.Sprintf(
+			"it carries no proof from %d rows: ask for an export made with `audit export --from-checkpoint` the older checkpoint", older.Size)}
+	}
+	return CheckConsistency(older, newer, proof)
 }
 
 // Consistency checks that newer extends older, with the proof read from

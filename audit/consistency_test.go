@@ -179,3 +179,21 @@ func TestCheckpointConsistency(t *testing.T) {
 		t.Fatalf("%d failed consistency checks recorded (%v), want 2", failed, err)
 	}
 }
+
+// TestConsistencyByEvidence: the proof read from an evidence header, from
+// the right file only, and named unproven when the header carries none.
+func TestConsistencyByEvidence(t *testing.T) {
+	t.Parallel()
+	db, older, newer, vkey := twoCheckpoints(t)
+	filtered := audit.Filter{Action: "dlq.show"}
+	file := evidence(t, db, filtered)
+	if err := audit.CheckConsistencyByEvidence(bytes.NewReader(file), "f", older, newer, vkey); err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.CheckConsistencyByEvidence(bytes.NewReader(file), "f", older, older, vkey); !errors.Is(err, audit.ErrEvidenceOfAnotherCheckpoint) {
+		t.Fatalf("the evidence of another checkpoint: %v", err)
+	}
+	forgetCheckpoint(t, db, older.Size)
+	err := audit.CheckConsistencyByEvidence(bytes.NewReader(evidence(t, db, filtered)), "f", older, newer, vkey)
+	wantProblem(t, err, audit.ConsistencyUnproven)
+}

@@ -59,22 +59,32 @@ func auditKeygenRun(opts *AuditKeygenOptions) error {
 	if err != nil {
 		return &FlagError{Err: err}
 	}
-	f, err := os.OpenFile(opts.Out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err := writeNewKey(opts.Out, skey, "keygen"); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out, vkey)
+	fmt.Fprintf(opts.IO.ErrOut, "wrote the signing key to %s; the line above is its verifier key, for `expiryctl audit verify --verifier`\n", opts.Out)
+	return nil
+}
+
+// writeNewKey writes a signing key to a new file at path, readable by its
+// owner alone; an existing file is never overwritten. command names who
+// refuses, in the message.
+func writeNewKey(path, key, command string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return flagErrorf("--out %s exists: keygen never overwrites a key; name a new file", opts.Out)
+		return flagErrorf("--out %s exists: %s never overwrites a key; name a new file", path, command)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot write --out: %w", err)
 	}
-	if _, err := fmt.Fprintln(f, skey); err != nil {
+	if _, err := fmt.Fprintln(f, key); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("write --out %s: %w", opts.Out, err)
+		return fmt.Errorf("write --out %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("write --out %s: %w", opts.Out, err)
+		return fmt.Errorf("write --out %s: %w", path, err)
 	}
-	fmt.Fprintln(opts.IO.Out, vkey)
-	fmt.Fprintf(opts.IO.ErrOut, "wrote the signing key to %s; the line above is its verifier key, for `expiryctl audit verify --verifier`\n", opts.Out)
 	return nil
 }
 

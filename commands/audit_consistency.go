@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -90,24 +91,11 @@ func auditConsistencyRun(ctx context.Context, opts *AuditConsistencyOptions) err
 		if err != nil {
 			return flagErrorf("cannot read --evidence: %v", err)
 		}
-		note, proof, err := audit.EvidenceConsistency(f, older.Size)
+		err = audit.CheckConsistencyByEvidence(f, opts.Evidence, older, newer, vkey)
 		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("--evidence %s: %w", opts.Evidence, err)
+		if errors.Is(err, audit.ErrEvidenceOfAnotherCheckpoint) {
+			return &FlagError{Err: fmt.Errorf("--evidence %s: %w", opts.Evidence, err)}
 		}
-		carried, err := audit.OpenCheckpoint(note, vkey)
-		if err != nil {
-			return err
-		}
-		if carried.TreeHead != newer.TreeHead {
-			return flagErrorf("--evidence %s carries the checkpoint of %d rows, not NEWER (%d rows): it cannot prove NEWER extends anything",
-				opts.Evidence, carried.Size, newer.Size)
-		}
-		if proof == nil && older.Size > 0 && older.Size < newer.Size {
-			return &audit.ChainError{Problem: audit.ConsistencyUnproven, Source: opts.Evidence,
-				Detail: fmt.Sprintf("it carries no proof from %d rows: ask for an export made with `audit export --from-checkpoint %s`", older.Size, opts.Older)}
-		}
-		err = audit.CheckConsistency(older, newer, proof)
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,9 @@
 package commands
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
-	"os"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/approval"
@@ -45,7 +42,8 @@ func NewCmdKeysGenerate(f *Factory, runF func(*KeysGenerateOptions) error) *cobr
 		Short: "Make your approval signing key",
 		Long: `Make an Ed25519 key that signs your approvals (` + "`replay approve --key`" + `) and
 print its verifier key. The key is named after your database login, which is
-who the database says approved: --name, else the user of --database-url. The
+who the database says approved: --name, else the login --database-url
+connects as. The
 signing key goes to --out, readable by you alone; an existing file is never
 overwritten. Add the verifier key line to the keyring of every runner
 (a file or directory given to ` + "`replay run --keyring`" + `), kept where the
@@ -58,8 +56,10 @@ database's administrators cannot write.`,
 				return flagErrorf("--out is required: the file your signing key is written to")
 			}
 			if opts.Name == "" {
-				if u, err := url.Parse(f.DatabaseURL()); err == nil && u.User != nil {
-					opts.Name = u.User.Username()
+				// The login the database will see, as pgx reads the URL
+				// (a key=value string, PGUSER or the OS user included).
+				if cfg, err := pgconn.ParseConfig(f.DatabaseURL()); err == nil {
+					opts.Name = cfg.User
 				}
 			}
 			if opts.Name == "" {
@@ -72,7 +72,7 @@ database's administrators cannot write.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write the signing key to this new file (mode 0600)")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "your database login (default: the user of --database-url)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "your database login (default: the login --database-url connects as)")
 	return cmd
 }
 
@@ -81,19 +81,8 @@ func keysGenerateRun(opts *KeysGenerateOptions) error {
 	if err != nil {
 		return &FlagError{Err: err}
 	}
-	f, err := os.OpenFile(opts.Out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return flagErrorf("--out %s exists: keys generate never overwrites a key; name a new file", opts.Out)
-	}
-	if err != nil {
-		return fmt.Errorf("cannot write --out: %w", err)
-	}
-	if _, err := fmt.Fprintln(f, skey); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write --out %s: %w", opts.Out, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write --out %s: %w", opts.Out, err)
+	if err := writeNewKey(opts.Out, skey, "keys generate"); err != nil {
+		return err
 	}
 	fmt.Fprintln(opts.IO.Out, vkey)
 	fmt.Fprintf(opts.IO.ErrOut, "wrote %s's approval key to %s; the line above is its verifier key, for the runners' keyring\n", opts.Name, opts.Out)
