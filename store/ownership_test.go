@@ -36,6 +36,8 @@ var tableOwners = map[string]string{
 	"audit_trail":                 "audit",
 	"audit_tree":                  "audit",
 	"audit_checkpoints":           "audit",
+	"audit_count_leaves":          "audit",
+	"audit_count_tree":            "audit",
 	"schema_definitions":          "store",
 	"schema_definitions_before":   "store",
 	"schema_migrate_lock":         "store",

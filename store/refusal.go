@@ -33,6 +33,7 @@ const NotFoundSQLState = "EG002"
 var functionRoles = map[string]string{
 	"access_granted":                "auditor",
 	"audit_checkpoint_record":       "auditor",
+	"audit_counts_extend":           "auditor",
 	"audit_tree_extend":             "auditor or admin or ingester",
 	"ingest_letters":                "ingester",
 	"purge_letters":                 "operator or admin",

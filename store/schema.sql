@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00028, then the files of store/functions/) leaves an empty database, dumped
+-- 00029, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -188,6 +188,9 @@ DECLARE
     stored bigint;
     origin text;
     lines text[];
+    body int := 3;
+    counted bigint;
+    counts_root bytea;
     id bigint;
 BEGIN
     PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor');
@@ -203,9 +206,19 @@ BEGIN
             encode(root_hash, 'hex'), tree_size));
     END IF;
     lines := string_to_array(signed_note, E'\n');
-    IF cardinality(lines) < 6 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
-       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[4] <> ''
-       OR left(lines[5], 2) <> E'\u2014 ' THEN
+    IF left(lines[4], 7) = 'counts ' THEN
+        body := 4;
+        SELECT t.counts_size INTO counted FROM expiryctl.audit_trail t WHERE t.singleton;
+        SELECT c.hash INTO counts_root FROM expiryctl.audit_count_tree c WHERE c.level = 16 AND c.n = 0;
+        IF counted IS DISTINCT FROM tree_size OR lines[4] IS DISTINCT FROM 'counts 65536 ' || encode(counts_root, 'base64') THEN
+            PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+                'the note''s count tree line %L is not the count tree the database computes from the first %s rows (it counts %s rows, root %s): the signer counted other rows',
+                lines[4], tree_size, counted, encode(counts_root, 'base64')));
+        END IF;
+    END IF;
+    IF cardinality(lines) < body + 3 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
+       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[body + 1] <> ''
+       OR left(lines[body + 2], 2) <> E'\u2014 ' THEN
         PERFORM expiryctl.replay_refuse('checkpoint-note', format(
             'the note is not a signed checkpoint of this trail (%s) at %s rows with that root: it must be the text `audit checkpoint` signs, then a signature line',
             origin, tree_size));
@@ -215,6 +228,99 @@ BEGIN
     PERFORM expiryctl.audit_write(label, 'audit.checkpoint', 'audit_checkpoint:' || id, jsonb_build_object(
         'tree_size', tree_size, 'root_hash', encode(root_hash, 'hex')));
     RETURN id;
+END
+$$;
+
+
+--
+-- Name: audit_count_bucket(text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_count_bucket(field text, value text) RETURNS integer
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT CAST(CAST('x' OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.substring(
+        pg_catalog.sha256(expiryctl.audit_count_key(field, value)), 1, 2), 'hex') AS pg_catalog.bit(16)) AS pg_catalog.int4)
+$$;
+
+
+--
+-- Name: audit_count_key(text, text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_count_key(field text, value text) RETURNS bytea
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.int4send(pg_catalog.octet_length(field)) OPERATOR(pg_catalog.||) pg_catalog.convert_to(field, 'UTF8')
+        OPERATOR(pg_catalog.||) pg_catalog.int4send(pg_catalog.octet_length(value)) OPERATOR(pg_catalog.||) pg_catalog.convert_to(value, 'UTF8')
+$$;
+
+
+--
+-- Name: audit_counts_extend(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_counts_extend(new_size bigint) RETURNS bytea
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    old_size bigint;
+    present bigint;
+    touched integer[];
+    lvl integer;
+    empty bytea := sha256('\x00'::bytea);
+    root bytea;
+BEGIN
+    PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor');
+    SELECT t.counts_size INTO old_size FROM expiryctl.audit_trail t WHERE t.singleton FOR UPDATE;
+    IF new_size < old_size THEN
+        PERFORM expiryctl.replay_refuse('counts-moved', format(
+            'the count tree counts %s rows, more than the %s asked for: another signer counted further; read it again', old_size, new_size));
+    END IF;
+    SELECT count(*) INTO present FROM expiryctl.audit_log l WHERE l.seq > old_size AND l.seq <= new_size;
+    IF present <> new_size - old_size THEN
+        RAISE EXCEPTION 'the trail has % rows from seq % to seq %, not %: `expiryctl audit verify` says what changed',
+            present, old_size + 1, new_size, new_size - old_size;
+    END IF;
+    WITH counted AS (
+        SELECT 'action' AS field, l.action AS value, count(*) AS n, max(l.seq) AS newest
+          FROM expiryctl.audit_log l WHERE l.seq > old_size AND l.seq <= new_size GROUP BY l.action
+        UNION ALL
+        SELECT 'actor', l.actor, count(*), max(l.seq)
+          FROM expiryctl.audit_log l WHERE l.seq > old_size AND l.seq <= new_size GROUP BY l.actor
+        UNION ALL
+        SELECT 'target', l.target, count(*), max(l.seq)
+          FROM expiryctl.audit_log l WHERE l.seq > old_size AND l.seq <= new_size GROUP BY l.target
+    ), grown AS (
+        INSERT INTO expiryctl.audit_count_leaves AS c (field, value, bucket, rows, newest)
+        SELECT counted.field, counted.value, expiryctl.audit_count_bucket(counted.field, counted.value), counted.n, counted.newest
+          FROM counted
+        ON CONFLICT (field, value) DO UPDATE SET rows = c.rows + excluded.rows, newest = greatest(c.newest, excluded.newest)
+        RETURNING c.bucket
+    )
+    SELECT coalesce(array_agg(DISTINCT grown.bucket), '{}') INTO touched FROM grown;
+
+    INSERT INTO expiryctl.audit_count_tree AS t (level, n, hash)
+    SELECT 0, c.bucket, sha256('\x00'::bytea || string_agg(
+               expiryctl.audit_count_key(c.field, c.value) || int8send(c.rows) || int8send(c.newest), ''::bytea
+               ORDER BY convert_to(c.field, 'UTF8'), convert_to(c.value, 'UTF8')))
+      FROM expiryctl.audit_count_leaves c WHERE c.bucket = ANY (touched) GROUP BY c.bucket
+    ON CONFLICT (level, n) DO UPDATE SET hash = excluded.hash;
+    FOR lvl IN 1..16 LOOP
+        SELECT coalesce(array_agg(DISTINCT b >> 1), '{}') INTO touched FROM unnest(touched) AS b;
+        INSERT INTO expiryctl.audit_count_tree AS t (level, n, hash)
+        SELECT lvl, p, sha256('\x01'::bytea || coalesce(l.hash, empty) || coalesce(r.hash, empty))
+          FROM unnest(touched) AS p
+          LEFT JOIN expiryctl.audit_count_tree l ON l.level = lvl - 1 AND l.n = 2 * p
+          LEFT JOIN expiryctl.audit_count_tree r ON r.level = lvl - 1 AND r.n = 2 * p + 1
+        ON CONFLICT (level, n) DO UPDATE SET hash = excluded.hash;
+        empty := sha256('\x01'::bytea || empty || empty);
+    END LOOP;
+    UPDATE expiryctl.audit_trail SET counts_size = new_size WHERE singleton;
+    SELECT t.hash INTO root FROM expiryctl.audit_count_tree t WHERE t.level = 16 AND t.n = 0;
+    RETURN coalesce(root, empty);
 END
 $$;
 
@@ -2426,6 +2532,51 @@ ALTER TABLE expiryctl.audit_checkpoints ALTER COLUMN id ADD GENERATED ALWAYS AS 
 
 
 --
+-- Name: audit_count_leaves; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_count_leaves (
+    field text NOT NULL,
+    value text NOT NULL,
+    bucket integer NOT NULL,
+    rows bigint NOT NULL,
+    newest bigint NOT NULL,
+    CONSTRAINT audit_count_leaves_bucket_check CHECK (((bucket >= 0) AND (bucket <= 65535))),
+    CONSTRAINT audit_count_leaves_field_check CHECK ((field = ANY (ARRAY['action'::text, 'actor'::text, 'target'::text]))),
+    CONSTRAINT audit_count_leaves_newest_check CHECK ((newest > 0)),
+    CONSTRAINT audit_count_leaves_rows_check CHECK ((rows > 0))
+);
+
+
+--
+-- Name: TABLE audit_count_leaves; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.audit_count_leaves IS 'How many of the first audit_trail.counts_size audit rows hold each value of action, actor and target, and the newest of them (docs/audit.md, complete filtered exports)';
+
+
+--
+-- Name: audit_count_tree; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.audit_count_tree (
+    level smallint NOT NULL,
+    n integer NOT NULL,
+    hash bytea NOT NULL,
+    CONSTRAINT audit_count_tree_hash_check CHECK ((length(hash) = 32)),
+    CONSTRAINT audit_count_tree_level_check CHECK (((level >= 0) AND (level <= 16))),
+    CONSTRAINT audit_count_tree_n_check CHECK (((n >= 0) AND (n < (65536 >> (level)::integer))))
+);
+
+
+--
+-- Name: TABLE audit_count_tree; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.audit_count_tree IS 'The count tree''s hashes, level 0 the buckets'' record hashes, level 16 the root; a node under which no leaf falls is not stored';
+
+
+--
 -- Name: audit_log; Type: TABLE; Schema: expiryctl
 --
 
@@ -2458,6 +2609,8 @@ CREATE TABLE expiryctl.audit_trail (
     singleton boolean DEFAULT true NOT NULL,
     origin text,
     tree_size bigint DEFAULT 0 NOT NULL,
+    counts_size bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT audit_trail_counts_size_check CHECK ((counts_size >= 0)),
     CONSTRAINT audit_trail_singleton_check CHECK (singleton),
     CONSTRAINT audit_trail_tree_size_check CHECK ((tree_size >= 0))
 );
@@ -2899,6 +3052,22 @@ ALTER TABLE ONLY expiryctl.audit_checkpoints
 
 
 --
+-- Name: audit_count_leaves audit_count_leaves_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_count_leaves
+    ADD CONSTRAINT audit_count_leaves_pkey PRIMARY KEY (field, value);
+
+
+--
+-- Name: audit_count_tree audit_count_tree_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.audit_count_tree
+    ADD CONSTRAINT audit_count_tree_pkey PRIMARY KEY (level, n);
+
+
+--
 -- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -3064,6 +3233,13 @@ ALTER TABLE ONLY expiryctl.schema_definitions
 
 ALTER TABLE ONLY expiryctl.schema_migrate_lock
     ADD CONSTRAINT schema_migrate_lock_pkey PRIMARY KEY (lock_id);
+
+
+--
+-- Name: audit_count_leaves_bucket; Type: INDEX; Schema: expiryctl
+--
+
+CREATE INDEX audit_count_leaves_bucket ON expiryctl.audit_count_leaves USING btree (bucket);
 
 
 --
@@ -3450,6 +3626,18 @@ ALTER TABLE expiryctl.audit_chain ENABLE ROW LEVEL SECURITY;
 ALTER TABLE expiryctl.audit_checkpoints ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: audit_count_leaves; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_count_leaves ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: audit_count_tree; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.audit_count_tree ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: audit_log; Type: ROW SECURITY; Schema: expiryctl
 --
 
@@ -3527,6 +3715,20 @@ CREATE POLICY reads ON expiryctl.audit_chain FOR SELECT USING (true);
 --
 
 CREATE POLICY reads ON expiryctl.audit_checkpoints FOR SELECT USING (true);
+
+
+--
+-- Name: audit_count_leaves reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_count_leaves FOR SELECT USING (true);
+
+
+--
+-- Name: audit_count_tree reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.audit_count_tree FOR SELECT USING (true);
 
 
 --
@@ -3760,6 +3962,28 @@ GRANT ALL ON FUNCTION expiryctl.audit_canonical(seq bigint, at timestamp with ti
 
 REVOKE ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text) TO expiryctl_auditor;
+
+
+--
+-- Name: FUNCTION audit_count_bucket(field text, value text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_count_bucket(field text, value text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_count_key(field text, value text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_count_key(field text, value text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION audit_counts_extend(new_size bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_counts_extend(new_size bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.audit_counts_extend(new_size bigint) TO expiryctl_auditor;
 
 
 --
@@ -4427,6 +4651,20 @@ GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_auditor;
 GRANT SELECT ON TABLE expiryctl.audit_checkpoints TO expiryctl_admin;
+
+
+--
+-- Name: TABLE audit_count_leaves; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_count_leaves TO expiryctl_auditor;
+
+
+--
+-- Name: TABLE audit_count_tree; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.audit_count_tree TO expiryctl_auditor;
 
 
 --

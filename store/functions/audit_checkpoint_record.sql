@@ -5,7 +5,10 @@
 -- (rule checkpoint-note): its text names this trail's origin, tree_size
 -- and root_hash, the root is the one the server computes from its own
 -- tree (audit_tree_root), and a signature line follows. A garbage note
--- would make every export that proves rows against it fail. Only the
+-- would make every export that proves rows against it fail. A note with
+-- a count tree line (`counts 65536 ROOT`, docs/audit.md) is kept only when
+-- its root is the one audit_counts_extend computed from the same rows, in
+-- this transaction: a signer that counted other rows is refused. Only the
 -- auditor group records one: a checkpoint is the auditor's word on the
 -- trail, and a capture that signs them as it runs needs that group too.
 CREATE OR REPLACE FUNCTION expiryctl.audit_checkpoint_record(actor text, tree_size bigint, root_hash bytea, signed_note text)
@@ -17,6 +20,9 @@ DECLARE
     stored bigint;
     origin text;
     lines text[];
+    body int := 3;
+    counted bigint;
+    counts_root bytea;
     id bigint;
 BEGIN
     PERFORM expiryctl.require_role('audit checkpoint', 'expiryctl_auditor');
@@ -32,9 +38,19 @@ BEGIN
             encode(root_hash, 'hex'), tree_size));
     END IF;
     lines := string_to_array(signed_note, E'\n');
-    IF cardinality(lines) < 6 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
-       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[4] <> ''
-       OR left(lines[5], 2) <> E'\u2014 ' THEN
+    IF left(lines[4], 7) = 'counts ' THEN
+        body := 4;
+        SELECT t.counts_size INTO counted FROM expiryctl.audit_trail t WHERE t.singleton;
+        SELECT c.hash INTO counts_root FROM expiryctl.audit_count_tree c WHERE c.level = 16 AND c.n = 0;
+        IF counted IS DISTINCT FROM tree_size OR lines[4] IS DISTINCT FROM 'counts 65536 ' || encode(counts_root, 'base64') THEN
+            PERFORM expiryctl.replay_refuse('checkpoint-note', format(
+                'the note''s count tree line %L is not the count tree the database computes from the first %s rows (it counts %s rows, root %s): the signer counted other rows',
+                lines[4], tree_size, counted, encode(counts_root, 'base64')));
+        END IF;
+    END IF;
+    IF cardinality(lines) < body + 3 OR lines[1] IS DISTINCT FROM origin OR lines[2] IS DISTINCT FROM tree_size::text
+       OR lines[3] IS DISTINCT FROM encode(root_hash, 'base64') OR lines[body + 1] <> ''
+       OR left(lines[body + 2], 2) <> E'\u2014 ' THEN
         PERFORM expiryctl.replay_refuse('checkpoint-note', format(
             'the note is not a signed checkpoint of this trail (%s) at %s rows with that root: it must be the text `audit checkpoint` signs, then a signature line',
             origin, tree_size));
