@@ -43,16 +43,22 @@ func GenerateKey(name string) (signerKey, verifierKey string, err error) {
 }
 
 // checkpointText is the checkpoint body: origin, size and root hash in
-// base64, one per line.
+// base64, one per line, then, when the head has one, the count tree's
+// line.
 func checkpointText(head TreeHead) string {
-	return head.Origin + "\n" + strconv.FormatInt(head.Size, 10) + "\n" + head.Root.String() + "\n"
+	text := head.Origin + "\n" + strconv.FormatInt(head.Size, 10) + "\n" + head.Root.String() + "\n"
+	if !head.Counts.IsZero() {
+		text += head.Counts.line()
+	}
+	return text
 }
 
-// parseCheckpointText reads checkpointText; lines after the third are
-// extensions, which are ignored.
+// parseCheckpointText reads checkpointText. Lines after the third are
+// extensions: the count tree's is read, any other ignored, as a
+// transparency log's checkpoint reader ignores what it does not know.
 func parseCheckpointText(text string) (TreeHead, error) {
-	lines := strings.SplitN(text, "\n", 4)
-	if len(lines) < 4 || lines[0] == "" {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if !strings.HasSuffix(text, "\n") || len(lines) < 3 || lines[0] == "" {
 		return TreeHead{}, errors.New("not a checkpoint: want an origin line, a tree size and a root hash")
 	}
 	size, err := strconv.ParseInt(lines[1], 10, 64)
@@ -63,7 +69,19 @@ func parseCheckpointText(text string) (TreeHead, error) {
 	if err != nil {
 		return TreeHead{}, fmt.Errorf("not a checkpoint: root hash %q", lines[2])
 	}
-	return TreeHead{Origin: lines[0], Size: size, Root: root}, nil
+	head := TreeHead{Origin: lines[0], Size: size, Root: root}
+	for _, line := range lines[3:] {
+		counts, ok, err := parseCountsLine(line)
+		switch {
+		case err != nil:
+			return TreeHead{}, err
+		case ok && !head.Counts.IsZero():
+			return TreeHead{}, errors.New("not a checkpoint: two count tree lines")
+		case ok:
+			head.Counts = counts
+		}
+	}
+	return head, nil
 }
 
 // ErrEmptyTrail is a checkpoint asked of a trail with no rows: there is
@@ -73,26 +91,19 @@ var ErrEmptyTrail = errors.New("the audit trail has no rows yet: there is nothin
 // SignCheckpoint extends the tree to the trail's end, signs its head with
 // signerKey and stores the checkpoint, audited as audit.checkpoint by
 // actor. The checkpoint's own audit row comes after the head it signs.
+//
+// It signs nothing it did not check: the tree's root and the count tree
+// (counts.go) are recomputed from the rows written since the newest
+// checkpoint this key signed, after checking that the database's rows
+// still give that checkpoint's trees, or from the first row when there is
+// none. A database that changed, removed or hid a row is refused with a
+// *ChainError.
 func SignCheckpoint(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string) (Checkpoint, error) {
-	signer, err := note.NewSigner(strings.TrimSpace(signerKey))
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("read the checkpoint key: %w (it must be a key written by `expiryctl audit keygen`)", err)
-	}
-	head, err := ExtendTree(ctx, pool)
+	s, err := newCheckpointSigner(signerKey, actor)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	if head.Size == 0 {
-		return Checkpoint{}, ErrEmptyTrail
-	}
-	msg, err := note.Sign(&note.Note{Text: checkpointText(head)}, signer)
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("sign the checkpoint: %w", err)
-	}
-	if err := newPostgresTrail(pool).CheckpointRecord(ctx, actor, head, msg); err != nil {
-		return Checkpoint{}, fmt.Errorf("store the checkpoint: %w", err)
-	}
-	return Checkpoint{TreeHead: head, Note: msg, Signer: signer.Name(), SignerHash: signer.KeyHash()}, nil
+	return s.sign(ctx, pool)
 }
 
 // OpenCheckpoint checks the signature of a checkpoint note against
@@ -182,7 +193,15 @@ func LatestCheckpoint(ctx context.Context, q store.Querier) ([]byte, error) {
 // report with each one or with why it failed; a failure does not stop the
 // next. A tree that has not grown since the newest stored checkpoint, by
 // this signer or another, is not signed again.
+//
+// It keeps what it signed last, so that each checkpoint reads only the rows
+// written since.
 func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey string, interval time.Duration, report func(Checkpoint, error)) {
+	signer, err := newCheckpointSigner(signerKey, actor)
+	if err != nil {
+		report(Checkpoint{}, err)
+		return
+	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -202,7 +221,7 @@ func CheckpointEvery(ctx context.Context, pool *pgxpool.Pool, actor, signerKey s
 		if cover.Rows == 0 || cover.Rows <= cover.Checkpointed+1 && !cover.NewestCheckpoint.IsZero() {
 			continue
 		}
-		cp, err := SignCheckpoint(ctx, pool, actor, signerKey)
+		cp, err := signer.sign(ctx, pool)
 		if ctx.Err() != nil {
 			return
 		}

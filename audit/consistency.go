@@ -40,7 +40,17 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 			Detail: fmt.Sprintf("the checkpoint is of %q, this database holds %q", cp.Origin, origin)}
 	}
 	tree := &memoryTree{}
-	res, err := verifyDB(ctx, trail, 1, nil, tree)
+	var tally *tallyOnTheSide
+	if !cp.Counts.IsZero() {
+		tally = newTallyOnTheSide(cp.Size)
+		defer tally.finish()
+	}
+	res, err := verifyDB(ctx, trail, 1, nil, func(r *rawRow) error {
+		if tally != nil && r.seq <= cp.Size {
+			sideAdd(tally, r.seq, r.action, r.actor, r.target)
+		}
+		return tree.add(r.seq-1, r.hash)
+	})
 	if err != nil {
 		return res, Consistency{}, err
 	}
@@ -62,6 +72,17 @@ func VerifyAgainstCheckpoint(ctx context.Context, pool *pgxpool.Pool, cp Checkpo
 		return res, Consistency{}, fail(seq, CheckpointMismatch,
 			"the first %d rows hash to %s, the checkpoint signed by %s says %s: rows up to seq %d were rewritten, inserted or removed; %s",
 			cp.Size, root, cp.SignedBy(), cp.Root, cp.Size, where)
+	}
+	if tally != nil {
+		counted, err := countTreeOf(tally.finish()).root()
+		if err != nil {
+			return res, Consistency{}, fmt.Errorf("audit verify: %w", err)
+		}
+		if counted != cp.Counts {
+			return res, Consistency{}, fail(cp.Size, CheckpointMismatch,
+				"the first %d rows, counted by action, actor and target, give a count tree with root %s; the checkpoint signed by %s says %s: "+
+					"its signer counted other rows than the trail holds", cp.Size, counted.Root, cp.SignedBy(), cp.Counts.Root)
+		}
 	}
 	now, err := tlog.TreeHash(size, tree)
 	if err != nil {

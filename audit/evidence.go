@@ -47,6 +47,10 @@ type evidenceHeader struct {
 	// Consistency proves that the checkpoint extends earlier ones: the
 	// stored checkpoints before it and any the exporter was asked for.
 	Consistency []consistencyProof `json:"consistency,omitempty"`
+	// Counts proves, for a filter on one of action, actor and target, how
+	// many rows of its value the checkpoint's rows hold: the count tree's
+	// bucket of the value, whole, with its inclusion proof.
+	Counts *countProof `json:"counts,omitempty"`
 }
 
 // consistencyProof is tlog's proof that the tree of Size records with
@@ -106,6 +110,13 @@ type EvidenceResult struct {
 	// checkpoint it extends, when one was given.
 	Consistent []int64
 	Extends    int64
+	// Complete reports whether the file holds every row its filter matches
+	// up to the checkpoint: a whole-trail export, or one whose filter the
+	// checkpoint's count tree settles (Count). Unproven says why not,
+	// when it is false.
+	Complete bool
+	Count    *CountClaim
+	Unproven string
 }
 
 // DefaultFormat is the format of an export that names none: evidence for a
@@ -186,9 +197,13 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 	if err != nil {
 		return EvidenceResult{}, err
 	}
+	counts, err := proveCompleteness(ctx, trail, cp, f, matched)
+	if err != nil {
+		return EvidenceResult{}, err
+	}
 	bw := bufio.NewWriterSize(w, 256<<10)
 	header, err := json.Marshal(evidenceHeader{Version: 1, Origin: cp.Origin, Checkpoint: string(cp.Note), Filter: f, Matched: matched,
-		Consistency: consistency})
+		Consistency: consistency, Counts: counts})
 	if err != nil {
 		return EvidenceResult{}, err
 	}
@@ -233,6 +248,66 @@ func ExportEvidence(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filt
 		return res, fmt.Errorf("audit export: %w", err)
 	}
 	return res, nil
+}
+
+// proveCompleteness proves, for a filter on one field that cp's count tree
+// settles, how many of cp's rows hold its value: the value's bucket from
+// the stored count tree, when it still counts cp's rows and gives cp's
+// root, or else from the rows counted again. It returns nil for any other
+// filter, or a checkpoint without a count tree. matched, the rows the
+// filter matches, must hold as many up to cp as the count: a row deleted
+// since the checkpoint is refused here rather than left out of the file.
+func proveCompleteness(ctx context.Context, trail trailStore, cp Checkpoint, f Filter, matched []int64) (*countProof, error) {
+	field, value, ok := countFilter(f)
+	if !ok || cp.Counts.IsZero() {
+		return nil, nil
+	}
+	var proof *countProof
+	err := trail.Snapshot(ctx, func(snap trailStore) error {
+		counted, err := snap.CountsSize(ctx)
+		if err != nil || counted != cp.Size {
+			return err
+		}
+		tree, err := readCountTree(ctx, snap, []int{bucketOf(field, value)})
+		if err != nil {
+			return err
+		}
+		if root, err := tree.root(); err == nil && root == cp.Counts {
+			proof, err = tree.prove(field, value)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit export: read the count tree: %w", err)
+	}
+	if proof == nil {
+		// The stored tree counts other rows (a newer checkpoint is being
+		// kept, or the newest was removed): count them again.
+		tally := newCountTally(cp.Size)
+		if err := trail.AuditCounts(ctx, cp.Size, tally.put); err != nil {
+			return nil, fmt.Errorf("audit export: count the checkpoint's rows: %w", err)
+		}
+		tree := countTreeOf(tally)
+		if root, err := tree.root(); err != nil || root != cp.Counts {
+			return nil, &ChainError{Problem: CheckpointMismatch, Source: "the database", Detail: fmt.Sprintf(
+				"the first %d rows, counted by action, actor and target, no longer give the count tree the newest checkpoint signs: "+
+					"rows up to it were changed or removed; `expiryctl audit verify --checkpoint` names the first", cp.Size)}
+		}
+		if proof, err = tree.prove(field, value); err != nil {
+			return nil, fmt.Errorf("audit export: %w", err)
+		}
+	}
+	claim, err := checkCountProof(cp.Counts, field, value, proof)
+	if err != nil {
+		return nil, fmt.Errorf("audit export: the count tree's proof: %w", err)
+	}
+	if held := int64(sort.Search(len(matched), func(i int) bool { return matched[i] > cp.Size })); held != claim.Count {
+		return nil, &ChainError{Problem: CheckpointMismatch, Source: "the database", Detail: fmt.Sprintf(
+			"the checkpoint counts %s of %s %q up to seq %d, the database holds %d: rows were removed since it was signed; "+
+				"`expiryctl audit verify --checkpoint` names the first", plural(claim.Count, "row"), field, value, cp.Size, held)}
+	}
+	return proof, nil
 }
 
 // proveConsistency proves cp's tree consistent with the trees of the
@@ -816,6 +891,10 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 		}
 		res.Consistent = append(res.Consistent, c.Size)
 	}
+	claim, err := settledCount(header, cp, name)
+	if err != nil {
+		return res, err
+	}
 	// checkHeld is left set when only the rows can show that cp extends
 	// held: a whole-trail file without a proof from held's size.
 	var checkHeld bool
@@ -844,10 +923,15 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 		}
 	}
 	var tree *memoryTree
+	var tally *tallyOnTheSide
 	if whole {
 		tree = &memoryTree{hashes: make([]tlog.Hash, 0, tlog.StoredHashCount(cp.Size))}
+		if !cp.Counts.IsZero() {
+			tally = newTallyOnTheSide(cp.Size)
+			defer tally.finish()
+		}
 	}
-	var inTree int64
+	var inTree, newestProved int64
 	var canonical, proofBuf, rowBuf []byte
 	var proof tlog.RecordProof
 	for line := 2; ; line++ {
@@ -909,6 +993,9 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 			if err := tree.add(inTree, hash); err != nil {
 				return res, fmt.Errorf("audit verify %s: %w", name, err)
 			}
+			if tally != nil {
+				sideAdd(tally, row.Seq, row.Action, row.Actor, row.Target)
+			}
 			inTree++
 			// The root proves these rows; a proof the file carries all
 			// the same is checked, so that no line of it goes unread.
@@ -934,6 +1021,7 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 		}
 		if !whole {
 			res.Proved++
+			newestProved = row.Seq
 		}
 	}
 	for i, s := range matched {
@@ -952,6 +1040,43 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 					"(`expiryctl audit verify --checkpoint` on the database names the first)", cp.Size, root, cp.SignedBy(), cp.Root)
 		}
 		res.Proved = cp.Size
+		if tally != nil {
+			counted, err := countTreeOf(tally.finish()).root()
+			if err != nil {
+				return res, fmt.Errorf("audit verify %s: %w", name, err)
+			}
+			if counted != cp.Counts {
+				return res, fail(cp.Size, CheckpointMismatch, 0,
+					"rows 1–%d, counted by action, actor and target, give a count tree with root %s; the checkpoint signed by %s says %s: "+
+						"its signer counted other rows", cp.Size, counted.Root, cp.SignedBy(), cp.Counts.Root)
+			}
+		}
+	}
+	switch {
+	case whole:
+		res.Complete = true
+	case claim != nil:
+		if res.Proved != claim.Count || newestProved != claim.Newest {
+			missing := claim.Count - res.Proved
+			were := " were"
+			if missing == 1 {
+				were = " was"
+			}
+			withheld := plural(missing, "row") + were + " withheld from the file and its list"
+			var seq int64
+			if newestProved < claim.Newest {
+				seq, withheld = claim.Newest, fmt.Sprintf("row %d, the newest, is not in it: %s", claim.Newest, withheld)
+			}
+			return res, fail(seq, Incomplete, res.Proved,
+				"the checkpoint signed by %s counts %s of %s %q up to seq %d, the newest at seq %d; the file proves %d, the newest at seq %d: %s",
+				cp.SignedBy(), plural(claim.Count, "row"), claim.Field, claim.Value, cp.Size, claim.Newest, res.Proved, newestProved, withheld)
+		}
+		res.Complete, res.Count = true, claim
+	case cp.Counts.IsZero():
+		res.Unproven = "its checkpoint carries no count tree (signed by a release before it): each row is proved, not that none was left out"
+	default:
+		res.Unproven = "its filter is not one the count tree settles (exactly one of action, actor and target, and no time window): " +
+			"each row is proved, not that none was left out"
 	}
 	if checkHeld {
 		root, err := tlog.TreeHash(held.Size, tree)
@@ -967,6 +1092,33 @@ func verifyEvidence(ctx context.Context, r io.Reader, name, verifierKey string, 
 		res.Extends = held.Size
 	}
 	return res, nil
+}
+
+// settledCount checks the header's count proofs and returns what they
+// settle of its filter; nil when the filter is not one a count tree
+// settles, or the checkpoint carries none. A filter the checkpoint's count
+// tree settles must carry them: proofs left out would hide rows left out.
+func settledCount(header evidenceHeader, cp Checkpoint, name string) (*CountClaim, error) {
+	fail := func(p Problem, format string, args ...any) (*CountClaim, error) {
+		return nil, &ChainError{Problem: p, Detail: fmt.Sprintf(format, args...), Source: name}
+	}
+	field, value, settled := countFilter(header.Filter)
+	switch {
+	case header.Counts != nil && !settled:
+		return fail(Malformed, "the header carries count proofs for a filter no count tree settles")
+	case header.Counts != nil && cp.Counts.IsZero():
+		return fail(Malformed, "the header carries count proofs, and its checkpoint signs no count tree")
+	case header.Counts != nil:
+		claim, err := checkCountProof(cp.Counts, field, value, header.Counts)
+		if err != nil {
+			return fail(Incomplete, "the header's count proof for %s %q: %v", field, value, err)
+		}
+		return &claim, nil
+	case settled && !cp.Counts.IsZero():
+		return fail(Incomplete, "the header carries no count proof for %s %q, though its checkpoint signs a count tree: "+
+			"it was taken out, and rows with it may have been", field, value)
+	}
+	return nil, nil
 }
 
 // extendsHeld checks what the header alone can tell of whether cp extends

@@ -216,26 +216,7 @@ func TestWholeEvidenceIsCompleteOrRefused(t *testing.T) {
 	if len(lines) != 32 || strings.Contains(buf.String(), `"proof"`) {
 		t.Fatalf("a whole export of 31 rows: %d lines, proofs %v; want 32 lines and no proofs", len(lines), strings.Contains(buf.String(), `"proof"`))
 	}
-	header := func(f func(map[string]any)) string {
-		var h map[string]any
-		if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
-			t.Fatal(err)
-		}
-		f(h)
-		b, _ := json.Marshal(h)
-		return string(b)
-	}
-	unlist := func(seq int) func(map[string]any) {
-		return func(h map[string]any) {
-			var kept []any
-			for _, s := range h["matched"].([]any) {
-				if int(s.(float64)) != seq {
-					kept = append(kept, s)
-				}
-			}
-			h["matched"] = kept
-		}
-	}
+	header := func(f func(map[string]any)) string { return editedHeader(t, lines[0], f) }
 	without := func(i int) []string { return append(append([]string(nil), lines[:i]...), lines[i+1:]...) }
 	withHeader := func(h string, rows []string) []string { return append([]string{h}, rows[1:]...) }
 	withProof := func(i int, proof string) []string {
@@ -251,7 +232,7 @@ func TestWholeEvidenceIsCompleteOrRefused(t *testing.T) {
 		wantSeq int64
 		want    audit.Problem
 	}{
-		{"a row taken out of the file and its list", withHeader(header(unlist(7)), without(7)), 7, audit.Gap},
+		{"a row taken out of the file and its list", withHeader(header(unlisted(7)), without(7)), 7, audit.Gap},
 		{"a row taken out of the file only", without(7), 7, audit.Gap},
 		{"the rows after 20 taken out with their list", withHeader(header(func(h map[string]any) {
 			h["matched"] = h["matched"].([]any)[:20]
@@ -260,11 +241,11 @@ func TestWholeEvidenceIsCompleteOrRefused(t *testing.T) {
 		{"a row the list does not hold", append(append([]string(nil), lines...), extra), 32, audit.Malformed},
 		{"a garbage proof", withProof(5, zeros), 5, audit.InclusionFailed},
 		{"relabelled as filtered", withHeader(header(func(h map[string]any) {
-			unlist(7)(h)
+			unlisted(7)(h)
 			h["filter"] = map[string]any{"since": "1970-01-01T00:00:00Z"}
 		}), without(7)), 1, audit.InclusionFailed},
 		{"relabelled with a filter its rows do not match", withHeader(header(func(h map[string]any) {
-			h["filter"] = map[string]any{"actor": "nobody"}
+			h["filter"] = map[string]any{"actor": "nobody", "since": "1970-01-01T00:00:00Z"}
 		}), lines), 1, audit.Malformed},
 	}
 	for _, c := range cases {

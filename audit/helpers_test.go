@@ -119,3 +119,29 @@ func recordAsTheDatabase(ctx context.Context, q interface {
 	_, err = q.Exec(ctx, `SELECT expiryctl.audit_write($1, $2, $3, $4::jsonb, $5)`, e.Actor, e.Action, e.Target, details, string(outcome))
 	return err
 }
+
+// editedHeader returns an evidence file's header line, decoded, changed by
+// f and encoded again, as someone editing the file would.
+func editedHeader(t *testing.T, line string, f func(map[string]any)) string {
+	t.Helper()
+	var h map[string]any
+	if err := json.Unmarshal([]byte(line), &h); err != nil {
+		t.Fatal(err)
+	}
+	f(h)
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// unlisted takes seq out of a header's list of matched rows.
+func unlisted(seq int) func(map[string]any) {
+	return func(h map[string]any) {
+		var kept []any
+		for _, s := range h["matched"].([]any) {
+			if int(s.(float64)) != seq {
+				kept = append(kept, s)
+			}
+		}
+		h["matched"] = kept
+	}
+}

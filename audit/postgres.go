@@ -285,6 +285,99 @@ func (s postgresTrail) CheckpointLatest(ctx context.Context) ([]byte, error) {
 	return []byte(msg), nil
 }
 
+// CountsSize implements trailStore.
+func (s postgresTrail) CountsSize(ctx context.Context) (int64, error) {
+	var size int64
+	err := s.q.QueryRow(ctx, `SELECT counts_size FROM expiryctl.audit_trail WHERE singleton`).Scan(&size)
+	return size, err
+}
+
+// CountLeaves implements trailStore.
+func (s postgresTrail) CountLeaves(ctx context.Context, buckets []int, fn func(int, CountLeaf) error) error {
+	rows, err := s.q.Query(ctx, `SELECT bucket, field, value, rows, newest FROM expiryctl.audit_count_leaves WHERE bucket = ANY($1)`, buckets)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var b int
+	var l CountLeaf
+	for rows.Next() {
+		if err := rows.Scan(&b, &l.Field, &l.Value, &l.Count, &l.Newest); err != nil {
+			return err
+		}
+		if err := fn(b, l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// CountNodes implements trailStore.
+func (s postgresTrail) CountNodes(ctx context.Context, nodes []countNode, fn func(countNode, []byte) error) error {
+	levels, ns := make([]int32, len(nodes)), make([]int32, len(nodes))
+	for i, n := range nodes {
+		levels[i], ns[i] = int32(n.level), int32(n.n)
+	}
+	rows, err := s.q.Query(ctx, `SELECT t.level, t.n, t.hash FROM expiryctl.audit_count_tree t
+		JOIN unnest($1::int[], $2::int[]) AS wanted(level, n) ON t.level = wanted.level AND t.n = wanted.n`, levels, ns)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var node countNode
+	var hash []byte
+	for rows.Next() {
+		if err := rows.Scan(&node.level, &node.n, &hash); err != nil {
+			return err
+		}
+		if err := fn(node, hash); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// CountsExtend implements trailStore.
+func (s postgresTrail) CountsExtend(ctx context.Context, newSize int64) ([]byte, error) {
+	var root []byte
+	err := s.q.QueryRow(ctx, `SELECT expiryctl.audit_counts_extend($1)`, newSize).Scan(&root)
+	return root, store.AsRefusal(err)
+}
+
+// CheckpointNotes implements trailStore.
+func (s postgresTrail) CheckpointNotes(ctx context.Context, limit int) ([][]byte, error) {
+	rows, err := s.q.Query(ctx, `SELECT convert_to(signed_note, 'UTF8') FROM expiryctl.audit_checkpoints ORDER BY id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[[]byte])
+}
+
+// AuditCounts implements trailStore. Each field's count is an aggregate
+// over its index on (field, seq), which holds every value: an index-only
+// scan of the trail, three times.
+func (s postgresTrail) AuditCounts(ctx context.Context, size int64, fn func(CountLeaf) error) error {
+	var parts []string
+	for _, field := range CountFields {
+		parts = append(parts, fmt.Sprintf(`SELECT '%[1]s', %[1]s, count(*), max(seq) FROM expiryctl.audit_log WHERE seq <= $1 GROUP BY %[1]s`, field))
+	}
+	rows, err := s.q.Query(ctx, strings.Join(parts, " UNION ALL "), size)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var l CountLeaf
+	for rows.Next() {
+		if err := rows.Scan(&l.Field, &l.Value, &l.Count, &l.Newest); err != nil {
+			return err
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // CheckpointCover implements trailStore.
 func (s postgresTrail) CheckpointCover(ctx context.Context) (CoverStatus, error) {
 	var st CoverStatus

@@ -50,6 +50,11 @@ type trailStore interface {
 	// rows after afterSeq, lowest seq first.
 	AuditHashes(ctx context.Context, afterSeq int64, limit int, fn func(seq int64, hash []byte) error) error
 
+	// AuditCounts calls fn once for each value of each of CountFields
+	// among the rows with seq ≤ size, with how many of those rows hold it
+	// and the newest seq among them, in no particular order.
+	AuditCounts(ctx context.Context, size int64, fn func(CountLeaf) error) error
+
 	// AuditEvents returns the rows with outcome "ok" of the given actions,
 	// lowest seq first.
 	AuditEvents(ctx context.Context, actions []string) ([]Event, error)
@@ -87,6 +92,29 @@ type trailStore interface {
 	// CheckpointLatest returns the newest stored checkpoint note, nil when
 	// there is none.
 	CheckpointLatest(ctx context.Context) ([]byte, error)
+
+	// CountsSize returns how many of the trail's first rows the stored
+	// count tree counts.
+	CountsSize(ctx context.Context) (int64, error)
+
+	// CountLeaves calls fn with every stored leaf of the count tree in
+	// buckets, in no particular order.
+	CountLeaves(ctx context.Context, buckets []int, fn func(bucket int, l CountLeaf) error) error
+
+	// CountNodes calls fn with the stored hash of each of nodes that is
+	// stored (a node under which no leaf falls is not), in no particular
+	// order.
+	CountNodes(ctx context.Context, nodes []countNode, fn func(countNode, []byte) error) error
+
+	// CountsExtend brings the stored count tree to the first newSize rows
+	// through audit_counts_extend, which counts them itself, and returns
+	// its root; a tree that counts more rows already is refused (rule
+	// counts-moved).
+	CountsExtend(ctx context.Context, newSize int64) ([]byte, error)
+
+	// CheckpointNotes returns up to limit stored checkpoint notes, the
+	// newest first.
+	CheckpointNotes(ctx context.Context, limit int) ([][]byte, error)
 
 	// CheckpointCover reads the trail's last seq and the newest stored
 	// checkpoint's size and time.

@@ -55,6 +55,10 @@ type TreeHead struct {
 	Origin string
 	Size   int64
 	Root   tlog.Hash
+	// Counts is the head of the count tree of the first Size rows
+	// (counts.go), which a checkpoint signs beside the trail's; zero when
+	// it carries none.
+	Counts CountsHead
 }
 
 // ExtendTree adds every row appended since the tree was last extended, and

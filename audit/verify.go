@@ -60,6 +60,10 @@ const (
 	// one the reviewer holds: it was made from a trail rolled back, or
 	// with the newer checkpoints withheld.
 	CheckpointRollback Problem = "checkpoint-rollback"
+	// Incomplete: a filtered evidence export holds fewer rows of its
+	// filter than the checkpoint's count tree says the trail has, or its
+	// proof of that count was taken out or does not check.
+	Incomplete Problem = "incomplete"
 	// ConsistencyUnproven: an export's checkpoint is newer than the
 	// reviewer's, and the export carries no proof that it extends it.
 	ConsistencyUnproven Problem = "consistency-unproven"
@@ -289,9 +293,9 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, from int64, anchor *Ancho
 	return verifyDB(ctx, newPostgresTrail(pool), from, anchor, nil)
 }
 
-// verifyDB is VerifyDB over trail; when tree is given (from must then be
-// 1), every row that verified is also added to it as a record.
-func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor, tree *memoryTree) (Result, error) {
+// verifyDB is VerifyDB over trail; when verified is given (from must then
+// be 1), it is called with every row that verified, in order.
+func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor, verified func(*rawRow) error) (Result, error) {
 	c := newChain("the database", VerifyOptions{From: from, Anchor: anchor})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -300,7 +304,7 @@ func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor,
 		verr error
 	)
 	err := trail.Snapshot(ctx, func(snapshot trailStore) error {
-		res, verr = c.verifySnapshot(ctx, cancel, snapshot, tree)
+		res, verr = c.verifySnapshot(ctx, cancel, snapshot, verified)
 		return nil
 	})
 	if err != nil {
@@ -311,7 +315,7 @@ func verifyDB(ctx context.Context, trail trailStore, from int64, anchor *Anchor,
 
 // verifySnapshot is verifyDB inside its snapshot of the trail; after a
 // finding it cancels ctx through cancel before it returns.
-func (c *chain) verifySnapshot(ctx context.Context, cancel context.CancelFunc, trail trailStore, tree *memoryTree) (Result, error) {
+func (c *chain) verifySnapshot(ctx context.Context, cancel context.CancelFunc, trail trailStore, verified func(*rawRow) error) (Result, error) {
 	from, anchor := c.opts.From, c.opts.Anchor
 	last, err := trail.AuditLastSeq(ctx)
 	if err != nil {
@@ -355,8 +359,8 @@ func (c *chain) verifySnapshot(ctx context.Context, cancel context.CancelFunc, t
 			chainErr = ce
 			return ce
 		}
-		if tree != nil {
-			return tree.add(r.seq-1, r.hash)
+		if verified != nil {
+			return verified(r)
 		}
 		return nil
 	})
