@@ -113,6 +113,13 @@ signed checkpoint is stored in the database, audited as audit.checkpoint, and
 printed (or written to --out). Keep a copy outside the database: ` + "`audit verify\n--checkpoint FILE --verifier KEY`" + ` proves later that the trail still holds every
 row the checkpoint covers, unchanged, whatever was recomputed since.
 
+The checkpoint also signs how many rows hold each action, actor and target
+(its count tree), so that an export filtered on one of them proves it left
+no row out. Neither is taken on the database's word: the signer recomputes
+the rows' hashes, the tree and the counts from the newest checkpoint its key
+signed before (from the first row when there is none), and signs nothing
+when a row is missing, hidden from its login or changed (exit 7).
+
 With --every, it is a long-lived signer: it signs at once, then at each
 interval when rows were written since the newest checkpoint, until
 interrupted. A failure is reported on stderr and the next interval tries

@@ -40,7 +40,10 @@ type AuditVerifyOptions struct {
 	// Keyring is the approvers' verifier keys: every signed approval in
 	// the --file is checked against it.
 	Keyring string
-	Output  *outputFormat
+	// RequireComplete fails an evidence --file that is not proved to hold
+	// every row its filter matches up to its checkpoint.
+	RequireComplete bool
+	Output          *outputFormat
 }
 
 // NewCmdAuditVerify builds `expiryctl audit verify`.
@@ -75,6 +78,13 @@ must carry the proof that it extends yours (or, for a whole-trail file, the
 rows that show it). A checkpoint that does not verify, against either key,
 fails the verification (exit 7); a key that does not parse is a usage error.
 
+An evidence file is complete when it holds every row its filter matches up
+to its checkpoint: a whole-trail file, or a file filtered on exactly one of
+--target, --actor and --action, whose checkpoint signs how many rows hold
+each value (its count tree). A file that holds fewer fails (exit 7); one
+whose completeness nothing proves (another filter, an older checkpoint)
+says so, and with --complete fails too.
+
 With --reconcile, the trail's governance events (requests, reviews, runs,
 item outcomes, policy changes) are replayed and compared with the tables
 they changed: a state with no event behind it, such as a request approved
@@ -91,7 +101,8 @@ a --file verification touches no database and so records nothing.`,
   expiryctl audit verify --reconcile
   expiryctl audit verify --file trail.ndjson --anchor 4812:3f9a…
   expiryctl audit verify --file november.csv --allow-gaps
-  expiryctl audit verify --file request-7.evidence --verifier audit.vkey --checkpoint mine.txt`,
+  expiryctl audit verify --file request-7.evidence --verifier audit.vkey --checkpoint mine.txt
+  expiryctl audit verify --file request-7.evidence --verifier audit.vkey --complete`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.From < 0 {
@@ -119,6 +130,9 @@ a --file verification touches no database and so records nothing.`,
 			if opts.Reconcile && opts.File != "" {
 				return flagErrorf("--reconcile compares the database's tables with its trail: leave out --file")
 			}
+			if opts.RequireComplete && (opts.File == "" || opts.Verifier == "") {
+				return flagErrorf("--complete is for an evidence --file, checked with --verifier")
+			}
 			if opts.Verifier != "" && opts.Checkpoint == "" && opts.File == "" {
 				return flagErrorf("--verifier checks a --checkpoint, or the checkpoint an evidence --file carries")
 			}
@@ -137,6 +151,7 @@ a --file verification touches no database and so records nothing.`,
 	fl.BoolVar(&opts.Reconcile, "reconcile", false, "also compare requests, items and the policy with the trail's governance events")
 	fl.StringVar(&opts.Checkpoint, "checkpoint", "", "a signed checkpoint file (from `audit checkpoint`) the trail, or an evidence --file, must extend")
 	fl.StringVar(&opts.Verifier, "verifier", "", "with --checkpoint or an evidence --file: the verifier key the checkpoint must be signed by, or a file holding it")
+	fl.BoolVar(&opts.RequireComplete, "complete", false, "with an evidence --file: fail unless it is proved to hold every row its filter matches up to its checkpoint")
 	opts.Output = addOutputFlag(cmd, "text", "json")
 	return cmd
 }
@@ -360,18 +375,47 @@ func auditVerifyEvidence(ctx context.Context, opts *AuditVerifyOptions, r io.Rea
 	} else if res, err = audit.VerifyEvidence(ctx, r, name, vkey); err != nil {
 		return explainChainError(opts.IO, err, true)
 	}
+	if opts.RequireComplete && !res.Complete {
+		return explainChainError(opts.IO, &audit.ChainError{Problem: audit.Incomplete, Source: name, Detail: "--complete: " + res.Unproven}, true)
+	}
 	if opts.Output.value == "json" {
-		return writeJSON(opts.IO.Out, map[string]any{"source": name, "rows": res.Rows, "proved": res.Proved,
+		report := map[string]any{"source": name, "rows": res.Rows, "proved": res.Proved,
 			"checkpoint_tree_size": res.Checkpoint.Size, "checkpoint_signer": res.Checkpoint.Signer,
 			"checkpoint_signer_key_hash": fmt.Sprintf("%08x", res.Checkpoint.SignerHash),
-			"consistent_with_sizes":      append([]int64{}, res.Consistent...), "extends_checkpoint_size": res.Extends})
+			"consistent_with_sizes":      append([]int64{}, res.Consistent...), "extends_checkpoint_size": res.Extends,
+			"complete": res.Complete, "count": nil}
+		if res.Count != nil {
+			report["count"] = map[string]any{"field": res.Count.Field, "value": res.Count.Value, "rows": res.Count.Count, "newest_seq": res.Count.Newest}
+		}
+		if !res.Complete {
+			report["unproven"] = res.Unproven
+		}
+		return writeJSON(opts.IO.Out, report)
 	}
 	_, err = fmt.Fprintf(opts.IO.Out, "verified %d rows of %s: %d proved in the checkpoint of %d rows signed by %s, %d newer than it (unproven)\n",
 		res.Rows, name, res.Proved, res.Checkpoint.Size, res.Checkpoint.SignedBy(), res.Rows-res.Proved)
+	if err == nil {
+		_, err = fmt.Fprintln(opts.IO.Out, completeness(res))
+	}
 	if err == nil && opts.Checkpoint != "" {
 		_, err = fmt.Fprintf(opts.IO.Out, "its checkpoint extends yours of %d rows (%s)\n", res.Extends, opts.Checkpoint)
 	}
 	return err
+}
+
+// completeness says whether an evidence file was proved to hold every row
+// its filter matches.
+func completeness(res audit.EvidenceResult) string {
+	switch c := res.Count; {
+	case !res.Complete:
+		return "not proved complete: " + res.Unproven
+	case c == nil:
+		return fmt.Sprintf("complete: every row from seq 1 through the checkpoint's %d", res.Checkpoint.Size)
+	case c.Count == 0:
+		return fmt.Sprintf("complete: the checkpoint counts no row of %s %q through seq %d, and the file has none", c.Field, c.Value, res.Checkpoint.Size)
+	}
+	return fmt.Sprintf("complete: the checkpoint counts %s of %s %q through seq %d, the newest at seq %d, and the file proves every one",
+		phrase.Count(res.Count.Count, "row", "rows"), res.Count.Field, res.Count.Value, res.Checkpoint.Size, res.Count.Newest)
 }
 
 // explainChainError tells a person what to do about a broken chain; the
