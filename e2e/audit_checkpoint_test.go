@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -322,5 +323,100 @@ func TestReconcileCatchesAnApprovalByHand(t *testing.T) {
 	if !strings.Contains(r.stdout, "replay_requests") || !strings.Contains(r.stdout, "id 1") || !strings.Contains(r.stdout, "status") ||
 		!strings.Contains(r.stderr, "have no event behind them") {
 		t.Errorf("an approval by hand: %s", r)
+	}
+}
+
+// TestFilteredEvidenceIsComplete: an auditor's export of one action is
+// proved complete up to its checkpoint; a row a superuser deletes from the
+// database stops the export, and a row withheld from a file and its list
+// fails the verification offline; a filter the count tree cannot settle
+// verifies as not proved complete, and fails under --complete.
+func TestFilteredEvidenceIsComplete(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	offline := newCLI("postgres://nobody@127.0.0.1:1/none?sslmode=disable", "")
+	dir := t.TempDir()
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	for range 5 {
+		alice.ok(t, "dlq", "summary")
+		alice.ok(t, "dlq", "list")
+	}
+	audrey.ok(t, "audit", "checkpoint", "--key", key)
+
+	file := filepath.Join(dir, "summaries.evidence")
+	audrey.ok(t, "audit", "export", "--action", "dlq.summary", "--out", file)
+	r := offline.ok(t, "audit", "verify", "--file", file, "--verifier", vkey, "--complete")
+	if !strings.Contains(r.stdout, `complete: the checkpoint counts 5 rows of action "dlq.summary" through seq`) {
+		t.Errorf("a complete filtered export: %s", r)
+	}
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	var header map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &header); err != nil {
+		t.Fatal(err)
+	}
+	// The third row withheld from the file and from its list.
+	var withheld map[string]any
+	if err := json.Unmarshal([]byte(lines[3]), &withheld); err != nil {
+		t.Fatal(err)
+	}
+	var kept []any
+	for _, s := range header["matched"].([]any) {
+		if s != withheld["seq"] {
+			kept = append(kept, s)
+		}
+	}
+	// Edited as text: the header's first key is what marks the file as
+	// evidence, and re-encoding a map would sort it elsewhere.
+	matched, _ := json.Marshal(header["matched"])
+	list, _ := json.Marshal(kept)
+	edited := strings.Replace(lines[0], `"matched":`+string(matched), `"matched":`+string(list), 1)
+	if edited == lines[0] {
+		t.Fatalf("no matched list %s in the header %s", matched, lines[0])
+	}
+	cut := filepath.Join(dir, "cut.evidence")
+	body := append([]string{edited}, append(lines[1:3:3], lines[4:]...)...)
+	if err := os.WriteFile(cut, []byte(strings.Join(body, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := offline.exits(t, 7, "audit", "verify", "--file", cut, "--verifier", vkey); !strings.Contains(r.stderr, "(incomplete)") ||
+		!strings.Contains(r.stderr, "1 row was withheld") {
+		t.Errorf("a row withheld from a filtered export and its list: %s", r)
+	}
+
+	window := filepath.Join(dir, "window.evidence")
+	audrey.ok(t, "audit", "export", "--action", "dlq.summary", "--since", "2000-01-01T00:00:00Z", "--out", window)
+	if r := offline.ok(t, "audit", "verify", "--file", window, "--verifier", vkey); !strings.Contains(r.stdout, "not proved complete") {
+		t.Errorf("a time window: %s", r)
+	}
+	if r := offline.exits(t, 7, "audit", "verify", "--file", window, "--verifier", vkey, "--complete"); !strings.Contains(r.stderr, "--complete") {
+		t.Errorf("a time window under --complete: %s", r)
+	}
+
+	// A superuser deletes the second summary from the database, then
+	// exports the action: the rows no longer give the signed counts.
+	var second int64
+	if err := json.Unmarshal([]byte(lines[2]), &withheld); err != nil {
+		t.Fatal(err)
+	}
+	second = int64(withheld["seq"].(float64))
+	if _, err := db.Superuser(t).Exec(withTimeout(t), fmt.Sprintf(`BEGIN;
+		ALTER TABLE expiryctl.audit_log DISABLE TRIGGER audit_log_no_delete;
+		DELETE FROM expiryctl.audit_log WHERE seq = %d;
+		ALTER TABLE expiryctl.audit_log ENABLE ALWAYS TRIGGER audit_log_no_delete;
+		COMMIT`, second)); err != nil {
+		t.Fatal(err)
+	}
+	if r := audrey.exits(t, 7, "audit", "export", "--action", "dlq.summary", "--out", filepath.Join(dir, "after.evidence")); !strings.Contains(r.stderr, "checkpoint-mismatch") {
+		t.Errorf("an export after a checkpointed row was deleted: %s", r)
+	}
+	if r := audrey.exits(t, 7, "audit", "verify"); !strings.Contains(r.stderr, "(gap)") {
+		t.Errorf("the trail after a checkpointed row was deleted: %s", r)
 	}
 }

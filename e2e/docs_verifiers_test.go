@@ -106,3 +106,60 @@ func TestDocsVerifiersPassOnRealExports(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsCompletenessCheckOnRealExports: the completeness check of
+// docs/audit.md, written from the docs alone, passes on a real export
+// filtered on one target and on one that no row holds, and refuses a file
+// with a row withheld from it and its list, or with its count edited.
+func TestDocsCompletenessCheckOnRealExports(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	audrey := newCLI(db.Login(t, "audrey", "expiryctl_auditor").URL, "")
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
+	dir := t.TempDir()
+	key, vkey := keygen(t, audrey, filepath.Join(dir, "audit.key"))
+	for range 4 {
+		alice.ok(t, "dlq", "summary")
+		alice.ok(t, "dlq", "list")
+	}
+	audrey.ok(t, "audit", "checkpoint", "--key", key)
+	script := pythonBlock(t, "### An independent completeness check")
+
+	for filter, want := range map[string]string{"dlq.list": "complete: 4 rows of action 'dlq.list'", "replay.approve": "complete: 0 rows of action 'replay.approve'"} {
+		file := filepath.Join(dir, filter+".evidence")
+		audrey.ok(t, "audit", "export", "--action", filter, "--out", file)
+		if out, err := python(t, script, file, vkey); err != nil || !strings.Contains(out, want) {
+			t.Errorf("the docs' completeness check on an export of %s: %v\n%s", filter, err, out)
+		}
+	}
+
+	data, err := os.ReadFile(filepath.Join(dir, "dlq.list.evidence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	var h map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
+		t.Fatal(err)
+	}
+	h["matched"] = h["matched"].([]any)[:3]
+	withheld, _ := json.Marshal(h)
+	for _, leaf := range h["counts"].(map[string]any)["leaves"].([]any) {
+		if leaf := leaf.(map[string]any); leaf["value"] == "dlq.list" {
+			leaf["count"] = 3
+		}
+	}
+	recounted, _ := json.Marshal(h)
+	for name, file := range map[string]string{
+		"a row withheld with its listing": string(withheld) + "\n" + strings.Join(lines[1:4], "\n") + "\n",
+		"the count edited to match":       string(recounted) + "\n" + strings.Join(lines[1:4], "\n") + "\n",
+	} {
+		path := filepath.Join(dir, "tampered.evidence")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := python(t, script, path, vkey); err == nil {
+			t.Errorf("the docs' completeness check passed %s:\n%s", name, out)
+		}
+	}
+}
