@@ -14,8 +14,8 @@ import (
 
 // benchCheckpoint measures the trail's tree on the seeded trail of n rows
 // (db, head) against a bare COPY of it, in the same run: an evidence export
-// of every row with its inclusion proof, and its verification from the
-// file, each at ≥ 0.5× the COPY; and, against a trail of 10k rows, that a
+// of every row with its inclusion proof at ≥ 0.5× the COPY, and the
+// verification of a whole-trail file, count tree included, at ≥ 0.4×; and, against a trail of 10k rows, that a
 // checkpoint and one row's proof cost at most 2× at n what they cost at 10k
 // (they read O(log n) stored hashes, not the trail).
 func benchCheckpoint(ctx context.Context, cfg *config, rep *report, db *benchDB, bare *probe) error {
@@ -78,7 +78,11 @@ func benchCheckpoint(ctx context.Context, cfg *config, rep *report, db *benchDB,
 	}
 	rate := func(p *probe) float64 { return float64(n) / p.median().Seconds() }
 	rep.atLeast(fmt.Sprintf("5 audit export %s with inclusion proofs vs bare COPY", count(int(n))), rate(bare), rate(export), "rows/s", 0.5)
-	rep.atLeast(fmt.Sprintf("5 audit verify --file of whole-trail evidence %s vs bare COPY", count(int(n))), rate(bare), rate(verify), "rows/s", 0.5)
+	// Verifying a whole-trail file also recounts the checkpoint's count
+	// tree from its rows (on a second goroutine): a million distinct
+	// targets, the bench's, cost 0.5 s of CPU and about 150 MB that the
+	// 0.5× this target had before the count tree did not include.
+	rep.atLeast(fmt.Sprintf("5 audit verify --file of whole-trail evidence %s vs bare COPY", count(int(n))), rate(bare), rate(verify), "rows/s", 0.4)
 
 	small, err := createDB(ctx, cfg.AdminURL, "audit10k")
 	if err != nil {
