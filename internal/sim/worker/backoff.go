@@ -1,6 +1,9 @@
 package worker
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Jitter chooses how a retry delay is randomised around its exponential
 // value, so that a burst of jobs failing together does not retry together.
@@ -15,6 +18,10 @@ const (
 	FullJitter
 	// NoJitter waits exactly the exponential delay; for tests.
 	NoJitter
+	// SpreadJitter waits the exponential delay less a random part of it, at
+	// most Spread of it: retries spread out, and none waits longer than its
+	// delay nor much shorter. The seed's policy is a spread of a fifth.
+	SpreadJitter
 )
 
 // Backoff is a capped exponential retry delay: Base after the first failure,
@@ -26,12 +33,27 @@ type Backoff struct {
 	Max time.Duration
 	// Jitter spreads retries; the zero value is EqualJitter.
 	Jitter Jitter
+	// Spread is SpreadJitter's largest part of a delay taken off, from 0
+	// to 1.
+	Spread float64
 }
 
-// DefaultBackoff waits about 1 s, 2 s, 4 s, 8 s … up to one minute, with equal
-// jitter; with the default budget of 5 attempts a job spends about 15 s
-// retrying before it is dead-lettered.
-var DefaultBackoff = Backoff{Base: time.Second, Max: time.Minute, Jitter: EqualJitter}
+// DefaultBackoff is the seed's policy: 5 s after the first failure,
+// doubling up to 15 minutes, each wait shortened by up to a fifth. With the
+// default budget of 7 attempts, a job spends 5+10+20+40+80+160 s, about 5
+// minutes, retrying before it is dead-lettered.
+var DefaultBackoff = Backoff{Base: 5 * time.Second, Max: 15 * time.Minute, Jitter: SpreadJitter, Spread: 0.2}
+
+// Validate says what is wrong with a backoff someone configured.
+func (b Backoff) Validate() error {
+	switch {
+	case b.Base <= 0 || b.Max < b.Base:
+		return fmt.Errorf("backoff base %s and cap %s: the base must be positive and the cap at least the base", b.Base, b.Max)
+	case b.Spread < 0 || b.Spread > 1:
+		return fmt.Errorf("backoff jitter %.2f: use a fraction from 0 to 1, e.g. 0.2", b.Spread)
+	}
+	return nil
+}
 
 // Delay is the wait after the given number of failed attempts (1 for the
 // first), with r in [0, 1) as the random draw.
@@ -48,6 +70,8 @@ func (b Backoff) Delay(failures int, r float64) time.Duration {
 		d = time.Duration(r * float64(d))
 	case EqualJitter:
 		d = d/2 + time.Duration(r*float64(d/2))
+	case SpreadJitter:
+		d -= time.Duration(r * b.Spread * float64(d))
 	}
 	// A zero per-message expiration would skip the wait entirely.
 	return max(d, time.Millisecond)

@@ -4,7 +4,9 @@
 // letters made the way production makes them.
 //
 // A job moves one reservation from held to expired, exactly once per
-// idempotency key, in one PostgreSQL transaction (ExpireOnce). Run consumes
+// idempotency key and only once its hold has run out by the database's
+// clock, in one PostgreSQL transaction (ExpireOnce). A job that comes early,
+// or before its not_before, waits in a retry queue until then. Run consumes
 // jobs from RabbitMQ and acks a delivery only after its transaction committed
 // or after the broker confirmed the copy that replaces it: a retry copy on a
 // TTL tier queue for a transient failure, or a dead-letter copy carrying

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,13 +25,31 @@ const (
 	Duplicate Outcome = "duplicate"
 )
 
+// NotDueError is a job that came before its reservation's deadline: the
+// hold is still held at the job's version, and its hold_until is Wait away
+// by the reservation database's clock. Nothing was recorded; the worker
+// puts the job back to come again then. It is not a failure and spends no
+// attempt.
+type NotDueError struct {
+	ReservationID string
+	Wait          time.Duration
+}
+
+func (e *NotDueError) Error() string {
+	return fmt.Sprintf("reservation %q is held until %s from now: not due yet", e.ReservationID, e.Wait.Round(time.Millisecond))
+}
+
 // ExpireFunc processes one decoded job. Run calls ExpireOnce through it, and
 // a test or the demo substitutes one that fails the way a sick database does.
 type ExpireFunc func(ctx context.Context, job Job) (Outcome, error)
 
 // ExpireOnce applies job in one transaction: it records the idempotency key
-// and, when the reservation is still held at the expected version, expires it,
-// bumps its version and releases its capacity.
+// and, when the reservation is still held at the expected version and its
+// deadline has passed by the database's clock, expires it, bumps its
+// version and releases its capacity. A held reservation whose deadline is
+// still ahead returns a *NotDueError and records nothing: an expiry job
+// delivered early (a replay, a skewed producer clock) must not end a hold
+// the customer still has.
 //
 // Redelivery of the same key returns Duplicate and changes nothing; a
 // concurrent duplicate waits on the key's row and then does the same. A
@@ -45,6 +65,10 @@ func ExpireOnce(ctx context.Context, pool *pgxpool.Pool, job Job) (Outcome, erro
 		outcome, err = expireInTx(ctx, tx, job)
 		return err
 	})
+	var notDue *NotDueError
+	if errors.As(err, &notDue) {
+		return "", notDue
+	}
 	if err != nil {
 		return "", classify(err)
 	}
@@ -67,8 +91,9 @@ func expireInTx(ctx context.Context, tx pgx.Tx, job Job) (Outcome, error) {
 	var status string
 	var version int64
 	var units int32
-	err = tx.QueryRow(ctx, `SELECT status, version, units FROM reservations.reservations
-		WHERE id = $1 FOR UPDATE`, job.ReservationID).Scan(&status, &version, &units)
+	var wait time.Duration
+	err = tx.QueryRow(ctx, `SELECT status, version, units, greatest(hold_until - now(), interval '0') FROM reservations.reservations
+		WHERE id = $1 FOR UPDATE`, job.ReservationID).Scan(&status, &version, &units, &wait)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", permanent(ClassNotFound, "reservation %q does not exist", job.ReservationID)
 	}
@@ -85,6 +110,8 @@ func expireInTx(ctx context.Context, tx pgx.Tx, job Job) (Outcome, error) {
 		return "", permanent(ClassVersionConflict,
 			"reservation %q is held at version %d, the job expected version %d: the hold changed after the job was issued",
 			job.ReservationID, version, job.ExpectedVersion)
+	case wait > 0:
+		return "", &NotDueError{ReservationID: job.ReservationID, Wait: wait}
 	}
 
 	if _, err := tx.Exec(ctx, `UPDATE reservations.reservations SET status = 'expired', version = version + 1,

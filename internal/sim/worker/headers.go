@@ -25,6 +25,11 @@ const (
 	// HeaderOriginalRoutingKey holds the routing key the job was first
 	// published with.
 	HeaderOriginalRoutingKey = "x-original-routing-key"
+	// HeaderRetryAfter holds, in whole seconds, how long the service a job
+	// failed against asked to be left alone (a Retry-After), on a letter
+	// dead-lettered with such an error: a replay should not publish it
+	// sooner.
+	HeaderRetryAfter = "x-retry-after"
 )
 
 // maxErrorText bounds each error text the worker puts in a header. A job

@@ -26,8 +26,8 @@ type Job struct {
 	// budget does not use it: the body is the job's identity and the worker
 	// never rewrites it, so the budget counts x-attempt-history instead.
 	Attempt int
-	// NotBefore is the optional earliest processing time. The reference
-	// worker records it but does not wait for it.
+	// NotBefore is the optional earliest processing time: the reference
+	// worker puts a job back, unprocessed, until then.
 	NotBefore *time.Time
 }
 

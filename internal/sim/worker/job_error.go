@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -35,6 +36,10 @@ const (
 	ClassSerialization = "serialization_failure"
 	// ClassLockTimeout means a row lock was not granted in time. Transient.
 	ClassLockTimeout = "lock_timeout"
+	// ClassThrottled means a service the job depends on asked to be called
+	// later (HTTP 429, or a database's load shedding). Transient; the
+	// error's RetryAfter, when set, is the least wait before the retry.
+	ClassThrottled = "throttled"
 	// ClassDBError means any other database error. Transient, because a worker
 	// cannot tell a misconfigured database from a passing fault, and the
 	// attempt budget bounds the cost of guessing wrong.
@@ -51,6 +56,10 @@ type JobError struct {
 	Permanent bool
 	// Err is the cause; its text becomes x-last-error.
 	Err error
+	// RetryAfter is how long the failed service asked to be left alone (a
+	// Retry-After); the retry waits at least that long, and a dead letter
+	// carries it as x-retry-after, in seconds, for a replay to respect.
+	RetryAfter time.Duration
 }
 
 // Error returns the class and the cause, as logs want them; headers carry

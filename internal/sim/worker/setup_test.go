@@ -55,6 +55,9 @@ type reservation struct {
 	status  string
 	version int64
 	units   int
+	// dueIn is how far ahead of the database's now its hold runs out;
+	// zero means a minute ago.
+	dueIn time.Duration
 }
 
 func seedReservation(t *testing.T, pool *pgxpool.Pool, r reservation) {
@@ -68,8 +71,11 @@ func seedReservation(t *testing.T, pool *pgxpool.Pool, r reservation) {
 	if r.units == 0 {
 		r.units = 2
 	}
+	if r.dueIn == 0 {
+		r.dueIn = -time.Minute
+	}
 	_, err := pool.Exec(context.Background(), `INSERT INTO reservations.reservations (id, status, version, hold_until, units)
-		VALUES ($1, $2, $3, now() - interval '1 minute', $4)`, r.id, r.status, r.version, r.units)
+		VALUES ($1, $2, $3, now() + make_interval(secs => $5), $4)`, r.id, r.status, r.version, r.units, r.dueIn.Seconds())
 	if err != nil {
 		t.Fatalf("seed reservation %s: %v", r.id, err)
 	}

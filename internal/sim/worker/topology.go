@@ -38,9 +38,11 @@ type Topology struct {
 	RetryTiers []time.Duration
 }
 
-// DefaultRetryTiers are the retry queue TTLs of the production topology; they
-// cover DefaultBackoff.
-var DefaultRetryTiers = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute}
+// DefaultRetryTiers are the retry queue TTLs of the production topology. The
+// longest is DefaultBackoff's cap, so that no delay the policy asks for is
+// cut short; the tiers between keep a short wait from queueing behind a
+// long one for long (RabbitMQ expires only the head of a queue).
+var DefaultRetryTiers = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute}
 
 // NewTopology returns the production names, each preceded by prefix and a
 // dot when prefix is not empty: NewTopology("") is the production topology,

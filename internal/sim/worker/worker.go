@@ -19,12 +19,13 @@ import (
 // inject the clock, the random source and a short backoff.
 type Config struct {
 	// MaxAttempts is the attempt budget: a job failing transiently this many
-	// times is dead-lettered (default 5). The count comes from the
+	// times is dead-lettered (default 7, the seed's). The count comes from the
 	// x-attempt-history header, so it survives the trip through the retry
 	// queues and a worker restart.
 	MaxAttempts int
 	// Backoff sets the delay before each retry (default DefaultBackoff).
-	// Delays beyond the longest retry tier are clamped to it.
+	// Delays beyond the longest retry tier are clamped to it; the default
+	// tiers reach the default cap.
 	Backoff Backoff
 	// Concurrency is the number of jobs processed at once (default 4).
 	Concurrency int
@@ -60,7 +61,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = 7
 	}
 	if c.Backoff == (Backoff{}) {
 		c.Backoff = DefaultBackoff
@@ -139,6 +140,12 @@ const (
 	// ActionReturned means the copy could not be published or the ack failed; the
 	// delivery goes back to the queue and will be processed again.
 	ActionReturned Action = "returned"
+	// ActionDeferred means the job may not run yet: its not_before, or its
+	// reservation's deadline, is ahead. A copy waits in a retry queue until
+	// then (hop by hop, when further than the longest tier) and the
+	// delivery was acked after the broker confirmed it. It spends no
+	// attempt.
+	ActionDeferred Action = "deferred"
 )
 
 // Event reports the handling of one delivery.
@@ -158,7 +165,8 @@ type Event struct {
 	// ErrorClass and Err say why the job failed, for every other action.
 	ErrorClass string
 	Err        error
-	// Delay is the wait before the retry, for ActionRetried.
+	// Delay is the wait before the retry, for ActionRetried and
+	// ActionDeferred.
 	Delay time.Duration
 	// Queue is where the copy went: the retry queue or the dead-letter
 	// exchange.
@@ -283,6 +291,12 @@ func (p *processor) handle(ctx context.Context, d *amqp.Delivery) {
 	job, err := DecodeJob(d.Body)
 	if err == nil {
 		ev.ReservationID = job.ReservationID
+		if job.NotBefore != nil {
+			if wait := job.NotBefore.Sub(p.cfg.Now()); wait > 0 {
+				p.deferFor(work, d, &ev, wait)
+				return
+			}
+		}
 		jobCtx, cancel := context.WithTimeout(work, p.cfg.JobTimeout)
 		var outcome Outcome
 		outcome, err = p.expire(jobCtx, job)
@@ -290,6 +304,11 @@ func (p *processor) handle(ctx context.Context, d *amqp.Delivery) {
 		if err == nil {
 			ev.Action, ev.Outcome = ActionAcked, outcome
 			p.ack(d, &ev)
+			return
+		}
+		var notDue *NotDueError
+		if errors.As(err, &notDue) {
+			p.deferFor(work, d, &ev, notDue.Wait)
 			return
 		}
 	}
@@ -319,10 +338,14 @@ func (p *processor) handle(ctx context.Context, d *amqp.Delivery) {
 		headers[HeaderErrorClass] = jobErr.Class
 		headers[HeaderLastError] = errorText(jobErr)
 		headers[HeaderHandlerVersion] = p.cfg.HandlerVersion
+		if jobErr.RetryAfter > 0 {
+			// Whole seconds, rounded up: no sooner than asked.
+			headers[HeaderRetryAfter] = int64((jobErr.RetryAfter + time.Second - 1) / time.Second)
+		}
 		ev.Action, ev.Queue = ActionDeadLettered, p.topo.DeadLetterExchange
 		pubErr = p.pub.publish(work, p.cfg.ConfirmTimeout, p.topo.DeadLetterExchange, routingKey, copyOf(d, headers, now))
 	} else {
-		tier, delay := p.topo.tierFor(p.cfg.Backoff.Delay(len(history), p.cfg.Rand()))
+		tier, delay := p.topo.tierFor(max(p.cfg.Backoff.Delay(len(history), p.cfg.Rand()), jobErr.RetryAfter))
 		msg := copyOf(d, headers, d.Timestamp)
 		msg.Expiration = strconv.FormatInt(delay.Milliseconds(), 10)
 		ev.Action, ev.Queue, ev.Delay = ActionRetried, p.topo.RetryQueue(tier), delay
@@ -334,6 +357,23 @@ func (p *processor) handle(ctx context.Context, d *amqp.Delivery) {
 		return
 	}
 	p.ack(d, &ev)
+}
+
+// deferFor puts the job back to come again after wait, through the retry
+// queue that holds it (the longest, when wait is longer: the job then comes
+// back early and waits again), with its headers as they came: a deferral is
+// not a failure and adds nothing to the attempt history.
+func (p *processor) deferFor(ctx context.Context, d *amqp.Delivery, ev *Event, wait time.Duration) {
+	tier, delay := p.topo.tierFor(max(wait, time.Millisecond))
+	msg := copyOf(d, cloneHeaders(d.Headers), d.Timestamp)
+	msg.Expiration = strconv.FormatInt(delay.Milliseconds(), 10)
+	ev.Action, ev.Queue, ev.Delay = ActionDeferred, p.topo.RetryQueue(tier), delay
+	if err := p.pub.publish(ctx, p.cfg.ConfirmTimeout, "", ev.Queue, msg); err != nil {
+		ev.Action, ev.Err = ActionReturned, err
+		p.giveBack(ctx, d)
+		return
+	}
+	p.ack(d, ev)
 }
 
 // ack acknowledges after the work it stands for is safe. If the ack fails
