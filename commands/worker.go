@@ -23,6 +23,7 @@ type WorkerOptions struct {
 
 	Prefix         string
 	MaxAttempts    int
+	Backoff        worker.Backoff
 	Concurrency    int
 	HandlerVersion string
 }
@@ -35,10 +36,14 @@ func NewCmdWorker(f *Factory, runF func(context.Context, *WorkerOptions) error) 
 		Short: "Run the reference reservation-expiry worker",
 		Long: `Run the reference worker of the message contract until interrupted.
 
-It expires reservations exactly once per idempotency key, acknowledges only
-after its transaction committed, retries transient failures through TTL retry
-queues with capped exponential backoff and jitter, and dead-letters permanent
-failures and exhausted budgets with the contract's headers. It is what the demo
+It expires reservations exactly once per idempotency key, and only once their
+hold has run out by the reservation database's clock: a job that comes early,
+or before its not_before, waits in a retry queue until then, spending no
+attempt. It acknowledges only after its transaction committed, retries
+transient failures through TTL retry queues with capped exponential backoff
+(5 s, doubling to 15 minutes, each wait shortened by up to a fifth; never
+sooner than a Retry-After), and dead-letters permanent failures and exhausted
+budgets (7 attempts) with the contract's headers. It is what the demo
 and the end-to-end tests run; point your own worker at docs/message-contract.md.
 
 --handler-version (or EXPIRYCTL_HANDLER_VERSION) is the version it writes as
@@ -48,11 +53,15 @@ replay letters onto consumers that all run a version the letters failed under.
 Starting it with a new version is how the demo "deploys" a fix.`,
 		Example: `  expiryctl worker
   expiryctl worker --prefix sandbox --max-attempts 3
+  expiryctl worker --backoff-base 1s --backoff-cap 1m --backoff-jitter 0.5
   expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.MaxAttempts < 1 {
 				return flagErrorf("invalid --max-attempts %d: use 1 or more", opts.MaxAttempts)
+			}
+			if err := opts.Backoff.Validate(); err != nil {
+				return flagErrorf("invalid --backoff-base, --backoff-cap or --backoff-jitter: %v", err)
 			}
 			if opts.Concurrency < 1 {
 				return flagErrorf("invalid --concurrency %d: use 1 or more", opts.Concurrency)
@@ -70,7 +79,11 @@ Starting it with a new version is how the demo "deploys" a fix.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
-	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 5, "attempts before a transient failure is dead-lettered")
+	opts.Backoff = worker.DefaultBackoff
+	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 7, "attempts before a transient failure is dead-lettered")
+	cmd.Flags().DurationVar(&opts.Backoff.Base, "backoff-base", worker.DefaultBackoff.Base, "the wait after the first failure; it doubles after each further one")
+	cmd.Flags().DurationVar(&opts.Backoff.Max, "backoff-cap", worker.DefaultBackoff.Max, "the longest wait between attempts")
+	cmd.Flags().Float64Var(&opts.Backoff.Spread, "backoff-jitter", worker.DefaultBackoff.Spread, "the largest part of each wait taken off at random, from 0 to 1")
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", 4, "jobs processed at once")
 	cmd.Flags().StringVar(&opts.HandlerVersion, "handler-version", worker.DefaultHandlerVersion,
 		"the worker's version: on its dead letters (x-handler-version) and its connection (env EXPIRYCTL_HANDLER_VERSION)")
@@ -101,7 +114,7 @@ func workerRun(ctx context.Context, opts *WorkerOptions) error {
 	_ = ch.Close()
 	fmt.Fprintf(opts.IO.ErrOut, "worker %s consuming %s (dead letters go to %s); Ctrl-C stops it\n", opts.HandlerVersion, topo.Queue, topo.DeadLetterQueue)
 	err = worker.Run(ctx, worker.Deps{Pool: pool, AMQP: conn, Topology: topo,
-		Config: worker.Config{MaxAttempts: opts.MaxAttempts, Concurrency: opts.Concurrency, HandlerVersion: opts.HandlerVersion}})
+		Config: worker.Config{MaxAttempts: opts.MaxAttempts, Backoff: opts.Backoff, Concurrency: opts.Concurrency, HandlerVersion: opts.HandlerVersion}})
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		return nil
 	}

@@ -97,7 +97,8 @@ func TestWorkerRun(t *testing.T) {
 
 func TestWorkerRunFlagsAndConnections(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--max-attempts", "0"}, {"--concurrency", "0"}, {"--handler-version", " "}} {
+	for _, args := range [][]string{{"--max-attempts", "0"}, {"--concurrency", "0"}, {"--handler-version", " "},
+		{"--backoff-base", "0s"}, {"--backoff-cap", "1s", "--backoff-base", "2s"}, {"--backoff-jitter", "1.5"}} {
 		f, _, _ := testFactory(t)
 		err := runCmd(NewCmdWorker(f, func(context.Context, *WorkerOptions) error { t.Fatal("ran"); return nil }), args...)
 		wantExit(t, err, ExitUsage)
@@ -122,6 +123,23 @@ func TestWorkerRunFlagsAndConnections(t *testing.T) {
 		var got string
 		if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.HandlerVersion; return nil }), tc.args...); err != nil || got != tc.want {
 			t.Errorf("env %q args %q: version %q (%v), want %q", tc.env, tc.args, got, err, tc.want)
+		}
+	}
+	// The retry policy: the seed's by default, each part a flag.
+	for _, tc := range []struct {
+		args     []string
+		attempts int
+		backoff  worker.Backoff
+	}{
+		{nil, 7, worker.DefaultBackoff},
+		{[]string{"--max-attempts", "3", "--backoff-base", "1s", "--backoff-cap", "1m", "--backoff-jitter", "0.5"}, 3,
+			worker.Backoff{Base: time.Second, Max: time.Minute, Jitter: worker.SpreadJitter, Spread: 0.5}},
+	} {
+		f, _, _ := testFactory(t)
+		var got *WorkerOptions
+		if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o; return nil }), tc.args...); err != nil ||
+			got.MaxAttempts != tc.attempts || got.Backoff != tc.backoff {
+			t.Errorf("args %q: %+v (%v), want %d attempts and %+v", tc.args, got, err, tc.attempts, tc.backoff)
 		}
 	}
 	f, _, _ := testFactory(t)
