@@ -257,7 +257,10 @@ func TestReplayRunAcrossRabbitMQRestart(t *testing.T) {
 	tool.env = append(tool.env, "EXPIRYCTL_AMQP_URL="+rmq.URL, "EXPIRYCTL_MANAGEMENT_URL="+rmq.ManagementURL, "EXPIRYCTL_AMQP_HEARTBEAT=1s")
 	approver := db.GrantedLogin(t, "approver", "expiryctl_approver")
 	const n = 200
-	c := newRestartCohort(t, tool, rmq.URL, db.Pool, approver.Pool, n, 50)
+	// At 10/s the run has 16 s to go when the stop begins: stop_app takes
+	// 3 to 6 s here, long enough for a run at 50/s to complete before the
+	// node went away, and then the test tested nothing.
+	c := newRestartCohort(t, tool, rmq.URL, db.Pool, approver.Pool, n, 10)
 	confirmed := func() int {
 		return count(t, db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, c.req.ID)
 	}
