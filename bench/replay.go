@@ -415,7 +415,10 @@ func replayBenchRequest(ctx context.Context, operator, approverLogin *pgxpool.Po
 		// The runner's publishing is measured: nothing consumes the target
 		// queue, so the handler check would refuse (no-consumer), and the
 		// seeded archive holds every category, permanent ones too.
-		SameHandlerWhy: "benchmark: the target queue is measured, not consumed", IncludePermanent: true})
+		SameHandlerWhy: "benchmark: the target queue is measured, not consumed", IncludePermanent: true,
+		// Through the exchange, as the baselines publish: the letters' x-death
+		// names a retry queue of a work queue the benchmark does not declare.
+		ViaExchange: true})
 	if err != nil {
 		return replay.Request{}, fmt.Errorf("create the replay request: %w", err)
 	}

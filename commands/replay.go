@@ -105,6 +105,7 @@ type ReplayRequestOptions struct {
 	// --include-permanent.
 	SameHandlerOK    string
 	IncludePermanent bool
+	ViaExchange      bool
 	Output           *outputFormat
 
 	request replay.NewRequest
@@ -122,10 +123,18 @@ hash of each payload. A different approver must approve it before it can run.
 Letters in another open request are refused when named by --id; a filter only
 matches letters waiting for a decision, oldest first, up to --max.
 
+Each letter goes back to the work queue it failed in, through the default
+exchange, so that no other queue bound to its original exchange (billing, an
+audit tap) gets another copy. --via-exchange publishes through the original
+exchange and routing key instead; ` + "`replay show`" + ` then lists every queue that
+gets a copy. A letter that names no queue it failed in (no x-death) needs
+--routing-key QUEUE or --via-exchange.
+
 ` + handlerHelp,
 		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
   expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why INC-4211
-  expiryctl replay request --id 77 --to-exchange reservations --routing-key reservation.expire --why INC-4211
+  expiryctl replay request --id 77 --routing-key reservation-expiry --why INC-4211
+  expiryctl replay request --id 78 --via-exchange --why "INC-4213: billing must see it too"
   expiryctl replay request --reason transient-exhausted --max 50 --why INC-4211 \
       --same-handler-ok "the database failed over; the worker was never at fault"
   expiryctl replay request --reason conflict --max 20 --include-permanent --why "INC-4212: v2 reads the current version"`,
@@ -152,7 +161,7 @@ matches letters waiting for a decision, oldest first, up to --max.
 			}
 			opts.request = replay.NewRequest{Kind: replay.KindReplay, Selection: sel, Rate: opts.Rate, Why: opts.Why,
 				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible,
-				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent}
+				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent, ViaExchange: opts.ViaExchange}
 			if cmd.Flags().Changed("canary") {
 				if opts.Canary < 0 {
 					return flagErrorf("invalid --canary %d: use 0 or more", opts.Canary)
@@ -170,8 +179,9 @@ matches letters waiting for a decision, oldest first, up to --max.
 	fl.Float64Var(&opts.Rate, "rate", 0, "replays per second, a ceiling (default: the policy's max_rate)")
 	fl.IntVar(&opts.Canary, "canary", 0, "letters sent first, then the run waits for their outcome (default 10% of the cohort, at least 1)")
 	fl.StringVar(&opts.Why, "why", "", "the incident or ticket (required)")
-	fl.StringVar(&opts.ToExchange, "to-exchange", "", "target exchange for letters that name no origin")
-	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key for letters that name no origin")
+	fl.StringVar(&opts.ToExchange, "to-exchange", "", "target exchange for letters that name no queue they failed in")
+	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key (with the default exchange: the queue) for letters that name no queue they failed in")
+	fl.BoolVar(&opts.ViaExchange, "via-exchange", false, "publish through each letter's original exchange: every queue bound there gets a copy")
 	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
 	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
 	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", "say `why` the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver")

@@ -100,7 +100,7 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
 	req := w.request(t, replay.NewRequest{Rate: 15, Canary: intRef(10),
-		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue"})
+		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue", ViaExchange: true})
 	w.approve(t, req.ID)
 	id := strconv.FormatInt(req.ID, 10)
 

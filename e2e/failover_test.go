@@ -187,7 +187,8 @@ func failoverReplay(t *testing.T) {
 	}
 	created, err := (&replay.Service{Pool: admin, Actor: "requester"}).Create(ctx, replay.NewRequest{
 		Kind: replay.KindReplay, Selection: replay.Selection{IDs: letters}, Why: "INC-9 failover drill",
-		Rate: 60, Canary: intRef(10), SameHandlerWhy: "failover test: the consumer only counts what reaches the queue"})
+		Rate: 60, Canary: intRef(10), SameHandlerWhy: "failover test: the consumer only counts what reaches the queue",
+		ViaExchange: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,7 +327,7 @@ func faultReplay(t *testing.T, f fault, server string, rng *rand.Rand) faultRow 
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
 	req := w.request(t, replay.NewRequest{Rate: 100, Canary: intRef(10),
-		SameHandlerWhy: "fault test: the consumer only counts what reaches the queue"})
+		SameHandlerWhy: "fault test: the consumer only counts what reaches the queue", ViaExchange: true})
 	w.approve(t, req.ID)
 	id := strconv.FormatInt(req.ID, 10)
 

@@ -49,7 +49,8 @@ func TestReplayRunCrashResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = ch.Close()
-	req := w.request(t, replay.NewRequest{Rate: 150, Canary: intRef(10)})
+	// Through the exchange, so that the tap gets a copy of each publish.
+	req := w.request(t, replay.NewRequest{Rate: 150, Canary: intRef(10), ViaExchange: true})
 	w.approve(t, req.ID)
 	w.runWorker(t)
 	id := strconv.FormatInt(req.ID, 10)

@@ -100,7 +100,7 @@ func newRestartCohort(t *testing.T, tool *cli, amqpURL string, requester, approv
 	}
 	created, err := (&replay.Service{Pool: requester, Actor: "requester"}).Create(ctx, replay.NewRequest{
 		Kind: replay.KindReplay, Selection: replay.Selection{IDs: c.letters}, Why: "INC-16 restart drill", Rate: rate, Canary: intRef(10),
-		SameHandlerWhy: "restart test: the queue only counts what reaches it"})
+		SameHandlerWhy: "restart test: the queue only counts what reaches it", ViaExchange: true})
 	if err != nil {
 		t.Fatal(err)
 	}

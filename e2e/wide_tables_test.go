@@ -52,7 +52,7 @@ func TestTablesFitTheTerminal(t *testing.T) {
 	}
 	admin := newCLI(db.URL, "alice.on-call@payments.example")
 	why := "INC-4211: the reservations database failed over at 02:58 and every expiry in flight timed out; replaying the cohort after the fix"
-	admin.ok(t, "replay", "request", "--reason", "transient-exhausted", "--max", "3", "--why", why)
+	admin.ok(t, "replay", "request", "--reason", "transient-exhausted", "--max", "3", "--via-exchange", "--why", why)
 
 	env := []string{"EXPIRYCTL_DATABASE_URL=" + db.URL, "EXPIRYCTL_AMQP_URL=" + amqptest.URL(),
 		"EXPIRYCTL_ACTOR=alice.on-call@payments.example", "TERM=screen-256color", "NO_COLOR=1"}

@@ -24,7 +24,7 @@ func (b *runBundle) seedFailedUnder(t *testing.T, first, n int, version, class s
 	t.Helper()
 	msgs := make([]deadletter.Message, n)
 	for i := range msgs {
-		msgs[i] = runLetter(first+i, runLetterOpts{exchange: b.exchange, key: runKey,
+		msgs[i] = runLetter(first+i, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue,
 			extra: amqp.Table{"x-handler-version": version, "x-error-class": class}})
 	}
 	return b.seed(t, msgs...)
@@ -127,7 +127,7 @@ func TestRunRefusesTheHandlerThatFailedTheCohort(t *testing.T) {
 	if len(req.FailedUnder) != 1 || req.FailedUnder[0] != (VersionCount{Version: "v1", Letters: 4}) {
 		t.Fatalf("failed under %+v, want v1 for 4 letters", req.FailedUnder)
 	}
-	if len(req.Targets) != 1 || req.Targets[0] != (Target{Exchange: b.exchange, RoutingKey: runKey, Letters: 4}) {
+	if len(req.Targets) != 1 || req.Targets[0] != (Target{Exchange: "", RoutingKey: b.queue, Letters: 4}) {
 		t.Fatalf("targets %+v", req.Targets)
 	}
 	old := b.deploy(t, "v1")

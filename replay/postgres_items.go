@@ -22,8 +22,7 @@ import (
 const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.payload_sha256, d.payload_sha256,
 	d.redacted_at IS NOT NULL, d.status, coalesce(again.found, false),
 	coalesce(d.reservation_id, ''), coalesce(d.idempotency_key, ''), d.expected_version,
-	d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL,
-	coalesce(d.original_exchange, ''), coalesce(d.original_routing_key, ''), coalesce(d.origin_queue, ''),
+	t.rk IS NOT NULL, coalesce(t.e, ''), coalesce(t.rk, ''), coalesce(d.origin_queue, ''),
 	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count`
 
 // againJoin finds a newer letter of the same job (the letter died again
@@ -40,6 +39,12 @@ const letterByItem = `CROSS JOIN LATERAL (SELECT l.*, s.status FROM expiryctl.de
 		JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = l.id
 		WHERE l.id = i.dead_letter_id LIMIT 1) d`
 
+// targetByItem is where the item goes, as the request froze its cohort's
+// targets (replay_target_of, one definition for both).
+const targetByItem = `JOIN expiryctl.replay_requests r ON r.id = i.request_id
+		CROSS JOIN LATERAL expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+			r.to_exchange, r.to_routing_key, r.via_exchange) t`
+
 // ItemsLoad reads by an ordinal window rather than "after ordinal, LIMIT n",
 // which keeps each read bounded whatever plan the database picks: with the
 // item table not yet analysed after a large request was frozen, the planner
@@ -49,6 +54,7 @@ const letterByItem = `CROSS JOIN LATERAL (SELECT l.*, s.status FROM expiryctl.de
 func (p postgresTables) ItemsLoad(ctx context.Context, request int64, lo, hi int, states []string) ([]*runItem, error) {
 	sql := `SELECT ` + itemColumns + ` FROM expiryctl.replay_items i
 		` + letterByItem + `
+		` + targetByItem + `
 		` + againJoin + `
 		WHERE i.request_id = $1 AND i.ordinal BETWEEN $2 AND $3 AND (cardinality($4::text[]) = 0 OR i.state = ANY($4))
 		ORDER BY i.ordinal`
@@ -67,7 +73,7 @@ func (p postgresTables) ItemsLoad(ctx context.Context, request int64, lo, hi int
 		// decodes them anyway.
 		var headers []byte
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
-			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasOrigin, &it.exchange,
+			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasTarget, &it.exchange,
 			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount)
 		it.headers = headers
 		// The hash of the bytes about to be published, not the stored
@@ -151,12 +157,12 @@ func (p postgresTables) ItemsSample(ctx context.Context, req Request, limit int)
 	}
 	rows, err := p.q.Query(ctx, `SELECT i.dead_letter_id, i.ordinal, encode(i.payload_sha256, 'hex'), i.state, i.attempts,
 		coalesce(i.last_error, ''), d.reason_category, coalesce(d.reservation_id, ''), coalesce(d.error_class, ''),
-		CASE WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL
-		       THEN 'exchange ' || coalesce(d.original_exchange, '""') || ' key ' || coalesce(d.original_routing_key, '""')
-		     WHEN d.origin_queue IS NOT NULL THEN 'queue ' || d.origin_queue
-		     ELSE 'exchange ' || coalesce($2, '""') || ' key ' || coalesce($3, '""') END
+		CASE WHEN t.rk IS NULL THEN 'none'
+		     WHEN t.e = '' THEN 'queue ' || t.rk
+		     ELSE 'exchange ' || t.e || ' key ' || t.rk END
 		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 ORDER BY i.ordinal LIMIT $4`, req.ID, nullIfEmpty(req.ToExchange), nullIfEmpty(req.ToRoutingKey), bound)
+		`+targetByItem+`
+		WHERE i.request_id = $1 ORDER BY i.ordinal LIMIT $2`, req.ID, bound)
 	if err != nil {
 		return nil, err
 	}

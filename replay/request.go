@@ -115,6 +115,10 @@ type Request struct {
 	// Targets are where the cohort's letters are published, most letters
 	// first (the 20 largest); frozen with the cohort.
 	Targets []Target `json:"targets"`
+	// ViaExchange says the letters go through their original exchange,
+	// where every queue bound to it gets a copy, rather than back to the
+	// queue each failed in alone (`--via-exchange`).
+	ViaExchange bool `json:"via_exchange"`
 	// ApprovalNote is the approver's signed statement of what they
 	// approved (a signed note, see package approval); empty for an
 	// unsigned approval.
@@ -166,7 +170,7 @@ type NewRequest struct {
 	// least 1 (0 for a discard).
 	Canary *int
 	// ToExchange and ToRoutingKey are the target for letters that name no
-	// origin of their own.
+	// queue they failed in (nor, with ViaExchange, an original exchange).
 	ToExchange, ToRoutingKey string
 	// Why is the incident or ticket; required.
 	Why string
@@ -182,6 +186,10 @@ type NewRequest struct {
 	// IncludePermanent lets the cohort hold letters that failed for good
 	// (conflict, validation, malformed, not-found): `--include-permanent`.
 	IncludePermanent bool
+	// ViaExchange publishes through each letter's original exchange and
+	// routing key, where every queue bound to them gets a copy, instead of
+	// back to the queue it failed in: `--via-exchange`.
+	ViaExchange bool
 }
 
 // Created is the result of Create.

@@ -67,9 +67,13 @@ func setupRun(t *testing.T, policy ...string) *runBundle {
 // runLetterOpts shapes one seeded letter.
 type runLetterOpts struct {
 	exchange, key string // x-original-*; both empty: none
-	originQueue   string // x-first-death-queue when there is no original exchange
-	camel         bool   // camelCase body
-	extra         amqp.Table
+	// failedIn is the work queue the letter failed in, beside an original
+	// exchange: its x-death names failedIn's first retry queue (default
+	// "work", a queue no test declares).
+	failedIn    string
+	originQueue string // x-first-death-queue when there is no original exchange
+	camel       bool   // camelCase body
+	extra       amqp.Table
 }
 
 // runLetter is a dead letter as the reference worker leaves it after its
@@ -82,12 +86,16 @@ func runLetter(n int, o runLetterOpts) deadletter.Message {
 		body = fmt.Appendf(nil, `{"reservationId":"r-%d","expectedVersion":3,"holdUntil":"2026-11-30T12:20:00Z","idempotencyKey":"expire:r-%d:v3"}`, n, n)
 	}
 	at := runEpoch.Add(time.Duration(n) * time.Second)
+	retryQueue := "work.retry.1000"
+	if o.failedIn != "" {
+		retryQueue = o.failedIn + ".retry.1000"
+	}
 	h := amqp.Table{
 		"x-error-class":     "db_timeout",
 		"x-last-error":      "dial tcp: i/o timeout",
 		"x-attempt-history": []any{amqp.Table{"at": at, "error_class": "db_timeout", "error": "dial tcp: i/o timeout"}},
-		"x-death": []any{amqp.Table{"count": int64(1), "reason": "expired", "queue": "work.retry.1000", "exchange": "",
-			"routing-keys": []any{"work.retry.1000"}, "time": at}},
+		"x-death": []any{amqp.Table{"count": int64(1), "reason": "expired", "queue": retryQueue, "exchange": "",
+			"routing-keys": []any{retryQueue}, "time": at}},
 		"x-first-death-reason":   "expired",
 		"x-first-death-exchange": "",
 		"x-delivery-count":       int64(2),
@@ -98,7 +106,7 @@ func runLetter(n int, o runLetterOpts) deadletter.Message {
 	if o.exchange != "" || o.key != "" {
 		h["x-original-exchange"] = o.exchange
 		h["x-original-routing-key"] = o.key
-		h["x-first-death-queue"] = "work.retry.1000"
+		h["x-first-death-queue"] = retryQueue
 	} else if o.originQueue != "" {
 		h["x-first-death-queue"] = o.originQueue
 	} else {
@@ -147,7 +155,7 @@ func (b *runBundle) seedN(t *testing.T, first, n int) []int64 {
 	t.Helper()
 	msgs := make([]deadletter.Message, n)
 	for i := range msgs {
-		msgs[i] = runLetter(first+i, runLetterOpts{exchange: b.exchange, key: runKey})
+		msgs[i] = runLetter(first+i, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue})
 	}
 	return b.seed(t, msgs...)
 }

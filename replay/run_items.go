@@ -18,31 +18,26 @@ type runItem struct {
 	reservationID   string
 	idempotencyKey  string
 	expectedVersion *int64
-	hasOrigin       bool
-	exchange        string
-	routingKey      string
-	originQueue     string
-	contentType     string
-	messageID       string
-	properties      []byte // nil when the letter's were not recorded
-	headers         json.RawMessage
-	payload         []byte
-	replayCount     int
+	// hasTarget, exchange and routingKey are where the item goes
+	// (replay_target_of); originQueue is where its letter first died.
+	hasTarget   bool
+	exchange    string
+	routingKey  string
+	originQueue string
+	contentType string
+	messageID   string
+	properties  []byte // nil when the letter's were not recorded
+	headers     json.RawMessage
+	payload     []byte
+	replayCount int
 }
 
-// target is where a replay sends the item: its original exchange and routing
-// key, else the queue it died in (through the default exchange), else the
-// request's own target.
-func (it *runItem) target(req Request) (exchange, key string, ok bool) {
-	switch {
-	case it.hasOrigin:
-		return it.exchange, it.routingKey, true
-	case it.originQueue != "":
-		return "", it.originQueue, true
-	case req.ToExchange != "" || req.ToRoutingKey != "":
-		return req.ToExchange, req.ToRoutingKey, true
-	}
-	return "", "", false
+// target is where a replay sends the item, as the database reads it with
+// the item (replay_target_of): by default the work queue its letter failed
+// in, through the default exchange; with --via-exchange its original
+// exchange and routing key.
+func (it *runItem) target() (exchange, key string, ok bool) {
+	return it.exchange, it.routingKey, it.hasTarget
 }
 
 // changed says how the letter changed since its request was frozen (as
@@ -63,17 +58,15 @@ func (it *runItem) changed() string {
 
 // depthQueue is the queue a replay of the item fills whose depth is the
 // headroom stop condition: the target queue when the item is routed by
-// queue name, else the work queue of the queue it died in (a letter that
-// went through retries died in a retry queue, but its replay lands in the
-// work queue); "" when neither is known.
-func (it *runItem) depthQueue(req Request) string {
+// queue name, else (through an exchange) the work queue of the queue it
+// died in (a letter that went through retries died in a retry queue, but
+// its replay lands in the work queue); "" when neither is known.
+func (it *runItem) depthQueue() string {
 	switch {
-	case it.hasOrigin && it.exchange == "":
+	case it.hasTarget && it.exchange == "":
 		return it.routingKey
-	case it.hasOrigin || it.originQueue != "":
+	case it.originQueue != "":
 		return WorkQueueOf(it.originQueue)
-	case req.ToExchange == "":
-		return req.ToRoutingKey
 	}
 	return ""
 }

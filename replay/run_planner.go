@@ -72,7 +72,7 @@ func (r *Runner) planItem(ctx context.Context, req Request, replayedBy string, i
 		p.action, p.reason = actionBlock, why
 		return p, nil
 	}
-	exchange, key, ok := it.target(req)
+	exchange, key, ok := it.target()
 	if !ok {
 		p.action, p.reason = actionBlock, "no target: the letter names no origin and the request no --to-exchange/--routing-key"
 		return p, nil
@@ -167,7 +167,7 @@ func (p *preparer) plan() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		items, err := p.r.tables().ItemsLoad(ctx, req.ID, lo, hi, []string{"pending", "publishing"})
 		for _, it := range items {
-			p.queues.add(it.depthQueue(req))
+			p.queues.add(it.depthQueue())
 		}
 		var plans []plan
 		if err == nil && len(items) > 0 {

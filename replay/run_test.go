@@ -92,11 +92,12 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 	b := setupRun(t)
 	ctx := context.Background()
 	letters := []deadletter.Message{
-		runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey}),
+		// Back to the queue it failed in, whose retry queue its x-death names.
+		runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue}),
 		// No x-original-*: back to the queue it died in.
 		runLetter(2, runLetterOpts{originQueue: b.queue}),
 		// A job replayed once before carries x-replay-count 1.
-		runLetter(3, runLetterOpts{exchange: b.exchange, key: runKey, extra: amqp.Table{"x-replay-request": int64(1), "x-replay-count": int64(1)}}),
+		runLetter(3, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue, extra: amqp.Table{"x-replay-request": int64(1), "x-replay-count": int64(1)}}),
 	}
 	ids := b.seed(t, letters...)
 	req := b.approved(t, NewRequest{Canary: intPtr(1)}, ids)
@@ -141,11 +142,8 @@ func TestRunPublishesTheJobAsItWasWithReplayHeaders(t *testing.T) {
 			d.Headers[HeaderReplayedBy] != "oncall" || d.Headers[HeaderApprovedBy] != "bob" {
 			t.Errorf("item %d: replay headers %v, want request %d, count %d, by oncall, approved by bob", id, d.Headers, req.ID, wantCount)
 		}
-		if i != 1 && (d.Exchange != b.exchange || d.RoutingKey != runKey) {
-			t.Errorf("item %d went to %q/%q, want its original exchange and key", id, d.Exchange, d.RoutingKey)
-		}
-		if i == 1 && (d.Exchange != "" || d.RoutingKey != b.queue) {
-			t.Errorf("item %d went to %q/%q, want the default exchange to its origin queue", id, d.Exchange, d.RoutingKey)
+		if d.Exchange != "" || d.RoutingKey != b.queue {
+			t.Errorf("item %d went to %q/%q, want the default exchange to the queue it failed in", id, d.Exchange, d.RoutingKey)
 		}
 		if d.DeliveryMode != amqp.Persistent {
 			t.Errorf("item %d not persistent", id)
@@ -178,17 +176,17 @@ func TestRunSendsThePropertiesTheLetterDiedWith(t *testing.T) {
 	publisher := br.User()
 	_ = br.Close()
 	millis := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC).UnixMilli()
-	full := runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey})
+	full := runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue})
 	full.ContentEncoding, full.CorrelationID, full.ReplyTo = "gzip", "corr-16", "booking.replies"
 	full.Type, full.AppID, full.Priority, full.UserID = "reservation.expire.v1", "booking-api@4.2.0", 5, publisher
 	full.DeliveryMode, full.Expiration = 1, "60000"
 	// amqplib passes Date.now() through: milliseconds where seconds belong.
 	full.Timestamp = time.Unix(millis, 0)
-	foreign := runLetter(2, runLetterOpts{exchange: b.exchange, key: runKey})
+	foreign := runLetter(2, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue})
 	foreign.UserID, foreign.ReplyTo = "booking-svc", "amq.rabbitmq.reply-to"
 	ids := b.seed(t, full, foreign)
 	// A letter captured before properties were recorded.
-	legacy := deadletter.Parse(runLetter(3, runLetterOpts{exchange: b.exchange, key: runKey}), nil, time.Now())
+	legacy := deadletter.Parse(runLetter(3, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue}), nil, time.Now())
 	legacy.Properties = nil
 	stored, err := deadletter.Insert(context.Background(), b.pool, []deadletter.Letter{legacy})
 	if err != nil {
@@ -240,8 +238,8 @@ func TestRunFreshKeyRewritesTheKeyOnly(t *testing.T) {
 	t.Parallel()
 	b := setupRun(t)
 	ctx := context.Background()
-	ids := b.seed(t, runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey}),
-		runLetter(2, runLetterOpts{exchange: b.exchange, key: runKey, camel: true}))
+	ids := b.seed(t, runLetter(1, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue}),
+		runLetter(2, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue, camel: true}))
 	req := b.approved(t, NewRequest{FreshKey: true, ConfirmEligible: true, Canary: intPtr(0)}, ids)
 	if _, err := b.runner(t).Run(ctx, req.ID); err != nil {
 		t.Fatal(err)
@@ -323,7 +321,7 @@ func TestRunUnroutableItemsFailAndHalt(t *testing.T) {
 		msgs[i] = runLetter(i, runLetterOpts{exchange: b.exchange, key: "no.such.binding"})
 	}
 	ids := b.seed(t, msgs...)
-	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 100}, ids)
+	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 100, ViaExchange: true}, ids)
 	res, err := b.runner(t).Run(ctx, req.ID)
 	var halt *HaltError
 	if !errors.As(err, &halt) || halt.Condition != ConditionFailureRatio {
@@ -378,7 +376,7 @@ func TestRunMissingExchangeFailsItems(t *testing.T) {
 	b := setupRun(t)
 	ctx := context.Background()
 	ids := b.seed(t, runLetter(1, runLetterOpts{exchange: b.exchange + ".gone", key: runKey}))
-	req := b.approved(t, NewRequest{Canary: intPtr(0)}, ids)
+	req := b.approved(t, NewRequest{Canary: intPtr(0), ViaExchange: true}, ids)
 	res, err := b.runner(t).Run(ctx, req.ID)
 	var halt *HaltError
 	if !errors.As(err, &halt) || halt.Condition != ConditionFailureRatio {
@@ -576,8 +574,11 @@ func TestRunEligibilityQuerySkipsAndDryRunChangesNothing(t *testing.T) {
 	b := setupRun(t, `eligibility_query=SELECT $1 NOT IN ('r-1', 'r-3'), 'reservation ' || $1 || ' is paid' WHERE $1 <> 'r-5'`)
 	ctx := context.Background()
 	ids := b.seedN(t, 1, 6)
-	// And one letter with no target at all.
-	noTarget := b.seed(t, runLetter(7, runLetterOpts{}))
+	// And one letter with no target at all: no x-death, captured from a
+	// queue not named as the topology names a dead-letter queue.
+	lost := runLetter(7, runLetterOpts{})
+	lost.Queue = "parking-lot"
+	noTarget := b.seed(t, lost)
 	all := append(ids, noTarget...)
 	created, err := b.as("alice").Create(ctx, NewRequest{Kind: KindReplay, Selection: Selection{IDs: all}, Why: "x",
 		ToExchange: "", ToRoutingKey: "", Canary: intPtr(0)})

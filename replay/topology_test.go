@@ -4,24 +4,26 @@ import "testing"
 
 // TestDepthQueueIsTheWorkQueue: the headroom stop condition reads the queue
 // a replay fills. A letter that went through retries died in a retry queue
-// (its x-death names reservation-expiry.retry.1000), but its replay goes to
-// the original exchange and lands in the work queue.
+// (its x-death names reservation-expiry.retry.1000), but its replay lands
+// in the work queue, whether through the default exchange or the original
+// one.
 func TestDepthQueueIsTheWorkQueue(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
 		item runItem
-		req  Request
 		want string
 	}{
-		{"died in a retry queue", runItem{hasOrigin: true, exchange: "reservations", routingKey: "reservation.expire",
-			originQueue: "reservation-expiry.retry.1000"}, Request{}, "reservation-expiry"},
-		{"died in the work queue", runItem{hasOrigin: true, exchange: "reservations", originQueue: "reservation-expiry"}, Request{}, "reservation-expiry"},
-		{"routed by queue name", runItem{hasOrigin: true, exchange: "", routingKey: "jobs.retry.5000"}, Request{}, "jobs.retry.5000"},
-		{"no origin, the request's queue", runItem{}, Request{ToRoutingKey: "fallback"}, "fallback"},
-		{"a queue named like a dlq only", runItem{originQueue: ".dlq"}, Request{}, ".dlq"},
+		{"through the exchange, died in a retry queue", runItem{hasTarget: true, exchange: "reservations", routingKey: "reservation.expire",
+			originQueue: "reservation-expiry.retry.1000"}, "reservation-expiry"},
+		{"through the exchange, died in the work queue", runItem{hasTarget: true, exchange: "reservations", originQueue: "reservation-expiry"}, "reservation-expiry"},
+		{"back to the queue it failed in", runItem{hasTarget: true, exchange: "", routingKey: "reservation-expiry",
+			originQueue: "reservation-expiry.retry.1000"}, "reservation-expiry"},
+		{"the request's queue", runItem{hasTarget: true, routingKey: "fallback"}, "fallback"},
+		{"through an exchange, no queue known", runItem{hasTarget: true, exchange: "reservations", routingKey: "k"}, ""},
+		{"a queue named like a dlq only", runItem{originQueue: ".dlq"}, ".dlq"},
 	} {
-		if got := c.item.depthQueue(c.req); got != c.want {
+		if got := c.item.depthQueue(); got != c.want {
 			t.Errorf("%s: depth queue %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -114,6 +114,7 @@ func TestRedTeamHandlerCheck(t *testing.T) {
 	refused(t, rt.owner, "frozen-request", `UPDATE expiryctl.replay_requests SET same_handler_ok = true, same_handler_why = 'x' WHERE id = $1`, req.ID)
 	refused(t, rt.owner, "frozen-request", `UPDATE expiryctl.replay_requests SET failed_under = '{"v0": 3}' WHERE id = $1`, req.ID)
 	refused(t, rt.owner, "frozen-request", `UPDATE expiryctl.replay_requests SET include_permanent = true WHERE id = $1`, req.ID)
+	refused(t, rt.owner, "frozen-request", `UPDATE expiryctl.replay_requests SET via_exchange = NOT via_exchange WHERE id = $1`, req.ID)
 
 	var status string
 	if err := rt.owner.QueryRow(ctx, `SELECT status FROM expiryctl.replay_requests WHERE id = $1`, req.ID).Scan(&status); err != nil || status != "approved" {
@@ -186,7 +187,8 @@ func TestRedTeamRequestFlags(t *testing.T) {
 	if failed != `{"": 2, "v1": 2}` {
 		t.Errorf("failed_under = %s, want 2 letters naming no version and 2 under v1", failed)
 	}
-	if targets != `[{"letters": 4, "exchange": "reservations", "routing_key": "reservation.expire"}]` {
+	// The letters name no x-death: back to the work queue of q.dlq.
+	if targets != `[{"letters": 4, "exchange": "", "routing_key": "q"}]` {
 		t.Errorf("targets = %s", targets)
 	}
 	rt.approve(t, rt.bob, replay.Request{ID: id, CohortHash: cohortHash(t, rt, id)})

@@ -55,6 +55,8 @@ var functionRoles = map[string]string{
 	"replay_review":                 "approver",
 	"policy_set":                    "admin",
 	"policy_review":                 "admin",
+	"replay_target_of":              "operator or approver or admin or auditor",
+	"work_queue_of":                 "operator or approver or admin or auditor",
 }
 
 // AsRefusal turns the database's governance exception, and PostgreSQL's own

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00029, then the files of store/functions/) leaves an empty database, dumped
+-- 00030, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -1628,10 +1628,10 @@ $$;
 
 
 --
--- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1729,13 +1729,14 @@ BEGIN
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
            string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
-               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
       INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
-      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id;
+      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
+     CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                                  to_exchange, to_routing_key, via_exchange)) t;
     IF bad_redacted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
     END IF;
@@ -1748,8 +1749,15 @@ BEGIN
     IF bad_changed IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
     END IF;
-    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
+    IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+    END IF;
+    IF kind = 'replay' AND bad_target IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
+            || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
+    END IF;
+    IF kind = 'discard' AND via_exchange THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange does not apply');
     END IF;
 
     IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
@@ -1770,8 +1778,8 @@ BEGIN
     WITH g AS (
         SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
-         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
-                                                                      to_exchange, to_routing_key)) t
+         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                                      to_exchange, to_routing_key, via_exchange)) t
          GROUP BY 1, 2, 3)
     SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
            (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
@@ -1788,11 +1796,11 @@ BEGIN
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
         to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
-        failed_under, targets)
+        failed_under, targets, via_exchange)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
-        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts)
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
     SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
@@ -1802,7 +1810,8 @@ BEGIN
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
         'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
-        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts));
+        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts,
+        'via_exchange', via_exchange));
     request_id := rid;
     RETURN NEXT;
 END
@@ -2329,20 +2338,22 @@ $$;
 
 
 --
--- Name: replay_target_of(text, text, text, text, text); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_target_of(text, text, text, text, text, text, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text) RETURNS record
+CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) RETURNS record
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    SELECT CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_exchange, '')
+    AS $_$
+    SELECT CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
                 WHEN coalesce(origin_queue, '') <> '' THEN ''
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '') END,
-           CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_routing_key, '')
-                WHEN coalesce(origin_queue, '') <> '' THEN origin_queue
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '') END
-$$;
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '')
+                WHEN source_queue ~ '.\.dlq$' THEN '' END,
+           CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
+                WHEN coalesce(origin_queue, '') <> '' THEN expiryctl.work_queue_of(origin_queue)
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '')
+                WHEN source_queue ~ '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
+$_$;
 
 
 --
@@ -2484,6 +2495,18 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+
+--
+-- Name: work_queue_of(text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.work_queue_of(queue text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    SELECT coalesce(nullif(regexp_replace(queue, '(\.retry\.[0-9]+|\.dlq)$', ''), ''), queue)
+$_$;
 
 
 --
@@ -2906,6 +2929,7 @@ CREATE TABLE expiryctl.replay_requests (
     failed_under jsonb DEFAULT '{}'::jsonb NOT NULL,
     targets jsonb DEFAULT '[]'::jsonb NOT NULL,
     approval_note text,
+    via_exchange boolean DEFAULT false NOT NULL,
     CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
     CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
     CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
@@ -3570,7 +3594,7 @@ CREATE TRIGGER replay_requests_guard BEFORE INSERT OR UPDATE ON expiryctl.replay
 -- Name: replay_requests replay_requests_handler_frozen; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
+CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets) OR (new.via_exchange IS DISTINCT FROM old.via_exchange))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
 
 
 --
@@ -4515,11 +4539,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_refuse(rule text, message text) FROM PUB
 
 
 --
--- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) TO expiryctl_operator;
 
 
 --
@@ -4615,10 +4639,14 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, con
 
 
 --
--- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_auditor;
 
 
 --
@@ -4640,6 +4668,17 @@ REVOKE ALL ON FUNCTION expiryctl.tally_dead_letter_signals() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION expiryctl.tally_dead_letters() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION work_queue_of(queue text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.work_queue_of(queue text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.work_queue_of(queue text) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.work_queue_of(queue text) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.work_queue_of(queue text) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.work_queue_of(queue text) TO expiryctl_auditor;
 
 
 --

@@ -127,6 +127,8 @@ func TestRequestFromTheList(t *testing.T) {
 	keys = append(keys, tuitest.Key("enter"))
 	keys = append(keys, tuitest.Type("yes")...) // include permanent
 	keys = append(keys, tuitest.Key("enter"))
+	keys = append(keys, tuitest.Type("yes")...) // via exchange
+	keys = append(keys, tuitest.Key("enter"))
 	m, _ = press(t, m, keys...)
 	if m.FormOpen() {
 		t.Fatalf("form still open:\n%s", m.View())
@@ -134,8 +136,8 @@ func TestRequestFromTheList(t *testing.T) {
 	if len(b.requests.Created) != 1 || len(b.requests.Created[0].Selection.IDs) != 2 || b.requests.Created[0].Rate != 5 {
 		t.Fatalf("created %+v", b.requests.Created)
 	}
-	if c := b.requests.Created[0]; c.SameHandlerWhy != "the database failed over" || !c.IncludePermanent {
-		t.Errorf("created same-handler-ok %q, include-permanent %v", c.SameHandlerWhy, c.IncludePermanent)
+	if c := b.requests.Created[0]; c.SameHandlerWhy != "the database failed over" || !c.IncludePermanent || !c.ViaExchange {
+		t.Errorf("created same-handler-ok %q, include-permanent %v, via-exchange %v", c.SameHandlerWhy, c.IncludePermanent, c.ViaExchange)
 	}
 	if !strings.Contains(m.Banner(), "replay request 2 is pending: 2 letters") {
 		t.Errorf("banner %q", m.Banner())

@@ -7,7 +7,7 @@
 -- every payload it freezes and the cohort, so that the approver approves
 -- the server's hash and not the client's word. Returns the request's id
 -- and how many letters the selection matched.
-CREATE OR REPLACE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+CREATE OR REPLACE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -105,13 +105,14 @@ BEGIN
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
            string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.original_exchange IS NULL
-               AND d.original_routing_key IS NULL AND d.origin_queue IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
       INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
-      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id;
+      JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
+     CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                                  to_exchange, to_routing_key, via_exchange)) t;
     IF bad_redacted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
     END IF;
@@ -124,8 +125,15 @@ BEGIN
     IF bad_changed IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
     END IF;
-    IF kind = 'replay' AND coalesce(to_exchange, '') = '' AND coalesce(to_routing_key, '') = '' AND bad_target IS NOT NULL THEN
+    IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+    END IF;
+    IF kind = 'replay' AND bad_target IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
+            || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
+    END IF;
+    IF kind = 'discard' AND via_exchange THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange does not apply');
     END IF;
 
     IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
@@ -146,8 +154,8 @@ BEGIN
     WITH g AS (
         SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
-         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue,
-                                                                      to_exchange, to_routing_key)) t
+         CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                                      to_exchange, to_routing_key, via_exchange)) t
          GROUP BY 1, 2, 3)
     SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
            (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
@@ -164,11 +172,11 @@ BEGIN
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
         to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
-        failed_under, targets)
+        failed_under, targets, via_exchange)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
-        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts)
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
     SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
@@ -178,11 +186,12 @@ BEGIN
         'cohort_hash', encode(chash, 'hex'), 'rate', eff_rate, 'canary', eff_canary, 'fresh_key', fresh_key,
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
         'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
-        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts));
+        'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts,
+        'via_exchange', via_exchange));
     request_id := rid;
     RETURN NEXT;
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) TO expiryctl_operator;

@@ -1,16 +1,26 @@
--- replay_target_of is where a replay publishes a letter, as the runner
--- decides it (replay's runItem.target): its original exchange and routing
--- key, else the queue it died in by the default exchange, else the
--- request's target. rk is NULL when there is none.
+-- replay_target_of is where a replay publishes a letter: by default back
+-- to the work queue it failed in, through the default exchange, so that no
+-- other queue bound to its original exchange gets a copy; with
+-- via_exchange through its original exchange and routing key. The work
+-- queue is the one its x-death names (origin_queue, a retry queue's work
+-- queue), else the request's own target, else the work queue of the
+-- dead-letter queue it was captured from when that is named as the expiry
+-- topology names them (Q.dlq for Q): a worker that dead-letters a job on
+-- its first failure publishes it there itself, and no x-death names Q. rk
+-- is NULL when there is none. The runner reads each item's target from
+-- here, and the request freezes the cohort's with it.
 CREATE OR REPLACE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text,
-    to_exchange text, to_routing_key text, OUT e text, OUT rk text)
+    source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_exchange, '')
+    SELECT CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
                 WHEN coalesce(origin_queue, '') <> '' THEN ''
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '') END,
-           CASE WHEN original_exchange IS NOT NULL OR original_routing_key IS NOT NULL THEN coalesce(original_routing_key, '')
-                WHEN coalesce(origin_queue, '') <> '' THEN origin_queue
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '') END
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '')
+                WHEN source_queue ~ '.\.dlq$' THEN '' END,
+           CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
+                WHEN coalesce(origin_queue, '') <> '' THEN expiryctl.work_queue_of(origin_queue)
+                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '')
+                WHEN source_queue ~ '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, to_exchange text, to_routing_key text, OUT e text, OUT rk text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_operator, expiryctl_approver, expiryctl_admin, expiryctl_auditor;

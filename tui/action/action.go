@@ -163,11 +163,14 @@ func RequestSpec(svc backend.Services, kind replay.Kind, sel Selection, pol *rep
 				Hint: "why the handler that failed them may take them again; empty: the run checks the handler changed"},
 			form.Field{Key: "include-permanent", Label: "include permanent",
 				Hint: "type yes to include letters that failed for good (conflict, validation, malformed, not-found)"},
+			form.Field{Key: "via-exchange", Label: "via exchange",
+				Hint: "type yes to publish through the original exchange (every queue bound there gets a copy); empty: back to the queue each failed in"},
 		)
 	}
 	return form.Spec{Title: title, Lines: lines, Fields: fields, Submit: func(v form.Values) tea.Cmd {
 		nr := replay.NewRequest{Kind: kind, Why: v["why"], SameHandlerWhy: strings.TrimSpace(v["same-handler-ok"]),
-			IncludePermanent: strings.EqualFold(strings.TrimSpace(v["include-permanent"]), "yes")}
+			IncludePermanent: strings.EqualFold(strings.TrimSpace(v["include-permanent"]), "yes"),
+			ViaExchange:      strings.EqualFold(strings.TrimSpace(v["via-exchange"]), "yes")}
 		if len(sel.IDs) > 0 {
 			nr.Selection = replay.Selection{IDs: append([]int64(nil), sel.IDs...)}
 		} else {
@@ -213,6 +216,9 @@ func ReviewSpec(svc backend.Services, r replay.Request, approve bool) form.Spec 
 	fields := []form.Field{{Key: "why", Label: "why", Hint: "your reason, kept in the audit trail", Required: !approve}}
 	if approve && r.SameHandlerOK {
 		lines = append(lines, "SAME HANDLER: the run skips the handler check; the requester says: "+termsafe.EscapeLine(r.SameHandlerWhy))
+	}
+	if approve && r.ViaExchange {
+		lines = append(lines, "VIA EXCHANGE: every queue bound to the letters' original exchange gets a copy, not only the queue each failed in.")
 	}
 	if approve && r.IncludePermanent {
 		lines = append(lines, "PERMANENT LETTERS: the cohort may hold letters that failed for good (conflict, validation, malformed, not-found).")

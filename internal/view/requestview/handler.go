@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -47,6 +48,39 @@ func handlerFields(d replay.Detail, st Styles, field func(name, value string)) {
 		field("handler check", st.Warn(fmt.Sprintf("a run would be refused or halt (%s): %s", h.Condition, termsafe.EscapeLine(h.Reason))))
 	default:
 		field("handler check", "passes: every target queue has a consumer on a version the cohort did not fail under")
+	}
+}
+
+// targetFields says where the letters go: back to the queue each failed
+// in, or, with --via-exchange, through the original exchange to every
+// queue bound there, which it lists as the broker routes them now.
+func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
+	if d.ViaExchange {
+		field("publishes to", st.Warn("THROUGH THE ORIGINAL EXCHANGE (--via-exchange): every queue bound there gets a copy"))
+	} else {
+		field("publishes to", "the queue each letter failed in, through the default exchange: no other queue gets a copy")
+	}
+	for _, t := range d.Targets {
+		field("", fmt.Sprintf("%s: %s", termsafe.EscapeLine(t.String()), phrase.Count(t.Letters, "letter", "letters")))
+	}
+	if !d.ViaExchange {
+		return
+	}
+	h := d.Handler
+	switch {
+	case h == nil || h.ConsumedNow == nil:
+		field("copies to", "not read")
+	case h.ConsumedNow.Unavailable != "":
+		field("copies to", st.Warn("unknown: the broker's bindings could not be read"))
+	case len(h.ConsumedNow.Queues) == 0:
+		field("copies to", st.Warn("no queue: the exchange routes them nowhere"))
+	default:
+		queues := make([]string, 0, len(h.ConsumedNow.Queues))
+		for _, q := range h.ConsumedNow.Queues {
+			queues = append(queues, termsafe.EscapeLine(q.Queue))
+		}
+		field("copies to", st.Warn(fmt.Sprintf("%s, one copy each: %s",
+			phrase.Count(len(queues), "queue", "queues"), strings.Join(queues, ", "))))
 	}
 }
 

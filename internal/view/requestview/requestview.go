@@ -57,6 +57,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		field("canary", fmt.Sprintf("%s first, then wait up to %s for them to come back", phrase.Count(d.Canary, "letter", "letters"), phrase.Duration(d.Stop.CanaryWindow)))
 		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
+		targetFields(d, st, field)
 		if d.ToExchange != "" || d.ToRoutingKey != "" {
 			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}
