@@ -49,9 +49,14 @@ type Statement struct {
 	FreshKey         bool
 	IncludePermanent bool
 	SameHandlerOK    bool
-	Requester        string // the requester's database login
-	Approver         string // the approver's database login, the key's name
-	Expires          time.Time
+	// ViaExchange and Schedule ("not-before TIME", "include-not-due")
+	// are written only when set, so that a statement signed before they
+	// existed still reads the same.
+	ViaExchange bool
+	Schedule    string
+	Requester   string // the requester's database login
+	Approver    string // the approver's database login, the key's name
+	Expires     time.Time
 }
 
 // Text is the statement's canonical text, the signed note's body.
@@ -74,6 +79,12 @@ func (s Statement) Text() string {
 	line("fresh-key", strconv.FormatBool(s.FreshKey))
 	line("include-permanent", strconv.FormatBool(s.IncludePermanent))
 	line("same-handler-ok", strconv.FormatBool(s.SameHandlerOK))
+	if s.ViaExchange {
+		line("via-exchange", "true")
+	}
+	if s.Schedule != "" {
+		line("schedule", s.Schedule)
+	}
 	line("requester", s.Requester)
 	line("approver", s.Approver)
 	line("expires", s.Expires.UTC().Format(time.RFC3339))
@@ -117,6 +128,10 @@ func ParseStatement(text string) (Statement, error) {
 			s.IncludePermanent, err = strconv.ParseBool(v)
 		case "same-handler-ok":
 			s.SameHandlerOK, err = strconv.ParseBool(v)
+		case "via-exchange":
+			s.ViaExchange, err = strconv.ParseBool(v)
+		case "schedule":
+			s.Schedule = v
 		case "requester":
 			s.Requester = v
 		case "approver":

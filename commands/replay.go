@@ -106,6 +106,8 @@ type ReplayRequestOptions struct {
 	SameHandlerOK    string
 	IncludePermanent bool
 	ViaExchange      bool
+	NotBefore        string
+	IncludeNotDue    bool
 	Output           *outputFormat
 
 	request replay.NewRequest
@@ -130,11 +132,22 @@ exchange and routing key instead; ` + "`replay show`" + ` then lists every queue
 gets a copy. A letter that names no queue it failed in (no x-death) needs
 --routing-key QUEUE or --via-exchange.
 
+Time: --not-before schedules the replay (an RFC 3339 time or a duration from
+now); the run, started any time after the approval, publishes nothing before
+it, with no broker plugin. A letter whose hold is not yet due (its due_at),
+or whose last error carried a Retry-After (x-retry-after, or Retry-After as
+seconds or an HTTP date), is not published before then either; the run waits
+for it, in cohort order. --include-not-due publishes them without waiting.
+The database refuses a time in the past, one after retention redacts the
+cohort, and a Retry-After it cannot read (rules not-before, retry-after).
+
 ` + handlerHelp,
 		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
   expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why INC-4211
   expiryctl replay request --id 77 --routing-key reservation-expiry --why INC-4211
   expiryctl replay request --id 78 --via-exchange --why "INC-4213: billing must see it too"
+  expiryctl replay request --reason transient-exhausted --max 200 --not-before 2026-12-05T06:00:00Z --why "INC-4214: after the maintenance window"
+  expiryctl replay request --reason throttled --max 50 --not-before 30m --why "INC-4215: inventory asked for 30 minutes"
   expiryctl replay request --reason transient-exhausted --max 50 --why INC-4211 \
       --same-handler-ok "the database failed over; the worker was never at fault"
   expiryctl replay request --reason conflict --max 20 --include-permanent --why "INC-4212: v2 reads the current version"`,
@@ -156,12 +169,21 @@ gets a copy. A letter that names no queue it failed in (no x-death) needs
 			if opts.FreshKey && !opts.ConfirmEligible {
 				return flagErrorf("--fresh-key needs --confirm-eligible: confirm the reservations are still eligible to expire")
 			}
+			var notBefore *time.Time
+			if cmd.Flags().Changed("not-before") {
+				at, err := parseLaterFlag("not-before", opts.NotBefore, opts.Now())
+				if err != nil {
+					return err
+				}
+				notBefore = &at
+			}
 			if cmd.Flags().Changed("same-handler-ok") && strings.TrimSpace(opts.SameHandlerOK) == "" {
 				return flagErrorf(`--same-handler-ok needs a reason, e.g. --same-handler-ok "the database failed over; the worker was never at fault"`)
 			}
 			opts.request = replay.NewRequest{Kind: replay.KindReplay, Selection: sel, Rate: opts.Rate, Why: opts.Why,
 				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible,
-				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent, ViaExchange: opts.ViaExchange}
+				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent, ViaExchange: opts.ViaExchange,
+				NotBefore: notBefore, IncludeNotDue: opts.IncludeNotDue}
 			if cmd.Flags().Changed("canary") {
 				if opts.Canary < 0 {
 					return flagErrorf("invalid --canary %d: use 0 or more", opts.Canary)
@@ -182,6 +204,8 @@ gets a copy. A letter that names no queue it failed in (no x-death) needs
 	fl.StringVar(&opts.ToExchange, "to-exchange", "", "target exchange for letters that name no queue they failed in")
 	fl.StringVar(&opts.RoutingKey, "routing-key", "", "target routing key (with the default exchange: the queue) for letters that name no queue they failed in")
 	fl.BoolVar(&opts.ViaExchange, "via-exchange", false, "publish through each letter's original exchange: every queue bound there gets a copy")
+	fl.StringVar(&opts.NotBefore, "not-before", "", "publish nothing before this `time`: RFC 3339, or a duration from now (30m, 2h, 1d)")
+	fl.BoolVar(&opts.IncludeNotDue, "include-not-due", false, "publish letters not yet due (their hold's deadline, their Retry-After) without waiting")
 	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
 	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
 	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", "say `why` the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver")

@@ -59,6 +59,23 @@ func TestReplayRequestFlags(t *testing.T) {
 		{name: "a negative max", args: []string{"--queue", "q", "--max", "-5", "--why", "x"}, wantErr: "a filter needs --max N"},
 		{name: "an unknown reason", args: []string{"--reason", "timeout", "--max", "5", "--why", "x"}, wantErr: "valid categories are"},
 		{name: "a bad since", args: []string{"--since", "yesterday", "--max", "5", "--why", "x"}, wantErr: "invalid --since"},
+		{name: "not before, from now", args: []string{"--id", "1", "--not-before", "30m", "--why", "x"}, check: func(t *testing.T, nr replay.NewRequest) {
+			want := time.Date(2026, 11, 30, 3, 30, 0, 0, time.UTC)
+			if nr.NotBefore == nil || !nr.NotBefore.Equal(want) || nr.IncludeNotDue || nr.ViaExchange {
+				t.Errorf("not before %v, include not due %v, via exchange %v; want %s", nr.NotBefore, nr.IncludeNotDue, nr.ViaExchange, want)
+			}
+		}},
+		{name: "not before, a time; letters not due; via the exchange", args: []string{"--id", "1", "--not-before", "2026-11-30T06:00:00+01:00",
+			"--include-not-due", "--via-exchange", "--why", "x"}, check: func(t *testing.T, nr replay.NewRequest) {
+			if nr.NotBefore == nil || !nr.NotBefore.Equal(time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)) || !nr.IncludeNotDue || !nr.ViaExchange {
+				t.Errorf("not before %v, include not due %v, via exchange %v", nr.NotBefore, nr.IncludeNotDue, nr.ViaExchange)
+			}
+		}},
+		{name: "not before in the past", args: []string{"--id", "1", "--not-before", "2026-11-30T02:00:00Z", "--why", "x"},
+			wantErr: "--not-before 2026-11-30T02:00:00Z is not in the future (it is 2026-11-30T03:00:00Z now)"},
+		{name: "not before unreadable", args: []string{"--id", "1", "--not-before", "after lunch", "--why", "x"},
+			wantErr: `invalid --not-before "after lunch": use an RFC 3339 time (2026-11-30T03:00:00Z) or a duration from now`},
+		{name: "not before a negative duration", args: []string{"--id", "1", "--not-before", "-5m", "--why", "x"}, wantErr: "invalid --not-before"},
 		{name: "a bad id", args: []string{"--id", "forty-two", "--why", "x"}, wantErr: "invalid argument"},
 		{name: "why is required", args: []string{"--id", "1"}, wantErr: "--why is required"},
 		{name: "why is not blank", args: []string{"--id", "1", "--why", "  "}, wantErr: "--why is required"},

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/internal/service"
@@ -63,6 +64,8 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"
 	case "canary-outcomes":
 		out.Note = "waiting for the canary's reservations to reach their terminal state"
+	case "not-before":
+		out.Note = "waiting until " + p.WaitUntil.UTC().Format(time.RFC3339) + ": not before the request's --not-before, a Retry-After or a hold not yet due"
 	}
 	if out.Note == "" && p.PaceWhy != "" {
 		out.Note = "pace: " + p.PaceWhy

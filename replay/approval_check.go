@@ -37,12 +37,20 @@ func approvalStatement(req Request, database, approver string, expires time.Time
 	if req.ToExchange != "" || req.ToRoutingKey != "" {
 		override = fmt.Sprintf("%q %q", req.ToExchange, req.ToRoutingKey)
 	}
+	var schedule []string
+	if req.NotBefore != nil {
+		schedule = append(schedule, "not-before "+req.NotBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if req.IncludeNotDue && req.Kind == KindReplay {
+		schedule = append(schedule, "include-not-due")
+	}
 	return approval.Statement{
 		Database: database, Request: req.ID, Kind: string(req.Kind), Cohort: req.CohortHash, Items: req.Items,
 		Targets: targets, Override: override, Rate: req.Rate, Canary: req.Canary,
 		Stop: fmt.Sprintf("failure-ratio=%g queue-depth=%d redead-ratio=%g canary-window=%s",
 			req.Stop.FailureRatio, req.Stop.QueueDepth, req.Stop.RedeadRatio, req.Stop.CanaryWindow),
 		FreshKey: req.FreshKey, IncludePermanent: req.IncludePermanent, SameHandlerOK: req.SameHandlerOK,
+		ViaExchange: req.ViaExchange, Schedule: strings.Join(schedule, " "),
 		Requester: req.RequestedDBRole, Approver: approver, Expires: expires.UTC().Truncate(time.Second),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,7 +24,8 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 	d.redacted_at IS NOT NULL, d.status, coalesce(again.found, false),
 	coalesce(d.reservation_id, ''), coalesce(d.idempotency_key, ''), d.expected_version,
 	t.rk IS NOT NULL, coalesce(t.e, ''), coalesce(t.rk, ''), coalesce(d.origin_queue, ''),
-	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count`
+	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count,
+	greatest(extract(epoch FROM w.not_before - clock_timestamp()), 0)::float8`
 
 // againJoin finds a newer letter of the same job (the letter died again
 // since it was frozen). A lateral LIMIT 1 probes the partial index on
@@ -40,10 +42,12 @@ const letterByItem = `CROSS JOIN LATERAL (SELECT l.*, s.status FROM expiryctl.de
 		WHERE l.id = i.dead_letter_id LIMIT 1) d`
 
 // targetByItem is where the item goes, as the request froze its cohort's
-// targets (replay_target_of, one definition for both).
+// targets (replay_target_of, one definition for both), and, as w, the
+// earliest time it may go (replay_item_not_before).
 const targetByItem = `JOIN expiryctl.replay_requests r ON r.id = i.request_id
 		CROSS JOIN LATERAL expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
-			r.to_exchange, r.to_routing_key, r.via_exchange) t`
+			r.to_exchange, r.to_routing_key, r.via_exchange) t
+		CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) w`
 
 // ItemsLoad reads by an ordinal window rather than "after ordinal, LIMIT n",
 // which keeps each read bounded whatever plan the database picks: with the
@@ -72,10 +76,17 @@ func (p postgresTables) ItemsLoad(ctx context.Context, request int64, lo, hi int
 		// pgx would validate them through encoding/json, and replayHeaders
 		// decodes them anyway.
 		var headers []byte
+		var wait float64
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasTarget, &it.exchange,
-			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount)
+			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount,
+			&wait)
 		it.headers = headers
+		if wait > 0 {
+			// The database's answer is a wait, not a time: the runner's
+			// clock may differ from the one replay_items_send checks.
+			it.notBefore = time.Now().Add(time.Duration(wait * float64(time.Second)))
+		}
 		// The hash of the bytes about to be published, not the stored
 		// column: a payload changed behind the archive's back is refused
 		// item by item (changed says so), whatever the columns claim.
@@ -172,6 +183,20 @@ func (p postgresTables) ItemsSample(ctx context.Context, req Request, limit int)
 			&it.Category, &it.ReservationID, &it.ErrorClass, &it.Target)
 		return it, err
 	})
+}
+
+func (p postgresTables) ItemsTiming(ctx context.Context, request int64) (Timing, error) {
+	var t Timing
+	err := p.q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE d.due_at <= now()), count(*) FILTER (WHERE d.due_at > now()),
+		count(*) FILTER (WHERE d.due_at IS NULL), min(d.due_at), max(d.due_at),
+		count(*) FILTER (WHERE i.retry_after > now()), max(i.retry_after) FILTER (WHERE i.retry_after > now()),
+		count(*) FILTER (WHERE w.not_before > now() AND i.state IN ('pending', 'publishing')),
+		max(w.not_before) FILTER (WHERE w.not_before > now() AND i.state IN ('pending', 'publishing'))
+		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		`+targetByItem+`
+		WHERE i.request_id = $1`, request).Scan(&t.PastDue, &t.NotYetDue, &t.NoDueAt, &t.DueFrom, &t.DueTo,
+		&t.RetryAfter, &t.RetryAfterUntil, &t.Held, &t.HeldUntil)
+	return t, err
 }
 
 func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error) {

@@ -119,6 +119,13 @@ type Request struct {
 	// where every queue bound to it gets a copy, rather than back to the
 	// queue each failed in alone (`--via-exchange`).
 	ViaExchange bool `json:"via_exchange"`
+	// NotBefore, when set, is the earliest time the run publishes any
+	// letter of it (`--not-before`).
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// IncludeNotDue publishes letters whose hold is not yet due, or whose
+	// last error asked to be retried later (Retry-After), without waiting
+	// for them (`--include-not-due`).
+	IncludeNotDue bool `json:"include_not_due"`
 	// ApprovalNote is the approver's signed statement of what they
 	// approved (a signed note, see package approval); empty for an
 	// unsigned approval.
@@ -190,6 +197,13 @@ type NewRequest struct {
 	// routing key, where every queue bound to them gets a copy, instead of
 	// back to the queue it failed in: `--via-exchange`.
 	ViaExchange bool
+	// NotBefore schedules the replay: nothing is published before it
+	// (`--not-before`). It must be in the future and before retention
+	// redacts the cohort's oldest letter.
+	NotBefore *time.Time
+	// IncludeNotDue publishes letters not yet due (their hold's deadline,
+	// their Retry-After) without waiting for them: `--include-not-due`.
+	IncludeNotDue bool
 }
 
 // Created is the result of Create.

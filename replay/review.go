@@ -133,6 +133,9 @@ type Detail struct {
 	// Properties says where the replayed messages' properties will differ
 	// from those the letters were received with.
 	Properties PropertyNotes `json:"properties"`
+	// Timing says when the cohort's letters may go: their holds' deadlines,
+	// their Retry-After, what the run holds back. Nil for a discard.
+	Timing *Timing `json:"timing,omitempty"`
 	// Outcomes sums up the outcomes its runs recorded (replay_outcomes):
 	// Watched is the items confirmed, Waiting those without an outcome.
 	// Nil when none were recorded.
@@ -146,6 +149,28 @@ type Detail struct {
 	// counts them all.
 	Permanent      []PermanentLetter `json:"permanent_letters"`
 	PermanentCount int               `json:"permanent_count"`
+}
+
+// Timing is when a cohort's letters may go, by the database's clock.
+type Timing struct {
+	// PastDue and NotYetDue count the letters whose hold's deadline
+	// (due_at) has passed and has not; NoDueAt those that name none.
+	// DueFrom and DueTo are the earliest and latest deadline.
+	PastDue   int        `json:"past_due"`
+	NotYetDue int        `json:"not_yet_due"`
+	NoDueAt   int        `json:"no_due_at"`
+	DueFrom   *time.Time `json:"due_from,omitempty"`
+	DueTo     *time.Time `json:"due_to,omitempty"`
+	// RetryAfter counts the letters whose last error asked to be left
+	// alone until a time still to come (Retry-After, x-retry-after), the
+	// last of them until RetryAfterUntil.
+	RetryAfter      int        `json:"retry_after"`
+	RetryAfterUntil *time.Time `json:"retry_after_until,omitempty"`
+	// Held counts the items still to publish that a run would hold back
+	// now (its --not-before, a Retry-After, a hold not yet due), the last
+	// of them until HeldUntil.
+	Held      int        `json:"held"`
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 // PropertyNotes counts the letters of a cohort whose properties a replay
@@ -198,6 +223,13 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 	}
 	if d.Sample, err = t.ItemsSample(ctx, req, sample); err != nil {
 		return Detail{}, err
+	}
+	if req.Kind == KindReplay {
+		timing, err := t.ItemsTiming(ctx, id)
+		if err != nil {
+			return Detail{}, err
+		}
+		d.Timing = &timing
 	}
 	if d.Properties, err = t.ItemsPropertyNotes(ctx, id); err != nil {
 		return Detail{}, err

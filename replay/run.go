@@ -90,8 +90,13 @@ type Runner struct {
 type Progress struct {
 	RequestID int64
 	Kind      Kind
-	// Phase is "canary", "canary-wait", "replay", "discard" or "stopping".
+	// Phase is "canary", "canary-wait", "replay", "not-before" (waiting
+	// for WaitUntil), "discard" or "stopping".
 	Phase string
+	// WaitUntil, in phase "not-before", is when the next item may go: the
+	// request's --not-before, its letter's Retry-After or its hold's
+	// deadline.
+	WaitUntil time.Time
 	// Total is the cohort size; Done counts items decided (confirmed,
 	// skipped or failed) over the request's whole life.
 	Total, Done                int
@@ -415,6 +420,9 @@ type runState struct {
 	// recorder is the current leg's recorder (a failover starts another),
 	// for the outcome watcher, which outlives a leg.
 	recorder atomic.Pointer[recorder]
+	// holdUntil, in Unix nanoseconds, is when the item the run waits for
+	// may go; 0 while it waits for none (see preparer.hold).
+	holdUntil atomic.Int64
 }
 
 func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
@@ -473,6 +481,10 @@ func (r *Runner) report(st *runState, phase string) {
 		return
 	}
 	now := r.now()
+	var holdUntil time.Time
+	if h := st.holdUntil.Load(); h != 0 && (phase == "replay" || phase == "canary") {
+		phase, holdUntil = "not-before", time.Unix(0, h)
+	}
 	if phase == st.phase && phase != "stopping" && now.Sub(st.lastReport) < 200*time.Millisecond {
 		return
 	}
@@ -481,7 +493,7 @@ func (r *Runner) report(st *runState, phase string) {
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes,
-		Elapsed: now.Sub(st.start), Stops: st.currentReadings(phase), Failovers: st.failovers}
+		Elapsed: now.Sub(st.start), Stops: st.currentReadings(phase), Failovers: st.failovers, WaitUntil: holdUntil}
 	if st.watch != nil && st.outcomes == nil {
 		s, _ := st.watch.snapshot()
 		p.Outcomes = &s
@@ -496,8 +508,11 @@ func (r *Runner) report(st *runState, phase string) {
 			pace = st.req.Rate
 		}
 		waitLeft := time.Duration(0)
-		if phase == "canary-wait" {
+		switch phase {
+		case "canary-wait":
 			waitLeft = st.canaryLeft
+		case "not-before":
+			waitLeft = max(holdUntil.Sub(now), 0)
 		}
 		p.ETA = estimateETA(st.req.Items-p.Done, p.Rate, pace, waitLeft)
 	}

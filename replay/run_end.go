@@ -75,6 +75,7 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 // are committed, so they are counted.
 func (x *replayRun) closePreparer() {
 	st := x.st
+	close(x.prep.quit)
 	close(x.prep.want)
 	for b := range x.prep.out {
 		if b.err == nil && b.halt == nil && b.stopped == "" && !b.last {

@@ -6,7 +6,7 @@ import "time"
 // it waits out the canary window or for the outcomes of what it sent.
 func waitingPhase(phase string) bool {
 	switch phase {
-	case "canary-wait", "canary-outcomes", "settling":
+	case "canary-wait", "canary-outcomes", "settling", "not-before":
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"time"
 )
 
 // runItem is one frozen item of a request with its letter, as read for a
@@ -30,6 +31,10 @@ type runItem struct {
 	headers     json.RawMessage
 	payload     []byte
 	replayCount int
+	// notBefore, by the runner's clock, is when the item may be published
+	// (the request's --not-before, its letter's Retry-After, its hold's
+	// deadline); zero: now.
+	notBefore time.Time
 }
 
 // target is where a replay sends the item, as the database reads it with

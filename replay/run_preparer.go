@@ -54,6 +54,9 @@ type preparer struct {
 	stop    chan struct{}
 	pending []plan
 	drained bool
+	// quit ends a wait for an item not yet due (see hold): the run is
+	// stopping.
+	quit chan struct{}
 }
 
 // markAhead is how many chunks may be asked for (and be being marked, in
@@ -62,7 +65,8 @@ const markAhead = 2
 
 func newPreparer(r *Runner, st *runState, window int, queues *depthQueues) *preparer {
 	return &preparer{r: r, st: st, elig: newEligibility(st.pol.EligibilityQuery), exchanges: map[string]bool{}, window: window, queues: queues,
-		want: make(chan int, markAhead), out: make(chan batch, markAhead), planned: make(chan planned, 1), stop: make(chan struct{})}
+		want: make(chan int, markAhead), out: make(chan batch, markAhead), planned: make(chan planned, 1), stop: make(chan struct{}),
+		quit: make(chan struct{})}
 }
 
 func (p *preparer) loop() {
@@ -134,20 +138,50 @@ func (p *preparer) choose(n int) ([]plan, batch, bool) {
 		p.pending = append(p.pending, w.plans...)
 		p.drained = w.last
 	}
-	// The prefix of pending with n replays, and whatever else lies in it.
-	take, seen := 0, 0
-	for take < len(p.pending) && seen < n {
-		if p.pending[take].action == actionReplay {
-			seen++
+	// The prefix of pending with n replays, and whatever else lies in it,
+	// up to the first replay not yet due: items go out in their order.
+	for {
+		take, seen := 0, 0
+		for take < len(p.pending) && seen < n {
+			if p.pending[take].action == actionReplay {
+				if !p.pending[take].item.notBefore.IsZero() && time.Until(p.pending[take].item.notBefore) > 0 {
+					break
+				}
+				seen++
+			}
+			take++
 		}
-		take++
+		if take == 0 && len(p.pending) > 0 {
+			if !p.hold(p.pending[0].item.notBefore) {
+				return nil, batch{last: true}, true
+			}
+			continue
+		}
+		if take == 0 {
+			return nil, batch{last: true}, true
+		}
+		plans := p.pending[:take:take]
+		p.pending = p.pending[take:]
+		return plans, batch{}, false
 	}
-	if take == 0 {
-		return nil, batch{last: true}, true
+}
+
+// hold waits until the item at the head of the run may go (its request's
+// --not-before, its letter's Retry-After, its hold's deadline), the run
+// reporting what it waits for meanwhile; false when the run stopped
+// instead. Nothing is marked publishing while it waits, so eligibility is
+// judged when the item goes, not when the run began.
+func (p *preparer) hold(until time.Time) bool {
+	p.st.holdUntil.Store(until.UnixNano())
+	defer p.st.holdUntil.Store(0)
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.quit:
+		return false
 	}
-	plans := p.pending[:take:take]
-	p.pending = p.pending[take:]
-	return plans, batch{}, false
 }
 
 // mark judges the eligibility of the chosen plans' publishable items and

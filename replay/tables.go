@@ -88,6 +88,9 @@ type tables interface {
 	// ItemsPermanent reads the first limit letters of a request whose
 	// category is one of PermanentCategories, in ordinal order.
 	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
+	// ItemsTiming says when the items of a request may go, by the
+	// database's clock.
+	ItemsTiming(ctx context.Context, request int64) (Timing, error)
 	// ItemsPropertyNotes counts the letters of a request whose properties a
 	// replay cannot send as received.
 	ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error)

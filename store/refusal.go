@@ -57,6 +57,7 @@ var functionRoles = map[string]string{
 	"policy_review":                 "admin",
 	"replay_target_of":              "operator or approver or admin or auditor",
 	"work_queue_of":                 "operator or approver or admin or auditor",
+	"replay_item_not_before":        "operator or approver or admin or auditor",
 }
 
 // AsRefusal turns the database's governance exception, and PostgreSQL's own

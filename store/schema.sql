@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00030, then the files of store/functions/) leaves an empty database, dumped
+-- 00031, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -1277,6 +1277,18 @@ $$;
 
 
 --
+-- Name: replay_item_not_before(timestamp with time zone, boolean, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT greatest(request_not_before, CASE WHEN NOT include_not_due THEN greatest(retry_after, due_at) END)
+$$;
+
+
+--
 -- Name: replay_items_guard(); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -1298,7 +1310,8 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.request_id <> OLD.request_id OR NEW.dead_letter_id <> OLD.dead_letter_id
-       OR NEW.ordinal <> OLD.ordinal OR NEW.payload_sha256 <> OLD.payload_sha256 THEN
+       OR NEW.ordinal <> OLD.ordinal OR NEW.payload_sha256 <> OLD.payload_sha256
+       OR NEW.retry_after IS DISTINCT FROM OLD.retry_after THEN
         PERFORM expiryctl.replay_refuse('cohort-frozen', format('the cohort of replay request %s is frozen', OLD.request_id));
     END IF;
     RETURN NEW;
@@ -1479,6 +1492,7 @@ DECLARE
     bound smallint := expiryctl.replay_publish_bound();
     moved integer;
     spent bigint;
+    early record;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     -- FOR SHARE, as replay_items_mark takes it: a cancel waits for this
@@ -1490,6 +1504,17 @@ BEGIN
     PERFORM expiryctl.replay_run_lease(request);
     IF cardinality(items) = 0 THEN
         RETURN st;
+    END IF;
+    SELECT i.dead_letter_id AS id, t.not_before INTO early
+      FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
+      JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+     CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items) AND t.not_before > now()
+     ORDER BY i.ordinal LIMIT 1;
+    IF FOUND THEN
+        PERFORM expiryctl.replay_refuse('not-before', format(
+            'item %s of replay request %s may not be published before %s (the request''s --not-before, its letter''s Retry-After or its hold''s deadline): it was not cleared',
+            early.id, request, to_char(early.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
     END IF;
     UPDATE expiryctl.replay_items i SET sends = i.sends + 1
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
@@ -1628,10 +1653,10 @@ $$;
 
 
 --
--- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean, boolean); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean, boolean, timestamp with time zone, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false, not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, include_not_due boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1642,6 +1667,10 @@ DECLARE
     wanted bigint[];
     c_ids bigint[];
     c_hashes bytea[];
+    c_retry timestamptz[];
+    bad_retry text;
+    late_ids text;
+    oldest timestamptz;
     bound integer;
     n integer;
     bad_redacted text;
@@ -1756,8 +1785,8 @@ BEGIN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
             || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
     END IF;
-    IF kind = 'discard' AND via_exchange THEN
-        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange does not apply');
+    IF kind = 'discard' AND (via_exchange OR not_before IS NOT NULL OR include_not_due) THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange, --not-before and --include-not-due do not apply');
     END IF;
 
     IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
@@ -1769,6 +1798,38 @@ BEGIN
             '%s of the %s letters failed for good (%s: dead letters %s%s): a retry fails the same way. Leave them out (for instance --reason transient-exhausted), '
             || 'ask for them to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes them worth retrying, add --include-permanent',
             perm_n, n, perm_cats, perm_ids, CASE WHEN perm_n > 10 THEN ', …' ELSE '' END));
+    END IF;
+
+    -- Time: no replay is scheduled into the past, or to after retention
+    -- redacts its letters (from their capture, as dlq purge counts it);
+    -- the Retry-After each letter's last error carried is frozen with its
+    -- item, and one that cannot be read is refused rather than guessed.
+    IF not_before IS NOT NULL AND not_before < now() THEN
+        PERFORM expiryctl.replay_refuse('not-before', format('--not-before %s is in the past (the database''s clock says %s): name a later time, or leave it out to replay when the run starts',
+            to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
+    END IF;
+    SELECT array_agg(expiryctl.retry_after_of(d.headers, d.dead_lettered_at) ORDER BY c.ord), min(d.ingested_at)
+      INTO c_retry, oldest
+      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
+    IF not_before IS NOT NULL AND not_before > oldest + pol.retention THEN
+        PERFORM expiryctl.replay_refuse('not-before', format('--not-before %s is after retention redacts the oldest letter of the cohort (captured %s, retention %s): name an earlier time',
+            to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), to_char(oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), pol.retention));
+    END IF;
+    IF kind = 'replay' AND NOT include_not_due THEN
+        SELECT string_agg(format('%s (%s)', d.id, left(coalesce(d.headers->>'x-retry-after', d.headers->>'retry-after', d.headers->>'Retry-After', '?'), 40)), ', ' ORDER BY d.id)
+                   FILTER (WHERE c.r = 'infinity'),
+               string_agg(d.id::text, ', ' ORDER BY d.id)
+                   FILTER (WHERE c.r <> 'infinity' AND greatest(c.r, d.due_at) > d.ingested_at + pol.retention)
+          INTO bad_retry, late_ids
+          FROM unnest(c_ids, c_retry) AS c(id, r) JOIN expiryctl.dead_letters d ON d.id = c.id;
+        IF bad_retry IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('retry-after', format('dead letters %s carry a Retry-After that is neither seconds nor an HTTP date, so when they may go again is unknown: '
+                || 'leave them out, or add --include-not-due to publish them without waiting', bad_retry));
+        END IF;
+        IF late_ids IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('not-before', format('dead letters %s are not due (their hold''s deadline or Retry-After) until after retention redacts them: '
+                || 'leave them out, or add --include-not-due to publish them without waiting', late_ids));
+        END IF;
     END IF;
 
     -- The handler versions the cohort failed under, and where its letters
@@ -1796,14 +1857,16 @@ BEGIN
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
         to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
-        failed_under, targets, via_exchange)
+        failed_under, targets, via_exchange, not_before, include_not_due)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
-        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange)
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange, not_before,
+        kind = 'replay' AND include_not_due)
     RETURNING id INTO rid;
-    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
-    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal, retry_after)
+    SELECT rid, c.id, c.h, (c.ord - 1)::integer, nullif(c.r, 'infinity')
+      FROM unnest(c_ids, c_hashes, c_retry) WITH ORDINALITY AS c(id, h, r, ord);
     UPDATE expiryctl.dead_letter_states SET status = 'in_request' WHERE dead_letter_id = ANY (c_ids);
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
         'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
@@ -1811,7 +1874,7 @@ BEGIN
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
         'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
         'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts,
-        'via_exchange', via_exchange));
+        'via_exchange', via_exchange, 'not_before', not_before, 'include_not_due', include_not_due));
     request_id := rid;
     RETURN NEXT;
 END
@@ -2375,6 +2438,43 @@ $$;
 
 
 --
+-- Name: retry_after_of(jsonb, timestamp with time zone); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.retry_after_of(headers jsonb, at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v jsonb := coalesce(headers->'x-retry-after', headers->'retry-after', headers->'Retry-After');
+    t text;
+BEGIN
+    IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+        RETURN NULL;
+    END IF;
+    -- A narrow integer is tagged ({"$int32": 30}); a string that is not
+    -- UTF-8 is tagged too, and is no number or date.
+    IF jsonb_typeof(v) = 'object' AND (SELECT count(*) FROM jsonb_object_keys(v)) = 1
+       AND jsonb_typeof(v->(SELECT k FROM jsonb_object_keys(v) k)) = 'number' THEN
+        v := v->(SELECT k FROM jsonb_object_keys(v) k);
+    END IF;
+    t := btrim(CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' WHEN 'number' THEN v::text ELSE '' END);
+    IF t ~ '^[0-9]{1,9}$' THEN
+        RETURN at + make_interval(secs => t::integer);
+    END IF;
+    IF t ~ '^[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$' THEN
+        BEGIN
+            RETURN to_timestamp(substr(t, 6, 20), 'DD Mon YYYY HH24:MI:SS')::timestamp AT TIME ZONE 'UTC';
+        EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+            RETURN 'infinity';
+        END;
+    END IF;
+    RETURN 'infinity';
+END
+$_$;
+
+
+--
 -- Name: tally_dead_letter_signals(); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -2852,6 +2952,7 @@ CREATE TABLE expiryctl.replay_items (
     confirmed_at timestamp with time zone,
     open boolean DEFAULT true NOT NULL,
     sends smallint DEFAULT 0 NOT NULL,
+    retry_after timestamp with time zone,
     CONSTRAINT replay_items_publish_bound CHECK (((sends >= 0) AND (sends <= 3))),
     CONSTRAINT replay_items_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'publishing'::text, 'confirmed'::text, 'failed'::text, 'skipped'::text])))
 )
@@ -2930,6 +3031,8 @@ CREATE TABLE expiryctl.replay_requests (
     targets jsonb DEFAULT '[]'::jsonb NOT NULL,
     approval_note text,
     via_exchange boolean DEFAULT false NOT NULL,
+    not_before timestamp with time zone,
+    include_not_due boolean DEFAULT false NOT NULL,
     CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
     CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
     CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
@@ -3524,7 +3627,7 @@ CREATE TRIGGER dead_letters_track_state AFTER INSERT ON expiryctl.dead_letters R
 -- Name: replay_items replay_items_frozen; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER replay_items_frozen BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.request_id IS DISTINCT FROM old.request_id) OR (new.dead_letter_id IS DISTINCT FROM old.dead_letter_id) OR (new.ordinal IS DISTINCT FROM old.ordinal) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256))) EXECUTE FUNCTION expiryctl.replay_items_guard();
+CREATE TRIGGER replay_items_frozen BEFORE UPDATE ON expiryctl.replay_items FOR EACH ROW WHEN (((new.request_id IS DISTINCT FROM old.request_id) OR (new.dead_letter_id IS DISTINCT FROM old.dead_letter_id) OR (new.ordinal IS DISTINCT FROM old.ordinal) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.retry_after IS DISTINCT FROM old.retry_after))) EXECUTE FUNCTION expiryctl.replay_items_guard();
 
 
 --
@@ -3594,7 +3697,7 @@ CREATE TRIGGER replay_requests_guard BEFORE INSERT OR UPDATE ON expiryctl.replay
 -- Name: replay_requests replay_requests_handler_frozen; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets) OR (new.via_exchange IS DISTINCT FROM old.via_exchange))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
+CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets) OR (new.via_exchange IS DISTINCT FROM old.via_exchange) OR (new.not_before IS DISTINCT FROM old.not_before) OR (new.include_not_due IS DISTINCT FROM old.include_not_due))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
 
 
 --
@@ -4451,6 +4554,17 @@ REVOKE ALL ON FUNCTION expiryctl.replay_handler_check(request bigint, failed_und
 
 
 --
+-- Name: FUNCTION replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) TO expiryctl_auditor;
+
+
+--
 -- Name: FUNCTION replay_items_guard(); Type: ACL; Schema: expiryctl
 --
 
@@ -4539,11 +4653,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_refuse(rule text, message text) FROM PUB
 
 
 --
--- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) TO expiryctl_operator;
 
 
 --
@@ -4654,6 +4768,13 @@ GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, origina
 --
 
 REVOKE ALL ON FUNCTION expiryctl.require_role(action text, VARIADIC groups text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION retry_after_of(headers jsonb, at timestamp with time zone); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.retry_after_of(headers jsonb, at timestamp with time zone) FROM PUBLIC;
 
 
 --

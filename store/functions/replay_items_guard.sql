@@ -19,7 +19,8 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.request_id <> OLD.request_id OR NEW.dead_letter_id <> OLD.dead_letter_id
-       OR NEW.ordinal <> OLD.ordinal OR NEW.payload_sha256 <> OLD.payload_sha256 THEN
+       OR NEW.ordinal <> OLD.ordinal OR NEW.payload_sha256 <> OLD.payload_sha256
+       OR NEW.retry_after IS DISTINCT FROM OLD.retry_after THEN
         PERFORM expiryctl.replay_refuse('cohort-frozen', format('the cohort of replay request %s is frozen', OLD.request_id));
     END IF;
     RETURN NEW;

@@ -6,8 +6,9 @@
 -- a second ahead, and publishes each item at most once a run; the items it
 -- marked ahead of that are not counted, since a run that dies leaves them
 -- unsent. An item cleared replay_publish_bound() times already is refused
--- (rule publish-bound), and nothing is counted. Returns the request's
--- status; when it is not running, nothing was counted.
+-- (rule publish-bound), and nothing is counted; so is an item cleared
+-- before its time (replay_item_not_before, rule not-before). Returns the
+-- request's status; when it is not running, nothing was counted.
 CREATE OR REPLACE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[])
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -16,6 +17,7 @@ DECLARE
     bound smallint := expiryctl.replay_publish_bound();
     moved integer;
     spent bigint;
+    early record;
 BEGIN
     PERFORM expiryctl.require_role('replay run', 'expiryctl_operator');
     -- FOR SHARE, as replay_items_mark takes it: a cancel waits for this
@@ -27,6 +29,17 @@ BEGIN
     PERFORM expiryctl.replay_run_lease(request);
     IF cardinality(items) = 0 THEN
         RETURN st;
+    END IF;
+    SELECT i.dead_letter_id AS id, t.not_before INTO early
+      FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
+      JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+     CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items) AND t.not_before > now()
+     ORDER BY i.ordinal LIMIT 1;
+    IF FOUND THEN
+        PERFORM expiryctl.replay_refuse('not-before', format(
+            'item %s of replay request %s may not be published before %s (the request''s --not-before, its letter''s Retry-After or its hold''s deadline): it was not cleared',
+            early.id, request, to_char(early.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
     END IF;
     UPDATE expiryctl.replay_items i SET sends = i.sends + 1
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)

@@ -3,11 +3,15 @@
 -- the letters (by ids or by the selection, see letters_matching), refuses
 -- a cohort over the policy's bound or a rate over its ceiling, a letter
 -- already in an open request, redacted or decided, and, for a replay,
--- letters of permanent categories without include_permanent; it hashes
+-- letters of permanent categories without include_permanent, a
+-- not_before in the past or past the letters' retention, and, unless
+-- include_not_due, a letter whose Retry-After it cannot read or whose hold
+-- or Retry-After falls past its retention; it freezes each letter's
+-- Retry-After with the item (retry_after_of); it hashes
 -- every payload it freezes and the cohort, so that the approver approves
 -- the server's hash and not the client's word. Returns the request's id
 -- and how many letters the selection matched.
-CREATE OR REPLACE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+CREATE OR REPLACE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false, not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, include_not_due boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -18,6 +22,10 @@ DECLARE
     wanted bigint[];
     c_ids bigint[];
     c_hashes bytea[];
+    c_retry timestamptz[];
+    bad_retry text;
+    late_ids text;
+    oldest timestamptz;
     bound integer;
     n integer;
     bad_redacted text;
@@ -132,8 +140,8 @@ BEGIN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
             || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
     END IF;
-    IF kind = 'discard' AND via_exchange THEN
-        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange does not apply');
+    IF kind = 'discard' AND (via_exchange OR not_before IS NOT NULL OR include_not_due) THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange, --not-before and --include-not-due do not apply');
     END IF;
 
     IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
@@ -145,6 +153,38 @@ BEGIN
             '%s of the %s letters failed for good (%s: dead letters %s%s): a retry fails the same way. Leave them out (for instance --reason transient-exhausted), '
             || 'ask for them to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes them worth retrying, add --include-permanent',
             perm_n, n, perm_cats, perm_ids, CASE WHEN perm_n > 10 THEN ', …' ELSE '' END));
+    END IF;
+
+    -- Time: no replay is scheduled into the past, or to after retention
+    -- redacts its letters (from their capture, as dlq purge counts it);
+    -- the Retry-After each letter's last error carried is frozen with its
+    -- item, and one that cannot be read is refused rather than guessed.
+    IF not_before IS NOT NULL AND not_before < now() THEN
+        PERFORM expiryctl.replay_refuse('not-before', format('--not-before %s is in the past (the database''s clock says %s): name a later time, or leave it out to replay when the run starts',
+            to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
+    END IF;
+    SELECT array_agg(expiryctl.retry_after_of(d.headers, d.dead_lettered_at) ORDER BY c.ord), min(d.ingested_at)
+      INTO c_retry, oldest
+      FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
+    IF not_before IS NOT NULL AND not_before > oldest + pol.retention THEN
+        PERFORM expiryctl.replay_refuse('not-before', format('--not-before %s is after retention redacts the oldest letter of the cohort (captured %s, retention %s): name an earlier time',
+            to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), to_char(oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), pol.retention));
+    END IF;
+    IF kind = 'replay' AND NOT include_not_due THEN
+        SELECT string_agg(format('%s (%s)', d.id, left(coalesce(d.headers->>'x-retry-after', d.headers->>'retry-after', d.headers->>'Retry-After', '?'), 40)), ', ' ORDER BY d.id)
+                   FILTER (WHERE c.r = 'infinity'),
+               string_agg(d.id::text, ', ' ORDER BY d.id)
+                   FILTER (WHERE c.r <> 'infinity' AND greatest(c.r, d.due_at) > d.ingested_at + pol.retention)
+          INTO bad_retry, late_ids
+          FROM unnest(c_ids, c_retry) AS c(id, r) JOIN expiryctl.dead_letters d ON d.id = c.id;
+        IF bad_retry IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('retry-after', format('dead letters %s carry a Retry-After that is neither seconds nor an HTTP date, so when they may go again is unknown: '
+                || 'leave them out, or add --include-not-due to publish them without waiting', bad_retry));
+        END IF;
+        IF late_ids IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('not-before', format('dead letters %s are not due (their hold''s deadline or Retry-After) until after retention redacts them: '
+                || 'leave them out, or add --include-not-due to publish them without waiting', late_ids));
+        END IF;
     END IF;
 
     -- The handler versions the cohort failed under, and where its letters
@@ -172,14 +212,16 @@ BEGIN
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
         to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
-        failed_under, targets, via_exchange)
+        failed_under, targets, via_exchange, not_before, include_not_due)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
-        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange)
+        CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange, not_before,
+        kind = 'replay' AND include_not_due)
     RETURNING id INTO rid;
-    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal)
-    SELECT rid, c.id, c.h, (c.ord - 1)::integer FROM unnest(c_ids, c_hashes) WITH ORDINALITY AS c(id, h, ord);
+    INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal, retry_after)
+    SELECT rid, c.id, c.h, (c.ord - 1)::integer, nullif(c.r, 'infinity')
+      FROM unnest(c_ids, c_hashes, c_retry) WITH ORDINALITY AS c(id, h, r, ord);
     UPDATE expiryctl.dead_letter_states SET status = 'in_request' WHERE dead_letter_id = ANY (c_ids);
     PERFORM expiryctl.audit_write(label, 'replay.request', 'replay_request:' || rid, jsonb_build_object(
         'kind', kind, 'selection', selection, 'matched', matched, 'items', to_jsonb(c_ids),
@@ -187,11 +229,11 @@ BEGIN
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
         'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
         'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts,
-        'via_exchange', via_exchange));
+        'via_exchange', via_exchange, 'not_before', not_before, 'include_not_due', include_not_due));
     request_id := rid;
     RETURN NEXT;
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) TO expiryctl_operator;

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -216,6 +217,12 @@ func ReviewSpec(svc backend.Services, r replay.Request, approve bool) form.Spec 
 	fields := []form.Field{{Key: "why", Label: "why", Hint: "your reason, kept in the audit trail", Required: !approve}}
 	if approve && r.SameHandlerOK {
 		lines = append(lines, "SAME HANDLER: the run skips the handler check; the requester says: "+termsafe.EscapeLine(r.SameHandlerWhy))
+	}
+	if approve && r.NotBefore != nil {
+		lines = append(lines, "SCHEDULED: the run publishes nothing before "+r.NotBefore.UTC().Format(time.RFC3339)+".")
+	}
+	if approve && r.IncludeNotDue {
+		lines = append(lines, "NOT YET DUE INCLUDED: letters whose hold is not yet due, or that asked to retry later, go out without waiting.")
 	}
 	if approve && r.ViaExchange {
 		lines = append(lines, "VIA EXCHANGE: every queue bound to the letters' original exchange gets a copy, not only the queue each failed in.")

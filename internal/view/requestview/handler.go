@@ -84,6 +84,47 @@ func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 	}
 }
 
+// timeFields says when the letters may go: the cohort's deadlines, past
+// and to come, the Retry-After their errors carried, the request's
+// --not-before, and what a run would hold back now.
+func timeFields(d replay.Detail, st Styles, field func(name, value string)) {
+	const stamp = "2006-01-02T15:04:05Z"
+	if d.NotBefore != nil {
+		field("not before", st.Warn(d.NotBefore.UTC().Format(stamp)+" (--not-before): the run publishes nothing before it"))
+	}
+	t := d.Timing
+	if t == nil {
+		return
+	}
+	due := fmt.Sprintf("%d past due, %d not yet due", t.PastDue, t.NotYetDue)
+	if t.NoDueAt > 0 {
+		due += fmt.Sprintf(", %d name no deadline", t.NoDueAt)
+	}
+	if t.DueFrom != nil && t.DueTo != nil {
+		due += fmt.Sprintf(" (deadlines %s to %s)", t.DueFrom.UTC().Format(stamp), t.DueTo.UTC().Format(stamp))
+	}
+	field("due", due)
+	if t.NotYetDue > 0 {
+		if d.IncludeNotDue {
+			field("", st.Warn(fmt.Sprintf("INCLUDED (--include-not-due): %s not yet due go out without waiting",
+				phrase.Count(t.NotYetDue, "letter", "letters"))))
+		} else {
+			field("", fmt.Sprintf("%s not yet due wait for their deadline", phrase.Count(t.NotYetDue, "letter", "letters")))
+		}
+	}
+	if t.RetryAfter > 0 && t.RetryAfterUntil != nil {
+		line := fmt.Sprintf("%s asked to be left alone until as late as %s", phrase.Count(t.RetryAfter, "letter", "letters"),
+			t.RetryAfterUntil.UTC().Format(stamp))
+		if d.IncludeNotDue {
+			line = st.Warn(line + ": published without waiting (--include-not-due)")
+		}
+		field("retry-after", line)
+	}
+	if t.Held > 0 && t.HeldUntil != nil {
+		field("held back", fmt.Sprintf("%s wait now, the last until %s", phrase.Count(t.Held, "item", "items"), t.HeldUntil.UTC().Format(stamp)))
+	}
+}
+
 // permanentLine says how many letters of the cohort failed for good.
 func permanentLine(d replay.Detail, st Styles) string {
 	if d.Kind == replay.KindDiscard {

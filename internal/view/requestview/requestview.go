@@ -58,6 +58,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
 		targetFields(d, st, field)
+		timeFields(d, st, field)
 		if d.ToExchange != "" || d.ToRoutingKey != "" {
 			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}

@@ -3,6 +3,7 @@ package requestview
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -35,5 +36,36 @@ func TestTargetLines(t *testing.T) {
 		if !strings.Contains(view, want) {
 			t.Errorf("via-exchange request: no %q in\n%s", want, view)
 		}
+	}
+}
+
+// TestTimeLines: the approver reads when the letters may go.
+func TestTimeLines(t *testing.T) {
+	t.Parallel()
+	at := func(s string) *time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &v
+	}
+	d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, NotBefore: at("2026-12-05T06:00:00Z")},
+		Timing: &replay.Timing{PastDue: 38, NotYetDue: 2, DueFrom: at("2026-12-05T02:10:00Z"), DueTo: at("2026-12-05T07:00:00Z"),
+			RetryAfter: 1, RetryAfterUntil: at("2026-12-05T06:30:00Z"), Held: 40, HeldUntil: at("2026-12-05T07:00:00Z")}}
+	view := Render(d, Styles{}, "")
+	for _, want := range []string{
+		"not before           2026-12-05T06:00:00Z (--not-before): the run publishes nothing before it",
+		"due                  38 past due, 2 not yet due (deadlines 2026-12-05T02:10:00Z to 2026-12-05T07:00:00Z)",
+		"2 letters not yet due wait for their deadline",
+		"retry-after          1 letter asked to be left alone until as late as 2026-12-05T06:30:00Z",
+		"held back            40 items wait now, the last until 2026-12-05T07:00:00Z",
+	} {
+		if !strings.Contains(view, want) {
+			t.Errorf("no %q in\n%s", want, view)
+		}
+	}
+	d.IncludeNotDue = true
+	if view := Render(d, Styles{}, ""); !strings.Contains(view, "INCLUDED (--include-not-due): 2 letters not yet due go out without waiting") {
+		t.Errorf("--include-not-due not shown:\n%s", view)
 	}
 }
