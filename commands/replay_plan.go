@@ -68,9 +68,13 @@ measured and why. --arrival-rate, --failure-fraction and --retries replace a
 measurement with a figure you know. The management API's numbers lag the
 queues by up to its statistics interval (5 s by default).
 
-The plan changes nothing: a ceiling too high for the headroom is a reason to
-reject the request and ask again at the suggested rate. A run paces itself
-below the ceiling anyway while the consumers fall behind.`,
+The plan binds the run's start: a run measures it again when it starts, and
+when the suggestion is below the ceiling it starts there (never below its
+floor, a twentieth of the ceiling) and paces from there, up toward the
+ceiling while the consumers keep up, down while they fall behind. With no
+consumer, or consumers that ack nothing while work waits, there is no
+evidence of capacity: the plan says so and suggests nothing. A ceiling far
+above the suggestion is still a reason to reject the request and ask again.`,
 		Example: `  expiryctl replay plan 7
   expiryctl replay plan 7 -o json | jq '.suggested_rate, .unavailable'
   expiryctl replay plan 7 --work-queue reservation-expiry --failure-fraction 0.3 --retries 4`,

@@ -84,7 +84,7 @@ func TestReplayPlanRun(t *testing.T) {
 			}
 		}
 		if !strings.Contains(errOut, "plan of replay request 7 (pending): ceiling 20/s, work queue reservation-expiry\n") ||
-			!strings.Contains(errOut, "suggested 12.00/s, under the ceiling 20/s") {
+			!strings.Contains(errOut, "requested 20/s against suggested 12.00/s") {
 			t.Errorf("stderr %q", errOut)
 		}
 	})
@@ -150,7 +150,7 @@ func TestReplayShowEndsWithThePlan(t *testing.T) {
 	}
 	out, _, err := show(t, &fakes.Planner{Result: examplePlan()}, "7")
 	if err != nil || !strings.Contains(out, "Rate plan") || !strings.Contains(out, "suggested_rate\t12.00\t") ||
-		!strings.Contains(out, "suggested 12.00/s, under the ceiling 20/s") {
+		!strings.Contains(out, "requested 20/s against suggested 12.00/s") {
 		t.Fatalf("show = %v:\n%s", err, out)
 	}
 	out, _, err = show(t, &fakes.Planner{Result: examplePlan()}, "7", "-o", "json")

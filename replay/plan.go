@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -225,6 +224,16 @@ func planHeadroom(p *Plan, live *QueueFlow) {
 			"suggested_rate: the %d consumers of %s are idle (no acks, nothing ready), so their capacity is unknown: rely on the canary and the run's pacing",
 			live.Consumers, live.Queue))
 		return
+	case live.Consumers == 0:
+		p.Unavailable = append(p.Unavailable, fmt.Sprintf(
+			"suggested_rate: nothing consumes %s, so nothing would process a replay (a run's handler check refuses to start with no consumer): start its workers first",
+			live.Queue))
+		return
+	case live.AckRate <= 0 && live.Ready > 0:
+		p.Unavailable = append(p.Unavailable, fmt.Sprintf(
+			"suggested_rate: the %d consumers of %s acked nothing while %d messages waited: they are stuck or failing, and show no capacity at all: find out why before replaying",
+			live.Consumers, live.Queue, live.Ready))
+		return
 	case p.ArrivalRate == nil:
 		return
 	}
@@ -237,22 +246,45 @@ func planHeadroom(p *Plan, live *QueueFlow) {
 	}
 }
 
-// Summary is the plan in one sentence for people.
+// Summary is the plan in one sentence for people: requested against
+// suggested, and where a run of it starts (StartingPace).
 func (p Plan) Summary() string {
-	var b strings.Builder
+	start, _ := p.StartingPace()
 	if p.SuggestedRate == nil {
-		fmt.Fprintf(&b, "no suggestion: the request's ceiling %g/s stands", p.Ceiling)
-		return b.String()
+		return fmt.Sprintf("no suggestion: nothing measured shows what the consumers can take (see unavailable above), so the requested %g/s stands; "+
+			"a run starts there and slows down if the target queue grows", p.Ceiling)
 	}
 	switch p.LimitedBy {
 	case LimitedByCeiling:
-		fmt.Fprintf(&b, "the ceiling %g/s fits the headroom", p.Ceiling)
+		return fmt.Sprintf("requested %g/s fits the headroom: a run starts there", p.Ceiling)
 	case LimitedByNoHeadroom:
-		b.WriteString("no headroom: the live load alone offers the consumers what they ack; wait, or add consumers")
-	default:
-		fmt.Fprintf(&b, "suggested %.2f/s, under the ceiling %g/s: more would offer the consumers more than they ack", *p.SuggestedRate, p.Ceiling)
+		return fmt.Sprintf("requested %g/s against suggested 0/s: the live load alone offers the consumers of %s all they ack (%.2f/s); "+
+			"a run starts at its floor %g/s and speeds up only as they catch up: wait for the load to fall, or add consumers",
+			p.Ceiling, p.WorkQueue, derefOr(p.AckRate, 0), start)
 	}
-	return b.String()
+	return fmt.Sprintf("requested %g/s against suggested %.2f/s: more would offer the consumers more than they ack; a run starts at %g/s and paces from there",
+		p.Ceiling, *p.SuggestedRate, start)
+}
+
+// StartingPace is the rate a run of the request starts at: the plan's
+// suggestion when it is below the ceiling (never below the pacer's floor,
+// which keeps a run from stalling), else the ceiling; why says which.
+func (p Plan) StartingPace() (rate float64, why string) {
+	if p.SuggestedRate == nil || *p.SuggestedRate >= p.Ceiling {
+		return p.Ceiling, ""
+	}
+	floor := paceFloor(p.Ceiling)
+	if *p.SuggestedRate < floor {
+		return floor, fmt.Sprintf("starting at the floor %g/s: the plan finds no headroom on %s (suggested %.2f/s)", floor, p.WorkQueue, *p.SuggestedRate)
+	}
+	return *p.SuggestedRate, fmt.Sprintf("starting at the plan's suggested %.2f/s, under the ceiling %g/s: the headroom %s shows", *p.SuggestedRate, p.Ceiling, p.WorkQueue)
+}
+
+func derefOr(v *float64, or float64) float64 {
+	if v == nil {
+		return or
+	}
+	return *v
 }
 
 // known is a figure that was measured or given.

@@ -125,7 +125,8 @@ func TestPlanAgainstHandComputedValues(t *testing.T) {
 		busy := &seededFlow{flow: flow.flow}
 		busy.flow.AckRate = 14 // 14/1.2496 = 11.2 < 12 arriving
 		p, err := b.as("alice").Plan(ctx, req.ID, busy, PlanOptions{})
-		if err != nil || *p.SuggestedRate != 0 || p.LimitedBy != LimitedByNoHeadroom || !strings.HasPrefix(p.Summary(), "no headroom") {
+		if err != nil || *p.SuggestedRate != 0 || p.LimitedBy != LimitedByNoHeadroom || !strings.HasPrefix(p.Summary(), "requested 20/s against suggested 0/s") ||
+			!strings.Contains(p.Summary(), "a run starts at its floor 1/s") {
 			t.Fatalf("plan %+v, %v", p, err)
 		}
 	})

@@ -13,16 +13,14 @@ import (
 func (p postgresTables) ItemsPlanInputs(ctx context.Context, req Request) (maxAttempts int, queues []string, err error) {
 	err = p.q.QueryRow(ctx, `
 		SELECT coalesce(max(d.attempts), 0),
-		       coalesce(array_agg(DISTINCT t.queue ORDER BY t.queue) FILTER (WHERE t.queue <> ''), '{}')
+		       coalesce(array_agg(DISTINCT q.queue ORDER BY q.queue) FILTER (WHERE q.queue <> ''), '{}')
 		FROM expiryctl.replay_items i
 		`+letterByItem+`
+		`+targetByItem+`
 		CROSS JOIN LATERAL (SELECT CASE
-			WHEN (d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL) AND coalesce(d.original_exchange, '') = ''
-				THEN coalesce(d.original_routing_key, '')
-			WHEN d.original_exchange IS NOT NULL OR d.original_routing_key IS NOT NULL OR d.origin_queue IS NOT NULL
-				THEN coalesce(d.origin_queue, '')
-			WHEN $2 = '' THEN $3
-			ELSE '' END AS queue) t
-		WHERE i.request_id = $1`, req.ID, req.ToExchange, req.ToRoutingKey).Scan(&maxAttempts, &queues)
+			WHEN t.e = '' THEN t.rk
+			WHEN d.origin_queue IS NOT NULL THEN expiryctl.work_queue_of(d.origin_queue)
+			ELSE '' END AS queue) q
+		WHERE i.request_id = $1`, req.ID).Scan(&maxAttempts, &queues)
 	return maxAttempts, queues, err
 }

@@ -97,12 +97,28 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 	x.prep = newPreparer(r, st, x.chunk, &x.depthQs)
 	st.pace = newPacer(r, req.Rate, &x.depthQs, x.limiter)
 	defer st.pace.stop()
+	st.pace.startAt(r.startingPace(ctx, req))
 	x.startProber()
 	go x.prep.loop()
 	x.rec = newRecorder(r, req.ID)
 	st.recorder.Store(x.rec)
 	x.startOutcomes()
 	return x.run(ctx)
+}
+
+// startingPace is where the run's pace starts: the plan's suggestion when
+// it is below the ceiling (`replay plan`, measured now), else the ceiling
+// (why is then ""). Without a management API, or when the plan cannot be
+// made, the ceiling stands and the pacer says why.
+func (r *Runner) startingPace(ctx context.Context, req Request) (float64, string) {
+	if r.Flow == nil {
+		return req.Rate, ""
+	}
+	plan, err := (&Service{Pool: r.Pool, Actor: r.Actor}).plan(ctx, req.ID, r.Flow, PlanOptions{})
+	if err != nil {
+		return req.Rate, ""
+	}
+	return plan.StartingPace()
 }
 
 // ask requests chunks from the preparer, up to markAhead at a time, while

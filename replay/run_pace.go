@@ -85,7 +85,7 @@ func (r *Runner) paceInterval() time.Duration {
 // consumers of queues; stop ends it.
 func newPacer(r *Runner, ceiling float64, queues *depthQueues, limiter *rate.Limiter) *pacer {
 	p := &pacer{flow: r.Flow, queues: queues, limiter: limiter, ceiling: ceiling, every: r.paceInterval(),
-		floor: math.Min(ceiling, math.Max(ceiling*paceFloorShare, 0.1)), rate: ceiling,
+		floor: paceFloor(ceiling), rate: ceiling,
 		samples: make(chan []QueueFlow, 1), done: make(chan struct{})}
 	p.reset(2 * p.every)
 	if p.flow == nil {
@@ -98,6 +98,22 @@ func newPacer(r *Runner, ceiling float64, queues *depthQueues, limiter *rate.Lim
 	ctx, p.cancel = context.WithCancel(context.Background())
 	go p.loop(ctx)
 	return p
+}
+
+// paceFloor is the lowest rate a run of ceiling paces down to.
+func paceFloor(ceiling float64) float64 {
+	return math.Min(ceiling, math.Max(ceiling*paceFloorShare, 0.1))
+}
+
+// startAt has the pacer begin at start rather than the ceiling, saying
+// why: a run starts at its plan's suggestion and paces up from there.
+func (p *pacer) startAt(start float64, why string) {
+	if why == "" || start >= p.ceiling {
+		return
+	}
+	p.rate, p.why = max(start, p.floor), why
+	p.limiter.SetLimit(rate.Limit(p.rate))
+	p.limiter.SetBurst(burstFor(p.rate))
 }
 
 // reset clears what the pacer remembers of the queues and sets its horizon.

@@ -218,3 +218,74 @@ func TestPaceWithoutManagementKeepsTheCeiling(t *testing.T) {
 	}
 	runDrain(t, b.conn, b.queue, 5, 5*time.Second)
 }
+
+// steadyFlow is a work queue whose one consumer acks 10 a second, with a
+// little waiting and nothing else arriving.
+type steadyFlow struct{}
+
+func (steadyFlow) QueueFlow(_ context.Context, queue string) (QueueFlow, error) {
+	return QueueFlow{Queue: WorkQueueOf(queue), Ready: 5, Consumers: 1, DeliverRate: 10, AckRate: 10}, nil
+}
+
+// TestRunStartsAtThePlansSuggestion: the plan finds 5/s of headroom (one
+// consumer acking 10/s, no live load, two attempts a job) under a ceiling
+// of 100/s; the run starts there, says so, and paces from there, never
+// above the ceiling.
+func TestRunStartsAtThePlansSuggestion(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t)
+	ids := b.seedN(t, 1, 12)
+	req := b.approved(t, NewRequest{Rate: 100, Canary: intPtr(0)}, ids)
+	plan, err := b.as("bob").Plan(context.Background(), req.ID, steadyFlow{}, PlanOptions{})
+	if err != nil || plan.SuggestedRate == nil || *plan.SuggestedRate != 5 {
+		t.Fatalf("plan %+v, %v; want 5/s suggested", plan, err)
+	}
+	if s := plan.Summary(); !strings.Contains(s, "requested 100/s against suggested 5.00/s") || !strings.Contains(s, "a run starts at 5/s") {
+		t.Errorf("summary %q", s)
+	}
+	r := b.runner(t)
+	r.Flow, r.paceEvery = steadyFlow{}, 50*time.Millisecond
+	var mu sync.Mutex
+	var paces []Progress
+	r.Progress = func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Phase == "replay" {
+			paces = append(paces, p)
+		}
+	}
+	if res, err := r.Run(context.Background(), req.ID); err != nil || res.Confirmed != 12 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if len(paces) == 0 || paces[0].Pace != 5 || !strings.HasPrefix(paces[0].PaceWhy, "starting at the plan's suggested 5.00/s") {
+		t.Fatalf("first pace %+v, want 5/s from the plan", paces)
+	}
+	for _, p := range paces {
+		if p.Pace > 100 {
+			t.Errorf("pace %g above the ceiling", p.Pace)
+		}
+	}
+}
+
+// TestPlanWithoutEvidenceSaysSo: with no consumer, or consumers that ack
+// nothing while work waits, the plan suggests nothing and says why,
+// instead of advising to wait or add consumers.
+func TestPlanWithoutEvidenceSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		flow QueueFlow
+		want string
+	}{
+		{QueueFlow{Queue: "work"}, "nothing consumes work, so nothing would process a replay"},
+		{QueueFlow{Queue: "work", Consumers: 2, Ready: 40}, "the 2 consumers of work acked nothing while 40 messages waited"},
+	} {
+		p := Plan{Ceiling: 5, WorkQueue: "work", ArrivalRate: known(0.0), Unavailable: []string{}}
+		planHeadroom(&p, &c.flow)
+		if p.SuggestedRate != nil || len(p.Unavailable) != 1 || !strings.Contains(p.Unavailable[0], c.want) {
+			t.Errorf("%+v: suggested %v, unavailable %q; want none and %q", c.flow, p.SuggestedRate, p.Unavailable, c.want)
+		}
+		if s := p.Summary(); strings.Contains(s, "add consumers") || !strings.Contains(s, "no suggestion") {
+			t.Errorf("summary %q", s)
+		}
+	}
+}

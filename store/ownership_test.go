@@ -49,6 +49,7 @@ var functionOwners = []struct{ prefix, owner string }{
 	{"ingest_letters", "deadletter"},
 	{"purge_letters", "deadletter"},
 	{"replay_", "replay"},
+	{"work_queue_of", "replay"},
 	{"policy_", "replay"},
 	{"audit_", "audit"},
 	{"access_change", "access"},
