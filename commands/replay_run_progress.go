@@ -39,6 +39,8 @@ func runProgressLine(p replay.Progress) string {
 		waiting = "canary out, waiting for its reservations to reach their terminal state"
 	case "settling":
 		waiting = "all published, waiting for the last reservations to reach their terminal state"
+	case "watching":
+		waiting = fmt.Sprintf("all confirmed, watching %s more for letters coming back", p.CanaryLeft.Round(time.Second))
 	case "not-before":
 		waiting = fmt.Sprintf("waiting until %s (not before: the request's --not-before, a Retry-After or a hold not yet due)",
 			p.WaitUntil.UTC().Format(time.RFC3339))

@@ -64,6 +64,8 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"
 	case "canary-outcomes":
 		out.Note = "waiting for the canary's reservations to reach their terminal state"
+	case "watching":
+		out.Note = "all confirmed: watching " + p.CanaryLeft.Round(1e9).String() + " more for letters coming back"
 	case "not-before":
 		out.Note = "waiting until " + p.WaitUntil.UTC().Format(time.RFC3339) + ": not before the request's --not-before, a Retry-After or a hold not yet due"
 	}

@@ -91,7 +91,9 @@ type Progress struct {
 	RequestID int64
 	Kind      Kind
 	// Phase is "canary", "canary-wait", "replay", "not-before" (waiting
-	// for WaitUntil), "discard" or "stopping".
+	// for WaitUntil), "settling" (waiting for outcomes), "watching" (all
+	// confirmed, watching CanaryLeft more for letters coming back),
+	// "discard" or "stopping".
 	Phase string
 	// WaitUntil, in phase "not-before", is when the next item may go: the
 	// request's --not-before, its letter's Retry-After or its hold's
@@ -509,7 +511,7 @@ func (r *Runner) report(st *runState, phase string) {
 		}
 		waitLeft := time.Duration(0)
 		switch phase {
-		case "canary-wait":
+		case "canary-wait", "watching":
 			waitLeft = st.canaryLeft
 		case "not-before":
 			waitLeft = max(holdUntil.Sub(now), 0)

@@ -30,6 +30,9 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		// (or its window passed), and is judged on them.
 		stop = x.outcomesSettled(ctx, "settling")
 	}
+	if stop == nil {
+		stop = x.watchAfter(ctx)
+	}
 	x.stopProber()
 	x.closePreparer()
 	recErr := x.rec.close()
@@ -68,6 +71,39 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 		return r.halt(ctx, st, h, nil, nil)
 	}
 	return r.complete(ctx, st)
+}
+
+// watchAfter keeps watching for the cohort's letters coming back for the
+// canary window after the run's last publish, as the canary does for its
+// own: a job dies again only after the worker tried it, so the last ones
+// out come back after the loop ended. A run completes only once that
+// window passed with the re-dead ratio under its stop condition.
+func (x *replayRun) watchAfter(ctx context.Context) *stopReason {
+	r, st := x.r, x.st
+	end := x.lastSent.Add(st.req.Stop.CanaryWindow)
+	tick := time.NewTicker(r.checkInterval())
+	defer tick.Stop()
+	for x.sent > 0 {
+		left := time.Until(end)
+		st.canaryLeft = max(left, 0)
+		r.report(st, "watching")
+		if h, err := x.redeadHalt(ctx); err != nil {
+			return &stopReason{err: err}
+		} else if h != nil {
+			return &stopReason{halt: h}
+		}
+		if left <= 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return &stopReason{err: ctx.Err()}
+		case <-tick.C:
+		case <-time.After(left):
+		}
+	}
+	st.canaryLeft = 0
+	return nil
 }
 
 // closePreparer stops the preparer and takes the batches it still sends:

@@ -6,7 +6,7 @@ import "time"
 // it waits out the canary window or for the outcomes of what it sent.
 func waitingPhase(phase string) bool {
 	switch phase {
-	case "canary-wait", "canary-outcomes", "settling", "not-before":
+	case "canary-wait", "canary-outcomes", "settling", "not-before", "watching":
 		return true
 	}
 	return false

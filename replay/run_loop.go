@@ -39,6 +39,7 @@ type replayRun struct {
 	// the clearance under way, whose answer comes on clearedC; clearN is
 	// how many one clearance covers; sent counts this leg's publishes.
 	cleared, clearing, clearN, sent int
+	lastSent                        time.Time // this leg's last publish
 	clearedC                        chan clearance
 	clearStarted                    time.Time // when the clearance under way began
 	wasPub                          map[int64]bool
@@ -367,6 +368,7 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	x.queue = x.queue[1:]
 	x.cleared--
 	x.sent++
+	x.lastSent = sent
 	l.ready = false
 	republish := x.wasPub[m.Item]
 	delete(x.unsent, m.Item)

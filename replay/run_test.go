@@ -475,7 +475,12 @@ func TestRunCanaryThatDiesAgainHalts(t *testing.T) {
 // dieAgain plays a worker whose jobs still fail and the ingest that captures
 // them: every replayed message in the bundle's queue comes back as a dead
 // letter of its request, until stop is closed.
-func (b *runBundle) dieAgain(stop <-chan struct{}) error {
+func (b *runBundle) dieAgain(stop <-chan struct{}) error { return b.dieAgainAfter(stop, 0) }
+
+// dieAgainAfter is dieAgain with each letter captured delay after its
+// replay was taken from the queue, as a worker's attempt and the capture
+// take time.
+func (b *runBundle) dieAgainAfter(stop <-chan struct{}, delay time.Duration) error {
 	ch, err := b.conn.Channel()
 	if err != nil {
 		return err
@@ -495,6 +500,7 @@ func (b *runBundle) dieAgain(stop <-chan struct{}) error {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		time.Sleep(delay)
 		again := deadletter.Message{Queue: "test.dlq", Body: d.Body, Headers: d.Headers, ContentType: d.ContentType, MessageID: d.MessageId}
 		again.Headers["x-error-class"] = "db_timeout"
 		again.Headers["x-last-error"] = "still down"
@@ -506,6 +512,39 @@ func (b *runBundle) dieAgain(stop <-chan struct{}) error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// TestRunWatchesAfterItsLastPublish: every replayed job dies again, but
+// only after its attempt, once the run published everything. The run
+// does not say completed: it watches for the canary window after its last
+// publish, sees them come back, and halts on the re-dead ratio.
+func TestRunWatchesAfterItsLastPublish(t *testing.T) {
+	t.Parallel()
+	b := setupRun(t, "canary_window=3s")
+	ctx := context.Background()
+	req := b.approved(t, NewRequest{Canary: intPtr(0), Rate: 200}, b.seedN(t, 1, 10))
+	r := b.runner(t)
+	var watching []time.Duration
+	r.Progress = func(p Progress) {
+		if p.Phase == "watching" {
+			watching = append(watching, p.CanaryLeft)
+		}
+	}
+	stop := make(chan struct{})
+	redead := make(chan error, 1)
+	go func() { redead <- b.dieAgainAfter(stop, 100*time.Millisecond) }()
+	res, err := r.Run(ctx, req.ID)
+	close(stop)
+	if err := <-redead; err != nil {
+		t.Fatal(err)
+	}
+	var halt *HaltError
+	if !errors.As(err, &halt) || halt.Condition != ConditionRedeadRatio || res.Status != StatusHalted || res.Confirmed != 10 {
+		t.Fatalf("%+v, %v; want all 10 confirmed and a halt on the re-dead ratio", res, err)
+	}
+	if len(watching) == 0 {
+		t.Error("the run never reported watching after its last publish")
 	}
 }
 
