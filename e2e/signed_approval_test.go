@@ -22,7 +22,7 @@ import (
 // refused too; the genuine one runs.
 func TestSignedApprovalsAgainstASuperuser(t *testing.T) {
 	t.Parallel()
-	w := newReplayWorld(t, 6)
+	w := newReplayWorld(t, 6, "canary_window=1s")
 	bob := w.db.GrantedLogin(t, "bob", "expiryctl_approver")
 	carol := w.db.GrantedLogin(t, "carol", "expiryctl_approver")
 	asBob, asCarol := newCLI(bob.URL, ""), newCLI(carol.URL, "")
