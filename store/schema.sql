@@ -1281,11 +1281,8 @@ $$;
 --
 
 CREATE FUNCTION expiryctl.replay_item_not_before(request_not_before timestamp with time zone, include_not_due boolean, retry_after timestamp with time zone, due_at timestamp with time zone) RETURNS timestamp with time zone
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    SELECT greatest(request_not_before, CASE WHEN NOT include_not_due THEN greatest(retry_after, due_at) END)
-$$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN GREATEST(request_not_before, CASE WHEN (NOT include_not_due) THEN GREATEST(retry_after, due_at) ELSE NULL::timestamp with time zone END);
 
 
 --
@@ -2404,18 +2401,19 @@ $$;
 -- Name: replay_target_of(text, text, text, text, text, text, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) RETURNS record
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) RETURNS TABLE(e text, rk text)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
     SELECT CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
-                WHEN coalesce(origin_queue, '') <> '' THEN ''
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_exchange, '')
-                WHEN source_queue ~ '.\.dlq$' THEN '' END,
+                WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN ''
+                WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
+                    THEN coalesce(to_exchange, '')
+                WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN '' END,
            CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
-                WHEN coalesce(origin_queue, '') <> '' THEN expiryctl.work_queue_of(origin_queue)
-                WHEN coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' THEN coalesce(to_routing_key, '')
-                WHEN source_queue ~ '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
+                WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN expiryctl.work_queue_of(origin_queue)
+                WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
+                    THEN coalesce(to_routing_key, '')
+                WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
 $_$;
 
 
@@ -2602,11 +2600,8 @@ $$;
 --
 
 CREATE FUNCTION expiryctl.work_queue_of(queue text) RETURNS text
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-    SELECT coalesce(nullif(regexp_replace(queue, '(\.retry\.[0-9]+|\.dlq)$', ''), ''), queue)
-$_$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN COALESCE(NULLIF(regexp_replace(queue, '(\.retry\.[0-9]+|\.dlq)$'::text, ''::text), ''::text), queue);
 
 
 --
@@ -4753,14 +4748,14 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, con
 
 
 --
--- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_operator;
-GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_approver;
-GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_admin;
-GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean, OUT e text, OUT rk text) TO expiryctl_auditor;
+REVOKE ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_auditor;
 
 
 --
