@@ -546,6 +546,13 @@ func TestRunWatchesAfterItsLastPublish(t *testing.T) {
 	if len(watching) == 0 {
 		t.Error("the run never reported watching after its last publish")
 	}
+	d, err := b.as("bob").Show(ctx, req.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.CameBack == 0 || d.CameBack > 10 {
+		t.Errorf("replay show says %d came back, want the re-dead letters the run halted on", d.CameBack)
+	}
 }
 
 func TestRunTwoRunnersOneRuns(t *testing.T) {

@@ -82,6 +82,13 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	if len(d.States) > 0 {
 		field("items", counts(d.States))
 	}
+	if d.Kind == replay.KindReplay && d.States["confirmed"] > 0 {
+		back := fmt.Sprintf("%d of the %d confirmed died again and were captured", d.CameBack, d.States["confirmed"])
+		if d.CameBack > 0 {
+			back = st.Warn(back)
+		}
+		field("came back", back)
+	}
 	if d.Outcomes != nil {
 		field("outcomes", d.Outcomes.Summary())
 		if d.Outcomes.Waiting > 0 {

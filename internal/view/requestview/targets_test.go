@@ -69,3 +69,17 @@ func TestTimeLines(t *testing.T) {
 		t.Errorf("--include-not-due not shown:\n%s", view)
 	}
 }
+
+// TestCameBackLine: after a run, the approver and the on-call engineer read
+// how many of the confirmed jobs died again.
+func TestCameBackLine(t *testing.T) {
+	t.Parallel()
+	d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, Status: replay.StatusHalted}, States: map[string]int{"confirmed": 40}, CameBack: 40}
+	if view := Render(d, Styles{}, ""); !strings.Contains(view, "came back            40 of the 40 confirmed died again and were captured") {
+		t.Errorf("no came-back line in\n%s", view)
+	}
+	d.States = map[string]int{"pending": 40}
+	if view := Render(d, Styles{}, ""); strings.Contains(view, "came back") {
+		t.Errorf("a came-back line before anything was confirmed:\n%s", view)
+	}
+}
