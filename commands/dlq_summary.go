@@ -180,6 +180,10 @@ type queueLine struct {
 	DeliverRate    *float64             `json:"deliver_rate"`
 	AckRate        *float64             `json:"ack_rate"`
 	HeadAgeSeconds *deadletter.Seconds  `json:"head_age_seconds"`
+	// HeadAgeSource says where the age comes from: the broker's head
+	// timestamp, or, for a quorum queue, which reports none, an estimate
+	// from its ready messages over its ack rate.
+	HeadAgeSource string `json:"head_age_source,omitempty"`
 }
 
 // newLiveQueues sorts a report's queues into the states of work.
@@ -194,6 +198,10 @@ func newLiveQueues(workQueue string, r deadletter.QueueReport) liveQueues {
 		if q.HeadAge != nil {
 			age := deadletter.Seconds(*q.HeadAge)
 			line.HeadAgeSeconds = &age
+			line.HeadAgeSource = "head_message_timestamp"
+			if q.HeadAgeEstimated {
+				line.HeadAgeSource = "estimated: ready / ack rate (no head timestamp)"
+			}
 		}
 		l.Queues = append(l.Queues, line)
 	}
@@ -441,6 +449,9 @@ func queueTable(streams *IOStreams, q liveQueues) *table {
 			age = durationText(l.HeadAgeSeconds)
 			if !streams.StdoutTTY {
 				age = secondsText(l.HeadAgeSeconds)
+			}
+			if l.HeadAgeSource != "head_message_timestamp" {
+				age = "~" + age + " (est.)"
 			}
 		}
 		t.addRow(l.Name, state, strconv.FormatInt(l.Ready, 10), strconv.FormatInt(l.Unacked, 10), strconv.Itoa(l.Consumers), age)

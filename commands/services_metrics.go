@@ -170,6 +170,7 @@ func metricsQueues(report deadletter.QueueReport) *metrics.LiveQueues {
 		q.Queues = append(q.Queues, metrics.QueueState{
 			Name: s.Name, Role: string(s.Role), Ready: s.Ready, Unacked: s.Unacked, Consumers: s.Consumers,
 			PublishRate: s.PublishRate, DeliverRate: s.DeliverRate, AckRate: s.AckRate, HeadAge: s.HeadAge,
+			HeadAgeEstimated: s.HeadAgeEstimated,
 		})
 	}
 	return q

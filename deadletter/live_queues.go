@@ -33,8 +33,12 @@ type QueueState struct {
 	AckRate     *float64 `json:"ack_rate,omitempty"`
 	// HeadAge is how long the message at the head of the queue has waited,
 	// where the broker knows it (the message carries a timestamp); nil
-	// otherwise.
-	HeadAge *time.Duration `json:"-"`
+	// otherwise. HeadAgeEstimated says it is an estimate instead: a quorum
+	// queue reports no head timestamp, and its ready messages over its ack
+	// rate (Little's law: the wait of a queue drained at that rate) stand
+	// in for it.
+	HeadAge          *time.Duration `json:"-"`
+	HeadAgeEstimated bool           `json:"head_age_estimated,omitempty"`
 }
 
 // QueueReport is the live state of a work queue's topology. When the
@@ -54,13 +58,15 @@ type WorkStates struct {
 	RetryQueues int
 	// Ready and InFlight are the work queue's ready and unacknowledged
 	// messages, Consumers its consumers, ReadyHeadAge its head's age.
-	Ready, InFlight int64
-	Consumers       int
-	ReadyHeadAge    *time.Duration
+	Ready, InFlight       int64
+	Consumers             int
+	ReadyHeadAge          *time.Duration
+	ReadyHeadAgeEstimated bool
 	// Isolated are the messages in the dead-letter queue, not yet
 	// captured; IsolatedHeadAge is its head's age.
-	Isolated        int64
-	IsolatedHeadAge *time.Duration
+	Isolated                 int64
+	IsolatedHeadAge          *time.Duration
+	IsolatedHeadAgeEstimated bool
 }
 
 // States sums the report's queues into the states of work. A message is
@@ -74,13 +80,13 @@ func (r QueueReport) States() WorkStates {
 			s.Ready += q.Ready
 			s.InFlight += q.Unacked
 			s.Consumers += q.Consumers
-			s.ReadyHeadAge = q.HeadAge
+			s.ReadyHeadAge, s.ReadyHeadAgeEstimated = q.HeadAge, q.HeadAgeEstimated
 		case RoleRetry:
 			s.Scheduled += q.Ready + q.Unacked
 			s.RetryQueues++
 		case RoleDeadLetter:
 			s.Isolated += q.Ready + q.Unacked
-			s.IsolatedHeadAge = q.HeadAge
+			s.IsolatedHeadAge, s.IsolatedHeadAgeEstimated = q.HeadAge, q.HeadAgeEstimated
 		}
 	}
 	return s

@@ -150,11 +150,14 @@ func (m Model) queueLines() []string {
 		return []string{th.Warn.Render("  live queues of " + work + ": unavailable"), "    " + termsafe.EscapeLine(m.queues.Unavailable)}
 	}
 	s := m.queues.States()
-	age := func(d *time.Duration) string {
+	age := func(d *time.Duration, estimated bool) string {
 		if d == nil {
 			return ""
 		}
 		now := time.Unix(0, 0)
+		if estimated {
+			return ", oldest ~" + frame.Age(now, now.Add(-*d)) + " (estimated: ready / ack rate)"
+		}
 		return ", oldest " + frame.Age(now, now.Add(-*d))
 	}
 	plural := func(n int64, one, many string) string {
@@ -163,12 +166,12 @@ func (m Model) queueLines() []string {
 		}
 		return many
 	}
-	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%d %s)", work, s.Ready, age(s.ReadyHeadAge), s.InFlight,
+	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%d %s)", work, s.Ready, age(s.ReadyHeadAge, s.ReadyHeadAgeEstimated), s.InFlight,
 		s.Consumers, plural(int64(s.Consumers), "consumer", "consumers"))
 	if s.Consumers == 0 && s.Ready > 0 {
 		first = th.Warn.Render(first)
 	}
 	second := fmt.Sprintf("  scheduled %d in %d retry %s · isolated %d in the DLQ%s", s.Scheduled, s.RetryQueues,
-		plural(int64(s.RetryQueues), "queue", "queues"), s.Isolated, age(s.IsolatedHeadAge))
+		plural(int64(s.RetryQueues), "queue", "queues"), s.Isolated, age(s.IsolatedHeadAge, s.IsolatedHeadAgeEstimated))
 	return []string{first, second}
 }

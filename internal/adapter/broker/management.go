@@ -333,6 +333,10 @@ func topologyStates(items []apiQueue, workQueue string, now time.Time) []deadlet
 		r.state.Ready, r.state.Unacked, r.state.Consumers = q.Ready, q.Unacked, q.Consumers
 		r.state.PublishRate, r.state.DeliverRate, r.state.AckRate = q.Stats.Publish.Rate, q.Stats.DeliverGet.Rate, q.Stats.Ack.Rate
 		r.state.HeadAge = headAge(q.HeadTimestamp, now)
+		if len(q.HeadTimestamp) == 0 {
+			r.state.HeadAge = estimatedHeadAge(q.Ready, q.Stats.Ack.Rate)
+			r.state.HeadAgeEstimated = r.state.HeadAge != nil
+		}
 		picked = append(picked, r)
 	}
 	slices.SortStableFunc(picked, func(a, b ranked) int { return cmp.Compare(a.order, b.order) })
@@ -358,6 +362,20 @@ func headAge(raw json.RawMessage, now time.Time) *time.Duration {
 	}
 	// A producer's clock ahead of ours is not a negative wait.
 	age := max(now.Sub(at), 0)
+	return &age
+}
+
+// estimatedHeadAge stands in for the head's age where the broker reports
+// no head timestamp at all (a quorum or stream queue, where RabbitMQ 3.10
+// leaves the field out): the ready messages over the ack rate, the time a
+// queue drained at that rate takes to reach its newest message, which
+// Little's law makes the mean wait. Nil with nothing ready or nothing
+// acked to estimate from.
+func estimatedHeadAge(ready int64, ackRate *float64) *time.Duration {
+	if ready <= 0 || ackRate == nil || *ackRate <= 0 {
+		return nil
+	}
+	age := time.Duration(float64(ready) / *ackRate * float64(time.Second)).Round(time.Second)
 	return &age
 }
 

@@ -438,3 +438,86 @@ func TestTopologyTimeout(t *testing.T) {
 		t.Errorf("cancelled Topology: %v, want context.Canceled", err)
 	}
 }
+
+// TestTopologyEstimatesAQuorumQueuesHead: RabbitMQ 3.10 reports no head
+// timestamp for a quorum queue; its ready messages over its ack rate stand
+// in for the oldest job's age, marked as an estimate, and nothing stands
+// in with nothing acked. A classic queue's null timestamp (a head message
+// without one) is not estimated: the broker did look.
+func TestTopologyEstimatesAQuorumQueuesHead(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"items":[
+ {"consumers":2,"message_stats":{"ack_details":{"rate":2.0}},"messages_ready":120,"messages_unacknowledged":2,"name":"q","type":"quorum"},
+ {"consumers":0,"messages_ready":7,"messages_unacknowledged":0,"name":"q.dlq","type":"quorum"},
+ {"consumers":0,"head_message_timestamp":null,"message_stats":{"ack_details":{"rate":1.0}},"messages_ready":4,"messages_unacknowledged":0,"name":"q.retry.1000","type":"classic"}
+],"page":1,"page_count":1,"page_size":500,"total_count":3}`))
+	}))
+	t.Cleanup(srv.Close)
+	m := broker.NewManagement(broker.ManagementConfig{URL: srv.URL + "/", AMQPURL: "amqp://guest:guest@127.0.0.1:5672/"})
+	report, err := m.Topology(context.Background(), "q")
+	if err != nil || report.Unavailable != "" || len(report.Queues) != 3 {
+		t.Fatalf("Topology: %+v, %v", report, err)
+	}
+	work, retry, dlq := report.Queues[0], report.Queues[1], report.Queues[2]
+	if work.HeadAge == nil || *work.HeadAge != time.Minute || !work.HeadAgeEstimated {
+		t.Errorf("quorum work queue: head age %s, estimated %v; want 1m (120 ready / 2 acks a second), estimated", fmtAge(work.HeadAge), work.HeadAgeEstimated)
+	}
+	if dlq.HeadAge != nil || dlq.HeadAgeEstimated {
+		t.Errorf("quorum DLQ with nothing acked: head age %s, estimated %v; want none", fmtAge(dlq.HeadAge), dlq.HeadAgeEstimated)
+	}
+	if retry.HeadAge != nil || retry.HeadAgeEstimated {
+		t.Errorf("classic queue whose head has no timestamp: head age %s, want none", fmtAge(retry.HeadAge))
+	}
+	if s := report.States(); s.ReadyHeadAge == nil || !s.ReadyHeadAgeEstimated {
+		t.Errorf("the states of work lose the estimate: %+v", s)
+	}
+}
+
+// TestQuorumQueuesReportNoHeadTimestamp: the estimate rests on RabbitMQ
+// leaving head_message_timestamp out for a quorum queue, whatever its
+// messages carry; a real broker says so.
+func TestQuorumQueuesReportNoHeadTimestamp(t *testing.T) {
+	t.Parallel()
+	conn := amqptest.Dial(t)
+	q := amqptest.Name(t, ".quorum")
+	amqptest.DeleteOnCleanup(t, []string{q}, nil)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, true, false,
+		amqp.Publishing{Body: []byte("{}"), Timestamp: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.WaitContext(context.Background()); !ok || err != nil {
+		t.Fatalf("not confirmed: %v", err)
+	}
+	m := broker.NewManagement(broker.ManagementConfig{AMQPURL: amqptest.URL()})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		report, err := m.Topology(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(report.Queues) == 1 && report.Queues[0].Ready == 1 {
+			if got := report.Queues[0]; got.HeadAge != nil {
+				t.Fatalf("a quorum queue reported a head age %s: the estimate's premise no longer holds", fmtAge(got.HeadAge))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the management API never listed %s with its message: %+v", q, report)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

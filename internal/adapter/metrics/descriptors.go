@@ -49,6 +49,9 @@ var (
 	headAgeDesc = newDesc("rabbitmq_queue_head_message_age_seconds",
 		"How long the message at the head of the queue had waited when the snapshot was taken; absent when the broker does not know (the message has no timestamp) or the queue is empty.",
 		"queue", "role")
+	headAgeEstimatedDesc = newDesc("rabbitmq_queue_head_message_age_estimated_seconds",
+		"Where the broker reports no head timestamp (a quorum queue): the queue's ready messages over its ack rate, the wait of a queue drained at that rate, standing in for the head message's age; absent with nothing ready or nothing acked.",
+		"queue", "role")
 	rateDesc = newDesc("rabbitmq_queue_message_rate_per_second",
 		"Messages per second over the broker's sampling window, by operation: publish, deliver or ack.",
 		"queue", "role", "operation")
@@ -100,7 +103,7 @@ var (
 // exporterDescs are the metrics an Exporter may export.
 var exporterDescs = []*prometheus.Desc{
 	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
-	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, rateDesc,
+	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, headAgeEstimatedDesc, rateDesc,
 	requestsDesc, itemsDesc, requestItemsDesc, publishedDesc, haltsDesc,
 	auditRowsDesc, auditCheckpointedDesc, auditCheckpointTimeDesc,
 	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,

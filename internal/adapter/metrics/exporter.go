@@ -202,7 +202,10 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			ch <- gauge(readyDesc, float64(s.Ready), s.Name, s.Role)
 			ch <- gauge(unackedDesc, float64(s.Unacked), s.Name, s.Role)
 			ch <- gauge(consumersDesc, float64(s.Consumers), s.Name, s.Role)
-			if s.HeadAge != nil {
+			switch {
+			case s.HeadAge != nil && s.HeadAgeEstimated:
+				ch <- gauge(headAgeEstimatedDesc, s.HeadAge.Seconds(), s.Name, s.Role)
+			case s.HeadAge != nil:
 				ch <- gauge(headAgeDesc, s.HeadAge.Seconds(), s.Name, s.Role)
 			}
 			for _, r := range []struct {

@@ -100,8 +100,10 @@ type QueueState struct {
 	// broker's sampling window; nil when the broker reported none.
 	PublishRate, DeliverRate, AckRate *float64
 	// HeadAge is how long the head message has waited, where the broker
-	// knows it; nil otherwise.
-	HeadAge *time.Duration
+	// knows it; nil otherwise. HeadAgeEstimated marks an estimate (a
+	// quorum queue's ready messages over its ack rate), exported apart.
+	HeadAge          *time.Duration
+	HeadAgeEstimated bool
 }
 
 // ReplayState is how the replay and discard requests stand. Only open
