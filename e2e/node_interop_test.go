@@ -204,7 +204,11 @@ func TestNodeInterop(t *testing.T) {
 		"--canary", "0", "--why", "issue 18: Node.js interop", "-o", "json",
 		// The Node consumer reads the work queues after the run, and the
 		// cases include letters that cannot succeed: the wire is the subject.
-		"--same-handler-ok", "the Node consumer reads the replays after the run", "--include-permanent")...), &req)
+		"--same-handler-ok", "the Node consumer reads the replays after the run", "--include-permanent",
+		// Through the original exchange, as the Node producer published
+		// them: the worker's letters name no queue they failed in, and
+		// this DLQ is not named after its work queue.
+		"--via-exchange")...), &req)
 	if req.Items != n {
 		t.Fatalf("replay request %d holds %d letters, want %d", req.ID, req.Items, n)
 	}
