@@ -100,7 +100,10 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 		t.Fatalf("%d letters archived, want %d", len(w.letters), n)
 	}
 	req := w.request(t, replay.NewRequest{Rate: 15, Canary: intRef(10),
-		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue", ViaExchange: true})
+		SameHandlerWhy: "cluster test: the consumer only counts what reaches the queue", ViaExchange: true,
+		// Jobs 1,000,000 on hold until two years after the epoch: not due,
+		// and the test is about the cluster, not about time.
+		IncludeNotDue: true})
 	w.approve(t, req.ID)
 	id := strconv.FormatInt(req.ID, 10)
 
@@ -114,6 +117,11 @@ func TestClusterNodeStopAndRestart(t *testing.T) {
 	ingest := tool.start(t, "dlq", "ingest", "--queue", dlq, "--follow", "--batch", "50")
 	waitFor(t, 60*time.Second, "the first letters captured", func() bool { return captured() >= 100 })
 	run := tool.start(t, "replay", "run", id, "-o", "json")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay run's stderr:\n%s", run.stderr.String())
+		}
+	})
 	waitFor(t, 60*time.Second, "the replay under way", func() bool {
 		return run.exited() || itemStates(t, observer, req.ID)["confirmed"] >= 40
 	})

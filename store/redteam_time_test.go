@@ -73,6 +73,22 @@ func TestRedTeamTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, rt.alice.Pool, "retry-after", create, []int64{oddID}, nil, false)
+
+	// A hold not due until after retention redacts its letter: refused
+	// by name, unless the request says it goes without waiting.
+	farBody := []byte(`{"reservation_id":"r-far","expected_version":1,"idempotency_key":"expire:r-far:v1","hold_until":"2030-01-01T00:00:00Z"}`)
+	far := deadletter.Letter{Fingerprint: sha256.Sum256(farBody), JobKey: "expire:r-far:v1", ReservationID: "r-far",
+		IdempotencyKey: "expire:r-far:v1", SourceQueue: "q.dlq", Category: deadletter.TransientExhausted,
+		DueAt: new(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), Headers: []byte(`{}`), Payload: farBody,
+		DeadLetteredAt: time.Now().Add(-time.Minute)}
+	if _, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", "q.dlq", []deadletter.Letter{far}); err != nil {
+		t.Fatal(err)
+	}
+	var farID int64
+	if err := rt.owner.QueryRow(ctx, `SELECT id FROM expiryctl.dead_letters WHERE job_key = 'expire:r-far:v1'`).Scan(&farID); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, rt.alice.Pool, "not-before", create, []int64{farID}, nil, false)
 	if _, err := rt.alice.Pool.Exec(ctx, create, []int64{oddID}, nil, true); err != nil {
 		t.Errorf("with include_not_due the letter joins: %v", err)
 	}

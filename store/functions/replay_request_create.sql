@@ -174,7 +174,7 @@ BEGIN
         SELECT string_agg(format('%s (%s)', d.id, left(coalesce(d.headers->>'x-retry-after', d.headers->>'retry-after', d.headers->>'Retry-After', '?'), 40)), ', ' ORDER BY d.id)
                    FILTER (WHERE c.r = 'infinity'),
                string_agg(d.id::text, ', ' ORDER BY d.id)
-                   FILTER (WHERE c.r <> 'infinity' AND greatest(c.r, d.due_at) > d.ingested_at + pol.retention)
+                   FILTER (WHERE c.r IS DISTINCT FROM 'infinity' AND greatest(c.r, d.due_at) > d.ingested_at + pol.retention)
           INTO bad_retry, late_ids
           FROM unnest(c_ids, c_retry) AS c(id, r) JOIN expiryctl.dead_letters d ON d.id = c.id;
         IF bad_retry IS NOT NULL THEN
