@@ -49,11 +49,13 @@ type Statement struct {
 	FreshKey         bool
 	IncludePermanent bool
 	SameHandlerOK    bool
-	// ViaExchange and Schedule ("not-before TIME", "include-not-due")
-	// are written only when set, so that a statement signed before they
+	// ViaExchange, Schedule ("not-before TIME", "include-not-due") and
+	// Unwatched (the run need not capture its dead-letter queues) are
+	// written only when set, so that a statement signed before they
 	// existed still reads the same.
 	ViaExchange bool
 	Schedule    string
+	Unwatched   bool
 	Requester   string // the requester's database login
 	Approver    string // the approver's database login, the key's name
 	Expires     time.Time
@@ -84,6 +86,9 @@ func (s Statement) Text() string {
 	}
 	if s.Schedule != "" {
 		line("schedule", s.Schedule)
+	}
+	if s.Unwatched {
+		line("unwatched", "true")
 	}
 	line("requester", s.Requester)
 	line("approver", s.Approver)
@@ -132,6 +137,8 @@ func ParseStatement(text string) (Statement, error) {
 			s.ViaExchange, err = strconv.ParseBool(v)
 		case "schedule":
 			s.Schedule = v
+		case "unwatched":
+			s.Unwatched, err = strconv.ParseBool(v)
 		case "requester":
 			s.Requester = v
 		case "approver":

@@ -52,7 +52,7 @@ func benchOutcomes(ctx context.Context, cfg *config, rep *report) error {
 		return err
 	}
 	defer func() {
-		deleteQueues(amqpURL, queue)
+		deleteQueues(amqpURL, queue, replayBenchDLQ(exchange))
 		if ch, err := conn.Channel(); err == nil {
 			_ = ch.ExchangeDelete(exchange, false, false)
 			_ = ch.Close()
@@ -151,7 +151,7 @@ func outcomesBenchRun(ctx context.Context, conn *amqp.Connection, db *benchDB, r
 		return 0, err
 	}
 	defer b.Close()
-	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User()}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
 	took := time.Since(start)

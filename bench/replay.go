@@ -89,7 +89,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		return nil, err
 	}
 	defer func() {
-		deleteQueues(amqpURL, queues...)
+		deleteQueues(amqpURL, append(queues, replayBenchDLQ(exchange))...)
 		if ch, err := conn.Channel(); err == nil {
 			_ = ch.ExchangeDelete(exchange, false, false)
 			_ = ch.Close()
@@ -262,7 +262,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		return nil, err
 	}
 	timed := &replayBenchTimed{Broker: b}
-	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench", PublishAs: b.User()}
+	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
 	res, err := runner.Run(ctx, rateReq.ID)
 	_ = b.Close()
 	if err != nil {
@@ -320,7 +320,7 @@ func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB,
 		return 0, 0, err
 	}
 	defer clock.stop()
-	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User()}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
 	cpu := startCPU()
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
@@ -354,8 +354,20 @@ func fmtRates(rates []float64) string {
 	return strings.Join(parts, ", ") + " msg/s"
 }
 
-// replayBenchTopology declares the exchange and a queue per baseline, each
-// bound by its own routing key.
+// replayBenchDLQ is the dead-letter queue the letters of a benchmark whose
+// exchange is exchange were captured from: each run captures it, as
+// `replay run` does, so its CPU is the subject's.
+func replayBenchDLQ(exchange string) string { return exchange + ".dlq" }
+
+// replayBenchOpenDLQ opens a run's capture of a queue on conn.
+func replayBenchOpenDLQ(conn *amqp.Connection) replay.OpenDLQ {
+	return func(_ context.Context, queue string) (deadletter.ClosableSource, error) {
+		return broker.OpenDLQSource(conn, queue, 1000)
+	}
+}
+
+// replayBenchTopology declares the exchange, its dead-letter queue and a
+// queue per baseline, each bound by its own routing key.
 func replayBenchTopology(conn *amqp.Connection, exchange string, queues []string) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -364,6 +376,9 @@ func replayBenchTopology(conn *amqp.Connection, exchange string, queues []string
 	defer ch.Close()
 	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
 		return fmt.Errorf("declare exchange %s: %w", exchange, err)
+	}
+	if _, err := ch.QueueDeclare(replayBenchDLQ(exchange), true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare %s: %w", replayBenchDLQ(exchange), err)
 	}
 	for _, q := range queues {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
@@ -389,7 +404,7 @@ func replayBenchSeed(ctx context.Context, pool *pgxpool.Pool, exchange string, f
 			m := workerLetter(first + i)
 			m.Headers["x-original-exchange"] = exchange
 			m.Headers["x-original-routing-key"] = "subject"
-			letters = append(letters, deadletter.Parse(deadletter.Message{Queue: "bench.dlq", Body: m.Body, Headers: m.Headers,
+			letters = append(letters, deadletter.Parse(deadletter.Message{Queue: replayBenchDLQ(exchange), Body: m.Body, Headers: m.Headers,
 				ContentType: m.ContentType, MessageID: m.MessageId, Timestamp: m.Timestamp}, nil, now))
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

@@ -46,13 +46,18 @@ func csvFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 var requestCSVHeaders = []string{"id", "kind", "status", "items", "rate", "canary", "fresh_key", "requested_by", "requested_db_role",
 	"created_at", "expires_at", "reviewed_by", "reviewed_db_role", "reviewed_at", "started_at", "finished_at", "cohort_hash",
-	"why", "halt_reason"}
+	"why", "halt_reason", "confirmed", "came_back", "settled", "unknown"}
 
 func requestCSVCells(r replay.Request) []string {
-	return []string{strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), csvFloat(r.Rate),
+	cells := []string{strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), csvFloat(r.Rate),
 		strconv.Itoa(r.Canary), strconv.FormatBool(r.FreshKey), r.RequestedBy, r.RequestedDBRole,
 		csvTime(&r.CreatedAt), csvTime(&r.ExpiresAt), r.ReviewedBy, r.ReviewedDBRole, csvTime(r.ReviewedAt),
 		csvTime(r.StartedAt), csvTime(r.FinishedAt), r.CohortHash, r.Why, r.HaltReason}
+	fates := []string{"", "", "", ""}
+	if f := r.Fates; f != nil {
+		fates = []string{strconv.Itoa(f.Confirmed), strconv.Itoa(f.CameBack), strconv.Itoa(f.Settled), strconv.Itoa(f.Unknown)}
+	}
+	return append(cells, fates...)
 }
 
 var auditCSVHeaders = []string{"seq", "at", "actor", "db_role", "action", "target", "outcome", "details", "prev_hash", "hash"}

@@ -108,7 +108,9 @@ type ReplayRequestOptions struct {
 	ViaExchange      bool
 	NotBefore        string
 	IncludeNotDue    bool
-	Output           *outputFormat
+	// Unwatched is --unwatched's reason.
+	Unwatched string
+	Output    *outputFormat
 
 	request replay.NewRequest
 }
@@ -140,6 +142,13 @@ seconds or an HTTP date), is not published before then either; the run waits
 for it, in cohort order. --include-not-due publishes them without waiting.
 The database refuses a time in the past, one after retention redacts the
 cohort, and a Retry-After it cannot read (rules not-before, retry-after).
+
+Outcomes: the run captures the dead-letter queues its cohort came from while
+it publishes and for its canary window after, so that its stop conditions see
+the jobs that die again without a separate ` + "`dlq ingest --follow`" + `. A run that
+cannot (the queue is gone, or these letters came from elsewhere) does not
+start (rule dlq-unwatched) unless the request says --unwatched "why"; the
+approver sees it.
 
 ` + handlerHelp,
 		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
@@ -177,13 +186,16 @@ cohort, and a Retry-After it cannot read (rules not-before, retry-after).
 				}
 				notBefore = &at
 			}
+			if cmd.Flags().Changed("unwatched") && strings.TrimSpace(opts.Unwatched) == "" {
+				return flagErrorf(`--unwatched needs a reason, e.g. --unwatched "the DLQ is captured at the other site"`)
+			}
 			if cmd.Flags().Changed("same-handler-ok") && strings.TrimSpace(opts.SameHandlerOK) == "" {
 				return flagErrorf(`--same-handler-ok needs a reason, e.g. --same-handler-ok "the database failed over; the worker was never at fault"`)
 			}
 			opts.request = replay.NewRequest{Kind: replay.KindReplay, Selection: sel, Rate: opts.Rate, Why: opts.Why,
 				ToExchange: opts.ToExchange, ToRoutingKey: opts.RoutingKey, FreshKey: opts.FreshKey, ConfirmEligible: opts.ConfirmEligible,
 				SameHandlerWhy: opts.SameHandlerOK, IncludePermanent: opts.IncludePermanent, ViaExchange: opts.ViaExchange,
-				NotBefore: notBefore, IncludeNotDue: opts.IncludeNotDue}
+				NotBefore: notBefore, IncludeNotDue: opts.IncludeNotDue, UnwatchedWhy: opts.Unwatched}
 			if cmd.Flags().Changed("canary") {
 				if opts.Canary < 0 {
 					return flagErrorf("invalid --canary %d: use 0 or more", opts.Canary)
@@ -206,6 +218,7 @@ cohort, and a Retry-After it cannot read (rules not-before, retry-after).
 	fl.BoolVar(&opts.ViaExchange, "via-exchange", false, "publish through each letter's original exchange: every queue bound there gets a copy")
 	fl.StringVar(&opts.NotBefore, "not-before", "", "publish nothing before this `time`: RFC 3339, or a duration from now (30m, 2h, 1d)")
 	fl.BoolVar(&opts.IncludeNotDue, "include-not-due", false, "publish letters not yet due (their hold's deadline, their Retry-After) without waiting")
+	fl.StringVar(&opts.Unwatched, "unwatched", "", "let the run start without capturing its dead-letter queues, saying `why`; shown to the approver")
 	fl.BoolVar(&opts.FreshKey, "fresh-key", false, "give each replayed job a new idempotency key (the approver must allow it)")
 	fl.BoolVar(&opts.ConfirmEligible, "confirm-eligible", false, "with --fresh-key: you confirm the reservations are still eligible to expire")
 	fl.StringVar(&opts.SameHandlerOK, "same-handler-ok", "", "say `why` the handler that failed the letters may take them again (or nothing consume them yet); shown to the approver")
@@ -531,11 +544,11 @@ func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs 
 		fmt.Fprintln(streams.ErrOut, "no requests")
 		return nil
 	}
-	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "WHY").
+	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "OUTCOMES", "WHY").
 		truncatable("WHY", "REVIEWED-BY", "REQUESTED-BY")
 	for _, r := range reqs {
 		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
-			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), r.Why)
+			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), requestview.FatesCell(r.Fates), r.Why)
 	}
 	if err := t.render(); err != nil {
 		return err

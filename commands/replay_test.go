@@ -297,8 +297,8 @@ func TestReplayListRun(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		created := fakes.Request(1, "", 0).CreatedAt.Format(time.RFC3339)
-		if len(lines) != 3 || lines[0] != "ID\tKIND\tSTATUS\tITEMS\tRATE\tREQUESTED-BY\tREVIEWED-BY\tCREATED\tWHY" ||
-			lines[1] != "2\treplay\tapproved\t5\t20/s\tcarol\tbob\t"+created+"\tINC-4211 db failover" || !strings.HasPrefix(lines[2], "1\treplay\tpending\t") {
+		if len(lines) != 3 || lines[0] != "ID\tKIND\tSTATUS\tITEMS\tRATE\tREQUESTED-BY\tREVIEWED-BY\tCREATED\tOUTCOMES\tWHY" ||
+			lines[1] != "2\treplay\tapproved\t5\t20/s\tcarol\tbob\t"+created+"\t-\tINC-4211 db failover" || !strings.HasPrefix(lines[2], "1\treplay\tpending\t") {
 			t.Fatalf("list printed:\n%s", out)
 		}
 	})

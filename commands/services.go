@@ -325,11 +325,33 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 		return nil, nil, err
 	}
 	runner.Broker, runner.PublishAs, runner.Flow = b, b.User(), r.flow
+	runner.OpenDLQ = r.openDLQ
 	if r.amqpNodes > 1 {
 		// A cluster: a lost node is failed over from, within the run.
 		runner.Reconnect = brokers.reconnect
 	}
 	return runner, brokers.close, nil
+}
+
+// runCapturePrefetch is how far ahead the broker may send a run's capture
+// of its dead-letter queues, as `dlq ingest` by default.
+const runCapturePrefetch = 1000
+
+// openDLQ opens a run's capture of queue on the commands' connection: a
+// broker that does not answer is unavailable, to be waited out; a queue
+// that does not exist cannot be watched.
+func (r *requestRunner) openDLQ(_ context.Context, queue string) (deadletter.ClosableSource, error) {
+	conn, err := r.dial()
+	if err == nil {
+		var src *broker.DLQSource
+		if src, err = broker.OpenDLQSource(conn, queue, runCapturePrefetch); err == nil {
+			return src, nil
+		}
+	}
+	if broker.Unreachable(err) {
+		return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}
+	}
+	return nil, err
 }
 
 // policyService is service.Policy over replay's policy functions.

@@ -157,7 +157,11 @@ func (m *metricsSource) replayState(ctx context.Context) (*metrics.ReplayState, 
 		st.Items[string(status)] = states
 	}
 	for id, r := range tally.Requests {
-		st.OpenRequests = append(st.OpenRequests, metrics.RequestItems{ID: id, Status: string(r.Status), States: r.States})
+		items := metrics.RequestItems{ID: id, Status: string(r.Status), States: r.States}
+		if f := r.Fates; f != nil {
+			items.Outcomes = map[string]int64{"came_back": int64(f.CameBack), "settled": int64(f.Settled), "unknown": int64(f.Unknown)}
+		}
+		st.OpenRequests = append(st.OpenRequests, items)
 	}
 	slices.SortFunc(st.OpenRequests, func(a, b metrics.RequestItems) int { return cmp.Compare(b.ID, a.ID) })
 	return st, nil

@@ -61,6 +61,10 @@ type letterStore interface {
 	// x-replay-request header naming requestID.
 	LetterCountRedead(ctx context.Context, requestID int64) (int, error)
 
+	// LetterCountRedeadOf is LetterCountRedead for each of requests at
+	// once; a request with none is not in the map.
+	LetterCountRedeadOf(ctx context.Context, requests []int64) (map[int64]int, error)
+
 	// LetterRedeadByRequest counts the letters captured with an
 	// x-replay-request header, per request, within w's bounds, for the
 	// maxRedeadRequests requests with the highest ids.

@@ -374,6 +374,29 @@ func (s postgresLetters) LetterCount(ctx context.Context, f Filter, limit int) (
 	return n, err
 }
 
+// LetterCountRedeadOf implements letterStore, from the partial index
+// dead_letters_replay_request.
+func (s postgresLetters) LetterCountRedeadOf(ctx context.Context, requests []int64) (map[int64]int, error) {
+	rows, err := s.q.Query(ctx, `SELECT replay_request_id, count(*)::int FROM expiryctl.dead_letters
+		WHERE replay_request_id = ANY($1) GROUP BY 1`, requests)
+	if err != nil {
+		return nil, err
+	}
+	type count struct {
+		request int64
+		n       int
+	}
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (count, error) {
+		var c count
+		return c, row.Scan(&c.request, &c.n)
+	})
+	out := make(map[int64]int, len(counts))
+	for _, c := range counts {
+		out[c.request] = c.n
+	}
+	return out, err
+}
+
 // LetterCountRedead implements letterStore.
 func (s postgresLetters) LetterCountRedead(ctx context.Context, requestID int64) (int, error) {
 	var n int

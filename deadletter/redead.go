@@ -17,3 +17,10 @@ import (
 func CountRedeadLettered(ctx context.Context, q store.Querier, requestID int64) (int, error) {
 	return newPostgresLetters(q).LetterCountRedead(ctx, requestID)
 }
+
+// CountRedeadLetteredOf is CountRedeadLettered for several requests in one
+// read, for a list of them; a request none of whose jobs came back is not
+// in the map.
+func CountRedeadLetteredOf(ctx context.Context, q store.Querier, requests []int64) (map[int64]int, error) {
+	return newPostgresLetters(q).LetterCountRedeadOf(ctx, requests)
+}

@@ -223,7 +223,8 @@ func TestReconcileHaltedRequest(t *testing.T) {
 	}
 	zero := 0
 	created, err := (&replay.Service{Pool: alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: ids},
-		Canary: &zero, Why: "INC-2", SameHandlerWhy: "the halt is what is reconciled, not the handler"})
+		Canary: &zero, Why: "INC-2", SameHandlerWhy: "the halt is what is reconciled, not the handler",
+		UnwatchedWhy: "the letters come from no queue of the broker"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package replay_test
 import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -16,5 +17,8 @@ func init() {
 			return nil, err
 		}
 		return b, nil
+	})
+	replay.UseDLQSource(func(conn *amqp.Connection, queue string) (deadletter.ClosableSource, error) {
+		return broker.OpenDLQSource(conn, queue, 100)
 	})
 }

@@ -50,7 +50,7 @@ func approvalStatement(req Request, database, approver string, expires time.Time
 		Stop: fmt.Sprintf("failure-ratio=%g queue-depth=%d redead-ratio=%g canary-window=%s",
 			req.Stop.FailureRatio, req.Stop.QueueDepth, req.Stop.RedeadRatio, req.Stop.CanaryWindow),
 		FreshKey: req.FreshKey, IncludePermanent: req.IncludePermanent, SameHandlerOK: req.SameHandlerOK,
-		ViaExchange: req.ViaExchange, Schedule: strings.Join(schedule, " "),
+		ViaExchange: req.ViaExchange, Schedule: strings.Join(schedule, " "), Unwatched: req.UnwatchedWhy != "",
 		Requester: req.RequestedDBRole, Approver: approver, Expires: expires.UTC().Truncate(time.Second),
 	}
 }

@@ -31,7 +31,9 @@
 // (reading the stop conditions' numbers), run_halts.go and run_canary.go
 // (the stop conditions and the canary, as plain functions), run_readings.go
 // (the stop conditions as last judged, for progress), run_outcomes.go
-// (watching each reservation reach its terminal state), run_eta.go (the time
+// (watching each reservation reach its terminal state), run_dlq_watch.go
+// (capturing the cohort's dead-letter queues, to see its jobs die again),
+// fates.go (what became of the confirmed items), run_eta.go (the time
 // a run spends waiting by design), run_end.go (settling the request),
 // run_failover.go (going on through another broker node after losing one)
 // and run_dry.go (a dry run).

@@ -185,6 +185,16 @@ func (p postgresTables) ItemsSample(ctx context.Context, req Request, limit int)
 	})
 }
 
+func (p postgresTables) ItemsSourceQueues(ctx context.Context, request int64) ([]string, error) {
+	rows, err := p.q.Query(ctx, `SELECT DISTINCT d.source_queue FROM expiryctl.replay_items i
+		JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+		WHERE i.request_id = $1 AND i.state IN ('pending', 'publishing') ORDER BY 1`, request)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 func (p postgresTables) ItemsTiming(ctx context.Context, request int64) (Timing, error) {
 	var t Timing
 	err := p.q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE d.due_at <= now()), count(*) FILTER (WHERE d.due_at > now()),

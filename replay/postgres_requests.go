@@ -16,7 +16,7 @@ const requestColumns = `id, kind, status, item_count, filter, cohort_hash, rate:
 	requested_by, requested_db_role, created_at, expires_at, coalesce(reviewed_by, ''), coalesce(reviewed_db_role, ''),
 	reviewed_at, coalesce(review_why, ''), approval_spent, approval_expires_at, approvals, started_at, finished_at,
 	coalesce(halt_reason, ''), same_handler_ok, coalesce(same_handler_why, ''), include_permanent, failed_under, targets,
-	coalesce(approval_note, ''), via_exchange, not_before, include_not_due`
+	coalesce(approval_note, ''), via_exchange, not_before, include_not_due, coalesce(unwatched_why, '')`
 
 func scanRequest(row pgx.Row) (Request, error) {
 	var r Request
@@ -29,7 +29,7 @@ func scanRequest(row pgx.Row) (Request, error) {
 		&r.RequestedBy, &r.RequestedDBRole, &r.CreatedAt, &r.ExpiresAt, &r.ReviewedBy, &r.ReviewedDBRole,
 		&r.ReviewedAt, &r.ReviewWhy, &r.ApprovalSpent, &r.ApprovalExpiresAt, &r.Approvals, &r.StartedAt, &r.FinishedAt,
 		&r.HaltReason, &r.SameHandlerOK, &r.SameHandlerWhy, &r.IncludePermanent, &failedUnder, &r.Targets,
-		&r.ApprovalNote, &r.ViaExchange, &r.NotBefore, &r.IncludeNotDue)
+		&r.ApprovalNote, &r.ViaExchange, &r.NotBefore, &r.IncludeNotDue, &r.UnwatchedWhy)
 	r.FailedUnder = failedUnderFrom(failedUnder)
 	if r.Targets == nil {
 		r.Targets = []Target{}
@@ -97,9 +97,10 @@ func (p postgresTables) RequestCreate(ctx context.Context, actor string, nr NewR
 	}
 	var id int64
 	var matched int
-	err := p.q.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+	err := p.q.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		actor, string(nr.Kind), string(selection), nr.Rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
-		nr.FreshKey, nr.ConfirmEligible, nr.SameHandlerWhy != "", nr.SameHandlerWhy, nr.IncludePermanent, nr.ViaExchange, nr.NotBefore, nr.IncludeNotDue).Scan(&id, &matched)
+		nr.FreshKey, nr.ConfirmEligible, nr.SameHandlerWhy != "", nr.SameHandlerWhy, nr.IncludePermanent, nr.ViaExchange, nr.NotBefore, nr.IncludeNotDue,
+		nullIfEmpty(nr.UnwatchedWhy)).Scan(&id, &matched)
 	return id, matched, databaseError(err)
 }
 

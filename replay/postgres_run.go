@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -24,7 +26,7 @@ func (p postgresTables) RunLockRelease(ctx context.Context, request int64) error
 // request whose runner is gone) and writes the start's audit row; it
 // refuses anything else, and a caller whose login does not hold the runner
 // lock.
-func (p postgresTables) RunStart(ctx context.Context, actor string, request int64, seen *Observation) (bool, string, error) {
+func (p postgresTables) RunStart(ctx context.Context, actor string, request int64, seen *Observation, watched []byte) (bool, string, error) {
 	var resumed bool
 	var label string
 	var consumers *string // NULL: nothing seen
@@ -35,7 +37,12 @@ func (p postgresTables) RunStart(ctx context.Context, actor string, request int6
 		}
 		consumers = new(string(b))
 	}
-	if err := p.q.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2, $3::jsonb)`, actor, request, consumers).Scan(&resumed, &label); err != nil {
+	var dlqWatch *string // NULL: a discard, which watches nothing
+	if watched != nil {
+		dlqWatch = new(string(watched))
+	}
+	if err := p.q.QueryRow(ctx, `SELECT resumed, label FROM expiryctl.replay_run_start($1, $2, $3::jsonb, $4::jsonb)`,
+		actor, request, consumers, dlqWatch).Scan(&resumed, &label); err != nil {
 		return false, "", databaseError(err)
 	}
 	return resumed, label, nil
@@ -83,6 +90,42 @@ func (p postgresTables) RunAckedAfterCancel(ctx context.Context, actor string, r
 // RunRedeadLettered asks deadletter, whose table dead_letters is.
 func (p postgresTables) RunRedeadLettered(ctx context.Context, request int64) (int, error) {
 	return deadletter.CountRedeadLettered(ctx, p.q, request)
+}
+
+// RequestFates reads the confirmed items and their recorded terminal
+// outcomes from replay's tables, and asks deadletter, whose table
+// dead_letters is, how many came back.
+func (p postgresTables) RequestFates(ctx context.Context, requests []int64) (map[int64]Fates, error) {
+	rows, err := p.q.Query(ctx, `SELECT i.request_id, count(*)::int,
+			(SELECT count(*)::int FROM expiryctl.replay_outcomes o WHERE o.request_id = i.request_id AND o.terminal_at IS NOT NULL)
+		FROM expiryctl.replay_items i WHERE i.request_id = ANY($1) AND i.state = 'confirmed' GROUP BY i.request_id`, requests)
+	if err != nil {
+		return nil, err
+	}
+	type counts struct {
+		request            int64
+		confirmed, settled int
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (counts, error) {
+		var c counts
+		return c, row.Scan(&c.request, &c.confirmed, &c.settled)
+	})
+	if err != nil || len(found) == 0 {
+		return map[int64]Fates{}, err
+	}
+	ids := make([]int64, len(found))
+	for i, c := range found {
+		ids[i] = c.request
+	}
+	back, err := deadletter.CountRedeadLetteredOf(ctx, p.q, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]Fates, len(found))
+	for _, c := range found {
+		out[c.request] = fatesOf(c.confirmed, back[c.request], c.settled)
+	}
+	return out, nil
 }
 
 // CanaryRecord: a resumed run trusts these rows (a pass skips the canary),

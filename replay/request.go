@@ -126,6 +126,14 @@ type Request struct {
 	// last error asked to be retried later (Retry-After), without waiting
 	// for them (`--include-not-due`).
 	IncludeNotDue bool `json:"include_not_due"`
+	// UnwatchedWhy, when set, is the requester's reason why the run need
+	// not capture the dead-letter queues its cohort came from
+	// (`--unwatched`): without it a run that cannot see its jobs die again
+	// does not start (rule dlq-unwatched). Shown to the approver.
+	UnwatchedWhy string `json:"unwatched_why,omitempty"`
+	// Fates, for a replay with confirmed items (Show and List fill it
+	// in), says how many came back, settled or are unknown.
+	Fates *Fates `json:"fates,omitempty"`
 	// ApprovalNote is the approver's signed statement of what they
 	// approved (a signed note, see package approval); empty for an
 	// unsigned approval.
@@ -204,6 +212,9 @@ type NewRequest struct {
 	// IncludeNotDue publishes letters not yet due (their hold's deadline,
 	// their Retry-After) without waiting for them: `--include-not-due`.
 	IncludeNotDue bool
+	// UnwatchedWhy lets the run start without capturing its cohort's
+	// dead-letter queues, saying why (`--unwatched "why"`).
+	UnwatchedWhy string
 }
 
 // Created is the result of Create.

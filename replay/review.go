@@ -222,6 +222,9 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 	if err := markRunners(ctx, t, one); err != nil {
 		return Detail{}, err
 	}
+	if err := markFates(ctx, t, one); err != nil {
+		return Detail{}, err
+	}
 	d := Detail{Request: one[0], Changes: []CohortChange{}}
 	if d.Categories, d.States, err = t.ItemsCountByCategoryAndState(ctx, id); err != nil {
 		return Detail{}, err

@@ -69,6 +69,11 @@ type Runner struct {
 	// with each broker Reconnect returns; closing them stays with whoever
 	// made them. Nil: a lost broker interrupts the run.
 	Reconnect func(ctx context.Context) (Broker, error)
+	// OpenDLQ opens a consumer on a dead-letter queue, for the run to
+	// capture the queues its cohort came from while it runs, so that it
+	// sees its jobs die again (see run_dlq_watch.go). Nil: the run captures
+	// none, and starts only when its request says --unwatched.
+	OpenDLQ OpenDLQ
 	// Approvals, when it enforces anything, is checked in the transaction
 	// that starts the run, before anything is published: a refused
 	// approval starts nothing and spends nothing.
@@ -336,9 +341,20 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		obs := r.observe(ctx, req)
 		seen = &obs
 	}
-	st, err := r.begin(ctx, id, seen)
+	// The dead-letter queues the cohort came from, captured from now until
+	// the run's watch window closes, for the database's dlq-unwatched check.
+	var dlqs *dlqWatch
+	if reqErr == nil && req.Kind == KindReplay {
+		queues, err := r.tables().ItemsSourceQueues(ctx, id)
+		if err != nil {
+			return res, err
+		}
+		dlqs = r.watchDLQs(ctx, queues)
+		defer dlqs.stop()
+	}
+	st, err := r.begin(ctx, id, seen, dlqs)
 	if err != nil {
-		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{"consumers": seen})
+		svc.recordRefusal(ctx, "replay.run", requestTarget(id), err, map[string]any{"consumers": seen, "dlq_watch": dlqs.watched()})
 		var refusal *Refusal
 		if errors.As(err, &refusal) && refusal.Rule == "approval-ttl" {
 			_ = inTx(context.WithoutCancel(ctx), r.Pool, func(t tables) error { return t.RequestExpireStale(ctx, r.Actor) })
@@ -347,6 +363,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	}
 	st.lock = lock
 	st.start = start
+	st.dlqs = dlqs
 	res.Kind, res.Resumed, res.Items = st.req.Kind, st.resumed, st.req.Items
 	res.Signed, res.Checked = st.req.ApprovalNote != "", r.Approvals.enforced()
 
@@ -422,6 +439,8 @@ type runState struct {
 	// recorder is the current leg's recorder (a failover starts another),
 	// for the outcome watcher, which outlives a leg.
 	recorder atomic.Pointer[recorder]
+	// dlqs are the run's captures of its cohort's dead-letter queues.
+	dlqs *dlqWatch
 	// holdUntil, in Unix nanoseconds, is when the item the run waits for
 	// may go; 0 while it waits for none (see preparer.hold).
 	holdUntil atomic.Int64
@@ -432,11 +451,15 @@ func (st *runState) done() int { return st.confirmed + st.skipped + st.failed }
 // begin moves an approved request to running (the database spends the
 // approval, once the consumers seen pass its handler check) or takes over
 // a running one, and audits the start.
-func (r *Runner) begin(ctx context.Context, id int64, seen *Observation) (*runState, error) {
+func (r *Runner) begin(ctx context.Context, id int64, seen *Observation, dlqs *dlqWatch) (*runState, error) {
 	st := &runState{}
-	err := inTx(ctx, r.Pool, func(t tables) error {
+	watched, err := dlqs.observation()
+	if err != nil {
+		return nil, err
+	}
+	err = inTx(ctx, r.Pool, func(t tables) error {
 		var err error
-		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id, seen); err != nil {
+		if st.resumed, st.label, err = t.RunStart(ctx, r.Actor, id, seen, watched); err != nil {
 			return err
 		}
 		if st.req, err = t.RequestGet(ctx, id); err != nil {

@@ -184,8 +184,14 @@ func (r *Runner) resumeLeg(ctx context.Context, st *runState, f Failover) error 
 		obs := r.observe(ctx, st.req)
 		seen = &obs
 	}
+	// The captures of the cohort's dead-letter queues reconnect by
+	// themselves, on the node RabbitMQ has left.
+	watched, err := st.dlqs.observation()
+	if err != nil {
+		return err
+	}
 	return inTx(ctx, r.Pool, func(t tables) error {
-		resumed, label, err := t.RunStart(ctx, r.Actor, st.req.ID, seen)
+		resumed, label, err := t.RunStart(ctx, r.Actor, st.req.ID, seen, watched)
 		if err != nil {
 			return err
 		}

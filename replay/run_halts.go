@@ -89,6 +89,9 @@ func (x *replayRun) redeadHalt(ctx context.Context) (*HaltError, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := x.st.dlqs.failed(); err != nil {
+		return nil, err
+	}
 	x.st.readRedead(n)
 	return x.redeadFrom(n), nil
 }

@@ -31,6 +31,13 @@ const runKey = "reservation.expire"
 
 var runEpoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
+// testsCapture is the reason the tests' requests give for runs that do
+// not capture their dead-letter queues: their letters come from no queue
+// of the broker, and a test that needs jobs to die again plays the worker
+// and the capture itself (dieAgain). run_dlq_watch_test.go runs the real
+// capture.
+const testsCapture = "the test plays the capture of its dead-letter queue"
+
 // setupRun prepares a runBundle; policy are extra `policy set` KEY=VALUE
 // changes (the defaults make the canary window short and the rate high).
 func setupRun(t *testing.T, policy ...string) *runBundle {
@@ -184,6 +191,9 @@ func (b *runBundle) pending(t *testing.T, nr NewRequest, ids []int64) Request {
 	nr.Selection = Selection{IDs: ids}
 	if nr.Why == "" {
 		nr.Why = "INC-42"
+	}
+	if nr.Kind == KindReplay && nr.UnwatchedWhy == "" {
+		nr.UnwatchedWhy = testsCapture
 	}
 	created, err := b.as("alice").Create(context.Background(), nr)
 	if err != nil {

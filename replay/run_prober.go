@@ -102,6 +102,9 @@ func (x *replayRun) probeOnce() probe {
 	if p.redead, p.err = x.r.tables().RunRedeadLettered(ctx, x.st.req.ID); p.err != nil {
 		return p
 	}
+	if p.err = x.st.dlqs.failed(); p.err != nil {
+		return p
+	}
 	if x.checksHandler() {
 		obs := x.r.observe(ctx, x.st.req)
 		p.consumers = &obs

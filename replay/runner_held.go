@@ -24,7 +24,33 @@ func (s *Service) listWithRunners(ctx context.Context, status Status, limit int)
 	if err != nil {
 		return nil, err
 	}
-	return out, markRunners(ctx, t, out)
+	if err := markRunners(ctx, t, out); err != nil {
+		return nil, err
+	}
+	return out, markFates(ctx, t, out)
+}
+
+// markFates fills in Fates for the replays of reqs that confirmed items.
+func markFates(ctx context.Context, t tables, reqs []Request) error {
+	var ran []int64
+	for _, r := range reqs {
+		if r.Kind == KindReplay && r.StartedAt != nil {
+			ran = append(ran, r.ID)
+		}
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	fates, err := t.RequestFates(ctx, ran)
+	if err != nil {
+		return err
+	}
+	for i := range reqs {
+		if f, ok := fates[reqs[i].ID]; ok {
+			reqs[i].Fates = &f
+		}
+	}
+	return nil
 }
 
 // markRunners fills in RunnerHeld and Runner for the running requests of

@@ -88,6 +88,9 @@ type tables interface {
 	// ItemsPermanent reads the first limit letters of a request whose
 	// category is one of PermanentCategories, in ordinal order.
 	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
+	// ItemsSourceQueues lists the dead-letter queues the open items of a
+	// request were captured from, the queues its jobs die again into.
+	ItemsSourceQueues(ctx context.Context, request int64) ([]string, error)
 	// ItemsTiming says when the items of a request may go, by the
 	// database's clock.
 	ItemsTiming(ctx context.Context, request int64) (Timing, error)
@@ -124,8 +127,10 @@ type tables interface {
 	// (replay_run_release).
 	RunLockRelease(ctx context.Context, request int64) error
 	// RunStart spends the approval or takes over a running request
-	// (replay_run_start), handing over the consumers seen (nil: none read).
-	RunStart(ctx context.Context, actor string, request int64, seen *Observation) (resumed bool, label string, err error)
+	// (replay_run_start), handing over the consumers seen (nil: none read)
+	// and how the run watches its cohort's dead-letter queues (JSON, see
+	// dlqWatch.observation; nil for a discard).
+	RunStart(ctx context.Context, actor string, request int64, seen *Observation, watched []byte) (resumed bool, label string, err error)
 	// RunDiscardWindow decides the open items of a running discard in the
 	// ordinal range [lo, hi] (replay_discard_window).
 	RunDiscardWindow(ctx context.Context, request int64, lo, hi int) (decided int, stopped Status, err error)
@@ -136,6 +141,10 @@ type tables interface {
 	RunHalt(ctx context.Context, actor string, request int64, reason string, unsent []int64, details map[string]any) (stopped Status, err error)
 	// RunComplete completes a running request (replay_run_complete).
 	RunComplete(ctx context.Context, actor string, request int64, details map[string]any) (stopped Status, err error)
+	// RequestFates says what became of the confirmed items of each of
+	// requests (see Fates); a request with none confirmed is not in the
+	// map.
+	RequestFates(ctx context.Context, requests []int64) (map[int64]Fates, error)
 	// RunAckedAfterCancel records items acked after the request was
 	// cancelled under its runner (replay_run_acked_after_cancel).
 	RunAckedAfterCancel(ctx context.Context, actor string, request int64, acked []int64) error

@@ -28,6 +28,9 @@ type Tally struct {
 type RequestItems struct {
 	Status Status
 	States map[string]int64
+	// Fates, for a replay that confirmed items, says how many came back,
+	// settled or are unknown; nil otherwise.
+	Fates *Fates
 }
 
 // Tally counts the open requests' items and the items ever published. It
@@ -69,6 +72,9 @@ func (t *Tallier) Tally(ctx context.Context) (Tally, error) {
 	if err != nil {
 		return tally, err
 	}
+	if err := tallyFates(ctx, t.tables(), tally.Requests); err != nil {
+		return tally, err
+	}
 	// A halt is a governance event the database writes in the transaction
 	// that halts; a request halted, re-approved and run again keeps no
 	// other trace of its earlier halt.
@@ -81,4 +87,27 @@ func (t *Tallier) Tally(ctx context.Context) (Tally, error) {
 	}
 	tally.Published += t.endedConfirmed
 	return tally, nil
+}
+
+// tallyFates fills in the Fates of the open requests that confirmed items.
+func tallyFates(ctx context.Context, t tables, requests map[int64]RequestItems) error {
+	var ran []int64
+	for id, r := range requests {
+		if r.States["confirmed"] > 0 {
+			ran = append(ran, id)
+		}
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	fates, err := t.RequestFates(ctx, ran)
+	if err != nil {
+		return err
+	}
+	for id, f := range fates {
+		r := requests[id]
+		r.Fates = &f
+		requests[id] = r
+	}
+	return nil
 }

@@ -32,8 +32,8 @@ func TestTallyCountsOpenItemsAndEveryPublish(t *testing.T) {
 	if !maps.EqualFunc(got.Open, want, maps.Equal) || got.Published != 2 {
 		t.Errorf("tally %+v, want open %v and 2 published", got, want)
 	}
-	wantRequests := map[int64]RequestItems{pending.ID: {StatusPending, map[string]int64{"pending": 3}},
-		approved.ID: {StatusApproved, map[string]int64{"pending": 1}}}
+	wantRequests := map[int64]RequestItems{pending.ID: {Status: StatusPending, States: map[string]int64{"pending": 3}},
+		approved.ID: {Status: StatusApproved, States: map[string]int64{"pending": 1}}}
 	if !maps.EqualFunc(got.Requests, wantRequests, func(a, b RequestItems) bool { return a.Status == b.Status && maps.Equal(a.States, b.States) }) {
 		t.Errorf("by request %+v, want %+v (the completed request %d left out)", got.Requests, wantRequests, done.ID)
 	}

@@ -195,7 +195,7 @@ func TestRedTeamRequestFlags(t *testing.T) {
 	rt.holdLock(t, id)
 	// The requester said the same handler may take them: the run starts
 	// with nothing observed.
-	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1)`, id); err != nil {
+	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1, NULL, $2)`, id, capturesQDLQ); err != nil {
 		t.Errorf("a same-handler-ok request did not start: %v", err)
 	}
 }

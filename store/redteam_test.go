@@ -80,7 +80,8 @@ func setupRedTeam(t *testing.T) *redTeam {
 func (rt *redTeam) request(t *testing.T, ids ...int64) replay.Request {
 	t.Helper()
 	created, err := (&replay.Service{Pool: rt.alice.Pool}).Create(context.Background(), replay.NewRequest{
-		Kind: replay.KindReplay, Selection: replay.Selection{IDs: ids}, Why: "INC-1", Canary: new(int)})
+		Kind: replay.KindReplay, Selection: replay.Selection{IDs: ids}, Why: "INC-1", Canary: new(int),
+		UnwatchedWhy: "the red team's letters come from no queue of a broker"})
 	if err != nil {
 		t.Fatal(err)
 	}

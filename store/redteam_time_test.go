@@ -120,8 +120,8 @@ func TestRedTeamTime(t *testing.T) {
 	if _, err := lock.Exec(ctx, `SELECT expiryctl.replay_run_acquire($1, 'alice')`, id); err != nil {
 		t.Fatal(err)
 	}
-	for _, sql := range []string{`SELECT * FROM expiryctl.replay_run_start('', $1, $2)`} {
-		if _, err := rt.alice.Pool.Exec(ctx, sql, id, freshConsumers); err != nil {
+	for _, sql := range []string{`SELECT * FROM expiryctl.replay_run_start('', $1, $2, $3)`} {
+		if _, err := rt.alice.Pool.Exec(ctx, sql, id, freshConsumers, capturesQDLQ); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}

@@ -35,7 +35,7 @@ var functionRoles = map[string]string{
 	"audit_checkpoint_record":       "auditor",
 	"audit_counts_extend":           "auditor",
 	"audit_tree_extend":             "auditor or admin or ingester",
-	"ingest_letters":                "ingester",
+	"ingest_letters":                "ingester or operator",
 	"purge_letters":                 "operator or admin",
 	"replay_request_create":         "operator",
 	"replay_run_start":              "operator",

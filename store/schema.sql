@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00031, then the files of store/functions/) leaves an empty database, dumped
+-- 00032, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -708,8 +708,19 @@ DECLARE
     ids bigint[];
     trusted boolean;
     dropped integer;
+    by_run boolean;
 BEGIN
-    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    -- Beside the ingester, a run captures its own cohort's queues (rule
+    -- role): it must see its jobs die again (replay_run_captures).
+    by_run := NOT expiryctl.caller_in('expiryctl_ingester');
+    IF by_run AND NOT (expiryctl.caller_in('expiryctl_operator')
+                       AND expiryctl.replay_run_captures(array_append(source_queues, queue))) THEN
+        PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester', 'expiryctl_operator');
+        PERFORM expiryctl.replay_refuse('role', format(
+            'dlq ingest needs membership of expiryctl_ingester, and an operator captures only the dead-letter queues of a replay whose run holds its lease, which %s is not: '
+            || 'ask the schema owner to run `expiryctl access grant %s expiryctl_ingester`',
+            queue, session_user));
+    END IF;
     label := expiryctl.actor_label(actor);
     trusted := expiryctl.caller_is_owner();
     SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
@@ -748,7 +759,8 @@ BEGIN
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
         'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END
+        || CASE WHEN by_run THEN jsonb_build_object('by_run', true) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
@@ -1194,6 +1206,42 @@ BEGIN
     UPDATE expiryctl.dead_letter_states s SET status = 'discarded' WHERE s.dead_letter_id = ANY (ids) AND s.status = 'in_request';
     decided := cardinality(ids);
     RETURN NEXT;
+END
+$$;
+
+
+--
+-- Name: replay_dlq_watch_check(bigint, text, jsonb); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_dlq_watch_check(request bigint, unwatched_why text, dlq_watch jsonb) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    missing text;
+BEGIN
+    IF unwatched_why IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT string_agg(format('%s (%s)', q.source_queue,
+               coalesce(nullif(w.unwatched, ''), 'the runner did not say it captures it')), ', ' ORDER BY q.source_queue)
+      INTO missing
+      FROM (SELECT DISTINCT d.source_queue FROM expiryctl.replay_items i
+              JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+             WHERE i.request_id = request AND i.state IN ('pending', 'publishing')) q
+      LEFT JOIN LATERAL (SELECT e->>'unwatched' AS unwatched, e->>'by' AS by
+                           FROM jsonb_array_elements(CASE WHEN jsonb_typeof(dlq_watch->'queues') = 'array'
+                                                          THEN dlq_watch->'queues' ELSE '[]' END) e
+                          WHERE e->>'queue' = q.source_queue LIMIT 1) w ON true
+     WHERE coalesce(w.by, '') = '';
+    IF missing IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('dlq-unwatched', format(
+            'replay request %s: the run cannot see its jobs die again, because it does not capture the dead-letter queue %s: '
+            || 'run it with `expiryctl replay run %s`, which captures them while it runs, once the queue exists and RabbitMQ answers; '
+            || 'or, if its outcomes are watched some other way, make a new request with --unwatched "why"',
+            request, missing, request));
+    END IF;
 END
 $$;
 
@@ -1650,10 +1698,10 @@ $$;
 
 
 --
--- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean, boolean, timestamp with time zone, boolean); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_request_create(text, text, jsonb, numeric, integer, text, text, text, boolean, boolean, boolean, text, boolean, boolean, timestamp with time zone, boolean, text); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false, not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, include_not_due boolean DEFAULT false) RETURNS TABLE(request_id bigint, matched integer)
+CREATE FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean DEFAULT false, same_handler_why text DEFAULT NULL::text, include_permanent boolean DEFAULT false, via_exchange boolean DEFAULT false, not_before timestamp with time zone DEFAULT NULL::timestamp with time zone, include_not_due boolean DEFAULT false, unwatched_why text DEFAULT NULL::text) RETURNS TABLE(request_id bigint, matched integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1782,8 +1830,11 @@ BEGIN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
             || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
     END IF;
-    IF kind = 'discard' AND (via_exchange OR not_before IS NOT NULL OR include_not_due) THEN
-        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange, --not-before and --include-not-due do not apply');
+    IF kind = 'discard' AND (via_exchange OR not_before IS NOT NULL OR include_not_due OR unwatched_why IS NOT NULL) THEN
+        PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange, --not-before, --include-not-due and --unwatched do not apply');
+    END IF;
+    IF unwatched_why IS NOT NULL AND btrim(unwatched_why) = '' THEN
+        PERFORM expiryctl.replay_refuse('dlq-unwatched', 'say why the run need not see its jobs die again: --unwatched "why" (for example: a `dlq ingest --follow` of another site captures them)');
     END IF;
 
     IF kind = 'replay' AND perm_n > 0 AND NOT include_permanent THEN
@@ -1854,12 +1905,12 @@ BEGIN
     INSERT INTO expiryctl.replay_requests (kind, filter, item_count, cohort_hash, rate, canary, stop_failure_ratio,
         stop_queue_depth, stop_redead_ratio, canary_window, fresh_key, eligibility_confirmed, to_exchange,
         to_routing_key, why, requested_by, expires_at, same_handler_ok, same_handler_why, include_permanent,
-        failed_under, targets, via_exchange, not_before, include_not_due)
+        failed_under, targets, via_exchange, not_before, include_not_due, unwatched_why)
     VALUES (kind, selection, n, chash, eff_rate, eff_canary, pol.stop_failure_ratio, pol.stop_queue_depth,
         pol.stop_redead_ratio, pol.canary_window, fresh_key, confirm_eligible, nullif(to_exchange, ''),
         nullif(to_routing_key, ''), why, label, now() + pol.approval_ttl, same_handler_ok,
         CASE WHEN same_handler_ok THEN same_handler_why END, include_permanent, failed, tgts, via_exchange, not_before,
-        kind = 'replay' AND include_not_due)
+        kind = 'replay' AND include_not_due, unwatched_why)
     RETURNING id INTO rid;
     INSERT INTO expiryctl.replay_items (request_id, dead_letter_id, payload_sha256, ordinal, retry_after)
     SELECT rid, c.id, c.h, (c.ord - 1)::integer, nullif(c.r, 'infinity')
@@ -1871,7 +1922,8 @@ BEGIN
         'to_exchange', coalesce(to_exchange, ''), 'to_routing_key', coalesce(to_routing_key, ''), 'why', why,
         'same_handler_ok', same_handler_ok, 'same_handler_why', CASE WHEN same_handler_ok THEN same_handler_why ELSE '' END,
         'include_permanent', include_permanent, 'permanent_letters', perm_n, 'failed_under', failed, 'targets', tgts,
-        'via_exchange', via_exchange, 'not_before', not_before, 'include_not_due', include_not_due));
+        'via_exchange', via_exchange, 'not_before', not_before, 'include_not_due', include_not_due)
+        || CASE WHEN unwatched_why IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('unwatched_why', unwatched_why) END);
     request_id := rid;
     RETURN NEXT;
 END
@@ -2199,6 +2251,26 @@ $$;
 
 
 --
+-- Name: replay_run_captures(text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_captures(queues text[]) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM expiryctl.replay_runner_leases l
+          JOIN pg_stat_activity a ON a.pid = l.pid AND a.usename = l.login
+          JOIN expiryctl.replay_requests r ON r.id = l.request_id
+         WHERE l.login = session_user AND r.kind = 'replay' AND r.status IN ('approved', 'running')
+           AND NOT EXISTS (SELECT 1 FROM unnest(queues) AS q(name)
+                            WHERE NOT EXISTS (SELECT 1 FROM expiryctl.replay_items i
+                                                JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+                                               WHERE i.request_id = r.id AND d.source_queue = q.name)))
+$$;
+
+
+--
 -- Name: replay_run_complete(text, bigint, jsonb); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -2332,10 +2404,10 @@ $$;
 
 
 --
--- Name: replay_run_start(text, bigint, jsonb); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_run_start(text, bigint, jsonb, jsonb); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL::jsonb) RETURNS TABLE(resumed boolean, label text)
+CREATE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL::jsonb, dlq_watch jsonb DEFAULT NULL::jsonb) RETURNS TABLE(resumed boolean, label text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2355,6 +2427,9 @@ BEGIN
     PERFORM expiryctl.replay_run_lease(request);
     IF req.kind = 'replay' AND req.status IN ('approved', 'running') AND NOT req.same_handler_ok THEN
         PERFORM expiryctl.replay_handler_check(request, req.failed_under, consumers);
+    END IF;
+    IF req.kind = 'replay' AND req.status IN ('approved', 'running') THEN
+        PERFORM expiryctl.replay_dlq_watch_check(request, req.unwatched_why, dlq_watch);
     END IF;
     CASE req.status
     WHEN 'approved' THEN
@@ -2388,6 +2463,7 @@ BEGIN
         'approved_db_role', req.reviewed_db_role, 'kind', req.kind, 'items', req.item_count, 'states', states,
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
         'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
+        'dlq_watch', dlq_watch, 'unwatched_why', req.unwatched_why,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
             'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window)))
         || CASE WHEN spent IS NULL THEN '{}'::jsonb
@@ -3028,6 +3104,7 @@ CREATE TABLE expiryctl.replay_requests (
     via_exchange boolean DEFAULT false NOT NULL,
     not_before timestamp with time zone,
     include_not_due boolean DEFAULT false NOT NULL,
+    unwatched_why text,
     CONSTRAINT four_eyes CHECK (((reviewed_by IS NULL) OR (reviewed_by <> requested_by))),
     CONSTRAINT four_eyes_db_role CHECK (((reviewed_db_role IS NULL) OR (reviewed_db_role <> requested_db_role) OR (reviewed_by <> requested_by))),
     CONSTRAINT replay_requests_canary_check CHECK ((canary >= 0)),
@@ -3038,6 +3115,7 @@ CREATE TABLE expiryctl.replay_requests (
     CONSTRAINT replay_requests_rate_check CHECK ((rate > (0)::numeric)),
     CONSTRAINT replay_requests_same_handler_why CHECK (((NOT same_handler_ok) OR (length(btrim(COALESCE(same_handler_why, ''::text))) > 0))),
     CONSTRAINT replay_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'running'::text, 'halted'::text, 'completed'::text, 'cancelled'::text]))),
+    CONSTRAINT replay_requests_unwatched_why CHECK (((unwatched_why IS NULL) OR (btrim(unwatched_why) <> ''::text))),
     CONSTRAINT replay_requests_why_check CHECK ((length(btrim(why)) > 0))
 );
 
@@ -3692,7 +3770,7 @@ CREATE TRIGGER replay_requests_guard BEFORE INSERT OR UPDATE ON expiryctl.replay
 -- Name: replay_requests replay_requests_handler_frozen; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets) OR (new.via_exchange IS DISTINCT FROM old.via_exchange) OR (new.not_before IS DISTINCT FROM old.not_before) OR (new.include_not_due IS DISTINCT FROM old.include_not_due))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
+CREATE TRIGGER replay_requests_handler_frozen BEFORE UPDATE ON expiryctl.replay_requests FOR EACH ROW WHEN (((new.same_handler_ok IS DISTINCT FROM old.same_handler_ok) OR (new.same_handler_why IS DISTINCT FROM old.same_handler_why) OR (new.include_permanent IS DISTINCT FROM old.include_permanent) OR (new.failed_under IS DISTINCT FROM old.failed_under) OR (new.targets IS DISTINCT FROM old.targets) OR (new.via_exchange IS DISTINCT FROM old.via_exchange) OR (new.not_before IS DISTINCT FROM old.not_before) OR (new.include_not_due IS DISTINCT FROM old.include_not_due) OR (new.unwatched_why IS DISTINCT FROM old.unwatched_why))) EXECUTE FUNCTION expiryctl.replay_requests_handler_frozen();
 
 
 --
@@ -4225,6 +4303,7 @@ REVOKE ALL ON FUNCTION expiryctl.handler_version_of(headers jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_operator;
 
 
 --
@@ -4233,6 +4312,7 @@ GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerpri
 
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_operator;
 
 
 --
@@ -4530,6 +4610,13 @@ GRANT ALL ON FUNCTION expiryctl.replay_discard_window(request bigint, lo integer
 
 
 --
+-- Name: FUNCTION replay_dlq_watch_check(request bigint, unwatched_why text, dlq_watch jsonb); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_dlq_watch_check(request bigint, unwatched_why text, dlq_watch jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION replay_expire_stale(actor text); Type: ACL; Schema: expiryctl
 --
 
@@ -4648,11 +4735,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_refuse(rule text, message text) FROM PUB
 
 
 --
--- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean, unwatched_why text); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean, unwatched_why text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_request_create(actor text, kind text, selection jsonb, rate numeric, canary integer, to_exchange text, to_routing_key text, why text, fresh_key boolean, confirm_eligible boolean, same_handler_ok boolean, same_handler_why text, include_permanent boolean, via_exchange boolean, not_before timestamp with time zone, include_not_due boolean, unwatched_why text) TO expiryctl_operator;
 
 
 --
@@ -4701,6 +4788,13 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_acquire(request bigint, application t
 
 
 --
+-- Name: FUNCTION replay_run_captures(queues text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_captures(queues text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION replay_run_complete(actor text, request bigint, details jsonb); Type: ACL; Schema: expiryctl
 --
 
@@ -4740,11 +4834,11 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_release(request bigint) TO expiryctl_
 
 
 --
--- Name: FUNCTION replay_run_start(actor text, request bigint, consumers jsonb); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_run_start(actor text, request bigint, consumers jsonb, dlq_watch jsonb); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb, dlq_watch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb, dlq_watch jsonb) TO expiryctl_operator;
 
 
 --

@@ -4,7 +4,10 @@
 -- that job's latest row. A letter's claim to come back from a replay
 -- request is kept only where that request published that job
 -- (replay_published_job), or from the owner, whose word governance takes;
--- the batch's audit row counts the claims dropped. Returns the ids stored.
+-- the batch's audit row counts the claims dropped. An ingester captures
+-- any queue; an operator only the queues its run's cohort came from, while
+-- the run holds its lease (replay_run_captures), and the audit row says
+-- by_run. Returns the ids stored.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
@@ -21,8 +24,19 @@ DECLARE
     ids bigint[];
     trusted boolean;
     dropped integer;
+    by_run boolean;
 BEGIN
-    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
+    -- Beside the ingester, a run captures its own cohort's queues (rule
+    -- role): it must see its jobs die again (replay_run_captures).
+    by_run := NOT expiryctl.caller_in('expiryctl_ingester');
+    IF by_run AND NOT (expiryctl.caller_in('expiryctl_operator')
+                       AND expiryctl.replay_run_captures(array_append(source_queues, queue))) THEN
+        PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester', 'expiryctl_operator');
+        PERFORM expiryctl.replay_refuse('role', format(
+            'dlq ingest needs membership of expiryctl_ingester, and an operator captures only the dead-letter queues of a replay whose run holds its lease, which %s is not: '
+            || 'ask the schema owner to run `expiryctl access grant %s expiryctl_ingester`',
+            queue, session_user));
+    END IF;
     label := expiryctl.actor_label(actor);
     trusted := expiryctl.caller_is_owner();
     SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
@@ -61,13 +75,14 @@ BEGIN
         'letters', cardinality(fingerprints), 'stored', cardinality(ids),
         'duplicates', cardinality(fingerprints) - cardinality(ids),
         'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END
+        || CASE WHEN by_run THEN jsonb_build_object('by_run', true) ELSE '{}' END);
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
 
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester, expiryctl_operator;
 
 -- The form without properties stays for a capture of a release before
 -- migration 00010 that is still running when its database is migrated
@@ -133,4 +148,4 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester, expiryctl_operator;

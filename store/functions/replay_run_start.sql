@@ -2,12 +2,14 @@
 -- approval) or takes over a running one whose runner is gone, once a
 -- replay's handler check passes: consumers is what the runner observed on
 -- the queues the cohort's targets route to (see replay_handler_check),
--- recorded on the run's audit row. Open items whose runs were all spent
+-- recorded on the run's audit row; and once the runner captures every
+-- dead-letter queue its open items came from (dlq_watch, see
+-- replay_dlq_watch_check), unless the request said why it need not. Open items whose runs were all spent
 -- (sends at replay_publish_bound, none with a recorded broker answer) fail
 -- here, before a run can reach them: their letters may have reached the
 -- broker that many times already, and only a new request sends them again.
 -- Returns whether it resumed and the label the run records.
-CREATE OR REPLACE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL)
+CREATE OR REPLACE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL, dlq_watch jsonb DEFAULT NULL)
 RETURNS TABLE (resumed boolean, label text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -26,6 +28,9 @@ BEGIN
     PERFORM expiryctl.replay_run_lease(request);
     IF req.kind = 'replay' AND req.status IN ('approved', 'running') AND NOT req.same_handler_ok THEN
         PERFORM expiryctl.replay_handler_check(request, req.failed_under, consumers);
+    END IF;
+    IF req.kind = 'replay' AND req.status IN ('approved', 'running') THEN
+        PERFORM expiryctl.replay_dlq_watch_check(request, req.unwatched_why, dlq_watch);
     END IF;
     CASE req.status
     WHEN 'approved' THEN
@@ -59,6 +64,7 @@ BEGIN
         'approved_db_role', req.reviewed_db_role, 'kind', req.kind, 'items', req.item_count, 'states', states,
         'rate', req.rate, 'canary', req.canary, 'fresh_key', req.fresh_key,
         'same_handler_ok', req.same_handler_ok, 'failed_under', req.failed_under, 'consumers', consumers,
+        'dlq_watch', dlq_watch, 'unwatched_why', req.unwatched_why,
         'stop_conditions', jsonb_build_object('failure_ratio', req.stop_failure_ratio, 'queue_depth', req.stop_queue_depth,
             'redead_ratio', req.stop_redead_ratio, 'canary_window_seconds', extract(epoch FROM req.canary_window)))
         || CASE WHEN spent IS NULL THEN '{}'::jsonb
@@ -67,5 +73,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb, dlq_watch jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb, dlq_watch jsonb) TO expiryctl_operator;

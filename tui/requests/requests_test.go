@@ -152,7 +152,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"80x24", 80, 24, nil, "3 requests"},
 		{"120x40", 120, 40, nil, "3 requests"},
-		{"opened_80x24", 80, 24, []string{"enter"}, "handler check"}, // the cohort is below the fold
+		{"opened_80x24", 80, 24, []string{"enter"}, "consumed now by"}, // the cohort is below the fold
 		{"opened_120x40", 120, 40, []string{"enter"}, "Cohort (20 of 40)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

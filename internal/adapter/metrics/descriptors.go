@@ -68,6 +68,9 @@ var (
 	requestItemsDesc = newDesc("replay_request_items",
 		"Items of each open request (the newest 50 open requests) by the request's status and the item's state: which request is stuck, and where.",
 		"request", "status", "state")
+	requestOutcomesDesc = newDesc("replay_request_outcomes",
+		"Confirmed items of each open request (the newest 50) by what became of them: came_back (died again and captured), settled (terminal by the outcome query), unknown (neither).",
+		"request", "status", "fate")
 	publishedDesc = newDesc("replay_items_published_total",
 		"Replayed items the broker confirmed, of every request ever run.")
 	haltsDesc = newDesc("replay_halts_total",
@@ -104,7 +107,7 @@ var (
 var exporterDescs = []*prometheus.Desc{
 	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
 	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, headAgeEstimatedDesc, rateDesc,
-	requestsDesc, itemsDesc, requestItemsDesc, publishedDesc, haltsDesc,
+	requestsDesc, itemsDesc, requestItemsDesc, requestOutcomesDesc, publishedDesc, haltsDesc,
 	auditRowsDesc, auditCheckpointedDesc, auditCheckpointTimeDesc,
 	snapshotAgeDesc, snapshotDurationDesc, snapshotsDesc, snapshotErrorsDesc, availableDesc,
 }

@@ -237,6 +237,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			for state, n := range req.States {
 				ch <- gauge(requestItemsDesc, float64(n), id, req.Status, state)
 			}
+			for fate, n := range req.Outcomes {
+				ch <- gauge(requestOutcomesDesc, float64(n), id, req.Status, fate)
+			}
 		}
 		ch <- counter(publishedDesc, float64(r.Published))
 		for condition, n := range r.Halts {

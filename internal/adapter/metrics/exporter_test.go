@@ -136,6 +136,8 @@ func TestExporterServesTheSnapshot(t *testing.T) {
 		`expiryctl_replay_items{request_status="running",state="pending"}`:                                             3,
 		`expiryctl_replay_items_published_total`:                                                                       7,
 		`expiryctl_replay_request_items{request="42",state="pending",status="running"}`:                                3,
+		`expiryctl_replay_request_outcomes{fate="came_back",request="42",status="running"}`:                            1,
+		`expiryctl_replay_request_outcomes{fate="unknown",request="42",status="running"}`:                              6,
 		`expiryctl_replay_halts_total{condition="queue-depth"}`:                                                        1,
 		`expiryctl_replay_halts_total{condition="failure-ratio"}`:                                                      0,
 		`expiryctl_metrics_snapshot_age_seconds`:                                                                       30,

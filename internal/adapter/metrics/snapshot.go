@@ -130,4 +130,7 @@ type RequestItems struct {
 	ID     int64
 	Status string
 	States map[string]int64
+	// Outcomes counts its confirmed items by what became of them:
+	// came_back, settled, unknown; nil before it confirmed any.
+	Outcomes map[string]int64
 }

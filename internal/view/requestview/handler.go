@@ -84,6 +84,18 @@ func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 	}
 }
 
+// watchField says whether the run sees its jobs die again: it captures
+// the dead-letter queues its cohort came from, unless the request said
+// --unwatched.
+func watchField(d replay.Detail, st Styles, field func(name, value string)) {
+	if d.UnwatchedWhy != "" {
+		field("dead letters back", st.Warn("UNWATCHED (--unwatched): "+termsafe.EscapeLine(d.UnwatchedWhy)+
+			"; the run does not capture its dead-letter queues, so it sees jobs die again only if another capture runs"))
+		return
+	}
+	field("dead letters back", "captured by the run from its cohort's dead-letter queues, and stopped on, until its canary window after the last publish")
+}
+
 // timeFields says when the letters may go: the cohort's deadlines, past
 // and to come, the Retry-After their errors carried, the request's
 // --not-before, and what a run would hold back now.

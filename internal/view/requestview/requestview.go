@@ -59,6 +59,7 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
 		targetFields(d, st, field)
 		timeFields(d, st, field)
+		watchField(d, st, field)
 		if d.ToExchange != "" || d.ToRoutingKey != "" {
 			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}
@@ -82,12 +83,19 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	if len(d.States) > 0 {
 		field("items", counts(d.States))
 	}
-	if d.Kind == replay.KindReplay && d.States["confirmed"] > 0 {
-		back := fmt.Sprintf("%d of the %d confirmed died again and were captured", d.CameBack, d.States["confirmed"])
-		if d.CameBack > 0 {
+	if d.Kind == replay.KindReplay && d.Fates != nil {
+		f := *d.Fates
+		back := fmt.Sprintf("%d of the %d confirmed died again and were captured", f.CameBack, f.Confirmed)
+		if f.CameBack > 0 {
 			back = st.Warn(back)
 		}
 		field("came back", back)
+		field("settled", fmt.Sprintf("%d reached their terminal state (the policy's outcome query)", f.Settled))
+		unknown := fmt.Sprintf("%d neither: nothing saw them reach their terminal state", f.Unknown)
+		if f.Unknown > 0 && d.Outcomes == nil {
+			unknown += " (the policy sets no outcome query)"
+		}
+		field("unknown", unknown)
 	}
 	if d.Outcomes != nil {
 		field("outcomes", d.Outcomes.Summary())

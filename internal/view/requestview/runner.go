@@ -2,6 +2,7 @@ package requestview
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -41,4 +42,23 @@ func runnerLine(r replay.Request, st Styles) string {
 		return "held by a runner"
 	}
 	return ""
+}
+
+// FatesCell is a list's cell of what became of a replay's confirmed items:
+// "38 back, 2 unknown", naming only the counts that are not zero; "-" for
+// a request that confirmed nothing.
+func FatesCell(f *replay.Fates) string {
+	if f == nil || f.Confirmed == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{f.CameBack, "back"}, {f.Settled, "settled"}, {f.Unknown, "unknown"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

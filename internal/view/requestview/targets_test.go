@@ -70,16 +70,31 @@ func TestTimeLines(t *testing.T) {
 	}
 }
 
-// TestCameBackLine: after a run, the approver and the on-call engineer read
-// how many of the confirmed jobs died again.
-func TestCameBackLine(t *testing.T) {
+// TestFateLines: after a run, the approver and the on-call engineer read
+// how many of the confirmed jobs died again, how many settled and how many
+// nobody knows about; before a run, whether it will see them come back.
+func TestFateLines(t *testing.T) {
 	t.Parallel()
-	d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, Status: replay.StatusHalted}, States: map[string]int{"confirmed": 40}, CameBack: 40}
-	if view := Render(d, Styles{}, ""); !strings.Contains(view, "came back            40 of the 40 confirmed died again and were captured") {
-		t.Errorf("no came-back line in\n%s", view)
+	d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, Status: replay.StatusHalted,
+		Fates: &replay.Fates{Confirmed: 40, CameBack: 38, Settled: 0, Unknown: 2}}, States: map[string]int{"confirmed": 40}}
+	view := Render(d, Styles{}, "")
+	for _, want := range []string{
+		"came back            38 of the 40 confirmed died again and were captured",
+		"settled              0 reached their terminal state",
+		"unknown              2 neither: nothing saw them reach their terminal state (the policy sets no outcome query)",
+		"dead letters back    captured by the run",
+	} {
+		if !strings.Contains(view, want) {
+			t.Errorf("no %q in\n%s", want, view)
+		}
 	}
-	d.States = map[string]int{"pending": 40}
-	if view := Render(d, Styles{}, ""); strings.Contains(view, "came back") {
+	d.Fates, d.States = nil, map[string]int{"pending": 40}
+	d.UnwatchedWhy = "the other site captures it"
+	view = Render(d, Styles{}, "")
+	if strings.Contains(view, "came back") {
 		t.Errorf("a came-back line before anything was confirmed:\n%s", view)
+	}
+	if !strings.Contains(view, "UNWATCHED (--unwatched): the other site captures it") {
+		t.Errorf("the --unwatched reason is not shown:\n%s", view)
 	}
 }

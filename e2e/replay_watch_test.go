@@ -1,0 +1,72 @@
+package e2e_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// TestReplayIncidentJobsDieAgainWithoutFollow is issue 32's incident: 40
+// letters whose reservations no longer exist are replayed into the fixed
+// reference worker, which dead-letters every job again (not_found), and
+// no `dlq ingest --follow` runs. `replay run`, run by an operator in no
+// other group, captures the DLQ itself, halts on the re-dead ratio (exit
+// 8) rather than saying completed, and `replay show`, `replay list` and
+// the DLQ agree on what came back.
+func TestReplayIncidentJobsDieAgainWithoutFollow(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	w := newReplayWorld(t, n, "canary_window=3s")
+	req := w.request(t, replay.NewRequest{Rate: 50, Canary: intRef(4)})
+	id := strconv.FormatInt(req.ID, 10)
+	w.approve(t, req.ID)
+	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
+		t.Fatal(err)
+	}
+	w.runWorker(t)
+	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+
+	res := olga.exits(t, 8, "replay", "run", id, "-o", "json")
+	var got outcomeSummary
+	decodeJSON(t, res, &got)
+	if got.Status != "halted" || got.HaltCondition != replay.ConditionRedeadRatio {
+		t.Fatalf("run %+v: want halted on %s\n%s", got, replay.ConditionRedeadRatio, res)
+	}
+	t.Logf("replay run said: %s", strings.TrimSpace(res.stderr))
+	back := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+	if back == 0 || back > got.Confirmed {
+		t.Fatalf("%d letters of the request captured again, want 1 to the %d confirmed", back, got.Confirmed)
+	}
+	if c := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest.batch'
+		AND (details->>'by_run')::boolean`); c == 0 {
+		t.Error("no capture batch says by_run: the letters came back some other way")
+	}
+
+	show := olga.ok(t, "replay", "show", id)
+	for _, want := range []string{
+		"dead letters back    captured by the run",
+		"came back            " + strconv.Itoa(back) + " of the " + strconv.Itoa(got.Confirmed) + " confirmed died again",
+	} {
+		if !strings.Contains(show.stdout, want) {
+			t.Errorf("replay show has no %q:\n%s", want, show.stdout)
+		}
+	}
+	var listed []struct {
+		ID    int64 `json:"id"`
+		Fates *struct {
+			Confirmed int `json:"confirmed"`
+			CameBack  int `json:"came_back"`
+			Unknown   int `json:"unknown"`
+		} `json:"fates"`
+	}
+	decodeJSON(t, olga.ok(t, "replay", "list", "-o", "json"), &listed)
+	if len(listed) != 1 || listed[0].Fates == nil || listed[0].Fates.CameBack != back || listed[0].Fates.Confirmed != got.Confirmed {
+		t.Errorf("replay list -o json: %+v, want request %d with %d of %d came back", listed, req.ID, back, got.Confirmed)
+	}
+	table := olga.ok(t, "replay", "list")
+	if !strings.Contains(table.stdout, strconv.Itoa(back)+" back") {
+		t.Errorf("replay list does not say how many came back:\n%s", table.stdout)
+	}
+}

@@ -1,0 +1,218 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+)
+
+// watchBundle is a runBundle whose letters were captured from a real
+// dead-letter queue, dlq, and an operator, olga, who is in no other group:
+// her run may capture dlq only because it holds the request's lease.
+type watchBundle struct {
+	*runBundle
+	dlq  string
+	olga *Service
+	ids  []int64
+}
+
+func setupWatch(t *testing.T, letters int) *watchBundle {
+	t.Helper()
+	b := setupRun(t, "canary_window=2s")
+	w := &watchBundle{runBundle: b, dlq: b.queue + ".dlq"}
+	amqptest.DeleteOnCleanup(t, []string{w.dlq}, nil)
+	ch, err := b.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(w.dlq, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]deadletter.Message, letters)
+	for i := range msgs {
+		msgs[i] = runLetter(i+1, runLetterOpts{exchange: b.exchange, key: runKey, failedIn: b.queue})
+		msgs[i].Queue = w.dlq
+	}
+	w.ids = b.seed(t, msgs...)
+	w.olga = &Service{Pool: b.db.Login(t, "olga", "expiryctl_operator").Pool, Actor: "olga"}
+	return w
+}
+
+// request has olga request a replay of every letter, saying nothing of
+// watching, and bob approve it.
+func (w *watchBundle) request(t *testing.T, nr NewRequest) Request {
+	t.Helper()
+	nr.Kind, nr.Selection, nr.Why = KindReplay, Selection{IDs: w.ids}, "INC-40"
+	created, err := w.olga.Create(context.Background(), nr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.as("bob").Approve(context.Background(), created.Request.ID, ReviewOptions{Why: "ok", CohortHash: created.Request.CohortHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// runner is olga's runner, capturing with the RabbitMQ adapter's consumer.
+func (w *watchBundle) runner(t *testing.T) *Runner {
+	r := w.runBundle.runner(t)
+	r.Pool, r.Actor = w.olga.Pool, "olga"
+	r.OpenDLQ = func(_ context.Context, queue string) (deadletter.ClosableSource, error) {
+		return newDLQSource(w.conn, queue)
+	}
+	return r
+}
+
+// failEveryJob plays a worker whose every attempt fails for good: it takes
+// each replayed job from the work queue and dead-letters it to the DLQ, as
+// the reference worker does, headers and all, until stop. Nothing captures
+// the DLQ but the run.
+func (w *watchBundle) failEveryJob(stop <-chan struct{}) error {
+	ch, err := w.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		d, ok, err := ch.Get(w.queue, false)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		h := d.Headers
+		h["x-error-class"] = "not_found"
+		h["x-last-error"] = "reservation no longer exists"
+		if err := ch.PublishWithContext(context.Background(), "", w.dlq, false, false, amqp.Publishing{
+			Headers: h, Body: d.Body, ContentType: d.ContentType, MessageId: d.MessageId, DeliveryMode: amqp.Persistent,
+		}); err != nil {
+			return err
+		}
+		if err := d.Ack(false); err != nil {
+			return err
+		}
+	}
+}
+
+// TestRunSeesItsJobsDieAgainWithoutFollow is the incident of issue 32:
+// 40 letters whose reservations no longer exist are replayed, every job
+// dies again, and no `dlq ingest --follow` runs. The run captures the DLQ
+// itself and halts on the re-dead ratio instead of saying completed; the
+// letters that came back are in the archive, linked to the request, and
+// the DLQ is empty.
+func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
+	t.Parallel()
+	w := setupWatch(t, 40)
+	ctx := context.Background()
+	req := w.request(t, NewRequest{Canary: intPtr(4), Rate: 200})
+	stop := make(chan struct{})
+	worker := make(chan error, 1)
+	go func() { worker <- w.failEveryJob(stop) }()
+	res, err := w.runner(t).Run(ctx, req.ID)
+	close(stop)
+	if err := <-worker; err != nil {
+		t.Fatal(err)
+	}
+	var halt *HaltError
+	if !errors.As(err, &halt) || halt.Condition != ConditionRedeadRatio {
+		t.Fatalf("run = %+v, %v; want halted on the re-dead ratio", res, err)
+	}
+	if res.Status != StatusHalted {
+		t.Errorf("status %s, want halted", res.Status)
+	}
+	back := w.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+	if back == 0 || back > res.Confirmed {
+		t.Errorf("%d letters of the request captured again, want between 1 and the %d confirmed", back, res.Confirmed)
+	}
+	if n := w.count(t, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest.batch' AND actor = 'olga'
+		AND (details->>'by_run')::boolean`); n == 0 {
+		t.Error("no capture batch of olga's run says by_run")
+	}
+	// What the run captured was acknowledged only after its commit, and
+	// the run committed all it took before it ended.
+	ch, err := w.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(w.dlq, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID); got+q.Messages < res.Confirmed {
+		t.Errorf("%d captured and %d left in %s, fewer than the %d jobs that died again", got, q.Messages, w.dlq, res.Confirmed)
+	}
+	d, err := w.as("bob").Show(ctx, req.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.CameBack != back {
+		t.Errorf("replay show says %d came back, the archive %d", d.CameBack, back)
+	}
+}
+
+// TestRunRefusesWhatItCannotWatch: a request whose DLQ is gone does not
+// start (dlq-unwatched) and keeps its approval, whether the runner cannot
+// open the queue or cannot capture at all; the same letters under a
+// request that says --unwatched run, and the approver saw the reason.
+func TestRunRefusesWhatItCannotWatch(t *testing.T) {
+	t.Parallel()
+	w := setupWatch(t, 3)
+	ctx := context.Background()
+	ch, err := w.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete(w.dlq, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	req := w.request(t, NewRequest{Canary: intPtr(0)})
+	noCapture := w.runner(t)
+	noCapture.OpenDLQ = nil
+	for name, r := range map[string]*Runner{"a runner whose DLQ is gone": w.runner(t), "a runner that cannot capture": noCapture} {
+		_, err := r.Run(ctx, req.ID)
+		var refusal *Refusal
+		if !errors.As(err, &refusal) || refusal.Rule != "dlq-unwatched" {
+			t.Fatalf("%s: %v, want refused by dlq-unwatched", name, err)
+		}
+	}
+	if got := w.status(t, req.ID); got.Status != StatusApproved || got.ApprovalSpent {
+		t.Fatalf("after the refusals the request is %s (spent %v), want approved", got.Status, got.ApprovalSpent)
+	}
+	if _, err := w.olga.Cancel(ctx, req.ID, "the DLQ is gone"); err != nil {
+		t.Fatal(err)
+	}
+	loose := w.request(t, NewRequest{Canary: intPtr(0), UnwatchedWhy: "the DLQ was moved to the other site, which captures it"})
+	d, err := w.as("carol").Show(ctx, loose.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.UnwatchedWhy == "" {
+		t.Error("replay show does not carry the --unwatched reason")
+	}
+	res, err := w.runner(t).Run(ctx, loose.ID)
+	if err != nil || res.Status != StatusCompleted {
+		t.Fatalf("the --unwatched request: %+v, %v; want completed", res, err)
+	}
+	if n := w.count(t, fmt.Sprintf(`SELECT count(*) FROM expiryctl.audit_log WHERE action = 'replay.run.start'
+		AND target = 'replay_request:%d' AND details->>'unwatched_why' <> ''`, loose.ID)); n != 1 {
+		t.Errorf("%d start rows of the --unwatched run name its reason, want 1", n)
+	}
+}
