@@ -154,8 +154,22 @@ func TestRedTeamOperatorCapture(t *testing.T) {
 		t.Error("bob, an approver, captured q.dlq")
 	}
 
+	pid := lock.PgConn().PID()
 	if err := lock.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The server ends a closed session a moment after the client goes.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var standing bool
+		if err := rt.owner.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&standing); err != nil {
+			t.Fatal(err)
+		}
+		if !standing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alice's lease session still stands 10 s after it closed")
+		}
 	}
 	_, err = deadletter.InsertAs(ctx, rt.alice.Pool, "", "q.dlq", []deadletter.Letter{letter("q.dlq")})
 	refusedCapture("alice captures q.dlq after her lease went", err)
