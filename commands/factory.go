@@ -195,9 +195,10 @@ func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
 			f.outcomesErr = err
 			return
 		}
+		opts.Setting = "--outcome-url / EXPIRYCTL_OUTCOME_URL"
 		f.outcomes, f.outcomesErr = store.OpenWith(ctx, url, opts)
 		if f.outcomesErr != nil {
-			f.outcomesErr = fmt.Errorf("connect to the outcome database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", f.outcomesErr)
+			f.outcomesErr = fmt.Errorf("connect to the reservation database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", f.outcomesErr)
 		}
 	})
 	return f.outcomes, f.outcomesErr

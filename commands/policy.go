@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,6 +155,8 @@ type PolicySetOptions struct {
 	Policy  func(context.Context) (service.Policy, error)
 	Changes map[string]any
 	Why     string
+	// Template is --template: a named set of changes, before KEY=VALUE.
+	Template string
 }
 
 // NewCmdPolicySet builds `expiryctl policy set`.
@@ -170,17 +173,36 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 		fmt.Fprintf(&help, "  %-19s %s\n", k, keys[k])
 	}
 	cmd := &cobra.Command{
-		Use:   "set KEY=VALUE...",
+		Use:   "set (KEY=VALUE... | --template NAME [KEY=VALUE...])",
 		Short: "Propose a policy change (a second admin approves it)",
 		Long: "Propose a change of one or more policy keys. It takes effect when a different\n" +
-			"admin runs `expiryctl policy approve ID`; the schema owner's change applies at once.\nKeys:\n\n" + help.String(),
+			"admin runs `expiryctl policy approve ID`; the schema owner's change applies at once.\n\n" +
+			"--template reservations proposes the eligibility query, outcome query and\n" +
+			"outcome window for the reservation shape of docs/governance.md (tables\n" +
+			"reservations and processed_jobs in schema reservations; reservations:SCHEMA\n" +
+			"for another schema): runs then skip reservations no longer held at their\n" +
+			"job's version and watch each replayed one expire, against the database of\n" +
+			"`replay run --outcome-url` (a read-only login). KEY=VALUE after it override\n" +
+			"the template's.\n\nKeys:\n\n" + help.String(),
 		Example: `  expiryctl policy set approvers=bob,carol max_rate=50 approval_ttl=1h
   expiryctl policy set identity_mode=db-role
+  expiryctl policy set --template reservations --why "INC-4211: watch outcomes by default"
+  expiryctl policy set --template reservations:booking outcome_window=10m --why "holds tolerate 10 minutes"
   expiryctl policy set eligibility_query="SELECT status = 'held', status FROM reservations.reservations WHERE id = \$1"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			changes, err := replay.ParsePolicyChanges(args)
-			if err != nil {
-				return &FlagError{Err: err}
+			changes := map[string]any{}
+			if opts.Template != "" {
+				var err error
+				if changes, err = replay.TemplateChanges(opts.Template); err != nil {
+					return &FlagError{Err: err}
+				}
+			}
+			if len(args) > 0 || opts.Template == "" {
+				given, err := replay.ParsePolicyChanges(args)
+				if err != nil {
+					return &FlagError{Err: err}
+				}
+				maps.Copy(changes, given)
 			}
 			opts.Changes = changes
 			if runF != nil {
@@ -190,6 +212,8 @@ func NewCmdPolicySet(f *Factory, runF func(context.Context, *PolicySetOptions) e
 		},
 	}
 	cmd.Flags().StringVar(&opts.Why, "why", "", "why the policy should change, shown to the approving admin")
+	cmd.Flags().StringVar(&opts.Template, "template", "", "propose a known policy: reservations, or reservations:SCHEMA")
+	_ = cmd.RegisterFlagCompletionFunc("template", cobra.FixedCompletions([]string{replay.ReservationsTemplate}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		out := make([]string, len(names))
 		for i, n := range names {

@@ -61,8 +61,12 @@ the canary window and halts if they die again. It halts, too, when the share of
 failed publishes, the depth of the target queue or the share of replayed
 letters dying again passes the request's stop conditions; a halted request
 needs a new approval. The policy's eligibility query, when set, runs before
-each item; ineligible items are skipped. ` + "`dlq ingest --follow`" + ` must be
-capturing the DLQ for re-dead letters to be seen.
+each item, against the reservation database of --outcome-url like the
+outcome query; ineligible items are skipped. The run captures the dead-letter
+queues its cohort came from while it runs and for the canary window after,
+so that it sees the jobs that die again without a separate
+` + "`dlq ingest --follow`" + `; it refuses to start (rule dlq-unwatched) when it
+cannot, unless the request said --unwatched.
 
 When the policy sets an outcome query, the run asks it, in batches and off
 the publishing path, whether each confirmed item's reservation reached its
@@ -122,7 +126,7 @@ so an approver can look before approving.`,
 	cmd.Flags().BoolVar(&f.RequireSignedFlag, "require-signed-approvals", false,
 		"refuse unsigned approvals (env EXPIRYCTL_REQUIRE_SIGNED_APPROVALS=1); needs --keyring to run anything")
 	cmd.Flags().StringVar(&f.OutcomeURLFlag, "outcome-url", "",
-		"the reservation database the policy's outcome query runs against (env EXPIRYCTL_OUTCOME_URL; default: expiryctl's database)")
+		"the reservation database the policy's eligibility and outcome queries run against, with a read-only login (env EXPIRYCTL_OUTCOME_URL; default: expiryctl's database)")
 	opts.Output = addOutputFlag(cmd, "table", "json")
 	return cmd
 }

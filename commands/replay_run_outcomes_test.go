@@ -105,8 +105,8 @@ func TestReplayRunOutcomeURL(t *testing.T) {
 		if err == nil {
 			t.Fatal("connecting to port 1 succeeded")
 		}
-		if !strings.Contains(err.Error(), "outcome database") || strings.Contains(err.Error(), secret) {
-			t.Fatalf("error %q: want the outcome database named and no password", err)
+		if !strings.Contains(err.Error(), "reservation database") || strings.Contains(err.Error(), "--database-url") || strings.Contains(err.Error(), secret) {
+			t.Fatalf("error %q: want the reservation database and --outcome-url named, and no password", err)
 		}
 	})
 }

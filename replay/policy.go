@@ -40,8 +40,10 @@ type Policy struct {
 	// with the database role recorded beside it) or "db-role" (the actor is
 	// the PostgreSQL session_user and --actor is refused).
 	IdentityMode string `json:"identity_mode"`
-	// EligibilityQuery, when set, is run before each item is replayed with
-	// $1 reservation_id, $2 idempotency_key, $3 expected_version; it returns
+	// EligibilityQuery, when set, is run before each item is replayed,
+	// against the reservation database (`replay run --outcome-url`, else
+	// expiryctl's own), with $1 reservation_id, $2 idempotency_key, $3
+	// expected_version; it returns
 	// one row (eligible boolean, reason text). No row means not eligible.
 	EligibilityQuery string `json:"eligibility_query"`
 	// OutcomeQuery, when set, is asked about each item a run confirmed,

@@ -48,8 +48,8 @@ type Runner struct {
 	// Progress, when set, is called from the run's goroutine about five
 	// times a second and once at the end; it must not block for long.
 	Progress func(Progress)
-	// Outcomes is the reservation database the policy's outcome query runs
-	// against (nil: Pool). It is the caller's to open and close: its URL
+	// Outcomes is the reservation database the policy's eligibility and
+	// outcome queries run against (nil: Pool). It is the caller's to open and close: its URL
 	// may carry a password, so it is never stored with the policy.
 	Outcomes *pgxpool.Pool
 	// Flow, when set, paces a replay by the consumers of its target

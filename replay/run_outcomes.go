@@ -269,8 +269,10 @@ func (w *outcomeWatch) fail(err error) {
 	w.mu.Unlock()
 }
 
-// outcomesPool is the database the outcome query runs against.
-func (r *Runner) outcomesPool() *pgxpool.Pool {
+// reservationsPool is the database the policy's eligibility and outcome
+// queries run against: the reservation database when the runner was given
+// one (`--outcome-url`), else expiryctl's own.
+func (r *Runner) reservationsPool() *pgxpool.Pool {
 	if r.Outcomes != nil {
 		return r.Outcomes
 	}
@@ -298,7 +300,7 @@ func (x *replayRun) startOutcomes() {
 		x.watch = st.watch
 		return
 	}
-	db := outcomeDatabase{pool: r.outcomesPool()}
+	db := outcomeDatabase{pool: r.reservationsPool()}
 	request := st.req.ID
 	// An outcome belongs to an item the database knows confirmed: the
 	// recorder writes what it was sent first (the watcher hears of an

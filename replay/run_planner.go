@@ -53,7 +53,7 @@ func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, 
 			candidates = append(candidates, it)
 		}
 	}
-	ineligible, err := elig.checkAll(ctx, r.Pool, candidates)
+	ineligible, err := elig.checkAll(ctx, r.reservationsPool(), candidates)
 	if err != nil {
 		return nil, err
 	}

@@ -196,7 +196,7 @@ func (p *preparer) mark(plans []plan) batch {
 			candidates = append(candidates, pl.item)
 		}
 	}
-	ineligible, err := p.elig.checkAll(ctx, p.r.Pool, candidates)
+	ineligible, err := p.elig.checkAll(ctx, p.r.reservationsPool(), candidates)
 	var eligErr *EligibilityError
 	if errors.As(err, &eligErr) {
 		return batch{halt: &HaltError{RequestID: req.ID, Condition: ConditionEligibility, Reason: eligErr.Error()}}

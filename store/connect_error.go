@@ -20,7 +20,10 @@ type ConnectError struct {
 	Address string
 	// User is the login the connection was for, when known.
 	User string
-	Err  error
+	// Setting names where the URL came from, for the advice (default
+	// databaseURLSetting).
+	Setting string
+	Err     error
 	// cause is Err's message with the URL's password scrubbed, set by Open,
 	// which knows the URL. It is kept instead of the secrets themselves so
 	// that printing the struct cannot show them.
@@ -38,10 +41,23 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// databaseURLSetting is where expiryctl's own database URL comes from.
+const databaseURLSetting = "--database-url / EXPIRYCTL_DATABASE_URL"
+
+// from names setting as where the URL came from; "" keeps the default.
+func (e *ConnectError) from(setting string) *ConnectError {
+	e.Setting = setting
+	return e
+}
+
 // diagnosis says what failed and what to do about it. A development hint
 // (start the local server) is given only where the server could not be
 // reached at all.
 func (e *ConnectError) diagnosis() (what, next string) {
+	setting := e.Setting
+	if setting == "" {
+		setting = databaseURLSetting
+	}
 	user := "your login"
 	if e.User != "" {
 		user = fmt.Sprintf("user %q", e.User)
@@ -51,31 +67,34 @@ func (e *ConnectError) diagnosis() (what, next string) {
 		switch {
 		case pgErr.Code == "3D000": // invalid_catalog_name
 			return "no such database on PostgreSQL",
-				"check the database name in --database-url / EXPIRYCTL_DATABASE_URL; a new database is created by its administrator (createdb), then `expiryctl migrate` as the schema owner"
+				"check the database name in " + setting + "; a new database is created by its administrator (createdb), then `expiryctl migrate` as the schema owner"
 		case pgErr.Code == "28P01" || pgErr.Code == "28000": // invalid_password, invalid_authorization_specification
 			return "PostgreSQL refused the credentials",
-				fmt.Sprintf("check the user and password for %s in --database-url / EXPIRYCTL_DATABASE_URL (or PGPASSWORD, ~/.pgpass); an administrator creates a login with `createuser` and gives it its groups with `expiryctl access grant`", user)
+				fmt.Sprintf("check the user and password for %s in %s (or PGPASSWORD, ~/.pgpass); an administrator creates a login with `createuser` and gives it its groups with `expiryctl access grant`", user, setting)
 		case pgErr.Code == "53300": // too_many_connections
 			return "PostgreSQL has no connection left",
 				"try again in a moment; if it persists, an administrator checks max_connections and who holds them (pg_stat_activity)"
 		case strings.HasPrefix(pgErr.Code, "57P"): // operator_intervention: shutting down, starting up
 			return "PostgreSQL is not accepting connections",
 				"the server is starting, stopping or recovering: try again in a moment"
+		case pgErr.Code == "42501": // insufficient_privilege: no CONNECT on the database
+			return "PostgreSQL refused the login on this database",
+				fmt.Sprintf("%s may not connect to it: an administrator grants CONNECT (for expiryctl's database, membership of one of its groups: `expiryctl access grant`); check the login in %s", user, setting)
 		}
 		return "PostgreSQL refused the connection",
-			"check --database-url / EXPIRYCTL_DATABASE_URL; the server's log says more"
+			"check " + setting + "; the server's log says more"
 	}
 	if isTLSFailure(e.Err) {
 		return "TLS with PostgreSQL failed",
-			"check sslmode, sslrootcert and the host name in --database-url / EXPIRYCTL_DATABASE_URL: the server must offer TLS for sslmode=require and up, and its certificate must match the host for verify-full"
+			"check sslmode, sslrootcert and the host name in " + setting + ": the server must offer TLS for sslmode=require and up, and its certificate must match the host for verify-full"
 	}
 	var dnsErr *net.DNSError
 	if errors.As(e.Err, &dnsErr) && dnsErr.IsNotFound {
 		return "cannot reach PostgreSQL",
-			"the host name does not resolve: check the host in --database-url / EXPIRYCTL_DATABASE_URL"
+			"the host name does not resolve: check the host in " + setting
 	}
 	return "cannot reach PostgreSQL",
-		"check the host and port in --database-url / EXPIRYCTL_DATABASE_URL and that the server runs and listens there; " +
+		"check the host and port in " + setting + " and that the server runs and listens there; " +
 			"on a development machine start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`)"
 }
 

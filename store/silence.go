@@ -42,6 +42,9 @@ type Options struct {
 	// too. Off for `migrate`, whose statements on a large archive may
 	// legitimately run long; the client's wait for an answer still applies.
 	ServerTimeouts bool
+	// Setting names where the URL came from, for the advice of a failed
+	// connection (default "--database-url / EXPIRYCTL_DATABASE_URL").
+	Setting string
 }
 
 // NotAnsweringError reports that a PostgreSQL server stopped answering: a

@@ -71,11 +71,11 @@ func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, err
 	applyOptions(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, connectError(url, cfg, err)
+		return nil, connectError(url, cfg, err).from(opts.Setting)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, connectError(url, cfg, err)
+		return nil, connectError(url, cfg, err).from(opts.Setting)
 	}
 	return pool, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // outcomeOf runs worker.OutcomeQuery as a run would, with its four
@@ -75,5 +76,61 @@ func TestOutcomeQueryReadsTheTransitionAndItsDuplicates(t *testing.T) {
 	}
 	if at, _, _ := outcomeOf(t, db.Pool, conflict, before); at != nil {
 		t.Errorf("a held reservation the job could not expire: terminal_at %v, want not terminal", at)
+	}
+}
+
+// eligibleOf runs the reservations template's eligibility query as a run
+// does (its three parameters, typed), and returns its row.
+func eligibleOf(t *testing.T, pool *pgxpool.Pool, job worker.Job) (eligible bool, reason *string, found bool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT q.* FROM (SELECT $1::text, $2::text, $3::bigint)
+		AS a (reservation_id, idempotency_key, expected_version), LATERAL (`+replay.ReservationsEligibilityQuery(worker.Schema)+`) AS q`,
+		job.ReservationID, job.IdempotencyKey, job.ExpectedVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, nil, false
+	}
+	if err := rows.Scan(&eligible, &reason); err != nil {
+		t.Fatal(err)
+	}
+	return eligible, reason, true
+}
+
+// TestEligibilityTemplateReadsTheModel holds the reservations template's
+// eligibility query to the model: a job is eligible while its reservation
+// is held at the job's version, whenever the hold is due; a reservation
+// paid, expired or at another version is not, with the reason; one that
+// does not exist gives no row, which a run reads as not eligible.
+func TestEligibilityTemplateReadsTheModel(t *testing.T) {
+	t.Parallel()
+	db := newSchemaDB(t)
+	seedReservation(t, db.Pool, reservation{id: "r-held", status: "held", version: 3})
+	seedReservation(t, db.Pool, reservation{id: "r-later", status: "held", version: 3, dueIn: time.Hour})
+	seedReservation(t, db.Pool, reservation{id: "r-paid", status: "paid", version: 3})
+	seedReservation(t, db.Pool, reservation{id: "r-moved", status: "held", version: 4})
+	for _, c := range []struct {
+		job      worker.Job
+		eligible bool
+		reason   string
+	}{
+		{jobFor("r-held", 3), true, ""},
+		{jobFor("r-later", 3), true, ""},
+		{jobFor("r-paid", 3), false, "the reservation is paid, no longer held"},
+		{jobFor("r-moved", 3), false, "the reservation is at version 4, the job was for version 3"},
+	} {
+		eligible, reason, found := eligibleOf(t, db.Pool, c.job)
+		got := ""
+		if reason != nil {
+			got = *reason
+		}
+		if !found || eligible != c.eligible || got != c.reason {
+			t.Errorf("%s v%d: eligible %v (%q, row %v), want %v (%q)", c.job.ReservationID, c.job.ExpectedVersion, eligible, got, found, c.eligible, c.reason)
+		}
+	}
+	if _, _, found := eligibleOf(t, db.Pool, jobFor("r-gone", 3)); found {
+		t.Error("a reservation that does not exist gave a row")
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // Schema is the PostgreSQL schema of the reservations model.
@@ -49,19 +51,10 @@ CREATE INDEX IF NOT EXISTS capacity_releases_reservation_idx
 ALTER TABLE reservations.reservations ADD COLUMN IF NOT EXISTS expired_at timestamptz;
 `
 
-// OutcomeQuery is the policy's outcome query (`expiryctl policy set
-// outcome_query=...`) for this model. A reservation is terminal once this
-// job's idempotency key was handled and it is no longer held: at the time
-// it expired, or, when it was paid or expired by another path first, when
-// the job was handled. The transition is a duplicate when the key was
-// recorded before the replay was published ($4): the job had already been
-// applied, and the replay changed nothing.
-const OutcomeQuery = `SELECT CASE WHEN r.status <> 'held' AND p.processed_at IS NOT NULL
-            THEN coalesce(r.expired_at, p.processed_at) END AS terminal_at,
-       coalesce(p.processed_at < $4, false) AS duplicate
-  FROM reservations.reservations r
-  LEFT JOIN reservations.processed_jobs p ON p.idempotency_key = $2
- WHERE r.id = $1`
+// OutcomeQuery is the policy's outcome query for this model: the one
+// `expiryctl policy set --template reservations` proposes (see
+// replay.ReservationsOutcomeQuery), which this model's tests hold it to.
+var OutcomeQuery = replay.ReservationsOutcomeQuery(Schema)
 
 // EnsureSchema creates the reservations model if it is missing. It is
 // idempotent and safe to call from several processes at once.
