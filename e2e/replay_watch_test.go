@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -69,4 +71,48 @@ func TestReplayIncidentJobsDieAgainWithoutFollow(t *testing.T) {
 	if !strings.Contains(table.stdout, strconv.Itoa(back)+" back") {
 		t.Errorf("replay list does not say how many came back:\n%s", table.stdout)
 	}
+}
+
+// TestReplayIncidentWithFollowToo is the same incident with a `dlq ingest
+// --follow` capturing the DLQ beside the run, as before issue 32: the run
+// halts the same way, the two consumers share the letters that come back,
+// and each is stored once, none lost: the archive plus what is left in the
+// queue is every job the worker dead-lettered.
+func TestReplayIncidentWithFollowToo(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	w := newReplayWorld(t, n, "canary_window=3s")
+	req := w.request(t, replay.NewRequest{Rate: 50, Canary: intRef(4)})
+	id := strconv.FormatInt(req.ID, 10)
+	w.approve(t, req.ID)
+	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
+		t.Fatal(err)
+	}
+	w.runWorker(t)
+	follow := w.cli.start(t, "dlq", "ingest", "--queue", w.topo.DeadLetterQueue, "--follow", "--batch", "1")
+	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+
+	res := olga.exits(t, 8, "replay", "run", id, "-o", "json")
+	var got outcomeSummary
+	decodeJSON(t, res, &got)
+	if got.Status != "halted" || got.HaltCondition != replay.ConditionRedeadRatio {
+		t.Fatalf("run %+v: want halted on %s\n%s", got, replay.ConditionRedeadRatio, res)
+	}
+	t.Logf("replay run said, with --follow beside it: %s", strings.TrimSpace(res.stderr))
+	archived := func() int {
+		return count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+	}
+	waitFor(t, 20*time.Second, "every published job to come back and be captured", func() bool { return archived() >= got.Published })
+	follow.signal(syscall.SIGTERM)
+	if r := follow.wait(10 * time.Second); r.code != 0 {
+		t.Fatalf("dlq ingest --follow did not stop cleanly: %s", r)
+	}
+	back := archived()
+	distinct := count(t, w.db.Pool, `SELECT count(DISTINCT job_key) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+	if back != got.Published || distinct != back {
+		t.Errorf("%d letters of the request archived (%d jobs), want each of the %d published jobs once", back, distinct, got.Published)
+	}
+	byRun := count(t, w.db.Pool, `SELECT coalesce(sum((details->>'stored')::int), 0) FROM expiryctl.audit_log
+		WHERE action = 'dlq.ingest.batch' AND (details->>'by_run')::boolean`)
+	t.Logf("of the %d that came back, the run captured %d and the follower %d", back, byRun, back-byRun)
 }
