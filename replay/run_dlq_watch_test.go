@@ -144,6 +144,12 @@ func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
 		AND (details->>'by_run')::boolean`); n == 0 {
 		t.Error("no capture batch of olga's run says by_run")
 	}
+	// The capture ended with the run, saying so on the trail as an ingest
+	// does: what it received, stored and skipped.
+	if n := w.count(t, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest' AND actor = 'olga'
+		AND target = $1 AND outcome = 'ok' AND (details->>'stored')::int > 0`, "queue:"+w.dlq); n != 1 {
+		t.Errorf("%d summaries of the run's capture of %s on the trail, want 1", n, w.dlq)
+	}
 	// What the run captured was acknowledged only after its commit, and
 	// the run committed all it took before it ended.
 	ch, err := w.conn.Channel()
