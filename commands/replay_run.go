@@ -10,6 +10,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
+	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -242,6 +243,18 @@ func replayDryRun(ctx context.Context, opts *ReplayRunOptions, runner service.Ru
 	}
 	if err := t.render(); err != nil {
 		return err
+	}
+	for _, q := range res.DeadLetterQueues {
+		switch {
+		case q.By != "":
+			fmt.Fprintf(opts.IO.ErrOut, "dead-letter queue %s: the run captures it, to see its jobs die again\n", termsafe.Quote(q.Queue))
+		case res.Request.UnwatchedWhy != "":
+			fmt.Fprintf(opts.IO.ErrOut, "dead-letter queue %s: not captured (%s); the request says --unwatched: %s\n",
+				termsafe.Quote(q.Queue), termsafe.EscapeLine(q.Unwatched), termsafe.EscapeLine(res.Request.UnwatchedWhy))
+		default:
+			fmt.Fprintf(opts.IO.ErrOut, "dead-letter queue %s: cannot be captured (%s): a run would be refused by rule dlq-unwatched\n",
+				termsafe.Quote(q.Queue), termsafe.EscapeLine(q.Unwatched))
+		}
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "dry run of %s request %d (%s): %d replay, %d skip, %d block, %d discard, %d already done; nothing was published or changed\n",
 		res.Request.Kind, res.Request.ID, res.Request.Status, res.Counts["replay"], res.Counts["skip"], res.Counts["block"],

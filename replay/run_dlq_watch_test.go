@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,9 @@ func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
 	w := setupWatch(t, 40)
 	ctx := context.Background()
 	req := w.request(t, NewRequest{Canary: intPtr(4), Rate: 200})
+	if dry, err := w.runner(t).DryRun(ctx, req.ID); err != nil || len(dry.DeadLetterQueues) != 1 || dry.DeadLetterQueues[0].By != "run" {
+		t.Fatalf("dry run: %+v, %v; want %s captured by the run", dry.DeadLetterQueues, err, w.dlq)
+	}
 	stop := make(chan struct{})
 	worker := make(chan error, 1)
 	go func() { worker <- w.failEveryJob(stop) }()
@@ -190,6 +194,15 @@ func TestRunRefusesWhatItCannotWatch(t *testing.T) {
 	}
 	_ = ch.Close()
 	req := w.request(t, NewRequest{Canary: intPtr(0)})
+	// The dry run says so before anyone runs it, taking nothing.
+	dry, err := w.runner(t).DryRun(ctx, req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.DeadLetterQueues) != 1 || dry.DeadLetterQueues[0].Queue != w.dlq || dry.DeadLetterQueues[0].By != "" ||
+		!strings.Contains(dry.DeadLetterQueues[0].Unwatched, "does not exist") {
+		t.Errorf("dry run's dead-letter queues %+v, want %s unwatched: it does not exist", dry.DeadLetterQueues, w.dlq)
+	}
 	noCapture := w.runner(t)
 	noCapture.OpenDLQ = nil
 	for name, r := range map[string]*Runner{"a runner whose DLQ is gone": w.runner(t), "a runner that cannot capture": noCapture} {

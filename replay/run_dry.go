@@ -35,6 +35,11 @@ type DryRunResult struct {
 	Counts  map[string]int `json:"counts"`
 	// Canary is how many items would go first, then wait CanaryWindow.
 	Canary int `json:"canary"`
+	// DeadLetterQueues are, for a replay with a Broker, the queues its
+	// open items came from and whether a run could capture each (By
+	// "run"), read without consuming; a queue it could not would refuse
+	// the run (dlq-unwatched) unless the request says --unwatched.
+	DeadLetterQueues []WatchedQueue `json:"dead_letter_queues,omitempty"`
 }
 
 // DryRun says, for every item of request id, whether a run would replay,
@@ -90,7 +95,37 @@ func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
 			res.Items = append(res.Items, d)
 		}
 	}
+	if req.Kind == KindReplay && r.Broker != nil {
+		if res.DeadLetterQueues, err = r.dryWatch(ctx, id); err != nil {
+			return DryRunResult{}, err
+		}
+	}
 	return res, nil
+}
+
+// dryWatch says whether a run could capture each dead-letter queue the
+// open items of request id came from: a passive declare, which takes no
+// message, where the run would open a consumer.
+func (r *Runner) dryWatch(ctx context.Context, id int64) ([]WatchedQueue, error) {
+	queues, err := r.tables().ItemsSourceQueues(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WatchedQueue, 0, len(queues))
+	for _, q := range queues {
+		_, exists, err := r.Broker.QueueDepth(ctx, q)
+		switch {
+		case err != nil:
+			out = append(out, WatchedQueue{Queue: q, Unwatched: truncateText(err.Error(), 300)})
+		case !exists:
+			out = append(out, WatchedQueue{Queue: q, Unwatched: "the queue does not exist on this broker"})
+		case r.OpenDLQ == nil:
+			out = append(out, WatchedQueue{Queue: q, Unwatched: "this runner has no RabbitMQ connection to capture it with"})
+		default:
+			out = append(out, WatchedQueue{Queue: q, By: "run"})
+		}
+	}
+	return out, nil
 }
 
 // dryPlans plans the open items of a replay among items, by dead letter id.
