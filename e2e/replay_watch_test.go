@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -115,4 +117,80 @@ func TestReplayIncidentWithFollowToo(t *testing.T) {
 	byRun := count(t, w.db.Pool, `SELECT coalesce(sum((details->>'stored')::int), 0) FROM expiryctl.audit_log
 		WHERE action = 'dlq.ingest.batch' AND (details->>'by_run')::boolean`)
 	t.Logf("of the %d that came back, the run captured %d and the follower %d", back, byRun, back-byRun)
+}
+
+// TestReplayCaptureKilled kills `replay run` with SIGKILL while its own
+// capture takes the letters of the incident coming back, at a different
+// point in each round: every job the worker dead-lettered again is then
+// either archived once or still in the DLQ (a letter received and not
+// committed was never acknowledged), and a `dlq ingest` afterwards archives
+// the rest: the 40 exactly, none twice.
+func TestReplayCaptureKilled(t *testing.T) {
+	t.Parallel()
+	for _, killAfter := range []int{1, 9, 23} {
+		t.Run(strconv.Itoa(killAfter), func(t *testing.T) {
+			t.Parallel()
+			const n = 40
+			// The whole cohort is the canary, its window long and the
+			// re-dead ratio never reached: the run waits, capturing.
+			w := newReplayWorld(t, n, "canary_window=60s", "stop_redead_ratio=1")
+			req := w.request(t, replay.NewRequest{Rate: 200, Canary: intRef(n)})
+			id := strconv.FormatInt(req.ID, 10)
+			w.approve(t, req.ID)
+			if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
+				t.Fatal(err)
+			}
+			w.runWorker(t)
+			olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+			archived := func() int {
+				return count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+			}
+			run := olga.start(t, "replay", "run", id)
+			waitFor(t, 30*time.Second, "the run to capture "+strconv.Itoa(killAfter)+" letters", func() bool { return archived() >= killAfter })
+			run.signal(syscall.SIGKILL)
+			run.wait(10 * time.Second)
+			atKill := archived()
+
+			// The worker goes on dead-lettering what it still holds: every
+			// job the broker confirmed dies again, and perhaps one or two
+			// sent without a recorded confirm. A batch committed whose ack
+			// the kill cut off is in both the archive and the DLQ: the
+			// broker delivers it again, and a capture skips its copy.
+			confirmed := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID)
+			sent := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND sends > 0`, req.ID)
+			left := func() int { return dlqReady(t, w.conn, w.topo.DeadLetterQueue) }
+			waitFor(t, 30*time.Second, "every confirmed job to be archived or back in the DLQ", func() bool { return archived()+left() >= confirmed })
+			time.Sleep(2 * time.Second) // what was sent without a confirm recorded
+			afterKill, inDLQ := archived(), left()
+			if distinct := count(t, w.db.Pool, `SELECT count(DISTINCT job_key) FROM expiryctl.dead_letters WHERE replay_request_id = $1`,
+				req.ID); distinct != afterKill {
+				t.Errorf("%d letters archived for %d jobs: a letter was stored twice", afterKill, distinct)
+			}
+			w.cli.ok(t, "dlq", "ingest", "--queue", w.topo.DeadLetterQueue)
+			got := archived()
+			distinct := count(t, w.db.Pool, `SELECT count(DISTINCT job_key) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+			if got < confirmed || got > sent || distinct != got || left() != 0 {
+				t.Errorf("after the kill and a capture: %d archived (%d jobs), %d left in the DLQ; want each of the %d confirmed (at most the %d sent) once",
+					got, distinct, left(), confirmed, sent)
+			}
+			t.Logf("killed with %d archived by the run, %d of %d confirmed; then %d archived and %d in the DLQ; after a capture %d archived, none twice",
+				atKill, confirmed, n, afterKill, inDLQ, got)
+		})
+	}
+}
+
+// dlqReady is how many messages wait in queue, with no consumer holding
+// any unacknowledged.
+func dlqReady(t *testing.T, conn *amqp.Connection, queue string) int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
 }

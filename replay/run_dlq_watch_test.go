@@ -165,6 +165,7 @@ func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("after the run: %d captured, %d left in %s, %d confirmed", back, q.Messages, w.dlq, res.Confirmed)
 	if got := w.count(t, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID); got+q.Messages < res.Confirmed {
 		t.Errorf("%d captured and %d left in %s, fewer than the %d jobs that died again", got, q.Messages, w.dlq, res.Confirmed)
 	}
