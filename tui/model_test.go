@@ -129,6 +129,8 @@ func TestRequestFromTheList(t *testing.T) {
 	keys = append(keys, tuitest.Key("enter"))
 	keys = append(keys, tuitest.Type("yes")...) // via exchange
 	keys = append(keys, tuitest.Key("enter"))
+	keys = append(keys, tuitest.Type("the other site captures the DLQ")...) // unwatched
+	keys = append(keys, tuitest.Key("enter"))
 	m, _ = press(t, m, keys...)
 	if m.FormOpen() {
 		t.Fatalf("form still open:\n%s", m.View())
@@ -136,8 +138,10 @@ func TestRequestFromTheList(t *testing.T) {
 	if len(b.requests.Created) != 1 || len(b.requests.Created[0].Selection.IDs) != 2 || b.requests.Created[0].Rate != 5 {
 		t.Fatalf("created %+v", b.requests.Created)
 	}
-	if c := b.requests.Created[0]; c.SameHandlerWhy != "the database failed over" || !c.IncludePermanent || !c.ViaExchange {
-		t.Errorf("created same-handler-ok %q, include-permanent %v, via-exchange %v", c.SameHandlerWhy, c.IncludePermanent, c.ViaExchange)
+	if c := b.requests.Created[0]; c.SameHandlerWhy != "the database failed over" || !c.IncludePermanent || !c.ViaExchange ||
+		c.UnwatchedWhy != "the other site captures the DLQ" {
+		t.Errorf("created same-handler-ok %q, include-permanent %v, via-exchange %v, unwatched %q",
+			c.SameHandlerWhy, c.IncludePermanent, c.ViaExchange, c.UnwatchedWhy)
 	}
 	if !strings.Contains(m.Banner(), "replay request 2 is pending: 2 letters") {
 		t.Errorf("banner %q", m.Banner())

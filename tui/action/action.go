@@ -166,12 +166,15 @@ func RequestSpec(svc backend.Services, kind replay.Kind, sel Selection, pol *rep
 				Hint: "type yes to include letters that failed for good (conflict, validation, malformed, not-found)"},
 			form.Field{Key: "via-exchange", Label: "via exchange",
 				Hint: "type yes to publish through the original exchange (every queue bound there gets a copy); empty: back to the queue each failed in"},
+			form.Field{Key: "unwatched", Label: "unwatched",
+				Hint: "why the run need not capture the letters' dead-letter queues; empty: it captures them, and does not start when it cannot"},
 		)
 	}
 	return form.Spec{Title: title, Lines: lines, Fields: fields, Submit: func(v form.Values) tea.Cmd {
 		nr := replay.NewRequest{Kind: kind, Why: v["why"], SameHandlerWhy: strings.TrimSpace(v["same-handler-ok"]),
 			IncludePermanent: strings.EqualFold(strings.TrimSpace(v["include-permanent"]), "yes"),
-			ViaExchange:      strings.EqualFold(strings.TrimSpace(v["via-exchange"]), "yes")}
+			ViaExchange:      strings.EqualFold(strings.TrimSpace(v["via-exchange"]), "yes"),
+			UnwatchedWhy:     strings.TrimSpace(v["unwatched"])}
 		if len(sel.IDs) > 0 {
 			nr.Selection = replay.Selection{IDs: append([]int64(nil), sel.IDs...)}
 		} else {
