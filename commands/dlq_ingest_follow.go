@@ -69,7 +69,14 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 			return nil, err
 		}
 	}
-	src, err := opts.Source(opts.Queue, prefetch)
+	return openWaitableDLQSource(opts.Source, opts.Queue, prefetch)
+}
+
+// openWaitableDLQSource opens a consumer on queue with open; a broker that
+// does not answer is said to be unavailable, for a followed capture to
+// wait for.
+func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
+	src, err := open(queue, prefetch)
 	if err != nil {
 		if broker.Unreachable(err) {
 			return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}

@@ -243,6 +243,9 @@ type services struct {
 	consumers replay.Consumers
 	// approvals is the runner's rule for signed approvals.
 	approvals func() (*replay.ApprovalCheck, error)
+	// dlqSource opens a consumer on a dead-letter queue, for a run's
+	// capture of its cohort's queues.
+	dlqSource func(queue string, prefetch int) (service.DLQSource, error)
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -252,7 +255,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
-		consumers: f.Consumers(), approvals: f.ApprovalCheck}, nil
+		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -337,21 +340,11 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 // of its dead-letter queues, as `dlq ingest` by default.
 const runCapturePrefetch = 1000
 
-// openDLQ opens a run's capture of queue on the commands' connection: a
-// broker that does not answer is unavailable, to be waited out; a queue
-// that does not exist cannot be watched.
+// openDLQ opens a run's capture of queue as `dlq ingest --follow` opens
+// its consumer: a broker that does not answer is unavailable, to be waited
+// out; a queue that does not exist cannot be watched.
 func (r *requestRunner) openDLQ(_ context.Context, queue string) (deadletter.ClosableSource, error) {
-	conn, err := r.dial()
-	if err == nil {
-		var src *broker.DLQSource
-		if src, err = broker.OpenDLQSource(conn, queue, runCapturePrefetch); err == nil {
-			return src, nil
-		}
-	}
-	if broker.Unreachable(err) {
-		return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}
-	}
-	return nil, err
+	return openWaitableDLQSource(r.dlqSource, queue, runCapturePrefetch)
 }
 
 // policyService is service.Policy over replay's policy functions.

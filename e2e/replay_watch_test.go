@@ -7,10 +7,29 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
+	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/replay"
 )
+
+// incidentLetters is the size of issue 32's incident.
+const incidentLetters = 40
+
+// newIncident is issue 32's incident: incidentLetters letters, approved
+// as nr under policy, whose reservations no longer exist, so that the fixed
+// reference worker dead-letters every replayed job again (not_found). It
+// returns the world, the approved request and olga, an operator in no
+// other group, who runs it.
+func newIncident(t *testing.T, nr replay.NewRequest, policy ...string) (*replayWorld, replay.Request, *cli) {
+	t.Helper()
+	w := newReplayWorld(t, incidentLetters, policy...)
+	req := w.request(t, nr)
+	w.approve(t, req.ID)
+	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
+		t.Fatal(err)
+	}
+	w.runWorker(t)
+	return w, req, newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+}
 
 // TestReplayIncidentJobsDieAgainWithoutFollow is issue 32's incident: 40
 // letters whose reservations no longer exist are replayed into the fixed
@@ -21,16 +40,8 @@ import (
 // the DLQ agree on what came back.
 func TestReplayIncidentJobsDieAgainWithoutFollow(t *testing.T) {
 	t.Parallel()
-	const n = 40
-	w := newReplayWorld(t, n, "canary_window=3s")
-	req := w.request(t, replay.NewRequest{Rate: 50, Canary: intRef(4)})
+	w, req, olga := newIncident(t, replay.NewRequest{Rate: 50, Canary: intRef(4)}, "canary_window=3s")
 	id := strconv.FormatInt(req.ID, 10)
-	w.approve(t, req.ID)
-	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
-		t.Fatal(err)
-	}
-	w.runWorker(t)
-	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
 
 	res := olga.exits(t, 8, "replay", "run", id, "-o", "json")
 	var got outcomeSummary
@@ -82,17 +93,9 @@ func TestReplayIncidentJobsDieAgainWithoutFollow(t *testing.T) {
 // queue is every job the worker dead-lettered.
 func TestReplayIncidentWithFollowToo(t *testing.T) {
 	t.Parallel()
-	const n = 40
-	w := newReplayWorld(t, n, "canary_window=3s")
-	req := w.request(t, replay.NewRequest{Rate: 50, Canary: intRef(4)})
+	w, req, olga := newIncident(t, replay.NewRequest{Rate: 50, Canary: intRef(4)}, "canary_window=3s")
 	id := strconv.FormatInt(req.ID, 10)
-	w.approve(t, req.ID)
-	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
-		t.Fatal(err)
-	}
-	w.runWorker(t)
 	follow := w.cli.start(t, "dlq", "ingest", "--queue", w.topo.DeadLetterQueue, "--follow", "--batch", "1")
-	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
 
 	res := olga.exits(t, 8, "replay", "run", id, "-o", "json")
 	var got outcomeSummary
@@ -130,18 +133,11 @@ func TestReplayCaptureKilled(t *testing.T) {
 	for _, killAfter := range []int{1, 9, 23} {
 		t.Run(strconv.Itoa(killAfter), func(t *testing.T) {
 			t.Parallel()
-			const n = 40
 			// The whole cohort is the canary, its window long and the
 			// re-dead ratio never reached: the run waits, capturing.
-			w := newReplayWorld(t, n, "canary_window=60s", "stop_redead_ratio=1")
-			req := w.request(t, replay.NewRequest{Rate: 200, Canary: intRef(n)})
+			w, req, olga := newIncident(t, replay.NewRequest{Rate: 200, Canary: intRef(incidentLetters)},
+				"canary_window=60s", "stop_redead_ratio=1")
 			id := strconv.FormatInt(req.ID, 10)
-			w.approve(t, req.ID)
-			if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
-				t.Fatal(err)
-			}
-			w.runWorker(t)
-			olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
 			archived := func() int {
 				return count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
 			}
@@ -158,7 +154,7 @@ func TestReplayCaptureKilled(t *testing.T) {
 			// broker delivers it again, and a capture skips its copy.
 			confirmed := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID)
 			sent := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND sends > 0`, req.ID)
-			left := func() int { return dlqReady(t, w.conn, w.topo.DeadLetterQueue) }
+			left := func() int { return queueReady(t, amqptest.URL(), w.topo.DeadLetterQueue) }
 			waitFor(t, 30*time.Second, "every confirmed job to be archived or back in the DLQ", func() bool { return archived()+left() >= confirmed })
 			time.Sleep(2 * time.Second) // what was sent without a confirm recorded
 			afterKill, inDLQ := archived(), left()
@@ -174,23 +170,7 @@ func TestReplayCaptureKilled(t *testing.T) {
 					got, distinct, left(), confirmed, sent)
 			}
 			t.Logf("killed with %d archived by the run, %d of %d confirmed; then %d archived and %d in the DLQ; after a capture %d archived, none twice",
-				atKill, confirmed, n, afterKill, inDLQ, got)
+				atKill, confirmed, incidentLetters, afterKill, inDLQ, got)
 		})
 	}
-}
-
-// dlqReady is how many messages wait in queue, with no consumer holding
-// any unacknowledged.
-func dlqReady(t *testing.T, conn *amqp.Connection, queue string) int {
-	t.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q.Messages
 }

@@ -1,7 +1,5 @@
 package replay
 
-import "fmt"
-
 // Fates is what became of a replay's confirmed items, as far as anyone
 // can tell: CameBack died again and were captured (the re-dead stop
 // condition counts them); Settled reached their terminal state, by the
@@ -23,10 +21,4 @@ func fatesOf(confirmed, cameBack, settled int) Fates {
 	cameBack = min(cameBack, confirmed)
 	settled = min(settled, confirmed-cameBack)
 	return Fates{Confirmed: confirmed, CameBack: cameBack, Settled: settled, Unknown: confirmed - cameBack - settled}
-}
-
-// String is the fates in a few words: "38 settled, 2 came back, 0 unknown
-// of 40 confirmed".
-func (f Fates) String() string {
-	return fmt.Sprintf("%d came back, %d settled, %d unknown of %d confirmed", f.CameBack, f.Settled, f.Unknown, f.Confirmed)
 }

@@ -136,11 +136,6 @@ type Detail struct {
 	// Timing says when the cohort's letters may go: their holds' deadlines,
 	// their Retry-After, what the run holds back. Nil for a discard.
 	Timing *Timing `json:"timing,omitempty"`
-	// CameBack counts the cohort's letters captured again after this
-	// request published them: jobs that died again (what the re-dead stop
-	// condition counts). A letter that died again but was not captured
-	// is not in it.
-	CameBack int `json:"came_back"`
 	// Outcomes sums up the outcomes its runs recorded (replay_outcomes):
 	// Watched is the items confirmed, Waiting those without an outcome.
 	// Nil when none were recorded.
@@ -238,11 +233,6 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 			return Detail{}, err
 		}
 		d.Timing = &timing
-		if d.States["confirmed"] > 0 {
-			if d.CameBack, err = t.RunRedeadLettered(ctx, id); err != nil {
-				return Detail{}, err
-			}
-		}
 	}
 	if d.Properties, err = t.ItemsPropertyNotes(ctx, id); err != nil {
 		return Detail{}, err

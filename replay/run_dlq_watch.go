@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -41,13 +40,15 @@ type OpenDLQ func(ctx context.Context, queue string) (deadletter.ClosableSource,
 
 // dlqWatch is a run's captures of its cohort's dead-letter queues.
 type dlqWatch struct {
-	queues   []WatchedQueue
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	captured atomic.Int64
-	mu       sync.Mutex
-	err      error
+	queues []WatchedQueue
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
 }
+
+// noCapture is why a runner without OpenDLQ watches no queue.
+const noCapture = "this runner has no RabbitMQ connection to capture it with"
 
 // watchDLQs starts capturing each of queues that r can open, until stop.
 // A runner without OpenDLQ watches none.
@@ -56,7 +57,7 @@ func (r *Runner) watchDLQs(ctx context.Context, queues []string) *dlqWatch {
 	w := &dlqWatch{cancel: cancel}
 	for _, q := range queues {
 		if r.OpenDLQ == nil {
-			w.queues = append(w.queues, WatchedQueue{Queue: q, Unwatched: "this runner has no RabbitMQ connection to capture it with"})
+			w.queues = append(w.queues, WatchedQueue{Queue: q, Unwatched: noCapture})
 			continue
 		}
 		src, err := r.OpenDLQ(ctx, q)
@@ -78,11 +79,7 @@ func (r *Runner) watchDLQs(ctx context.Context, queues []string) *dlqWatch {
 // RabbitMQ and PostgreSQL as `dlq ingest --follow` does; an error no wait
 // cures is kept for the run to stop on.
 func (w *dlqWatch) capture(ctx context.Context, r *Runner, queue string, src deadletter.ClosableSource) {
-	var seen int64
-	opts := deadletter.IngestOptions{Actor: r.Actor, Queue: queue, Follow: true, Progress: func(s deadletter.IngestStats) {
-		w.captured.Add(s.Stored - seen)
-		seen = s.Stored
-	}}
+	opts := deadletter.IngestOptions{Actor: r.Actor, Queue: queue, Follow: true}
 	_, last, err := deadletter.IngestFollowing(ctx, src, opts, deadletter.FollowOptions{
 		Ingest: func(ctx context.Context, src deadletter.Source, opts deadletter.IngestOptions) (deadletter.IngestStats, error) {
 			return deadletter.Ingest(ctx, r.Pool, src, opts)

@@ -173,8 +173,8 @@ func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.CameBack != back {
-		t.Errorf("replay show says %d came back, the archive %d", d.CameBack, back)
+	if d.Fates == nil || d.Fates.CameBack != back {
+		t.Errorf("replay show says %+v came back, the archive %d", d.Fates, back)
 	}
 }
 

@@ -120,7 +120,7 @@ func (r *Runner) dryWatch(ctx context.Context, id int64) ([]WatchedQueue, error)
 		case !exists:
 			out = append(out, WatchedQueue{Queue: q, Unwatched: "the queue does not exist on this broker"})
 		case r.OpenDLQ == nil:
-			out = append(out, WatchedQueue{Queue: q, Unwatched: "this runner has no RabbitMQ connection to capture it with"})
+			out = append(out, WatchedQueue{Queue: q, Unwatched: noCapture})
 		default:
 			out = append(out, WatchedQueue{Queue: q, By: "run"})
 		}

@@ -550,8 +550,8 @@ func TestRunWatchesAfterItsLastPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.CameBack == 0 || d.CameBack > 10 {
-		t.Errorf("replay show says %d came back, want the re-dead letters the run halted on", d.CameBack)
+	if d.Fates == nil || d.Fates.CameBack == 0 || d.Fates.CameBack > 10 {
+		t.Errorf("replay show says %+v came back, want the re-dead letters the run halted on", d.Fates)
 	}
 }
 
