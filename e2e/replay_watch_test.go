@@ -174,3 +174,52 @@ func TestReplayCaptureKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayResumedInWatchWindow kills `replay run` with SIGKILL after the
+// broker confirmed its whole cohort, in the watch window after its last
+// publish, before any job died again: the worker is deployed only after
+// the kill, and dead-letters every job. The resumed run has nothing left
+// to publish, yet it owes the window: it captures the DLQ of the items
+// the killed leg confirmed, judges the re-dead ratio over them, and halts
+// (exit 8) instead of saying completed over a queue of new dead letters.
+func TestReplayResumedInWatchWindow(t *testing.T) {
+	t.Parallel()
+	w := newReplayWorld(t, incidentLetters, "canary_window=90s", "stop_queue_depth=100000")
+	req := w.request(t, replay.NewRequest{Rate: 200, Canary: intRef(0),
+		SameHandlerWhy: "resume test: the fixed worker is deployed after the publish"})
+	w.approve(t, req.ID)
+	if _, err := w.db.Pool.Exec(withTimeout(t), `DELETE FROM reservations.reservations`); err != nil {
+		t.Fatal(err)
+	}
+	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+	id := strconv.FormatInt(req.ID, 10)
+	confirmed := func() int {
+		return count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID)
+	}
+
+	run := olga.start(t, "replay", "run", id)
+	waitFor(t, 30*time.Second, "the broker to confirm the whole cohort", func() bool { return confirmed() == incidentLetters })
+	run.signal(syscall.SIGKILL)
+	run.wait(10 * time.Second)
+	if s := w.status(t, req.ID); s != "running" {
+		t.Fatalf("after the kill the request is %s, want running", s)
+	}
+
+	w.runWorker(t)
+	waitFor(t, 30*time.Second, "the worker to dead-letter every replayed job", func() bool {
+		return queueReady(t, amqptest.URL(), w.topo.DeadLetterQueue) == incidentLetters
+	})
+
+	res := olga.exits(t, 8, "replay", "run", id, "-o", "json")
+	var got outcomeSummary
+	decodeJSON(t, res, &got)
+	if got.Status != "halted" || got.HaltCondition != replay.ConditionRedeadRatio {
+		t.Fatalf("resumed run %+v: want halted on %s\n%s", got, replay.ConditionRedeadRatio, res)
+	}
+	back := count(t, w.db.Pool, `SELECT count(*) FROM expiryctl.dead_letters WHERE replay_request_id = $1`, req.ID)
+	if back == 0 {
+		t.Fatal("the resumed run captured none of the jobs that died again")
+	}
+	t.Logf("resumed in its watch window, the run captured %d of the %d that came back and said: %s",
+		back, incidentLetters, strings.TrimSpace(res.stderr))
+}

@@ -185,10 +185,8 @@ func (p postgresTables) ItemsSample(ctx context.Context, req Request, limit int)
 	})
 }
 
-func (p postgresTables) ItemsSourceQueues(ctx context.Context, request int64) ([]string, error) {
-	rows, err := p.q.Query(ctx, `SELECT DISTINCT d.source_queue FROM expiryctl.replay_items i
-		JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 AND i.state IN ('pending', 'publishing') ORDER BY 1`, request)
+func (p postgresTables) RunWatchedQueues(ctx context.Context, request int64) ([]string, error) {
+	rows, err := p.q.Query(ctx, `SELECT q FROM expiryctl.replay_watched_queues($1) AS q`, request)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,13 @@ func (p postgresTables) RunRedeadLettered(ctx context.Context, request int64) (i
 	return deadletter.CountRedeadLettered(ctx, p.q, request)
 }
 
+func (p postgresTables) RunWatchOwed(ctx context.Context, request int64) (WatchOwed, error) {
+	var w WatchOwed
+	err := p.q.QueryRow(ctx, `SELECT confirmed, came_back, window_left FROM expiryctl.replay_run_watch_owed($1)`, request).
+		Scan(&w.Confirmed, &w.CameBack, &w.WindowLeft)
+	return w, err
+}
+
 // RequestFates reads the confirmed items and their recorded terminal
 // outcomes from replay's tables, and asks deadletter, whose table
 // dead_letters is, how many came back.

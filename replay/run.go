@@ -345,7 +345,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	// the run's watch window closes, for the database's dlq-unwatched check.
 	var dlqs *dlqWatch
 	if reqErr == nil && req.Kind == KindReplay {
-		queues, err := r.tables().ItemsSourceQueues(ctx, id)
+		queues, err := r.tables().RunWatchedQueues(ctx, id)
 		if err != nil {
 			return res, err
 		}
@@ -408,10 +408,16 @@ type runState struct {
 	// This run.
 	published, republished int
 	attempted, failedRun   int
-	confirmedRun           int
-	// redeadBase is the letters of this request that had died again before
-	// this run started; the re-dead ratio counts only later ones.
+	// confirmedRun counts the items confirmed under this approval: by
+	// earlier legs of the run, killed and resumed, and by this one.
+	confirmedRun int
+	// redeadBase is the letters of this request that had died again
+	// before this run started, but for those of the items its earlier legs
+	// confirmed; the re-dead ratio counts only the others.
 	redeadBase int
+	// owedUntil is when the watch window of the items earlier legs
+	// confirmed closes; zero when none is open.
+	owedUntil time.Time
 	// maxOrdinal is the last item's ordinal (item_count-1 as Create
 	// numbers them).
 	maxOrdinal int
@@ -489,6 +495,14 @@ func (r *Runner) begin(ctx context.Context, id int64, seen *Observation, dlqs *d
 		st.confirmed, st.skipped, st.failed = states["confirmed"], states["skipped"], states["failed"]
 		if st.redeadBase, err = t.RunRedeadLettered(ctx, id); err != nil {
 			return err
+		}
+		owed, err := t.RunWatchOwed(ctx, id)
+		if err != nil {
+			return err
+		}
+		st.confirmedRun, st.redeadBase = owed.Confirmed, st.redeadBase-owed.CameBack
+		if owed.WindowLeft > 0 {
+			st.owedUntil = time.Now().Add(owed.WindowLeft)
 		}
 		st.maxOrdinal, err = t.ItemsMaxOrdinal(ctx, id)
 		return err

@@ -23,6 +23,20 @@ import (
 // refuses to start a run that captures none of them (rule dlq-unwatched)
 // unless its request says why it need not (UnwatchedWhy).
 
+// WatchOwed is what a run owes its watch as it starts or resumes: a run
+// resumed after a crash is the same run, so the items its earlier legs
+// confirmed under the approval count in its re-dead ratio, their jobs
+// that came back count against them, and the watch window after its last
+// confirm, if it is still open, is watched out before it completes.
+type WatchOwed struct {
+	// Confirmed are the items confirmed under the current approval;
+	// CameBack those of their jobs captured again.
+	Confirmed, CameBack int
+	// WindowLeft is what is left of the watch window after the last of
+	// them was confirmed, by the database's clock.
+	WindowLeft time.Duration
+}
+
 // WatchedQueue is a dead-letter queue a replay's cohort came from and how
 // its run watches it: By "run" when the run captures it, or Unwatched
 // saying why it cannot.

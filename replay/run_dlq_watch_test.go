@@ -24,9 +24,9 @@ type watchBundle struct {
 	ids  []int64
 }
 
-func setupWatch(t *testing.T, letters int) *watchBundle {
+func setupWatch(t *testing.T, letters int, policy ...string) *watchBundle {
 	t.Helper()
-	b := setupRun(t, "canary_window=2s")
+	b := setupRun(t, append([]string{"canary_window=2s"}, policy...)...)
 	w := &watchBundle{runBundle: b, dlq: b.queue + ".dlq"}
 	amqptest.DeleteOnCleanup(t, []string{w.dlq}, nil)
 	ch, err := b.conn.Channel()
@@ -111,6 +111,25 @@ func (w *watchBundle) failEveryJob(stop <-chan struct{}) error {
 	}
 }
 
+// runHaltsOnRedead runs req while failEveryJob dead-letters every job it
+// publishes, and wants it halted on the re-dead ratio.
+func (w *watchBundle) runHaltsOnRedead(t *testing.T, req Request) (RunResult, *HaltError) {
+	t.Helper()
+	stop := make(chan struct{})
+	worker := make(chan error, 1)
+	go func() { worker <- w.failEveryJob(stop) }()
+	res, err := w.runner(t).Run(context.Background(), req.ID)
+	close(stop)
+	if err := <-worker; err != nil {
+		t.Fatal(err)
+	}
+	var halt *HaltError
+	if !errors.As(err, &halt) || halt.Condition != ConditionRedeadRatio {
+		t.Fatalf("run = %+v, %v; want halted on the re-dead ratio", res, err)
+	}
+	return res, halt
+}
+
 // TestRunSeesItsJobsDieAgainWithoutFollow is the incident of issue 32:
 // 40 letters whose reservations no longer exist are replayed, every job
 // dies again, and no `dlq ingest --follow` runs. The run captures the DLQ
@@ -125,18 +144,7 @@ func TestRunSeesItsJobsDieAgainWithoutFollow(t *testing.T) {
 	if dry, err := w.runner(t).DryRun(ctx, req.ID); err != nil || len(dry.DeadLetterQueues) != 1 || dry.DeadLetterQueues[0].By != "run" {
 		t.Fatalf("dry run: %+v, %v; want %s captured by the run", dry.DeadLetterQueues, err, w.dlq)
 	}
-	stop := make(chan struct{})
-	worker := make(chan error, 1)
-	go func() { worker <- w.failEveryJob(stop) }()
-	res, err := w.runner(t).Run(ctx, req.ID)
-	close(stop)
-	if err := <-worker; err != nil {
-		t.Fatal(err)
-	}
-	var halt *HaltError
-	if !errors.As(err, &halt) || halt.Condition != ConditionRedeadRatio {
-		t.Fatalf("run = %+v, %v; want halted on the re-dead ratio", res, err)
-	}
+	res, _ := w.runHaltsOnRedead(t, req)
 	if res.Status != StatusHalted {
 		t.Errorf("status %s, want halted", res.Status)
 	}
@@ -235,4 +243,76 @@ func TestRunRefusesWhatItCannotWatch(t *testing.T) {
 		AND target = 'replay_request:%d' AND details->>'unwatched_why' <> ''`, loose.ID)); n != 1 {
 		t.Errorf("%d start rows of the --unwatched run name its reason, want 1", n)
 	}
+}
+
+// interruptWhenConfirmed runs req until the broker confirmed every item,
+// then stops the runner as a kill would in the watch window after its
+// last publish: the request stays running, to be resumed.
+func (w *watchBundle) interruptWhenConfirmed(t *testing.T, req Request) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if w.count(t, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'confirmed'`, req.ID) == req.Items {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if res, err := w.runner(t).Run(ctx, req.ID); err == nil {
+		t.Fatalf("the run ended on its own (%+v) before it was stopped in its watch window", res)
+	}
+	if got := w.status(t, req.ID); got.Status != StatusRunning {
+		t.Fatalf("after the stop the request is %s, want running", got.Status)
+	}
+}
+
+// TestRunResumedOwesItsWatchWindow: a run stopped in the watch window
+// after its last publish, before any job died again, is resumed with
+// nothing left to publish. While the window is open the resumed run
+// still owes it: the dry run lists the DLQ of the confirmed items, and
+// the run captures it and halts on the re-dead ratio of every item the
+// run confirmed, the stopped leg's included. Once the window closed, a
+// resumed run owes nothing and completes, capturing no queue.
+func TestRunResumedOwesItsWatchWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("window open", func(t *testing.T) {
+		t.Parallel()
+		w := setupWatch(t, 6, "canary_window=30s")
+		req := w.request(t, NewRequest{Canary: intPtr(0), Rate: 200})
+		w.interruptWhenConfirmed(t, req)
+		dry, err := w.runner(t).DryRun(ctx, req.ID)
+		if err != nil || len(dry.DeadLetterQueues) != 1 || dry.DeadLetterQueues[0].Queue != w.dlq {
+			t.Fatalf("dry run of the resumed run: %+v, %v; want %s, the confirmed items' DLQ", dry.DeadLetterQueues, err, w.dlq)
+		}
+		res, halt := w.runHaltsOnRedead(t, req)
+		if !res.Resumed || res.Published != 0 {
+			t.Errorf("resumed run %+v: want a resume that published nothing", res)
+		}
+		if want := fmt.Sprintf(" of %d replayed letters died again", req.Items); !strings.Contains(halt.Reason, want) {
+			t.Errorf("resumed run halted with %q, want the ratio over the %d items the stopped leg confirmed", halt.Reason, req.Items)
+		}
+	})
+	t.Run("window closed", func(t *testing.T) {
+		t.Parallel()
+		w := setupWatch(t, 6, "canary_window=1s")
+		req := w.request(t, NewRequest{Canary: intPtr(0), Rate: 200})
+		w.interruptWhenConfirmed(t, req)
+		time.Sleep(1500 * time.Millisecond)
+		dry, err := w.runner(t).DryRun(ctx, req.ID)
+		if err != nil || len(dry.DeadLetterQueues) != 0 {
+			t.Fatalf("dry run after the window: %+v, %v; want no queue owed a watch", dry.DeadLetterQueues, err)
+		}
+		before := w.count(t, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest' AND actor = 'olga'`)
+		res, err := w.runner(t).Run(ctx, req.ID)
+		if err != nil || res.Status != StatusCompleted {
+			t.Fatalf("resumed after its window: %+v, %v; want completed", res, err)
+		}
+		if after := w.count(t, `SELECT count(*) FROM expiryctl.audit_log WHERE action = 'dlq.ingest' AND actor = 'olga'`); after != before {
+			t.Errorf("the resumed run captured a queue (%d captures before, %d after) though it owed no watch", before, after)
+		}
+	})
 }

@@ -107,7 +107,7 @@ func (r *Runner) dryRun(ctx context.Context, id int64) (DryRunResult, error) {
 // open items of request id came from: a passive declare, which takes no
 // message, where the run would open a consumer.
 func (r *Runner) dryWatch(ctx context.Context, id int64) ([]WatchedQueue, error) {
-	queues, err := r.tables().ItemsSourceQueues(ctx, id)
+	queues, err := r.tables().RunWatchedQueues(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -77,13 +77,18 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 // canary window after the run's last publish, as the canary does for its
 // own: a job dies again only after the worker tried it, so the last ones
 // out come back after the loop ended. A run completes only once that
-// window passed with the re-dead ratio under its stop condition.
+// window passed with the re-dead ratio under its stop condition. A leg
+// that published nothing, resumed after its predecessor's last publish,
+// watches out what is left of that one's window.
 func (x *replayRun) watchAfter(ctx context.Context) *stopReason {
 	r, st := x.r, x.st
-	end := x.lastSent.Add(st.req.Stop.CanaryWindow)
+	end := st.owedUntil
+	if x.sent > 0 {
+		end = x.lastSent.Add(st.req.Stop.CanaryWindow)
+	}
 	tick := time.NewTicker(r.checkInterval())
 	defer tick.Stop()
-	for x.sent > 0 {
+	for !end.IsZero() {
 		left := time.Until(end)
 		st.canaryLeft = max(left, 0)
 		r.report(st, "watching")

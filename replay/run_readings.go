@@ -21,9 +21,10 @@ type Readings struct {
 	// DepthQueue its name; empty when no target queue was read yet.
 	QueueDepth int    `json:"queue_depth"`
 	DepthQueue string `json:"depth_queue,omitempty"`
-	// Redead counts the request's letters captured again since this run
-	// started, ConfirmedRun the items this run confirmed, and RedeadRatio
-	// the first over the second, as the redead-ratio condition judges it.
+	// ConfirmedRun counts the items this run confirmed (under this
+	// approval: a run resumed after a crash is the same run), Redead those
+	// of their jobs captured again, and RedeadRatio the first over the
+	// second, as the redead-ratio condition judges it.
 	Redead       int     `json:"redead"`
 	ConfirmedRun int     `json:"confirmed_this_run"`
 	RedeadRatio  float64 `json:"redead_ratio"`

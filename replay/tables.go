@@ -88,9 +88,11 @@ type tables interface {
 	// ItemsPermanent reads the first limit letters of a request whose
 	// category is one of PermanentCategories, in ordinal order.
 	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
-	// ItemsSourceQueues lists the dead-letter queues the open items of a
-	// request were captured from, the queues its jobs die again into.
-	ItemsSourceQueues(ctx context.Context, request int64) ([]string, error)
+	// RunWatchedQueues lists the dead-letter queues a run of request owes
+	// a watch, the queues its jobs die again into: those of its open items
+	// and of the items it confirmed whose watch window is still open
+	// (replay_watched_queues).
+	RunWatchedQueues(ctx context.Context, request int64) ([]string, error)
 	// ItemsTiming says when the items of a request may go, by the
 	// database's clock.
 	ItemsTiming(ctx context.Context, request int64) (Timing, error)
@@ -150,6 +152,9 @@ type tables interface {
 	RunAckedAfterCancel(ctx context.Context, actor string, request int64, acked []int64) error
 	// RunRedeadLettered counts the request's letters captured again.
 	RunRedeadLettered(ctx context.Context, request int64) (int, error)
+	// RunWatchOwed reads what a run of request owes its watch as it starts
+	// or resumes (replay_run_watch_owed).
+	RunWatchOwed(ctx context.Context, request int64) (WatchOwed, error)
 
 	// OutcomesRecord writes decided outcomes of items the run confirmed
 	// (replay_outcomes_record).

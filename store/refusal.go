@@ -58,6 +58,8 @@ var functionRoles = map[string]string{
 	"replay_target_of":              "operator or approver or admin or auditor",
 	"work_queue_of":                 "operator or approver or admin or auditor",
 	"replay_item_not_before":        "operator or approver or admin or auditor",
+	"replay_watched_queues":         "operator or approver or admin or auditor",
+	"replay_run_watch_owed":         "operator",
 }
 
 // AsRefusal turns the database's governance exception, and PostgreSQL's own

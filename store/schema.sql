@@ -1227,9 +1227,7 @@ BEGIN
     SELECT string_agg(format('%s (%s)', q.source_queue,
                coalesce(nullif(w.unwatched, ''), 'the runner did not say it captures it')), ', ' ORDER BY q.source_queue)
       INTO missing
-      FROM (SELECT DISTINCT d.source_queue FROM expiryctl.replay_items i
-              JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-             WHERE i.request_id = request AND i.state IN ('pending', 'publishing')) q
+      FROM expiryctl.replay_watched_queues(request) AS q(source_queue)
       LEFT JOIN LATERAL (SELECT e->>'unwatched' AS unwatched, e->>'by' AS by
                            FROM jsonb_array_elements(CASE WHEN jsonb_typeof(dlq_watch->'queues') = 'array'
                                                           THEN dlq_watch->'queues' ELSE '[]' END) e
@@ -2474,6 +2472,28 @@ $$;
 
 
 --
+-- Name: replay_run_watch_owed(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_run_watch_owed(request bigint) RETURNS TABLE(confirmed integer, came_back integer, window_left interval)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH run_items AS (
+        SELECT i.dead_letter_id, i.confirmed_at, r.canary_window
+          FROM expiryctl.replay_requests r
+          JOIN expiryctl.replay_items i ON i.request_id = r.id
+         WHERE r.id = request AND i.state = 'confirmed' AND i.confirmed_at >= r.reviewed_at)
+    SELECT (SELECT count(*)::integer FROM run_items),
+           (SELECT count(*)::integer FROM expiryctl.dead_letters n
+              JOIN run_items ri ON ri.dead_letter_id = n.previous_id
+             WHERE n.replay_request_id = request),
+           coalesce((SELECT greatest(max(confirmed_at + canary_window) - now(), interval '0') FROM run_items),
+                    interval '0')
+$$;
+
+
+--
 -- Name: replay_target_of(text, text, text, text, text, text, boolean); Type: FUNCTION; Schema: expiryctl
 --
 
@@ -2491,6 +2511,26 @@ CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_rout
                     THEN coalesce(to_routing_key, '')
                 WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
 $_$;
+
+
+--
+-- Name: replay_watched_queues(bigint); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_watched_queues(request bigint) RETURNS SETOF text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT DISTINCT d.source_queue
+      FROM expiryctl.replay_requests r
+      JOIN expiryctl.replay_items i ON i.request_id = r.id
+      JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
+     WHERE r.id = request
+       AND (i.state IN ('pending', 'publishing')
+            OR (i.state = 'confirmed' AND i.confirmed_at >= r.reviewed_at
+                AND i.confirmed_at + r.canary_window > now()))
+     ORDER BY 1
+$$;
 
 
 --
@@ -4842,6 +4882,14 @@ GRANT ALL ON FUNCTION expiryctl.replay_run_start(actor text, request bigint, con
 
 
 --
+-- Name: FUNCTION replay_run_watch_owed(request bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_run_watch_owed(request bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_run_watch_owed(request bigint) TO expiryctl_operator;
+
+
+--
 -- Name: FUNCTION replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean); Type: ACL; Schema: expiryctl
 --
 
@@ -4850,6 +4898,17 @@ GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, origina
 GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_approver;
 GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_admin;
 GRANT ALL ON FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) TO expiryctl_auditor;
+
+
+--
+-- Name: FUNCTION replay_watched_queues(request bigint); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_watched_queues(request bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_watched_queues(request bigint) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_watched_queues(request bigint) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_watched_queues(request bigint) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.replay_watched_queues(request bigint) TO expiryctl_auditor;
 
 
 --

@@ -1,6 +1,6 @@
 -- replay_dlq_watch_check refuses a replay's start (rule dlq-unwatched)
--- when the runner does not watch every dead-letter queue its open items'
--- letters were captured from, and the request gave no reason why it need
+-- when the runner does not watch every dead-letter queue it owes a watch
+-- (replay_watched_queues), and the request gave no reason why it need
 -- not: a run that cannot see its jobs die again cannot stop on them, and
 -- would say completed over a queue of new dead letters. dlq_watch is
 --   {"queues": [{"queue": Q, "by": "run"} | {"queue": Q, "unwatched": WHY}]}
@@ -17,9 +17,7 @@ BEGIN
     SELECT string_agg(format('%s (%s)', q.source_queue,
                coalesce(nullif(w.unwatched, ''), 'the runner did not say it captures it')), ', ' ORDER BY q.source_queue)
       INTO missing
-      FROM (SELECT DISTINCT d.source_queue FROM expiryctl.replay_items i
-              JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-             WHERE i.request_id = request AND i.state IN ('pending', 'publishing')) q
+      FROM expiryctl.replay_watched_queues(request) AS q(source_queue)
       LEFT JOIN LATERAL (SELECT e->>'unwatched' AS unwatched, e->>'by' AS by
                            FROM jsonb_array_elements(CASE WHEN jsonb_typeof(dlq_watch->'queues') = 'array'
                                                           THEN dlq_watch->'queues' ELSE '[]' END) e
