@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
+	gologfmt "github.com/go-logfmt/logfmt"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -354,41 +353,27 @@ func (s *watchScreen) fit(lines []string) []string {
 // clock is the time of an update as a header shows it.
 func clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
 
-// logfmt builds the one-line form of an update: key=value pairs separated
-// by spaces, a value quoted (Go syntax, ASCII only) when it is empty or holds
-// anything but letters, digits and . _ : / + - , @, so that stored text can
-// neither break the line nor drive a terminal, and grep and awk can take it
-// apart.
-type logfmt struct{ b strings.Builder }
+// logfmt builds the one-line form of an update with go-logfmt: key=value
+// pairs, a value quoted when logfmt needs it. Each value is escaped for a
+// terminal first (termsafe.EscapeLine), since logfmt leaves C1 controls and
+// bidirectional marks as they are: stored text can neither break the line
+// nor drive a terminal, and grep and awk can take it apart.
+type logfmt struct {
+	b   strings.Builder
+	enc *gologfmt.Encoder
+}
 
 func (l *logfmt) add(key string, value any) *logfmt {
-	if l.b.Len() > 0 {
-		l.b.WriteByte(' ')
+	if l.enc == nil {
+		l.enc = gologfmt.NewEncoder(&l.b)
 	}
-	l.b.WriteString(key)
-	l.b.WriteByte('=')
-	v := fmt.Sprint(value)
-	if plainValue(v) {
-		l.b.WriteString(v)
-	} else {
-		l.b.WriteString(strconv.QuoteToASCII(v))
-	}
+	// Keys are the command's own constants: an error is a bad key, a bug
+	// the tests of each line catch.
+	_ = l.enc.EncodeKeyval(key, termsafe.EscapeLine(fmt.Sprint(value)))
 	return l
 }
 
 func (l *logfmt) String() string { return l.b.String() }
-
-func plainValue(v string) bool {
-	if v == "" {
-		return false
-	}
-	for _, r := range v {
-		if r > unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._:/+-,@", r)) {
-			return false
-		}
-	}
-	return true
-}
 
 // watchServices hands each update of a watch the service it reads through:
 // the audited one for the first update, the unaudited one for the redraws,

@@ -559,8 +559,8 @@ func TestLogfmt(t *testing.T) {
 	got := (&logfmt{}).add("n", 3).add("queue", "reservation-expiry.dlq").add("at", "2026-11-30T03:00:00Z").
 		add("why", "INC-4211 db failover").add("empty", "").add("hostile", "x\x1b]0;pwned\x07").add("quote", `a"b`).
 		add("bidi", "r-\u202e1").add("eq", "a=b").String()
-	want := `n=3 queue=reservation-expiry.dlq at=2026-11-30T03:00:00Z why="INC-4211 db failover" empty="" ` +
-		`hostile="x\x1b]0;pwned\a" quote="a\"b" bidi="r-\u202e1" eq="a=b"`
+	want := `n=3 queue=reservation-expiry.dlq at=2026-11-30T03:00:00Z why="INC-4211 db failover" empty= ` +
+		`hostile=x\x1b]0;pwned\x07 quote="a\"b" bidi=r-\u202e1 eq="a=b"`
 	if got != want {
 		t.Errorf("logfmt:\n got %s\nwant %s", got, want)
 	}
