@@ -215,13 +215,13 @@ func TestTUI(t *testing.T) {
 	}
 
 	// Request form: rate and canary left to the policy, why given, the
-	// handler check, the permanent-letter rule, the routing and the
-	// watching of the dead-letter queue left as they are.
+	// handler check, the permanent-letter rule, the routing, the
+	// watching of the dead-letter queue and the schedule left as they are.
 	tm.keys("alice", "r")
 	tm.waitFor("alice", fmt.Sprintf("Request a replay of dead letter %d", hostile))
 	tm.keys("alice", "Enter", "Enter")
 	tm.text("alice", "INC-4242 hostile letter")
-	tm.keys("alice", "Enter", "Enter", "Enter", "Enter", "Enter")
+	tm.keys("alice", "Enter", "Enter", "Enter", "Enter", "Enter", "Enter", "Enter")
 	tm.waitFor("alice", "replay request 1 is pending: 1 letter;")
 
 	// Alice may not approve her own request: the rule's words, no crash.

@@ -131,6 +131,16 @@ func TestRequestFromTheList(t *testing.T) {
 	keys = append(keys, tuitest.Key("enter"))
 	keys = append(keys, tuitest.Type("the other site captures the DLQ")...) // unwatched
 	keys = append(keys, tuitest.Key("enter"))
+	keys = append(keys, tuitest.Type("after lunch")...) // not before, unreadable
+	keys = append(keys, tuitest.Key("enter"))
+	keys = append(keys, tuitest.Type("yes")...) // include not due
+	m, _ = press(t, m, append(keys, tuitest.Key("enter"))...)
+	if !m.FormOpen() || !strings.Contains(m.View(), `not before: invalid time "after lunch"`) {
+		t.Fatalf("an unreadable not-before was taken:\n%s", m.View())
+	}
+	keys = append(tuitest.Keys("ctrl+u"), tuitest.Type("90m")...) // the form is back on not before
+	keys = append(keys, tuitest.Key("enter"), tuitest.Key("enter"))
+	submitted := time.Now()
 	m, _ = press(t, m, keys...)
 	if m.FormOpen() {
 		t.Fatalf("form still open:\n%s", m.View())
@@ -142,6 +152,10 @@ func TestRequestFromTheList(t *testing.T) {
 		c.UnwatchedWhy != "the other site captures the DLQ" {
 		t.Errorf("created same-handler-ok %q, include-permanent %v, via-exchange %v, unwatched %q",
 			c.SameHandlerWhy, c.IncludePermanent, c.ViaExchange, c.UnwatchedWhy)
+	}
+	if c := b.requests.Created[0]; c.NotBefore == nil || c.NotBefore.Sub(submitted) < 89*time.Minute ||
+		c.NotBefore.Sub(submitted) > 91*time.Minute || !c.IncludeNotDue {
+		t.Errorf("created not-before %v (submitted %v), include-not-due %v; want 90 minutes on, and yes", c.NotBefore, submitted, c.IncludeNotDue)
 	}
 	if !strings.Contains(m.Banner(), "replay request 2 is pending: 2 letters") {
 		t.Errorf("banner %q", m.Banner())

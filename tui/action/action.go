@@ -18,6 +18,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/internal/view/timespec"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/backend"
 	"github.com/expiryctl/expiryctl/tui/form"
@@ -168,12 +169,17 @@ func RequestSpec(svc backend.Services, kind replay.Kind, sel Selection, pol *rep
 				Hint: "type yes to publish through the original exchange (every queue bound there gets a copy); empty: back to the queue each failed in"},
 			form.Field{Key: "unwatched", Label: "unwatched",
 				Hint: "why the run need not capture the letters' dead-letter queues; empty: it captures them, and does not start when it cannot"},
+			form.Field{Key: "not-before", Label: "not before",
+				Hint: "publish nothing before this time: RFC 3339, or a duration from now (90m, 2h); empty: once approved", Validate: laterTime},
+			form.Field{Key: "include-not-due", Label: "include not due",
+				Hint: "type yes to send letters whose hold is not yet due, or that asked to retry later, without waiting"},
 		)
 	}
 	return form.Spec{Title: title, Lines: lines, Fields: fields, Submit: func(v form.Values) tea.Cmd {
 		nr := replay.NewRequest{Kind: kind, Why: v["why"], SameHandlerWhy: strings.TrimSpace(v["same-handler-ok"]),
 			IncludePermanent: strings.EqualFold(strings.TrimSpace(v["include-permanent"]), "yes"),
 			ViaExchange:      strings.EqualFold(strings.TrimSpace(v["via-exchange"]), "yes"),
+			IncludeNotDue:    strings.EqualFold(strings.TrimSpace(v["include-not-due"]), "yes"),
 			UnwatchedWhy:     strings.TrimSpace(v["unwatched"])}
 		if len(sel.IDs) > 0 {
 			nr.Selection = replay.Selection{IDs: append([]int64(nil), sel.IDs...)}
@@ -187,6 +193,15 @@ func RequestSpec(svc backend.Services, kind replay.Kind, sel Selection, pol *rep
 		if s := v["canary"]; s != "" {
 			n, _ := strconv.Atoi(s)
 			nr.Canary = &n
+		}
+		if s := strings.TrimSpace(v["not-before"]); s != "" {
+			// Validated as the form was submitted; read again against
+			// the clock now, so a duration counts from the submit.
+			at, err := timespec.Later("time", s, time.Now())
+			if err != nil {
+				return func() tea.Msg { return DoneMsg{Verb: "request", Err: err} }
+			}
+			nr.NotBefore = &at
 		}
 		verb := "request"
 		if kind == replay.KindDiscard {
@@ -303,6 +318,12 @@ func nonNegativeInt(s string) error {
 		return errors.New("want a whole number, 0 or more")
 	}
 	return nil
+}
+
+// laterTime accepts a time to come as `replay request --not-before` does.
+func laterTime(s string) error {
+	_, err := timespec.Later("time", s, time.Now())
+	return err
 }
 
 func positiveFloat(s string) error {

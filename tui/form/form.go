@@ -220,6 +220,20 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	return m, cmd
 }
 
+// fits says whether the form with every field's hint fits the window's
+// height; when it does not, only the focused field shows its hint, so
+// that the last field, the error and the keys stay on a small terminal.
+func (m Model) fits() bool {
+	rows := 2 + 1 + len(m.spec.Lines) + 1 + 1 + 1 + 1 // borders, title, lines, blank, blank, error, keys
+	for _, f := range m.spec.Fields {
+		rows++
+		if f.Hint != "" {
+			rows++
+		}
+	}
+	return rows <= m.ctx.Height
+}
+
 // View renders the form as a box, centred in the body.
 func (m Model) View() string {
 	th := m.ctx.Theme
@@ -231,6 +245,7 @@ func (m Model) View() string {
 	}
 	b.WriteString("\n")
 	labelW := m.labelWidth()
+	compact := !m.fits()
 	for i, f := range m.spec.Fields {
 		marker := " "
 		if i == m.focus {
@@ -238,7 +253,7 @@ func (m Model) View() string {
 		}
 		label := fmt.Sprintf("%s %-*s ", marker, labelW, f.Label)
 		b.WriteString(frame.Pad(label+"["+m.inputs[i].View()+"]", inner) + "\n")
-		if f.Hint != "" {
+		if f.Hint != "" && (!compact || i == m.focus) {
 			b.WriteString(th.Dim.Render(frame.Pad(strings.Repeat(" ", labelW+3)+f.Hint, inner)) + "\n")
 		}
 	}
