@@ -175,8 +175,9 @@ func benchSummary(ctx context.Context, cfg *config, rep *report, a archives) err
 			switch {
 			case total != int64(want):
 				return fmt.Errorf("summary totals %d letters, want %d", total, want)
-			case s.Overdue.Count != waiting || s.Overdue.LatenessP50 == nil:
-				return fmt.Errorf("summary finds %d overdue holds of %d waiting, want all of them with their lateness", s.Overdue.Count, waiting)
+			case s.Overdue.Count+s.Overdue.Permanent != waiting || s.Overdue.LatenessP50 == nil:
+				return fmt.Errorf("summary finds %d overdue holds (%d failed for good) of %d waiting, want all of them with their lateness",
+					s.Overdue.Count, s.Overdue.Permanent, waiting)
 			case s.Arrivals.Last24h.Letters == 0 || len(s.ErrorClasses) == 0:
 				return fmt.Errorf("summary finds %d arrivals in 24 h and %d error classes, want some", s.Arrivals.Last24h.Letters, len(s.ErrorClasses))
 			}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // DLQSummaryOptions holds what `expiryctl dlq summary` needs.
@@ -25,7 +27,10 @@ type DLQSummaryOptions struct {
 	IO         *IOStreams
 	Archive    func(context.Context) (service.Archive, error)
 	LiveQueues func(context.Context) (service.LiveQueues, error)
-	Now        func() time.Time
+	// HoldsGap reads the holds past their deadline in the reservation
+	// database (the policy's gap query, on --outcome-url).
+	HoldsGap func(context.Context) (service.HoldsGap, error)
+	Now      func() time.Time
 
 	Since     string
 	Until     string
@@ -41,7 +46,7 @@ type DLQSummaryOptions struct {
 
 // NewCmdDLQSummary builds `expiryctl dlq summary`.
 func NewCmdDLQSummary(f *Factory, runF func(context.Context, *DLQSummaryOptions) error) *cobra.Command {
-	opts := &DLQSummaryOptions{IO: f.IO, Archive: f.Archive, LiveQueues: f.LiveQueues, Now: f.Now}
+	opts := &DLQSummaryOptions{IO: f.IO, Archive: f.Archive, LiveQueues: f.LiveQueues, HoldsGap: f.HoldsGap, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "summary",
 		Short: "Say whether it is getting worse: arrival rates, overdue holds, live queues, counts by reason",
@@ -53,9 +58,18 @@ snapshot of the database and by its clock:
                 rate against the hour's, the hour's against the 24 hours'
                 (rising at 1.5 times or more, falling at 1/1.5 or less)
   overdue       waiting letters (dead or in a request: not yet replayed or
-                discarded) past their due_at: how many, and the p50, p99 and
-                maximum lateness (nearest rank); letters without a due_at are
-                not counted
+                discarded) past their due_at that a retry can fix: how many,
+                and the p50, p99 and maximum lateness (nearest rank); letters
+                without a due_at are not counted
+  for good      the overdue letters of the categories no retry fixes
+                (conflict, validation, malformed, not-found), apart: they page
+                nobody
+  at source     the holds past their deadline in the reservation database
+                itself, by the policy's gap_query on --outcome-url (a
+                read-only login): those no captured letter speaks for too
+                (lost before a dead-letter queue, acked before commit); when
+                the database cannot answer the summary says so and shows the
+                rest
   categories    per reason category, the letters waiting and in all, the
                 attempts the waiting ones went through (min/p50/max), the
                 oldest waiting and the queues they came from
@@ -80,7 +94,10 @@ reads the letters of its window.
 arrivals_end, arrivals {last_5m, last_1h, last_24h {window_seconds, letters,
 per_minute}, trend_5m_vs_1h, trend_1h_vs_24h {direction, ratio}}, overdue
 {count, oldest_due_at, lateness_p50_seconds, lateness_p99_seconds,
-lateness_max_seconds}, categories [{reason_category, count (waiting), total,
+lateness_max_seconds, permanent, by_category [{category, permanent, count,
+oldest_due_at, lateness_max_seconds}]}, holds_at_source {configured,
+unavailable, past_deadline, oldest_deadline, oldest_late_seconds,
+unaccounted}, categories [{reason_category, count (waiting), total,
 oldest_dead_lettered_at, queues, arrivals, attempts {min, p50, max}}],
 error_classes [{error_class, reason_categories, count, total, attempts}],
 redead_by_request [{request_id, letters, waiting, last_dead_lettered_at}],
@@ -94,6 +111,7 @@ per_minute_1h, per_minute_24h, attempts_min, attempts_p50, attempts_max,
 queues space-separated): the rest of the summary is not a list.`,
 		Example: `  expiryctl dlq summary
   expiryctl dlq summary --since 2h
+  expiryctl dlq summary --outcome-url "postgres://expiryctl_ro@reservations-db:5432/reservations"
   expiryctl dlq summary -o json | jq '.overdue, .arrivals.trend_5m_vs_1h'
   expiryctl dlq summary -o csv > categories.csv
   expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
@@ -113,6 +131,8 @@ queues space-separated): the rest of the summary is not a list.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Since, "since", "", "count only letters dead-lettered at or after this time (RFC 3339, date, or duration ago)")
 	fl.StringVar(&opts.Until, "until", "", "count only letters dead-lettered before this time; the arrival windows end here")
+	fl.StringVar(&f.OutcomeURLFlag, "outcome-url", "",
+		"the reservation database the policy's gap_query reads, a read-only login (or EXPIRYCTL_OUTCOME_URL; default: expiryctl's own database)")
 	// Not --queue: on dlq list and dlq ingest that names a dead-letter queue.
 	fl.StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
 		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") are shown`)
@@ -146,11 +166,61 @@ func (o *DLQSummaryOptions) resolve() error {
 	return nil
 }
 
-// summaryReport is what `dlq summary` shows: the archive's signals and the
-// live queues' states.
+// summaryReport is what `dlq summary` shows: the archive's signals, the
+// live queues' states and the holds past their deadline at their source.
 type summaryReport struct {
 	deadletter.Signals
-	LiveQueues liveQueues `json:"live_queues"`
+	LiveQueues liveQueues    `json:"live_queues"`
+	Holds      holdsAtSource `json:"holds_at_source"`
+}
+
+// holdsAtSource is what the reservation database itself says of its holds
+// past their deadline (the policy's gap query), beside the archive's
+// overdue letters: Unaccounted are the holds past their deadline beyond
+// the archive's overdue letters, which no captured letter can speak for
+// (lost before a dead-letter queue, acked before commit, or not captured
+// yet). The counts are null when the query was not run: Configured false
+// (the policy sets none) or Unavailable saying why it failed.
+type holdsAtSource struct {
+	Configured        bool                `json:"configured"`
+	Unavailable       string              `json:"unavailable,omitempty"`
+	PastDeadline      *int64              `json:"past_deadline"`
+	OldestDeadline    *time.Time          `json:"oldest_deadline"`
+	OldestLateSeconds *deadletter.Seconds `json:"oldest_late_seconds"`
+	Unaccounted       *int64              `json:"unaccounted"`
+}
+
+// readHoldsAtSource runs the gap query. Neither a policy without one nor
+// a reservation database that cannot answer is the summary's failure: it
+// says what is missing and shows the rest.
+func readHoldsAtSource(ctx context.Context, opts *DLQSummaryOptions) (replay.HoldsGap, error) {
+	if opts.HoldsGap == nil {
+		return replay.HoldsGap{}, replay.ErrNoGapQuery
+	}
+	read, err := opts.HoldsGap(ctx)
+	if err != nil {
+		return replay.HoldsGap{}, err
+	}
+	return read(ctx)
+}
+
+// newHoldsAtSource puts the gap query's answer beside the archive's
+// overdue letters.
+func newHoldsAtSource(g replay.HoldsGap, err error, overdue deadletter.Overdue) holdsAtSource {
+	switch {
+	case errors.Is(err, replay.ErrNoGapQuery):
+		return holdsAtSource{}
+	case err != nil:
+		return holdsAtSource{Configured: true, Unavailable: dsn.RedactText(err.Error())}
+	}
+	h := holdsAtSource{Configured: true, PastDeadline: &g.PastDeadline, OldestDeadline: g.OldestDeadline}
+	if g.OldestDeadline != nil {
+		late := deadletter.Seconds(g.OldestLate())
+		h.OldestLateSeconds = &late
+	}
+	unaccounted := g.Unaccounted(overdue.Count)
+	h.Unaccounted = &unaccounted
+	return h
 }
 
 // liveQueues are the live states of a work queue's topology, as distinct
@@ -238,11 +308,21 @@ func dlqSummaryRun(ctx context.Context, opts *DLQSummaryOptions) error {
 	defer cancel()
 	queues := make(chan liveQueues, 1)
 	go func() { queues <- readLiveQueues(queuesCtx, opts) }()
+	type gapAnswer struct {
+		gap replay.HoldsGap
+		err error
+	}
+	gaps := make(chan gapAnswer, 1)
+	go func() {
+		g, err := readHoldsAtSource(queuesCtx, opts)
+		gaps <- gapAnswer{g, err}
+	}()
 	signals, err := archive.Signals(ctx, opts.Window)
 	if err != nil {
 		return err
 	}
-	report := summaryReport{Signals: signals, LiveQueues: <-queues}
+	gap := <-gaps
+	report := summaryReport{Signals: signals, LiveQueues: <-queues, Holds: newHoldsAtSource(gap.gap, gap.err, signals.Overdue)}
 	switch opts.Output.value {
 	case "json":
 		return writeJSON(opts.IO.Out, report)
@@ -277,6 +357,10 @@ func renderSummary(streams *IOStreams, r summaryReport) error {
 		}
 		fmt.Fprintln(w)
 		if err := overdueTable(streams, r.Overdue).render(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		if err := holdsTable(streams, r.Holds).render(); err != nil {
 			return err
 		}
 	}
@@ -350,6 +434,12 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 			o.Count, durationText(o.LatenessP50), durationText(o.LatenessP99), durationText(o.LatenessMax)))
 	}
 	headline(&b, streams, st.header.Render("Overdue  "), overdue)
+	if o.Permanent > 0 {
+		headline(&b, streams, st.header.Render("For good "), fmt.Sprintf(
+			"%s past due failed for good (%s): no retry fixes them, so they page nobody; review, then `expiryctl dlq discard`",
+			phrase.Count(int(o.Permanent), "letter", "letters"), permanentText(o)))
+	}
+	headline(&b, streams, st.header.Render("At source"), holdsText(st, r.Holds))
 
 	q := r.LiveQueues
 	// What the broker or the flag said is shown escaped: it is not ours.
@@ -365,6 +455,43 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 	headline(&b, streams, st.header.Render("Queues   "), live)
 	_, err := io.WriteString(streams.Out, b.String())
 	return err
+}
+
+// permanentText lists the permanent categories' overdue letters.
+func permanentText(o deadletter.Overdue) string {
+	var parts []string
+	for _, c := range o.ByCategory {
+		if c.Permanent {
+			parts = append(parts, fmt.Sprintf("%s %d", c.Category, c.Count))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// holdsText is the headline of the holds past their deadline in the
+// reservation database.
+func holdsText(st styleSet, h holdsAtSource) string {
+	switch {
+	case !h.Configured:
+		return st.dim.Render("not read: the policy sets no gap_query; an admin enables it with " +
+			"`expiryctl policy set --template reservations`, then run with --outcome-url")
+	case h.Unavailable != "":
+		return st.warn.Render(fmt.Sprintf("unavailable (%s): the archive's signals are complete, the reservation database's are missing",
+			termsafe.EscapeLine(h.Unavailable)))
+	case *h.PastDeadline == 0:
+		return "no hold is past its deadline in the reservation database"
+	}
+	their := "their"
+	if *h.PastDeadline == 1 {
+		their = "its"
+	}
+	text := fmt.Sprintf("%s past %s deadline in the reservation database, the oldest %s late",
+		phrase.Count(int(*h.PastDeadline), "hold", "holds"), their, durationText(h.OldestLateSeconds))
+	if *h.Unaccounted > 0 {
+		text += fmt.Sprintf(": %d more than the overdue letters above, which no captured letter speaks for "+
+			"(lost before a dead-letter queue, or not captured yet)", *h.Unaccounted)
+	}
+	return st.warn.Render(text)
 }
 
 // headline writes one labelled line of the summary's head. On a terminal
@@ -389,12 +516,31 @@ func arrivalsTable(streams *IOStreams, a deadletter.Arrivals) *table {
 }
 
 func overdueTable(streams *IOStreams, o deadletter.Overdue) *table {
-	t := newTable(streams, "OVERDUE", "LATE P50 S", "LATE P99 S", "LATE MAX S", "OLDEST DUE")
+	t := newTable(streams, "OVERDUE", "LATE P50 S", "LATE P99 S", "LATE MAX S", "OLDEST DUE", "FOR GOOD")
 	oldest := "-"
 	if o.OldestDueAt != nil {
 		oldest = o.OldestDueAt.UTC().Format(time.RFC3339)
 	}
-	t.addRow(strconv.FormatInt(o.Count, 10), secondsText(o.LatenessP50), secondsText(o.LatenessP99), secondsText(o.LatenessMax), oldest)
+	t.addRow(strconv.FormatInt(o.Count, 10), secondsText(o.LatenessP50), secondsText(o.LatenessP99), secondsText(o.LatenessMax), oldest,
+		strconv.FormatInt(o.Permanent, 10))
+	return t
+}
+
+// holdsTable is the holds past their deadline at their source, for a
+// pipe: counts empty ("-") when not read, and why.
+func holdsTable(streams *IOStreams, h holdsAtSource) *table {
+	t := newTable(streams, "HOLDS PAST DEADLINE", "OLDEST DEADLINE", "OLDEST LATE S", "UNACCOUNTED", "UNAVAILABLE").truncatable("UNAVAILABLE")
+	past, oldest, unaccounted, why := "-", "-", "-", h.Unavailable
+	if h.PastDeadline != nil {
+		past, unaccounted = strconv.FormatInt(*h.PastDeadline, 10), strconv.FormatInt(*h.Unaccounted, 10)
+	}
+	if h.OldestDeadline != nil {
+		oldest = h.OldestDeadline.UTC().Format(time.RFC3339)
+	}
+	if !h.Configured {
+		why = "the policy sets no gap_query"
+	}
+	t.addRow(past, oldest, secondsText(h.OldestLateSeconds), unaccounted, why)
 	return t
 }
 
@@ -402,14 +548,18 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 	// What on-call reads first comes first, so that a terminal too narrow
 	// for the row cuts the totals and the queues, not how many wait, since
 	// when, and whether it is getting worse.
-	t := newTable(streams, "CATEGORY", "WAITING", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES").
+	t := newTable(streams, "CATEGORY", "WAITING", "OVERDUE", "OLDEST", "5M/MIN", "TREND", "1H/MIN", "24H/MIN", "TOTAL", "ATTEMPTS MIN/P50/MAX", "QUEUES").
 		truncatable("QUEUES", "ATTEMPTS MIN/P50/MAX", "24H/MIN", "TOTAL")
+	overdue := map[deadletter.Category]int64{}
+	for _, c := range r.Overdue.ByCategory {
+		overdue[c.Category] = c.Count
+	}
 	for _, c := range r.Categories {
 		oldest := "-"
 		if c.OldestDeadLetteredAt != nil {
 			oldest = formatTime(streams, *c.OldestDeadLetteredAt, r.At)
 		}
-		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), oldest,
+		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), strconv.FormatInt(overdue[c.Category], 10), oldest,
 			perMinute(c.Arrivals.Last5m.PerMinute), trendText(c.Arrivals.FiveMinutesVsHour),
 			perMinute(c.Arrivals.Last1h.PerMinute), perMinute(c.Arrivals.Last24h.PerMinute),
 			strconv.FormatInt(c.Total, 10), attemptsText(c.Attempts), strings.Join(c.Queues, ","))

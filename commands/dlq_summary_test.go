@@ -11,6 +11,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // queueReport is a service.LiveQueues that answers with a fixed report,
@@ -74,6 +75,7 @@ func TestDLQSummaryRun(t *testing.T) {
 		err := runCmd(NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
 			o.Archive = serve(archive)
 			o.LiveQueues = serve(queues)
+			o.HoldsGap = nil
 			opts = o
 			return dlqSummaryRun(ctx, o)
 		}), args...)
@@ -91,19 +93,28 @@ func TestDLQSummaryRun(t *testing.T) {
 		if !strings.HasPrefix(lines[0], "Arrivals   RISING ×10.9: 2.0/min in the last 5 min against 0.2/min over the hour") {
 			t.Errorf("the first line should say the arrivals are rising, and how fast:\n%s", out)
 		}
-		// 11 overdue holds 10…19 and 40 minutes late: rank 6 is 15m, rank 11 40m.
-		if !strings.HasPrefix(lines[1], "Overdue    11 holds past due: p50 15m late, p99 40m, max 40m") {
-			t.Errorf("the second line should count the overdue holds and their lateness:\n%s", out)
+		// 10 overdue holds 10…19 minutes late that a retry can fix: rank
+		// 5 is 14m, rank 10 19m. The validation letter 40 minutes late
+		// failed for good: it is apart, and not in the lateness.
+		if !strings.HasPrefix(lines[1], "Overdue    10 holds past due: p50 14m late, p99 19m, max 19m") {
+			t.Errorf("the second line should count the overdue holds a retry can fix and their lateness:\n%s", out)
+		}
+		if !strings.HasPrefix(lines[2], "For good   1 letter past due failed for good (validation 1): no retry fixes them, so they page nobody") {
+			t.Errorf("the third line should set the permanent letters apart:\n%s", out)
+		}
+		if !strings.HasPrefix(lines[3], "At source  not read: the policy sets no gap_query") {
+			t.Errorf("the fourth line should say the reservation database was not read, and how to:\n%s", out)
 		}
 		want := "Queues     reservation-expiry: 1840 ready, 12 in flight (0 consumers) · 310 scheduled in retry queues · 42 isolated in the DLQ"
-		if !strings.HasPrefix(lines[2], want) {
-			t.Errorf("the third line should give the live queue states:\n%s", out)
+		if !strings.HasPrefix(lines[4], want) {
+			t.Errorf("the fifth line should give the live queue states:\n%s", out)
 		}
 		// Aligned columns, compared here word by word. The category's 10
 		// letters in 5 minutes against its 10 in the hour are ×12; its
 		// attempts were 3, 4 and 5 in turn.
 		for _, want := range []string{
-			"transient-exhausted 10 3m ago 2.0 rising ×12.0 0.2 0.007 10 3/4/5",
+			"transient-exhausted 10 10 3m ago 2.0 rising ×12.0 0.2 0.007 10 3/4/5",
+			"validation 2 1 ",
 			"db_timeout transient-exhausted 10 10 3/4/5",
 			"reservation-expiry.dlq isolated 42 0 0 1m35s",
 		} {
@@ -121,9 +132,10 @@ func TestDLQSummaryRun(t *testing.T) {
 		}
 		for _, want := range []string{
 			"WINDOW\tLETTERS\tPER MINUTE\tTREND\tAGAINST\tRATIO\n5m\t10\t2.0\trising\t1h\t10.909\n",
-			"OVERDUE\tLATE P50 S\tLATE P99 S\tLATE MAX S\tOLDEST DUE\n11\t900\t2400\t2400\t2026-11-30T11:20:00Z\n",
-			"\nCATEGORY\tWAITING\tOLDEST\t5M/MIN\tTREND\t",
-			"\ntransient-exhausted\t10\t2026-11-30T11:56:40Z\t2.0\trising ×12.0\t0.2\t0.007\t10\t3/4/5\treservation-expiry-eu.dlq,reservation-expiry.dlq\n",
+			"OVERDUE\tLATE P50 S\tLATE P99 S\tLATE MAX S\tOLDEST DUE\tFOR GOOD\n10\t840\t1140\t1140\t2026-11-30T11:41:00Z\t1\n",
+			"\nHOLDS PAST DEADLINE\tOLDEST DEADLINE\tOLDEST LATE S\tUNACCOUNTED\tUNAVAILABLE\n-\t-\t-\t-\tthe policy sets no gap_query\n",
+			"\nCATEGORY\tWAITING\tOVERDUE\tOLDEST\t5M/MIN\tTREND\t",
+			"\ntransient-exhausted\t10\t10\t2026-11-30T11:56:40Z\t2.0\trising ×12.0\t0.2\t0.007\t10\t3/4/5\treservation-expiry-eu.dlq,reservation-expiry.dlq\n",
 			"\nQUEUE\tSTATE\tREADY\tIN FLIGHT\tCONSUMERS\tHEAD AGE\n",
 			"\nreservation-expiry.dlq\tisolated\t42\t0\t0\t95\n",
 		} {
@@ -184,7 +196,7 @@ func TestDLQSummaryRun(t *testing.T) {
 			got.Arrivals.Trend.Direction != "rising" || got.Arrivals.Trend.Ratio == nil {
 			t.Errorf("arrivals: %+v", got.Arrivals)
 		}
-		if got.Overdue.Count != 11 || got.Overdue.P50 != 900 || got.Overdue.Max != 2400 {
+		if got.Overdue.Count != 10 || got.Overdue.P50 != 840 || got.Overdue.Max != 1140 {
 			t.Errorf("overdue: %+v", got.Overdue)
 		}
 		if len(got.Categories) != 2 || got.Categories[0].Category != "transient-exhausted" || got.Categories[0].Attempts.P50 != 4 ||
@@ -206,7 +218,7 @@ func TestDLQSummaryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out, "Queues     unavailable (management API at http://127.0.0.1:15672: connection refused)") ||
-			!strings.Contains(out, "Overdue    11 holds past due") || !strings.Contains(out, "transient-exhausted") ||
+			!strings.Contains(out, "Overdue    10 holds past due") || !strings.Contains(out, "transient-exhausted") ||
 			strings.Contains(out, "QUEUE ") {
 			t.Errorf("an unreachable broker should leave a line that says so and the rest as it is:\n%s", out)
 		}
@@ -223,7 +235,7 @@ func TestDLQSummaryRun(t *testing.T) {
 				Queues      json.RawMessage `json:"queues"`
 			} `json:"live_queues"`
 		}
-		if err != nil || json.Unmarshal([]byte(js), &got) != nil || got.Overdue.Count != 11 ||
+		if err != nil || json.Unmarshal([]byte(js), &got) != nil || got.Overdue.Count != 10 ||
 			!strings.Contains(got.Live.Unavailable, "connection refused") || got.Live.Ready != nil || string(got.Live.Queues) != "[]" {
 			t.Errorf("json: %v %+v\n%s", err, got, js)
 		}
@@ -233,6 +245,65 @@ func TestDLQSummaryRun(t *testing.T) {
 		out, _, _, err = summary(t, incident(), failing, true)
 		if err != nil || !strings.Contains(out, "Queues     unavailable (") || strings.Contains(out, "s3cret") {
 			t.Errorf("a failing LiveQueues: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("holds past their deadline at their source", func(t *testing.T) {
+		t.Parallel()
+		withGap := func(t *testing.T, gap replay.HoldsGap, gapErr error, tty bool, args ...string) string {
+			t.Helper()
+			f, out, _ := testFactory(t)
+			f.IO.StdoutTTY = tty
+			f.Now = fakes.Now
+			err := runCmd(NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
+				o.Archive, o.LiveQueues = serve(service.Archive(incident())), serve(service.LiveQueues(&queueReport{report: liveTopology}))
+				o.HoldsGap = func(context.Context) (service.HoldsGap, error) {
+					return func(context.Context) (replay.HoldsGap, error) { return gap, gapErr }, nil
+				}
+				return dlqSummaryRun(ctx, o)
+			}), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out.String()
+		}
+		oldest := fakes.Epoch.Add(-2 * time.Hour)
+		// 25 holds past their deadline, 10 of them the overdue letters:
+		// 15 no captured letter speaks for.
+		gap := replay.HoldsGap{PastDeadline: 25, OldestDeadline: &oldest, At: fakes.Epoch}
+		out := withGap(t, gap, nil, true)
+		if want := "At source  25 holds past their deadline in the reservation database, the oldest 2h00m late: 15 more than the overdue letters above"; !strings.Contains(squash(out), squash(want)) {
+			t.Errorf("the terminal summary lacks %q:\n%s", want, out)
+		}
+		piped := withGap(t, gap, nil, false)
+		if want := "\nHOLDS PAST DEADLINE\tOLDEST DEADLINE\tOLDEST LATE S\tUNACCOUNTED\tUNAVAILABLE\n25\t2026-11-30T10:00:00Z\t7200\t15\t\n"; !strings.Contains(piped, want) {
+			t.Errorf("the piped summary lacks %q:\n%s", want, piped)
+		}
+		var got struct {
+			Holds struct {
+				Configured  bool     `json:"configured"`
+				Past        *int64   `json:"past_deadline"`
+				Late        *float64 `json:"oldest_late_seconds"`
+				Unaccounted *int64   `json:"unaccounted"`
+				Unavailable string   `json:"unavailable"`
+			} `json:"holds_at_source"`
+		}
+		if err := json.Unmarshal([]byte(withGap(t, gap, nil, false, "-o", "json")), &got); err != nil || !got.Holds.Configured ||
+			got.Holds.Past == nil || *got.Holds.Past != 25 || *got.Holds.Late != 7200 || *got.Holds.Unaccounted != 15 {
+			t.Errorf("json holds_at_source %+v, %v", got.Holds, err)
+		}
+		// A reservation database that cannot answer: the rest, and why,
+		// without the URL's password.
+		down := &replay.GapQueryError{Err: errors.New("connect to postgres://reader:hunter2@reservations:5432/db: connection refused")}
+		out = withGap(t, replay.HoldsGap{}, down, true)
+		if !strings.Contains(out, "At source  unavailable (the policy's gap query failed") || strings.Contains(out, "hunter2") ||
+			!strings.Contains(out, "Overdue    10 holds past due") {
+			t.Errorf("a reservation database that cannot answer:\n%s", out)
+		}
+		got.Holds.Past = nil
+		if err := json.Unmarshal([]byte(withGap(t, replay.HoldsGap{}, down, false, "-o", "json")), &got); err != nil ||
+			got.Holds.Past != nil || !strings.Contains(got.Holds.Unavailable, "connection refused") {
+			t.Errorf("json of an unavailable gap %+v, %v", got.Holds, err)
 		}
 	})
 

@@ -61,6 +61,13 @@ the same on a large archive. expiryctl_metrics_snapshot_age_seconds says how
 old the reading is. A signal that cannot be read is left out (and
 expiryctl_metrics_signal_available says so), never exported as zero.
 
+When the policy sets a gap_query (` + "`policy set --template reservations`" + `), each
+reading also counts the holds past their deadline in the reservation
+database itself (--outcome-url, a read-only login):
+expiryctl_reservation_holds_past_deadline, beside the archive's
+expiryctl_overdue_holds; expiryctl_reservation_gap_query_up is 0 while the
+reservation database cannot answer.
+
 The readings are audited once, when the exporter starts (metrics.serve), not
 once per refresh. Run it as a login of the expiryctl_operator group.`,
 		Example: `  expiryctl metrics serve
@@ -87,6 +94,8 @@ once per refresh. Run it as a login of the expiryctl_operator group.`,
 	cmd.Flags().StringVar(&opts.Listen, "listen", defaultMetricsListen, "address to serve /metrics on (port 0 picks a free one)")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", metrics.DefaultInterval, "how often the numbers are read from the database and the broker")
 	cmd.Flags().StringVar(&opts.WorkQueue, "work-queue", "reservation-expiry", "work queue whose retry queues and dead-letter queue (<name>.dlq) the live queue metrics cover")
+	cmd.Flags().StringVar(&f.OutcomeURLFlag, "outcome-url", "",
+		"the reservation database the policy's gap_query reads, a read-only login (or EXPIRYCTL_OUTCOME_URL; default: expiryctl's own database)")
 	cmd.Flags().IntVar(&opts.MaxClasses, "max-classes", metrics.DefaultMaxClasses, "error classes exported by name, the most frequent first; the rest are summed as \"other\"")
 	return cmd
 }

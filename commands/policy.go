@@ -141,6 +141,7 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t.addRow("eligibility_query", termsafe.EscapeLine(p.EligibilityQuery))
 	t.addRow("retention", phrase.Duration(p.Retention))
 	t.addRow("outcome_query", termsafe.EscapeLine(p.OutcomeQuery))
+	t.addRow("gap_query", termsafe.EscapeLine(p.GapQuery))
 	t.addRow("outcome_window", phrase.Duration(p.OutcomeWindow))
 	t.addRow("stop_unsettled_ratio", fmt.Sprintf("%g", p.StopUnsettledRatio))
 	t.addRow("stop_conflict_ratio", fmt.Sprintf("%g", p.StopConflictRatio))

@@ -194,6 +194,7 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 		RequestReads: s.requests().Unaudited(),
 		LiveQueues:   queues,
 		WorkQueue:    worker.NewTopology("").Queue,
+		HoldsGap:     s.holdsGap,
 		Policy:       s.policy().Load,
 		Runner:       &tuiRunner{runner: s.runner(), request: s.request},
 		Audit:        &tuiAudit{reviewer: s.auditReviewer()},
@@ -259,6 +260,27 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
+
+// holdsGap runs the policy's gap query against the reservation database
+// (--outcome-url, else expiryctl's own); failing to reach it is the gap
+// query's failure, which a summary shows and goes on without.
+func (s *services) holdsGap(ctx context.Context) (replay.HoldsGap, error) {
+	reservations, err := s.outcomes(ctx)
+	if err != nil {
+		return replay.HoldsGap{}, &replay.GapQueryError{Err: err}
+	}
+	return replay.HoldsPastDeadline(ctx, s.pool, reservations)
+}
+
+// HoldsGap returns the reader of the holds past their deadline at their
+// source, for `dlq summary` and `metrics serve`.
+func (f *Factory) HoldsGap(ctx context.Context) (service.HoldsGap, error) {
+	s, err := f.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.holdsGap, nil
+}
 
 func (s *services) requests() *replay.Service {
 	return &replay.Service{Pool: s.pool, Actor: s.actor, Consumers: s.consumers}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -29,7 +30,7 @@ func (f *Factory) MetricsSource(ctx context.Context, workQueue string) (metrics.
 		return nil, err
 	}
 	return &metricsSource{archive: s.archive().WithoutListingAudit(), replay: &replay.Tallier{Service: s.requests()}, queues: queues, workQueue: workQueue,
-		cover: func(ctx context.Context) (audit.CoverStatus, error) { return audit.Cover(ctx, s.pool) }}, nil
+		cover: func(ctx context.Context) (audit.CoverStatus, error) { return audit.Cover(ctx, s.pool) }, holds: s.holdsGap}, nil
 }
 
 // replayTally is what the metrics read of replay: counts only, neither
@@ -49,6 +50,9 @@ type metricsSource struct {
 	// cover reads how far the newest checkpoint covers the audit trail;
 	// nil: it is not read.
 	cover func(context.Context) (audit.CoverStatus, error)
+	// holds reads the holds past their deadline in the reservation
+	// database; nil: they are not read.
+	holds service.HoldsGap
 }
 
 func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
@@ -62,6 +66,19 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 		return snap, err
 	}
 	snap.Categories, snap.Overdue, snap.ErrorClasses = archiveMetrics(signals)
+	if m.holds != nil {
+		// A reservation database that cannot answer is no failed snapshot:
+		// its gauge says so, and the alert on it fires.
+		g, err := m.holds(ctx)
+		switch {
+		case errors.Is(err, replay.ErrNoGapQuery):
+		case err != nil:
+			snap.Holds = &metrics.HoldsAtSource{}
+			snap.Missing = append(snap.Missing, "holds at source: "+dsn.RedactText(err.Error()))
+		default:
+			snap.Holds = &metrics.HoldsAtSource{Up: true, PastDeadline: g.PastDeadline, OldestLate: g.OldestLate()}
+		}
+	}
 
 	if snap.Replay, err = m.replayState(ctx); err != nil {
 		return snap, err
@@ -111,6 +128,9 @@ func archiveMetrics(signals deadletter.Signals) ([]metrics.CategoryLetters, *met
 		categories = append(categories, line)
 	}
 	overdue := &metrics.OverdueHolds{Count: signals.Overdue.Count}
+	for _, c := range signals.Overdue.ByCategory {
+		overdue.ByCategory = append(overdue.ByCategory, metrics.OverdueCategory{Category: string(c.Category), Permanent: c.Permanent, Count: c.Count})
+	}
 	for _, p := range []struct {
 		from *deadletter.Seconds
 		to   *time.Duration

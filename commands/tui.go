@@ -69,6 +69,8 @@ NO_COLOR turns colours and attributes off.`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Refresh, "refresh", tui.DefaultRefresh, "how often the summary reloads and failed calls are retried")
+	cmd.Flags().StringVar(&f.OutcomeURLFlag, "outcome-url", "",
+		"the reservation database the policy's gap_query and the runs' outcome queries read, a read-only login (or EXPIRYCTL_OUTCOME_URL)")
 	cmd.Flags().StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
 		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") the summary shows`)
 	return cmd

@@ -96,7 +96,7 @@ func watchRun(t *testing.T, f *Factory, updates int, before func(int), build fun
 func summaryWatch(f *Factory, reads *fakes.ArchiveReads) func(*watchClock) *cobra.Command {
 	return func(clock *watchClock) *cobra.Command {
 		return NewCmdDLQSummary(f, func(ctx context.Context, o *DLQSummaryOptions) error {
-			o.Archive, o.UnauditedArchive = reads.Audited, reads.Unaudited
+			o.Archive, o.UnauditedArchive, o.HoldsGap = reads.Audited, reads.Unaudited, nil
 			o.LiveQueues = func(context.Context) (service.LiveQueues, error) {
 				return &fakes.LiveQueues{Report: fakes.TopologyReport(o.WorkQueue)}, nil
 			}

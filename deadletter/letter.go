@@ -3,6 +3,7 @@ package deadletter
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,6 +27,27 @@ const (
 // Categories lists every category in triage order.
 func Categories() []Category {
 	return []Category{TransientExhausted, Validation, NotFound, Conflict, Malformed, BrokerExpired, BrokerLimit, Unknown}
+}
+
+// PermanentCategories are the reason categories a retry cannot fix: the
+// job's data is wrong or gone, or its version moved on. Their overdue
+// letters are shown apart and page nobody; a replay request holding any of
+// them is refused unless it says so. The schema's permanent_categories()
+// lists the same.
+func PermanentCategories() []Category {
+	return []Category{Conflict, Validation, Malformed, NotFound}
+}
+
+// Permanent says whether a retry cannot fix a letter of c.
+func (c Category) Permanent() bool { return slices.Contains(PermanentCategories(), c) }
+
+// PermanentCategoryNames are PermanentCategories as text, for a query.
+func PermanentCategoryNames() []string {
+	names := make([]string, 0, 4)
+	for _, c := range PermanentCategories() {
+		names = append(names, string(c))
+	}
+	return names
 }
 
 // ParseCategory returns the category named s, or an error that lists the

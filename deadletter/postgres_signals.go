@@ -157,28 +157,57 @@ func (s postgresLetters) LetterArrivals(ctx context.Context, end time.Time) ([]a
 	})
 }
 
-// overdueFromTallies finds the overdue holds without reading them all. The
-// hours before the current one come from dead_letter_due_tallies, the
-// current hour's letters due before now() from dead_letter_states_waiting_due.
-// Ordered from least to most late, the nearest-rank percentile p is the
-// letter at rank ceil(p·n) (as percentile_disc computes it, in float8),
-// which is position n − ceil(p·n) + 1 in due_at order: the running sums
-// of the hours say which hour holds that position, and the index gives
-// that hour's letters in due_at order, skipping to it. The earliest
-// deadline is the first entry of that index; it is compared with now()
-// rather than with clock, which would keep the planner from reading the
-// minimum as the index's first entry.
-const overdueFromTallies = `
+// overdueByCategory counts the overdue holds of each category and finds
+// each one's earliest deadline without reading them all: the hours before
+// the current one come from dead_letter_due_tallies, summed per category
+// (a hash of hours × categories rows, no sort), the current hour's letters
+// due before now() from the index dead_letter_states_waiting_due, and a
+// category's earliest deadline from that index's range of the first hour
+// the category has letters in, the category read from the index too.
+const overdueByCategory = `
+	WITH clock AS (
+		SELECT now() AS now, date_trunc('hour', now(), 'UTC') AS hour
+	), hours AS (
+		SELECT t.reason_category AS category, sum(t.letters) AS n, min(t.due_hour) AS first
+		FROM expiryctl.dead_letter_due_tallies t, clock
+		WHERE t.due_hour < clock.hour AND t.letters > 0
+		GROUP BY t.reason_category
+		UNION ALL
+		SELECT d.reason_category, count(*), min(clock.hour)
+		FROM expiryctl.dead_letter_states d, clock
+		WHERE d.status IN ('dead', 'in_request') AND d.due_at >= clock.hour AND d.due_at < clock.now
+		GROUP BY d.reason_category
+	), categories AS (
+		SELECT category, sum(n)::bigint AS n, min(first) AS first FROM hours GROUP BY category
+	)
+	SELECT c.category, c.n,
+	       (SELECT min(d.due_at) FROM expiryctl.dead_letter_states d
+	         WHERE d.status IN ('dead', 'in_request') AND d.due_at >= c.first
+	           AND d.due_at < least(c.first + interval '1 hour', clock.now) AND d.reason_category = c.category)
+	FROM categories c, clock`
+
+// overduePercentiles finds the lateness percentiles of the overdue holds
+// a retry can fix (their categories are not among $1) without reading
+// them all. Ordered from least to most late, the nearest-rank percentile p
+// is the letter at rank ceil(p·n) (as percentile_disc computes it, in
+// float8), which is position n − ceil(p·n) + 1 in due_at order: the
+// running sums of the hours (dead_letter_due_tallies before the current
+// one, the index for the current hour up to now()) say which hour holds
+// that position, and the index gives that hour's letters in due_at order,
+// skipping to it.
+const overduePercentiles = `
 	WITH clock AS (
 		SELECT now() AS now, date_trunc('hour', now(), 'UTC') AS hour
 	), current_hour AS MATERIALIZED (
 		SELECT clock.hour AS lo, clock.now AS hi, (SELECT count(*) FROM expiryctl.dead_letter_states d
-			WHERE d.status IN ('dead', 'in_request') AND d.due_at >= clock.hour AND d.due_at < clock.now) AS n
+			WHERE d.status IN ('dead', 'in_request') AND d.due_at >= clock.hour AND d.due_at < clock.now
+			  AND d.reason_category <> ALL ($1)) AS n
 		FROM clock
 	), hours AS (
-		SELECT t.due_hour AS lo, t.due_hour + interval '1 hour' AS hi, t.letters AS n
+		SELECT t.due_hour AS lo, t.due_hour + interval '1 hour' AS hi, sum(t.letters) AS n
 		FROM expiryctl.dead_letter_due_tallies t, clock
-		WHERE t.due_hour < clock.hour AND t.letters > 0
+		WHERE t.due_hour < clock.hour AND t.letters > 0 AND t.reason_category <> ALL ($1)
+		GROUP BY t.due_hour
 		UNION ALL
 		SELECT lo, hi, n FROM current_hour
 	), ranked AS (
@@ -190,33 +219,46 @@ const overdueFromTallies = `
 	), wanted AS (
 		SELECT p, lo, hi, pos - before - 1 AS skip FROM positions WHERE pos > before AND pos <= before + n
 	)
-	SELECT coalesce((SELECT max(total) FROM ranked), 0)::bigint,
-	       (SELECT min(d.due_at) FROM expiryctl.dead_letter_states d
-	         WHERE d.status IN ('dead', 'in_request') AND d.due_at < now()),
-	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letter_states d
+	SELECT (SELECT (SELECT d.due_at FROM expiryctl.dead_letter_states d
 	                 WHERE d.status IN ('dead', 'in_request') AND d.due_at >= w.lo AND d.due_at < w.hi
+	                   AND d.reason_category <> ALL ($1)
 	                 ORDER BY d.due_at OFFSET w.skip LIMIT 1)
 	          FROM wanted w WHERE w.p = 0.5),
 	       (SELECT (SELECT d.due_at FROM expiryctl.dead_letter_states d
 	                 WHERE d.status IN ('dead', 'in_request') AND d.due_at >= w.lo AND d.due_at < w.hi
+	                   AND d.reason_category <> ALL ($1)
 	                 ORDER BY d.due_at OFFSET w.skip LIMIT 1)
 	          FROM wanted w WHERE w.p = 0.99)`
 
 // LetterOverdue implements letterStore.
 func (s postgresLetters) LetterOverdue(ctx context.Context, w SignalsOptions) (overdueTally, error) {
-	sql, args := overdueFromTallies, []any(nil)
+	permanent := PermanentCategoryNames()
+	byCategory, percentiles, args := overdueByCategory, overduePercentiles, []any{permanent}
+	var categoryArgs []any
 	if !w.Since.IsZero() || !w.Until.IsZero() {
-		var where string
-		where, args = windowSQL(w)
-		sql = `
-		SELECT count(*), min(due_at),
-		       percentile_disc(0.5::float8) WITHIN GROUP (ORDER BY due_at DESC),
-		       percentile_disc(0.99::float8) WITHIN GROUP (ORDER BY due_at DESC)
-		FROM ` + lettersWithStatus + `
+		where, windowArgs := windowSQL(w)
+		overdue := `FROM ` + lettersWithStatus + `
 		WHERE status IN ('dead', 'in_request') AND due_at < now() AND ` + where
+		byCategory, categoryArgs = `SELECT reason_category, count(*), min(due_at) `+overdue+` GROUP BY reason_category`, windowArgs
+		// The window's arguments come first: windowSQL numbers them from $1.
+		percentiles = `SELECT percentile_disc(0.5::float8) WITHIN GROUP (ORDER BY due_at DESC),
+		       percentile_disc(0.99::float8) WITHIN GROUP (ORDER BY due_at DESC)
+		` + overdue + fmt.Sprintf(` AND reason_category <> ALL ($%d)`, len(windowArgs)+1)
+		args = append(windowArgs, permanent)
+	}
+	rows, err := s.q.Query(ctx, byCategory, categoryArgs...)
+	if err != nil {
+		return overdueTally{}, err
 	}
 	var o overdueTally
-	err := s.q.QueryRow(ctx, sql, args...).Scan(&o.Count, &o.Oldest, &o.P50, &o.P99)
+	o.Categories, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (OverdueCategory, error) {
+		var c OverdueCategory
+		return c, row.Scan(&c.Category, &c.Count, &c.OldestDueAt)
+	})
+	if err != nil {
+		return overdueTally{}, err
+	}
+	err = s.q.QueryRow(ctx, percentiles, args...).Scan(&o.P50, &o.P99)
 	return o, err
 }
 

@@ -109,6 +109,9 @@ type Trend struct {
 // Overdue are the waiting letters (dead or in a request, so neither
 // replayed nor discarded) whose due_at has passed, by the database's clock.
 // Letters without a due_at are not counted: nothing says when they were due.
+// Count and its lateness are the letters a retry can fix, the figure that
+// pages; those of the permanent categories (PermanentCategories), whose
+// holds moved on or whose jobs are wrong, are counted apart in Permanent.
 type Overdue struct {
 	Count int64 `json:"count"`
 	// OldestDueAt is the earliest deadline among them.
@@ -119,6 +122,66 @@ type Overdue struct {
 	LatenessP50 *Seconds `json:"lateness_p50_seconds"`
 	LatenessP99 *Seconds `json:"lateness_p99_seconds"`
 	LatenessMax *Seconds `json:"lateness_max_seconds"`
+	// Permanent counts the overdue letters of the permanent categories.
+	Permanent int64 `json:"permanent"`
+	// ByCategory is each category with overdue letters, in the order of
+	// Categories.
+	ByCategory []OverdueCategory `json:"by_category"`
+}
+
+// OverdueCategory is one category's overdue letters.
+type OverdueCategory struct {
+	Category Category `json:"category"`
+	// Permanent says no retry fixes a letter of the category: it is not
+	// in Overdue.Count, and pages nobody.
+	Permanent   bool       `json:"permanent"`
+	Count       int64      `json:"count"`
+	OldestDueAt *time.Time `json:"oldest_due_at"`
+	LatenessMax *Seconds   `json:"lateness_max_seconds"`
+}
+
+// NewOverdue puts together the overdue letters of each category, and the
+// lateness percentiles of those a retry can fix (their deadlines at the
+// ranks, from the database), as lateness at the clock's time at.
+func NewOverdue(at time.Time, categories []OverdueCategory, p50, p99 *time.Time) Overdue {
+	out := Overdue{ByCategory: []OverdueCategory{}, LatenessP50: lateAt(at, p50), LatenessP99: lateAt(at, p99)}
+	for _, want := range Categories() {
+		for _, c := range categories {
+			if c.Category != want || c.Count == 0 {
+				continue
+			}
+			c.Permanent = c.Category.Permanent()
+			if c.OldestDueAt != nil {
+				utc := c.OldestDueAt.UTC()
+				c.OldestDueAt = &utc
+			}
+			c.LatenessMax = lateAt(at, c.OldestDueAt)
+			out.ByCategory = append(out.ByCategory, c)
+			if c.Permanent {
+				out.Permanent += c.Count
+				continue
+			}
+			out.Count += c.Count
+			if c.OldestDueAt != nil && (out.OldestDueAt == nil || c.OldestDueAt.Before(*out.OldestDueAt)) {
+				out.OldestDueAt = c.OldestDueAt
+			}
+		}
+	}
+	out.LatenessMax = lateAt(at, out.OldestDueAt)
+	if out.Count == 0 {
+		out.LatenessP50, out.LatenessP99 = nil, nil
+	}
+	return out
+}
+
+// lateAt is how late a deadline due is at the clock's time at; nil for no
+// deadline.
+func lateAt(at time.Time, due *time.Time) *Seconds {
+	if due == nil {
+		return nil
+	}
+	s := Seconds(at.Sub(*due))
+	return &s
 }
 
 // CategorySignals is one category's line: the summary's counts, its
@@ -218,7 +281,7 @@ func (a *Archive) Signals(ctx context.Context, opts SignalsOptions) (Signals, er
 	}
 	details["categories"] = len(s.Categories)
 	details["waiting"] = waiting
-	details["overdue"] = s.Overdue.Count
+	details["overdue"], details["overdue_permanent"] = s.Overdue.Count, s.Overdue.Permanent
 	details["arrivals_1h"] = s.Arrivals.Last1h.Letters
 	return s, a.record(ctx, audit.Entry{Actor: a.actor, Action: "dlq.summary", Details: details})
 }
@@ -255,7 +318,7 @@ func readSignals(ctx context.Context, l letterStore, opts SignalsOptions) (Signa
 	if err != nil {
 		return Signals{}, err
 	}
-	s := assembleSignals(summary, attempts, arrivals, overdue.lateness(at))
+	s := assembleSignals(summary, attempts, arrivals, NewOverdue(at, overdue.Categories, overdue.P50, overdue.P99))
 	s.At, s.ArrivalsEnd = at, end
 	if s.Redead, err = l.LetterRedeadByRequest(ctx, opts); err != nil {
 		return Signals{}, err
@@ -290,30 +353,12 @@ type arrivalTally struct {
 	Last5m, Last1h, Last24h int64
 }
 
-// overdueTally is what the database says of the overdue holds: their
-// count and the deadlines at the lateness ranks.
+// overdueTally is what the database says of the overdue holds: each
+// category's count and earliest deadline, and the deadlines at the
+// lateness ranks of those a retry can fix.
 type overdueTally struct {
-	Count int64
-	// Oldest is the earliest due_at; P50 and P99 the due_at of the letters
-	// at those ranks of lateness.
-	Oldest, P50, P99 *time.Time
-}
-
-// lateness turns the deadlines into lateness at the clock's time at.
-func (o overdueTally) lateness(at time.Time) Overdue {
-	late := func(due *time.Time) *Seconds {
-		if due == nil {
-			return nil
-		}
-		s := Seconds(at.Sub(*due))
-		return &s
-	}
-	out := Overdue{Count: o.Count, LatenessP50: late(o.P50), LatenessP99: late(o.P99), LatenessMax: late(o.Oldest)}
-	if o.Oldest != nil {
-		utc := o.Oldest.UTC()
-		out.OldestDueAt = &utc
-	}
-	return out
+	Categories []OverdueCategory
+	P50, P99   *time.Time
 }
 
 // assembleSignals puts the tallies together: per category and per class

@@ -365,6 +365,13 @@ func TestSignalsOverdueHoldsAndLateness(t *testing.T) {
 	}
 }
 
+// nearestRank sorts dues least late first and returns the deadline at
+// each nearest-rank percentile, as percentile_disc finds it.
+func nearestRank(dues []time.Time) func(p float64) time.Time {
+	slices.SortFunc(dues, func(x, y time.Time) int { return y.Compare(x) })
+	return func(p float64) time.Time { return dues[int(math.Ceil(p*float64(len(dues))))-1] }
+}
+
 // TestSignalsLatenessMatchesNearestRank cross-checks the tallies' way of
 // finding percentiles against a plain sort, on holds spread unevenly over
 // four days with many in a few hours and ties.
@@ -381,14 +388,12 @@ func TestSignalsLatenessMatchesNearestRank(t *testing.T) {
 			late = time.Duration(rng.IntN(3)) * time.Hour // ties, and crowded hours
 		}
 		due := ago(now, late+time.Second)
-		specs = append(specs, letterSpec{category: deadletter.Conflict, class: "version_conflict", attempts: 1 + rng.IntN(4),
+		specs = append(specs, letterSpec{category: deadletter.TransientExhausted, class: "db_timeout", attempts: 1 + rng.IntN(4),
 			deadAt: ago(now, time.Duration(rng.IntN(3600))*time.Second), due: &due})
 		dues = append(dues, due)
 	}
 	seedSpecs(t, db.Pool, specs...)
-	// Least late first.
-	slices.SortFunc(dues, func(x, y time.Time) int { return y.Compare(x) })
-	rank := func(p float64) time.Time { return dues[int(math.Ceil(p*float64(len(dues))))-1] }
+	rank := nearestRank(dues)
 
 	tallied, counted := bothWays(t, deadletter.NewArchive(db.Pool, "alice"), now)
 	for name, s := range map[string]deadletter.Signals{"unbounded": tallied, "bounded": counted} {
@@ -402,12 +407,76 @@ func TestSignalsLatenessMatchesNearestRank(t *testing.T) {
 	}
 }
 
+// TestSignalsOverdueSplitsPermanentApart: letters that failed for good
+// (conflict, not-found), later than any other, are overdue in their
+// categories' lines and in Permanent, never in the count that pages nor
+// in its lateness; the current hour's letters count too. Tallies and a
+// bounded count agree.
+func TestSignalsOverdueSplitsPermanentApart(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	now := dbNow(t, db.Pool)
+	var specs []letterSpec
+	var dues []time.Time
+	add := func(c deadletter.Category, class string, late time.Duration) time.Time {
+		due := ago(now, late)
+		specs = append(specs, letterSpec{category: c, class: class, attempts: 3, deadAt: ago(now, time.Minute), due: &due})
+		return due
+	}
+	for i := range 30 {
+		dues = append(dues, add(deadletter.TransientExhausted, "db_timeout", time.Duration(2+i*7)*time.Minute))
+	}
+	var oldestConflict, oldestNotFound time.Time
+	for i := range 20 {
+		oldestConflict = add(deadletter.Conflict, "version_conflict", time.Duration(10+i)*time.Hour)
+	}
+	for i := range 5 {
+		oldestNotFound = add(deadletter.NotFound, "not_found", time.Duration(3+i)*time.Hour)
+	}
+	seedSpecs(t, db.Pool, specs...)
+	rank := nearestRank(dues)
+
+	tallied, counted := bothWays(t, deadletter.NewArchive(db.Pool, "alice"), now)
+	for name, s := range map[string]deadletter.Signals{"unbounded": tallied, "bounded": counted} {
+		o := s.Overdue
+		if o.Count != 30 || o.Permanent != 25 {
+			t.Errorf("%s: %d overdue and %d failed for good, want 30 and 25", name, o.Count, o.Permanent)
+		}
+		if o.OldestDueAt == nil || !o.OldestDueAt.Equal(dues[len(dues)-1]) || o.LatenessMax.Duration() != s.At.Sub(dues[len(dues)-1]) ||
+			o.LatenessP50.Duration() != s.At.Sub(rank(0.5)) || o.LatenessP99.Duration() != s.At.Sub(rank(0.99)) {
+			t.Errorf("%s: oldest %v, p50 %v, p99 %v, max %v: want the transient letters' alone (%v, %v, %v)", name, o.OldestDueAt,
+				o.LatenessP50.Duration(), o.LatenessP99.Duration(), o.LatenessMax.Duration(),
+				dues[len(dues)-1], s.At.Sub(rank(0.5)), s.At.Sub(rank(0.99)))
+		}
+		type line struct {
+			category  deadletter.Category
+			permanent bool
+			count     int64
+			oldest    time.Time
+		}
+		var got []line
+		for _, c := range o.ByCategory {
+			got = append(got, line{c.Category, c.Permanent, c.Count, *c.OldestDueAt})
+		}
+		want := []line{
+			{deadletter.TransientExhausted, false, 30, dues[len(dues)-1]},
+			{deadletter.NotFound, true, 5, oldestNotFound},
+			{deadletter.Conflict, true, 20, oldestConflict},
+		}
+		if !slices.EqualFunc(got, want, func(x, y line) bool {
+			return x.category == y.category && x.permanent == y.permanent && x.count == y.count && x.oldest.Equal(y.oldest)
+		}) {
+			t.Errorf("%s: overdue by category\n %+v\nwant\n %+v", name, got, want)
+		}
+	}
+}
+
 func TestSignalsAreAuditedAndRefuseAnEmptyWindow(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
 	now := dbNow(t, db.Pool)
-	seedSpecs(t, db.Pool, letterSpec{category: deadletter.Validation, class: "validation", attempts: 1, deadAt: ago(now, time.Minute),
+	seedSpecs(t, db.Pool, letterSpec{category: deadletter.TransientExhausted, class: "db_timeout", attempts: 1, deadAt: ago(now, time.Minute),
 		due: duePtr(ago(now, time.Hour))})
 	archive := deadletter.NewArchive(db.Pool, "carol")
 	if _, err := archive.Signals(ctx, deadletter.SignalsOptions{}); err != nil {
@@ -466,13 +535,13 @@ func TestSignalTalliesMatchTheLetters(t *testing.T) {
 			SELECT reason_category, coalesce(error_class, ''), status, attempts, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2, 3, 4
 			EXCEPT SELECT reason_category, error_class, status, attempts, letters FROM expiryctl.dead_letter_class_tallies) d),
 		(SELECT count(*) FROM (
-			SELECT due_hour, letters FROM expiryctl.dead_letter_due_tallies WHERE letters <> 0
-			EXCEPT SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM `+lettersAndStates+`
-			        WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1) d)
+			SELECT due_hour, reason_category, letters FROM expiryctl.dead_letter_due_tallies WHERE letters <> 0
+			EXCEPT SELECT date_trunc('hour', due_at, 'UTC'), reason_category, count(*) FROM `+lettersAndStates+`
+			        WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1, 2) d)
 		+ (SELECT count(*) FROM (
-			SELECT date_trunc('hour', due_at, 'UTC'), count(*) FROM `+lettersAndStates+`
-			 WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1
-			EXCEPT SELECT due_hour, letters FROM expiryctl.dead_letter_due_tallies) d),
+			SELECT date_trunc('hour', due_at, 'UTC'), reason_category, count(*) FROM `+lettersAndStates+`
+			 WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL GROUP BY 1, 2
+			EXCEPT SELECT due_hour, reason_category, letters FROM expiryctl.dead_letter_due_tallies) d),
 		(SELECT count(*) FROM (
 			SELECT dead_hour, reason_category, letters FROM expiryctl.dead_letter_arrival_tallies WHERE letters <> 0
 			EXCEPT SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, count(*) FROM `+lettersAndStates+` GROUP BY 1, 2) d)

@@ -9,8 +9,31 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/replay"
 )
+
+// reservationsReader is the reservation database's read-only login: in no
+// expiryctl group, with SELECT on the reservations schema only.
+func (w *replayWorld) reservationsReader(t *testing.T) *pgtest.Login {
+	t.Helper()
+	reader := w.db.Login(t, "reservations_ro")
+	super := w.db.Superuser(t)
+	t.Cleanup(func() {
+		// The login is dropped when the test ends, and its grants first.
+		_, _ = super.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{reader.Name}.Sanitize())
+	})
+	for _, sql := range []string{
+		"GRANT CONNECT ON DATABASE " + pgx.Identifier{w.db.Name}.Sanitize() + " TO " + pgx.Identifier{reader.Name}.Sanitize(),
+		"GRANT USAGE ON SCHEMA reservations TO " + pgx.Identifier{reader.Name}.Sanitize(),
+		"GRANT SELECT ON ALL TABLES IN SCHEMA reservations TO " + pgx.Identifier{reader.Name}.Sanitize(),
+	} {
+		if _, err := super.Exec(withTimeout(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	return reader
+}
 
 // TestReservationsTemplateEnabledWithOneCommand: an admin proposes the
 // reservations template with one command, a second approves it, and a
@@ -37,22 +60,7 @@ func TestReservationsTemplateEnabledWithOneCommand(t *testing.T) {
 		t.Fatalf("policy show does not carry the template's queries:\n%s", shown.stdout)
 	}
 
-	// The reservation database's read-only login.
-	reader := w.db.Login(t, "reservations_ro")
-	super := w.db.Superuser(t)
-	t.Cleanup(func() {
-		// The login is dropped when the test ends, and its grants first.
-		_, _ = super.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{reader.Name}.Sanitize())
-	})
-	for _, sql := range []string{
-		"GRANT CONNECT ON DATABASE " + pgx.Identifier{w.db.Name}.Sanitize() + " TO " + pgx.Identifier{reader.Name}.Sanitize(),
-		"GRANT USAGE ON SCHEMA reservations TO " + pgx.Identifier{reader.Name}.Sanitize(),
-		"GRANT SELECT ON ALL TABLES IN SCHEMA reservations TO " + pgx.Identifier{reader.Name}.Sanitize(),
-	} {
-		if _, err := super.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	reader := w.reservationsReader(t)
 	// r-1's hold moved on to another version; r-5, r-10 … were paid and
 	// r-7, r-14 expired (newReplayWorld): 7 of 20 are no longer the job's.
 	if _, err := w.db.Pool.Exec(ctx, `UPDATE reservations.reservations SET version = 4 WHERE id = 'r-1'`); err != nil {

@@ -38,12 +38,6 @@ const (
 	ConditionHandlerUnverified = "handler-unverified"
 )
 
-// PermanentCategories are the reason categories a retry cannot fix: the
-// job's data is wrong or gone, or its version moved on. A replay request
-// holding any of them is refused (rule permanent-letters) unless it says
-// IncludePermanent; the schema's permanent_categories() lists the same.
-var PermanentCategories = []deadletter.Category{deadletter.Conflict, deadletter.Validation, deadletter.Malformed, deadletter.NotFound}
-
 // Target is where a replay publishes some of its letters.
 type Target struct {
 	Exchange   string `json:"exchange"`
@@ -293,7 +287,7 @@ const maxPermanentShown = 50
 // handlerDetail fills in d's handler check and permanent letters.
 func (s *Service) handlerDetail(ctx context.Context, t tables, d *Detail) error {
 	d.Permanent = []PermanentLetter{}
-	for _, c := range PermanentCategories {
+	for _, c := range deadletter.PermanentCategories() {
 		d.PermanentCount += d.Categories[c]
 	}
 	if d.PermanentCount > 0 {

@@ -68,6 +68,13 @@ type Policy struct {
 	// a key of its keyring (see ApprovalCheck); a runner can require them
 	// without it.
 	SignedApprovals bool `json:"signed_approvals"`
+	// GapQuery, when set, counts the holds past their deadline in the
+	// reservation database itself (`--outcome-url`, else expiryctl's own),
+	// those no dead letter speaks for included: it takes no parameter and
+	// returns one row (past_deadline bigint, oldest_deadline timestamptz).
+	// `dlq summary`, the terminal UI's summary and `metrics serve` show it
+	// beside the archive's overdue letters (HoldsPastDeadline).
+	GapQuery string `json:"gap_query"`
 	// Retention is how long dead-letter payloads and headers are kept before
 	// `dlq purge` redacts them.
 	Retention time.Duration `json:"-"`
@@ -111,6 +118,8 @@ var policyKeys = map[string]policyKey{
 	"stop_unsettled_ratio": {"stop_unsettled_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.05"},
 	"stop_conflict_ratio":  {"stop_conflict_ratio", parseRatio, "a ratio from 0 to 1, e.g. 0.2"},
 	"signed_approvals":     {"signed_approvals", parseBool, "true or false: every runner runs only approvals signed by a key of its keyring (replay run --keyring)"},
+	"gap_query": {"gap_query", parseText, "SQL without parameters returning (past_deadline bigint, oldest_deadline timestamptz): " +
+		"the holds past their deadline in the reservation database, run against --outcome-url; empty to disable"},
 }
 
 // PolicyKeys lists the keys `policy set` accepts, with what each takes.

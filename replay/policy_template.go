@@ -17,8 +17,10 @@ import (
 // handled. With it, a run skips a reservation that is no longer held at
 // the version its job was for, watches each replayed job's reservation
 // leave 'held' with its key recorded, and counts a key recorded before the
-// replay as a conflict. Both queries run against the reservation database
-// (`replay run --outcome-url`, a read-only login) and name its schema.
+// replay as a conflict; and `dlq summary`, the terminal UI and the metrics
+// count the holds still held past their deadline (issue 32, part 3). The
+// queries run against the reservation database (`--outcome-url`, a
+// read-only login) and name its schema.
 
 // ReservationsTemplate is the name `policy set --template` knows.
 const ReservationsTemplate = "reservations"
@@ -50,6 +52,7 @@ func TemplateChanges(spec string) (map[string]any, error) {
 		"eligibility_query=" + ReservationsEligibilityQuery(schema),
 		"outcome_query=" + ReservationsOutcomeQuery(schema),
 		"outcome_window=" + reservationsOutcomeWindow,
+		"gap_query=" + ReservationsGapQuery(schema),
 	})
 }
 
@@ -81,4 +84,17 @@ func ReservationsOutcomeQuery(schema string) string {
   FROM ` + s + `.reservations r
   LEFT JOIN ` + s + `.processed_jobs p ON p.idempotency_key = $2
  WHERE r.id = $1`
+}
+
+// ReservationsGapQuery is the template's gap query for the tables of
+// schema: the holds still held past their deadline by the reservation
+// database's clock, whether or not a dead letter speaks for them. A hold a
+// few seconds past its deadline is normal (its job is on its way); the
+// alert waits for the oldest to be minutes late. On a large table it wants
+// an index on hold_until where status = 'held'.
+func ReservationsGapQuery(schema string) string {
+	s := pgx.Identifier{schema}.Sanitize()
+	return `SELECT count(*) AS past_deadline, min(r.hold_until) AS oldest_deadline
+  FROM ` + s + `.reservations r
+ WHERE r.status = 'held' AND r.hold_until < now()`
 }

@@ -15,13 +15,13 @@ func TestTemplateChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"eligibility_query", "outcome_query"} {
+	for _, key := range []string{"eligibility_query", "outcome_query", "gap_query"} {
 		if q, _ := changes[key].(string); !strings.Contains(q, `FROM "booking".reservations r`) {
 			t.Errorf("%s does not read booking's reservations: %v", key, changes[key])
 		}
 	}
-	if len(changes) != 3 || changes["outcome_window"] == nil {
-		t.Errorf("changes %v: want the two queries and the outcome window", changes)
+	if len(changes) != 4 || changes["outcome_window"] == nil {
+		t.Errorf("changes %v: want the three queries and the outcome window", changes)
 	}
 	if def, err := TemplateChanges("reservations"); err != nil || !strings.Contains(def["outcome_query"].(string), `"reservations".processed_jobs`) {
 		t.Errorf("the default schema: %v, %v", def, err)

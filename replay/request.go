@@ -107,7 +107,7 @@ type Request struct {
 	SameHandlerOK  bool   `json:"same_handler_ok"`
 	SameHandlerWhy string `json:"same_handler_why,omitempty"`
 	// IncludePermanent says the cohort may hold letters that failed for
-	// good (PermanentCategories), which a request refuses otherwise.
+	// good (deadletter.PermanentCategories), which a request refuses otherwise.
 	IncludePermanent bool `json:"include_permanent"`
 	// FailedUnder counts the cohort's letters per handler version
 	// (x-handler-version), most first; frozen with the cohort.

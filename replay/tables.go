@@ -86,7 +86,7 @@ type tables interface {
 	// runItem.depthQueue names them), for Service.Plan.
 	ItemsPlanInputs(ctx context.Context, req Request) (maxAttempts int, queues []string, err error)
 	// ItemsPermanent reads the first limit letters of a request whose
-	// category is one of PermanentCategories, in ordinal order.
+	// category is one of deadletter.PermanentCategories, in ordinal order.
 	ItemsPermanent(ctx context.Context, request int64, limit int) ([]PermanentLetter, error)
 	// RunWatchedQueues lists the dead-letter queues a run of request owes
 	// a watch, the queues its jobs die again into: those of its open items
@@ -180,6 +180,9 @@ type tables interface {
 	// returns the values of its first row; found is false when it returned
 	// none.
 	EligibilityRow(ctx context.Context, sql string, it *runItem) (values []any, found bool, err error)
+	// GapRow runs the policy's gap query, bounded by gapTimeout, and reads
+	// its row, with the database's clock.
+	GapRow(ctx context.Context, sql string) (past int64, oldest *time.Time, at time.Time, found bool, err error)
 
 	// PolicyGet reads the policy.
 	PolicyGet(ctx context.Context) (Policy, error)

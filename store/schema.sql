@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00032, then the files of store/functions/) leaves an empty database, dumped
+-- 00034, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -892,7 +892,7 @@ BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
                      'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
-                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals');
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
     END IF;
@@ -914,6 +914,7 @@ BEGIN
         stop_unsettled_ratio = CASE WHEN changes ? 'stop_unsettled_ratio' THEN (changes->>'stop_unsettled_ratio')::numeric ELSE stop_unsettled_ratio END,
         stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
         signed_approvals = CASE WHEN changes ? 'signed_approvals' THEN (changes->>'signed_approvals')::boolean ELSE signed_approvals END,
+        gap_query = CASE WHEN changes ? 'gap_query' THEN changes->>'gap_query' ELSE gap_query END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
@@ -2610,11 +2611,11 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), count(*)
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, count(*)
         FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
-        GROUP BY 1 ORDER BY 1
-        ON CONFLICT (due_hour)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
@@ -2632,13 +2633,13 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), sum(delta)
-        FROM (SELECT due_at, -1 AS delta FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, sum(delta)
+        FROM (SELECT due_at, reason_category, -1 AS delta FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
               UNION ALL
-              SELECT due_at, 1 FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL) AS changes
-        GROUP BY 1 HAVING sum(delta) <> 0 ORDER BY 1
-        ON CONFLICT (due_hour)
+              SELECT due_at, reason_category, 1 FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL) AS changes
+        GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
@@ -2656,11 +2657,11 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), -count(*)
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, -count(*)
         FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
-        GROUP BY 1 ORDER BY 1
-        ON CONFLICT (due_hour)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
@@ -2913,7 +2914,8 @@ COMMENT ON TABLE expiryctl.dead_letter_class_tallies IS 'Letters per category, e
 
 CREATE TABLE expiryctl.dead_letter_due_tallies (
     due_hour timestamp with time zone NOT NULL,
-    letters bigint NOT NULL
+    letters bigint NOT NULL,
+    reason_category text NOT NULL
 );
 
 
@@ -2921,7 +2923,7 @@ CREATE TABLE expiryctl.dead_letter_due_tallies (
 -- Name: TABLE dead_letter_due_tallies; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or in_request) per UTC hour of due_at, kept by dead_letter_states'' statement triggers.';
+COMMENT ON TABLE expiryctl.dead_letter_due_tallies IS 'Waiting letters (dead or in_request) per UTC hour of due_at and reason category, kept by dead_letter_states'' statement triggers.';
 
 
 --
@@ -2998,6 +3000,7 @@ CREATE TABLE expiryctl.policy (
     stop_unsettled_ratio numeric DEFAULT 0.05 NOT NULL,
     stop_conflict_ratio numeric DEFAULT 0.2 NOT NULL,
     signed_approvals boolean DEFAULT false NOT NULL,
+    gap_query text DEFAULT ''::text NOT NULL,
     CONSTRAINT policy_approval_ttl_check CHECK ((approval_ttl > '00:00:00'::interval)),
     CONSTRAINT policy_canary_window_check CHECK ((canary_window >= '00:00:00'::interval)),
     CONSTRAINT policy_identity_mode_check CHECK ((identity_mode = ANY (ARRAY['declared'::text, 'db-role'::text]))),
@@ -3352,7 +3355,7 @@ ALTER TABLE ONLY expiryctl.dead_letter_class_tallies
 --
 
 ALTER TABLE ONLY expiryctl.dead_letter_due_tallies
-    ADD CONSTRAINT dead_letter_due_tallies_pkey PRIMARY KEY (due_hour);
+    ADD CONSTRAINT dead_letter_due_tallies_pkey PRIMARY KEY (due_hour, reason_category);
 
 
 --
@@ -3521,7 +3524,7 @@ CREATE INDEX dead_letter_states_outstanding_oldest ON expiryctl.dead_letter_stat
 -- Name: dead_letter_states_waiting_due; Type: INDEX; Schema: expiryctl
 --
 
-CREATE INDEX dead_letter_states_waiting_due ON expiryctl.dead_letter_states USING btree (due_at) WHERE ((status = ANY (ARRAY['dead'::text, 'in_request'::text])) AND (due_at IS NOT NULL));
+CREATE INDEX dead_letter_states_waiting_due ON expiryctl.dead_letter_states USING btree (due_at) INCLUDE (reason_category) WHERE ((status = ANY (ARRAY['dead'::text, 'in_request'::text])) AND (due_at IS NOT NULL));
 
 
 --

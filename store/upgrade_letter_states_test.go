@@ -80,7 +80,9 @@ func tallySnapshot(t *testing.T, db *pgtest.Database) string {
 	if err := db.Pool.QueryRow(context.Background(), `SELECT concat_ws(' | ',
 		(SELECT string_agg(r::text, ';' ORDER BY r::text) FROM expiryctl.dead_letter_tallies r),
 		(SELECT string_agg(r::text, ';' ORDER BY r::text) FROM expiryctl.dead_letter_class_tallies r),
-		(SELECT string_agg(r::text, ';' ORDER BY r::text) FROM expiryctl.dead_letter_due_tallies r),
+		-- Per hour: 00033 splits each hour's count by category.
+		(SELECT string_agg(r::text, ';' ORDER BY r::text) FROM (SELECT due_hour, sum(letters)
+			FROM expiryctl.dead_letter_due_tallies GROUP BY due_hour) r),
 		(SELECT string_agg(r::text, ';' ORDER BY r::text) FROM expiryctl.dead_letter_arrival_tallies r))`).Scan(&s); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -61,5 +62,42 @@ func TestUpgradeToSignalTalliesCountsTheArchive(t *testing.T) {
 	}
 	if due != 1 {
 		t.Errorf("%d letters in the due tallies, want 1: the waiting one with a due_at", due)
+	}
+}
+
+// TestUpgradeSplitsDueTalliesByCategory migrates an archive of 00032 to
+// today's schema: migration 00033 counts its waiting letters with a
+// deadline again, per hour and category, and the trigger counts the ones
+// captured after it the same way.
+func TestUpgradeSplitsDueTalliesByCategory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	if err := store.MigrateTo(ctx, db.Pool, 32); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(i int, category string) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO expiryctl.dead_letters (fingerprint, job_key, source_queue, reason_category,
+				error_class, attempts, payload, payload_sha256, payload_size, dead_lettered_at, due_at)
+			VALUES (sha256($1), $2, 'q.dlq', $3, 'x', 1, $1, sha256($1), length($1), now(),
+				date_trunc('hour', now()) - interval '2 hours')`, []byte{byte(i)}, fmt.Sprintf("expire:r-%d:v1", i), category); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(1, "transient-exhausted")
+	insert(2, "transient-exhausted")
+	insert(3, "conflict")
+	if _, err := store.Migrate(ctx, db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	insert(4, "conflict")
+	var got string
+	if err := db.Pool.QueryRow(ctx, `SELECT string_agg(reason_category || '=' || letters, ',' ORDER BY reason_category)
+		FROM expiryctl.dead_letter_due_tallies`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "conflict=2,transient-exhausted=2" {
+		t.Errorf("due tallies %s, want conflict=2,transient-exhausted=2 (three from before the upgrade, one after)", got)
 	}
 }

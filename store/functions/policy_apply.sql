@@ -10,7 +10,7 @@ BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
                      'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
-                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals');
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
     END IF;
@@ -32,6 +32,7 @@ BEGIN
         stop_unsettled_ratio = CASE WHEN changes ? 'stop_unsettled_ratio' THEN (changes->>'stop_unsettled_ratio')::numeric ELSE stop_unsettled_ratio END,
         stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
         signed_approvals = CASE WHEN changes ? 'signed_approvals' THEN (changes->>'signed_approvals')::boolean ELSE signed_approvals END,
+        gap_query = CASE WHEN changes ? 'gap_query' THEN changes->>'gap_query' ELSE gap_query END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;

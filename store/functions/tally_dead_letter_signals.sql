@@ -1,7 +1,8 @@
 -- tally_dead_letter_signals is the statement trigger that keeps the
 -- triage's tallies of dead_letter_states (per category, error class,
--- status and attempts; waiting letters per hour due; arrivals per hour and
--- category), so that `dlq summary` reads counts, not the archive.
+-- status and attempts; waiting letters per hour due and category;
+-- arrivals per hour and category), so that `dlq summary` reads counts,
+-- not the archive.
 CREATE OR REPLACE FUNCTION expiryctl.tally_dead_letter_signals() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -18,11 +19,11 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), count(*)
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, count(*)
         FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
-        GROUP BY 1 ORDER BY 1
-        ON CONFLICT (due_hour)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
@@ -40,13 +41,13 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), sum(delta)
-        FROM (SELECT due_at, -1 AS delta FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, sum(delta)
+        FROM (SELECT due_at, reason_category, -1 AS delta FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
               UNION ALL
-              SELECT due_at, 1 FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL) AS changes
-        GROUP BY 1 HAVING sum(delta) <> 0 ORDER BY 1
-        ON CONFLICT (due_hour)
+              SELECT due_at, reason_category, 1 FROM new_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL) AS changes
+        GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
@@ -64,11 +65,11 @@ BEGIN
         ON CONFLICT (reason_category, error_class, status, attempts)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
-        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, letters)
-        SELECT date_trunc('hour', due_at, 'UTC'), -count(*)
+        INSERT INTO expiryctl.dead_letter_due_tallies AS t (due_hour, reason_category, letters)
+        SELECT date_trunc('hour', due_at, 'UTC'), reason_category, -count(*)
         FROM old_rows WHERE status IN ('dead', 'in_request') AND due_at IS NOT NULL
-        GROUP BY 1 ORDER BY 1
-        ON CONFLICT (due_hour)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
 
         INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)

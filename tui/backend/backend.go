@@ -174,6 +174,10 @@ type Services struct {
 	// are not read.
 	LiveQueues service.LiveQueues
 	WorkQueue  string
+	// HoldsGap reads the holds past their deadline in the reservation
+	// database (the policy's gap query) for the summary; nil leaves them
+	// out.
+	HoldsGap service.HoldsGap
 	// Policy reads the governance policy, unaudited (service.Policy's Load).
 	Policy func(ctx context.Context) (replay.Policy, error)
 	Runner Runner

@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,8 +10,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
+	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/frame"
 )
 
@@ -47,7 +50,35 @@ func (m Model) signalLines() []string {
 		overdue = fmt.Sprintf("  overdue holds: %d, max %s late, p99 %s", o.Count, lateness(o.LatenessMax), lateness(o.LatenessP99))
 		overdue = th.Warn.Render(overdue)
 	}
-	return []string{arrivals, overdue}
+	if o.Permanent > 0 {
+		overdue += th.Dim.Render(fmt.Sprintf(" · %d failed for good, not paged", o.Permanent))
+	}
+	lines := []string{arrivals, overdue}
+	if held := m.holdsLine(); held != "" {
+		lines = append(lines, held)
+	}
+	return lines
+}
+
+// holdsLine is the reservation database's own word on its holds past
+// their deadline; "" when it is not read (no reader, or the policy sets
+// no gap query), so that a small terminal keeps its room.
+func (m Model) holdsLine() string {
+	th := m.ctx.Theme
+	switch {
+	case !m.holdsLoaded || errors.Is(m.holdsErr, replay.ErrNoGapQuery):
+		return ""
+	case m.holdsErr != nil:
+		return th.Warn.Render("  at source: unavailable (" + termsafe.EscapeLine(dsn.RedactText(m.holdsErr.Error())) + ")")
+	case m.holds.PastDeadline == 0:
+		return "  at source: no hold past its deadline"
+	}
+	line := fmt.Sprintf("  at source: %d holds past deadline, oldest %s late", m.holds.PastDeadline,
+		m.holds.OldestLate().Round(time.Second))
+	if n := m.holds.Unaccounted(m.signals.Overdue.Count); n > 0 {
+		line += fmt.Sprintf(", %d no letter speaks for", n)
+	}
+	return th.Warn.Render(line)
 }
 
 // rate shows letters per minute with a precision that keeps small rates.

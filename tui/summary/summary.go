@@ -69,6 +69,13 @@ type QueuesMsg struct {
 	Err    error
 }
 
+// HoldsMsg carries the holds past their deadline in the reservation
+// database.
+type HoldsMsg struct {
+	Gap replay.HoldsGap
+	Err error
+}
+
 // CountsMsg carries the open requests by status.
 type CountsMsg struct {
 	Counts map[replay.Status]int
@@ -124,6 +131,12 @@ type Model struct {
 	queues        deadletter.QueueReport
 	queuesErr     error
 	queuesLoaded  bool
+	// holds are the reservation database's holds past their deadline,
+	// holdsErr why they could not be read (replay.ErrNoGapQuery: the
+	// policy sets no gap query).
+	holds       replay.HoldsGap
+	holdsErr    error
+	holdsLoaded bool
 	// pending counts the loads in flight: a tick does not start more while
 	// a slow or unreachable database still holds the last ones.
 	pending int
@@ -196,6 +209,14 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 			return QueuesMsg{Report: r, Err: err}
 		})
 	}
+	if holds := m.svc.HoldsGap; holds != nil {
+		cmds = append(cmds, func() tea.Msg {
+			ctx, cancel := frame.Call()
+			defer cancel()
+			g, err := holds(ctx)
+			return HoldsMsg{Gap: g, Err: err}
+		})
+	}
 	m.pending = len(cmds)
 	return m, tea.Batch(cmds...)
 }
@@ -232,6 +253,9 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	case QueuesMsg:
 		m.pending = max(0, m.pending-1)
 		m.queues, m.queuesErr, m.queuesLoaded = msg.Report, msg.Err, true
+	case HoldsMsg:
+		m.pending = max(0, m.pending-1)
+		m.holds, m.holdsErr, m.holdsLoaded = msg.Gap, msg.Err, true
 	case CountsMsg:
 		m.pending = max(0, m.pending-1)
 		if msg.Err == nil {

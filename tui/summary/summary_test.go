@@ -2,6 +2,7 @@ package summary_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -168,6 +169,46 @@ func incidentModel(t *testing.T, w, h int, queues *fakes.LiveQueues) (summary.Mo
 	return m, a
 }
 
+// TestHoldsAtSource: the reservation database's holds past their
+// deadline show beside the archive's overdue letters, with how many no
+// letter speaks for; a database that cannot answer says so without its
+// password; a policy without a gap query leaves the line out.
+func TestHoldsAtSource(t *testing.T) {
+	t.Parallel()
+	oldest := fakes.Epoch.Add(-90 * time.Minute)
+	for _, c := range []struct {
+		name string
+		gap  replay.HoldsGap
+		err  error
+		want string
+	}{
+		{"read", replay.HoldsGap{PastDeadline: 11, OldestDeadline: &oldest, At: fakes.Epoch}, nil,
+			"at source: 11 holds past deadline, oldest 1h30m0s late, 8 no letter speaks for"},
+		{"unavailable", replay.HoldsGap{}, &replay.GapQueryError{Err: errors.New("dial postgres://ro:hunter2@db/r: refused")},
+			"at source: unavailable (the policy's gap query failed against the reservation database: dial postgres://ro:xxxxx"},
+		{"no gap query", replay.HoldsGap{}, replay.ErrNoGapQuery, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			a, r := incident()
+			svc := tuitest.Services(a, r)
+			svc.HoldsGap = func(context.Context) (replay.HoldsGap, error) { return c.gap, c.err }
+			m, first := summary.New(tuitest.Context(120, 40), svc, 2*time.Second).Refresh()
+			m, _ = tuitest.Drive(t, m, update, first)
+			v := m.View()
+			if c.want == "" {
+				if strings.Contains(v, "at source") {
+					t.Errorf("a policy without a gap query shows a line for it:\n%s", v)
+				}
+				return
+			}
+			if !strings.Contains(v, c.want) || strings.Contains(v, "hunter2") {
+				t.Errorf("the view lacks %q:\n%s", c.want, v)
+			}
+		})
+	}
+}
+
 func TestIncidentSignals(t *testing.T) {
 	t.Parallel()
 	queues := &fakes.LiveQueues{Report: fakes.TopologyReport("reservation-expiry")}
@@ -175,7 +216,7 @@ func TestIncidentSignals(t *testing.T) {
 	v := m.View()
 	for _, want := range []string{
 		"arrivals: 3.8/min last 5 min, rising ×9.5 vs 1h",
-		"overdue holds: 6, max 1h00m late, p99 1h00m",
+		"overdue holds: 3, max 1h00m late, p99 1h00m · 3 failed for good, not paged",
 		"reservation-expiry: ready 3, oldest 12s · in flight 2 (1 consumer)",
 		"scheduled 5 in 2 retry queues · isolated 7 in the DLQ, oldest 1m",
 		"transient-exhausted ·",
@@ -200,7 +241,7 @@ func TestIncidentSignals(t *testing.T) {
 	m, cmd := m.Refresh()
 	m, _ = tuitest.Drive(t, m, update, cmd)
 	v = m.View()
-	if !strings.Contains(v, "overdue holds: 6") || !strings.Contains(v, "18/h") || !strings.Contains(v, "stale: the last refresh failed") {
+	if !strings.Contains(v, "overdue holds: 3") || !strings.Contains(v, "18/h") || !strings.Contains(v, "stale: the last refresh failed") {
 		t.Errorf("after a failed refresh the signals should stay, marked stale:\n%s", v)
 	}
 }
@@ -231,7 +272,7 @@ func TestLiveQueuesMissing(t *testing.T) {
 			if strings.ContainsAny(v, "\x1b\x07") {
 				t.Errorf("a control character reached the terminal:\n%q", v)
 			}
-			if !strings.Contains(v, "overdue holds: 6") || strings.Contains(v, "stale") {
+			if !strings.Contains(v, "overdue holds: 3") || strings.Contains(v, "stale") {
 				t.Errorf("a broker that cannot be read should leave the rest as it is:\n%s", v)
 			}
 		})

@@ -27,10 +27,23 @@ var (
 		"Dead letters waiting for a decision, by error class: the most frequent classes by name, the rest summed as \"other\", letters with none as \"none\".",
 		"error_class")
 	overdueDesc = newDesc("overdue_holds",
-		"Waiting dead letters whose hold deadline (due_at) has passed: reservations that should have expired and have not.")
+		"Waiting dead letters whose hold deadline (due_at) has passed and that a retry can fix: reservations that should have expired and have not. The permanent categories' are in expiryctl_overdue_letters{permanent=\"true\"}.")
+	overdueByCategoryDesc = newDesc("overdue_letters",
+		"Waiting dead letters past their hold deadline by reason category; permanent is true for the categories no retry fixes (conflict, validation, malformed, not-found), which page nobody.",
+		"category", "permanent")
 	latenessDesc = newDesc("overdue_hold_lateness_seconds",
 		"How far past their deadline the overdue holds are: stat is p50 (the median), p99 or max.",
 		"stat")
+)
+
+// The reservation database's own word, from the policy's gap query.
+var (
+	holdsUpDesc = newDesc("reservation_gap_query_up",
+		"1 when the last snapshot read the policy's gap query from the reservation database, 0 when it failed; absent when the policy sets none.")
+	holdsPastDesc = newDesc("reservation_holds_past_deadline",
+		"Holds still held past their deadline in the reservation database itself, whether or not a dead letter speaks for them.")
+	holdsLateDesc = newDesc("reservation_oldest_hold_past_deadline_seconds",
+		"How far past its deadline the oldest hold still held in the reservation database is; 0 when none is.")
 )
 
 // The live queues' metrics, from RabbitMQ's management API.
@@ -99,13 +112,14 @@ var (
 	snapshotErrorsDesc = newDesc("metrics_snapshot_errors_total",
 		"Snapshots that failed since the exporter started; the previous snapshot is served meanwhile.")
 	availableDesc = newDesc("metrics_signal_available",
-		"1 when the last snapshot could read the signal, 0 when its metrics are left out: error_classes, overdue_holds, live_queues, replay, audit.",
+		"1 when the last snapshot could read the signal, 0 when its metrics are left out: error_classes, overdue_holds, holds_at_source, live_queues, replay, audit.",
 		"signal")
 )
 
 // exporterDescs are the metrics an Exporter may export.
 var exporterDescs = []*prometheus.Desc{
-	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, latenessDesc,
+	waitingDesc, ingestedDesc, byStatusDesc, oldestDesc, classesDesc, overdueDesc, overdueByCategoryDesc, latenessDesc,
+	holdsUpDesc, holdsPastDesc, holdsLateDesc,
 	managementUpDesc, readyDesc, unackedDesc, consumersDesc, headAgeDesc, headAgeEstimatedDesc, rateDesc,
 	requestsDesc, itemsDesc, requestItemsDesc, requestOutcomesDesc, publishedDesc, haltsDesc,
 	auditRowsDesc, auditCheckpointedDesc, auditCheckpointTimeDesc,

@@ -189,6 +189,20 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			ch <- gauge(latenessDesc, o.P99.Seconds(), "p99")
 			ch <- gauge(latenessDesc, o.Max.Seconds(), "max")
 		}
+		for _, c := range o.ByCategory {
+			ch <- gauge(overdueByCategoryDesc, float64(c.Count), c.Category, strconv.FormatBool(c.Permanent))
+		}
+	}
+
+	ch <- available("holds_at_source", snap.Holds != nil && snap.Holds.Up)
+	if h := snap.Holds; h != nil {
+		up := 0.0
+		if h.Up {
+			up = 1
+			ch <- gauge(holdsPastDesc, float64(h.PastDeadline))
+			ch <- gauge(holdsLateDesc, h.OldestLate.Seconds())
+		}
+		ch <- gauge(holdsUpDesc, up)
 	}
 
 	ch <- available("live_queues", snap.Queues != nil && snap.Queues.Unavailable == "")

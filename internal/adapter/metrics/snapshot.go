@@ -25,6 +25,9 @@ type Snapshot struct {
 	ErrorClasses *ClassCounts
 	// Overdue are the holds past their deadline; nil when not available.
 	Overdue *OverdueHolds
+	// Holds are the holds past their deadline at their source, the
+	// reservation database; nil when the policy sets no gap query.
+	Holds *HoldsAtSource
 	// Queues is what the live queues hold; nil when the source has no way to
 	// read them.
 	Queues *LiveQueues
@@ -74,9 +77,31 @@ type ClassCounts struct {
 // OverdueHolds are the waiting letters whose hold deadline (due_at) has
 // passed: the reservations that should have expired and have not.
 type OverdueHolds struct {
+	// Count are those a retry can fix, the figure that pages.
 	Count int64
 	// P50, P99 and Max are how far past their deadline they are.
 	P50, P99, Max time.Duration
+	// ByCategory counts them per reason category, the permanent
+	// categories' (which no retry fixes, and which page nobody) too.
+	ByCategory []OverdueCategory
+}
+
+// OverdueCategory is one reason category's overdue letters.
+type OverdueCategory struct {
+	Category  string
+	Permanent bool
+	Count     int64
+}
+
+// HoldsAtSource is what the reservation database itself says of its holds
+// past their deadline (the policy's gap query): Up is false when it could
+// not be read, and the counts are then left out.
+type HoldsAtSource struct {
+	Up           bool
+	PastDeadline int64
+	// OldestLate is how far past its deadline the oldest is; zero when
+	// none is.
+	OldestLate time.Duration
 }
 
 // LiveQueues is what the expiry topology's queues hold, read from

@@ -490,13 +490,24 @@ func archiveSignals(t *testing.T, w ArchiveWorld) {
 		last5m, last1h, last24 int64
 		byStatus               [4]int64 // in the order of deadletter.Statuses
 	}
-	check := func(name string, s deadletter.Signals, arrivals [3]int64, overdue int64, want ...line) {
+	check := func(name string, s deadletter.Signals, arrivals [3]int64, overdue, permanent int64, want ...line) {
 		t.Helper()
 		if got := [3]int64{s.Arrivals.Last5m.Letters, s.Arrivals.Last1h.Letters, s.Arrivals.Last24h.Letters}; got != arrivals {
 			t.Errorf("%s: arrivals in 5m, 1h, 24h %v, want %v (a replayed letter still arrived)", name, got, arrivals)
 		}
-		if s.Overdue.Count != overdue {
-			t.Errorf("%s: %d overdue, want %d (waiting letters due before the clock)", name, s.Overdue.Count, overdue)
+		if s.Overdue.Count != overdue || s.Overdue.Permanent != permanent {
+			t.Errorf("%s: %d overdue and %d failed for good, want %d and %d (waiting letters due before the clock, apart when a retry cannot fix them)",
+				name, s.Overdue.Count, s.Overdue.Permanent, overdue, permanent)
+		}
+		var split int64
+		for _, c := range s.Overdue.ByCategory {
+			if c.Permanent != c.Category.Permanent() || c.Count == 0 || c.OldestDueAt == nil {
+				t.Errorf("%s: overdue line %+v", name, c)
+			}
+			split += c.Count
+		}
+		if split != overdue+permanent {
+			t.Errorf("%s: the overdue lines by category sum to %d, want %d", name, split, overdue+permanent)
 		}
 		var got []line
 		for _, c := range s.Categories {
@@ -519,7 +530,7 @@ func archiveSignals(t *testing.T, w ArchiveWorld) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("unbounded", s, [3]int64{2, 3, 5}, 2,
+	check("unbounded", s, [3]int64{2, 3, 5}, 1, 1,
 		line{te, 2, 3, 3, [4]int64{1, 1, 1, 0}},
 		line{val, 0, 0, 2, [4]int64{1, 0, 0, 1}},
 		line{con, 0, 0, 0, [4]int64{1, 0, 0, 0}})
@@ -535,7 +546,7 @@ func archiveSignals(t *testing.T, w ArchiveWorld) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("since an hour ago", s, [3]int64{2, 3, 5}, 1,
+	check("since an hour ago", s, [3]int64{2, 3, 5}, 1, 0,
 		line{te, 2, 3, 3, [4]int64{1, 1, 1, 0}},
 		line{val, 0, 0, 2, [4]int64{}})
 

@@ -1,0 +1,103 @@
+package e2e_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// TestHoldsPastDeadlineAtSource is issue 32's gap at its source: 20 jobs
+// died and wait in the archive, overdue; the reservation database holds 14
+// of their reservations still held, and 30 more held past their deadline
+// whose jobs left no letter (lost before the dead-letter queue). `dlq
+// summary` and `metrics serve`, given the reservation database's read-only
+// login, count the 44 beside the archive's 20 and say 24 no letter speaks
+// for. A reservation database that refuses the login, or is slower than
+// the query's bound, leaves the archive's figures whole, says why, and
+// never shows the URL's password.
+func TestHoldsPastDeadlineAtSource(t *testing.T) {
+	t.Parallel()
+	w := newReplayWorld(t, 20, "gap_query="+replay.ReservationsGapQuery("reservations"))
+	ctx := withTimeout(t)
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO reservations.reservations (id, status, version, hold_until, units)
+		SELECT 'lost-' || i, 'held', 1, now() - interval '20 minutes', 1 FROM generate_series(1, 30) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	held := count(t, w.db.Pool, `SELECT count(*) FROM reservations.reservations WHERE status = 'held' AND hold_until < now()`)
+	if held != 44 {
+		t.Fatalf("%d holds past their deadline staged, want 44", held)
+	}
+	reader := w.reservationsReader(t)
+	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+
+	var got struct {
+		Overdue struct {
+			Count     int `json:"count"`
+			Permanent int `json:"permanent"`
+		} `json:"overdue"`
+		Holds struct {
+			Configured  bool     `json:"configured"`
+			Unavailable string   `json:"unavailable"`
+			Past        *int     `json:"past_deadline"`
+			Unaccounted *int     `json:"unaccounted"`
+			Late        *float64 `json:"oldest_late_seconds"`
+		} `json:"holds_at_source"`
+	}
+	decodeJSON(t, olga.ok(t, "dlq", "summary", "-o", "json", "--outcome-url", reader.URL), &got)
+	if h := got.Holds; got.Overdue.Count != 20 || !h.Configured || h.Past == nil || *h.Past != 44 || *h.Unaccounted != 24 || *h.Late < 3600 {
+		t.Fatalf("summary: %d overdue letters, holds at source %+v; want 20, and 44 past deadline (24 unaccounted, the oldest an hour late)",
+			got.Overdue.Count, got.Holds)
+	}
+	piped := olga.ok(t, "dlq", "summary", "--outcome-url", reader.URL)
+	if !strings.Contains(piped.stdout, "HOLDS PAST DEADLINE\tOLDEST DEADLINE\tOLDEST LATE S\tUNACCOUNTED\tUNAVAILABLE\n44\t") {
+		t.Errorf("the piped summary lacks the holds at source:\n%s", piped.stdout)
+	}
+
+	p := olga.start(t, "metrics", "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--outcome-url", reader.URL)
+	_, samples := scrapeMetrics(t, metricsURL(t, p))
+	for name, want := range map[string]float64{
+		"expiryctl_reservation_gap_query_up":        1,
+		"expiryctl_reservation_holds_past_deadline": 44,
+		"expiryctl_overdue_holds":                   20,
+	} {
+		if samples[name] != want {
+			t.Errorf("%s = %v, want %v", name, samples[name], want)
+		}
+	}
+	if late := samples["expiryctl_reservation_oldest_hold_past_deadline_seconds"]; late < 3600 {
+		t.Errorf("the oldest hold past its deadline is %vs late, want an hour or more", late)
+	}
+
+	// A reservation database that refuses the login: the archive's
+	// figures, and why the holds are missing, never the password.
+	refusing := w.db.Login(t, "no_connect")
+	u, err := url.Parse(refusing.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "hunter2")
+	res := olga.ok(t, "dlq", "summary", "-o", "json", "--outcome-url", u.String())
+	decodeJSON(t, res, &got)
+	if got.Overdue.Count != 20 || got.Holds.Past != nil || got.Holds.Unavailable == "" || strings.Contains(res.stdout+res.stderr, "hunter2") {
+		t.Errorf("a refused login: %d overdue, holds %+v\n%s", got.Overdue.Count, got.Holds, res)
+	}
+	t.Logf("refused login: %s", got.Holds.Unavailable)
+
+	// A reservation database slower than the query's bound.
+	changes, err := replay.ParsePolicyChanges([]string{"gap_query=SELECT 0::bigint, now() FROM pg_sleep(30)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.SetPolicy(ctx, w.db.Pool, "admin", changes); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	decodeJSON(t, olga.ok(t, "dlq", "summary", "-o", "json", "--outcome-url", reader.URL), &got)
+	if took := time.Since(start); got.Overdue.Count != 20 || got.Holds.Past != nil || !strings.Contains(got.Holds.Unavailable, "statement timeout") || took > 20*time.Second {
+		t.Errorf("a slow reservation database: %d overdue, holds %+v, after %s", got.Overdue.Count, got.Holds, time.Since(start))
+	}
+	t.Logf("slow reservation database: %s", got.Holds.Unavailable)
+}
