@@ -37,9 +37,10 @@ func dlqSummaryWatch(ctx context.Context, opts *DLQSummaryOptions) error {
 
 // summaryLine is the summary on one line, the answer to "is it getting
 // worse?" first: the letters waiting for a decision, the overdue holds and
-// the latest of them, the arrival rate of the last 5 minutes and its trend
-// against the hour, when the oldest waiting letter was dead-lettered, and
-// the letters waiting per category, for every category the archive holds.
+// the latest of them (and, apart, those failed for good), the arrival
+// rate of the last 5 minutes and its trend against the hour, when the
+// oldest waiting letter was dead-lettered, and the letters waiting per
+// category, for every category the archive holds.
 func summaryLine(signals deadletter.Signals) string {
 	var (
 		waiting int64
@@ -54,6 +55,9 @@ func summaryLine(signals deadletter.Signals) string {
 	line := (&logfmt{}).add("waiting", waiting).add("overdue", signals.Overdue.Count)
 	if late := signals.Overdue.LatenessMax; late != nil {
 		line.add("late_max", late.Duration().Round(time.Second).String())
+	}
+	if n := signals.Overdue.Permanent; n > 0 {
+		line.add("overdue_for_good", n)
 	}
 	line.add("per_min_5m", strconv.FormatFloat(signals.Arrivals.Last5m.PerMinute, 'f', 1, 64)).
 		add("trend", string(signals.Arrivals.FiveMinutesVsHour.Direction))

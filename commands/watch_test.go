@@ -661,3 +661,14 @@ func TestWatchIsAuditedOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestSummaryLineSetsPermanentApart(t *testing.T) {
+	t.Parallel()
+	line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3, Permanent: 2}})
+	if !strings.Contains(line, "overdue=3 ") || !strings.Contains(line, " overdue_for_good=2 ") {
+		t.Errorf("line %q: want overdue=3 and, apart, overdue_for_good=2", line)
+	}
+	if line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3}}); strings.Contains(line, "for_good") {
+		t.Errorf("line %q: none failed for good, want no key for them", line)
+	}
+}
