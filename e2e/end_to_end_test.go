@@ -188,7 +188,7 @@ func TestEndToEnd(t *testing.T) {
 
 		table := c.ok(t, "dlq", "summary")
 		audited["dlq.summary"]++
-		if !strings.Contains(table.stdout, "\nCATEGORY\t") || !strings.Contains(table.stdout, "\ntransient-exhausted\t1\t20") {
+		if !strings.Contains(table.stdout, "\nCATEGORY\tWAITING\tOVERDUE\t") || !regexp.MustCompile(`\ntransient-exhausted\t1\t[01]\t20`).MatchString(table.stdout) {
 			t.Errorf("piped summary should be tab-separated with a header: %s", table)
 		}
 	})

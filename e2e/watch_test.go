@@ -187,9 +187,9 @@ func TestSummaryFitsANarrowTerminal(t *testing.T) {
 					t.Errorf("a category row wrapped:\n%s", screen)
 				}
 			}
-			// What on-call reads first fits: how many wait, since when,
-			// and whether it is getting worse.
-			if f := strings.Fields(l); len(f) < 5 || f[1] != "WAITING" || f[2] != "OLDEST" || f[4] != "TREND" {
+			// What on-call reads first fits: how many wait, how many of
+			// them are overdue, since when, and whether it is getting worse.
+			if f := strings.Fields(l); len(f) < 6 || f[1] != "WAITING" || f[2] != "OVERDUE" || f[3] != "OLDEST" || f[5] != "TREND" {
 				t.Errorf("the category table's first columns at 70 columns: %q", l)
 			}
 			// The rest gives way whole: the queues, then the totals, are
