@@ -65,7 +65,8 @@ func (it *runItem) changed() string {
 // headroom stop condition: the target queue when the item is routed by
 // queue name, else (through an exchange) the work queue of the queue it
 // died in (a letter that went through retries died in a retry queue, but
-// its replay lands in the work queue); "" when neither is known.
+// its replay lands in the work queue); "" when neither is known. The plan
+// names its target queues by the same rule (ItemsPlanInputs).
 func (it *runItem) depthQueue() string {
 	switch {
 	case it.hasTarget && it.exchange == "":
