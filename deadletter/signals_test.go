@@ -560,3 +560,26 @@ func TestSignalTalliesMatchTheLetters(t *testing.T) {
 // recounting the tallies from the letters.
 const lettersAndStates = `(SELECT l.*, s.status FROM expiryctl.dead_letters l
 	JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = l.id) AS letters`
+
+// TestPermanentCategoriesAreTheSchemas: the Go list that sets overdue
+// letters apart and the schema's, which refuses a request holding them,
+// name the same categories.
+func TestPermanentCategoriesAreTheSchemas(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	var schema []string
+	if err := db.Pool.QueryRow(context.Background(), `SELECT expiryctl.permanent_categories()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	got := deadletter.PermanentCategoryNames()
+	slices.Sort(schema)
+	slices.Sort(got)
+	if !slices.Equal(got, schema) {
+		t.Errorf("deadletter.PermanentCategories %v, the schema's permanent_categories() %v", got, schema)
+	}
+	for _, c := range deadletter.Categories() {
+		if c.Permanent() != slices.Contains(schema, string(c)) {
+			t.Errorf("%s.Permanent() = %v, the schema says otherwise", c, c.Permanent())
+		}
+	}
+}
