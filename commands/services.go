@@ -263,8 +263,12 @@ func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(
 
 // holdsGap runs the policy's gap query against the reservation database
 // (--outcome-url, else expiryctl's own); failing to reach it is the gap
-// query's failure, which a summary shows and goes on without.
+// query's failure, which a summary shows and goes on without. The connect
+// and the read share one bound, so that a reservation database that is
+// unreachable costs a summary or a scrape replay.GapDeadline at most.
 func (s *services) holdsGap(ctx context.Context) (replay.HoldsGap, error) {
+	ctx, cancel := context.WithTimeout(ctx, replay.GapDeadline)
+	defer cancel()
 	reservations, err := s.outcomes(ctx)
 	if err != nil {
 		return replay.HoldsGap{}, &replay.GapQueryError{Err: err}

@@ -101,3 +101,91 @@ func TestHoldsPastDeadlineAtSource(t *testing.T) {
 	}
 	t.Logf("slow reservation database: %s", got.Holds.Unavailable)
 }
+
+// TestHoldsAtSourceThroughAnOutage puts the reservation database behind a
+// fault proxy: down (nothing listens), then back, then a network that
+// stops answering mid-connection. The summary and the exporter keep the
+// archive's figures throughout and say why the gap is missing; the
+// exporter reads the gap again once the database is back, and a database
+// that goes quiet costs a reading its bound (replay.GapDeadline), not the
+// reading.
+func TestHoldsAtSourceThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	w := newReplayWorld(t, 20, "gap_query="+replay.ReservationsGapQuery("reservations"))
+	held := count(t, w.db.Pool, `SELECT count(*) FROM reservations.reservations WHERE status = 'held' AND hold_until < now()`)
+	reader := w.reservationsReader(t)
+	u, err := url.Parse(reader.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFaultProxy(t, u.Host)
+	through := proxy.through(t, reader.URL)
+	olga := newCLI(w.db.GrantedLogin(t, "olga", "expiryctl_operator").URL, "")
+
+	// Down: the port refuses connections.
+	proxy.proxy.Stop()
+	var got struct {
+		Overdue struct {
+			Count int `json:"count"`
+		} `json:"overdue"`
+		Holds struct {
+			Unavailable string `json:"unavailable"`
+			Past        *int   `json:"past_deadline"`
+		} `json:"holds_at_source"`
+	}
+	decodeJSON(t, olga.ok(t, "dlq", "summary", "-o", "json", "--outcome-url", through), &got)
+	if got.Overdue.Count != 20 || got.Holds.Past != nil || !strings.Contains(got.Holds.Unavailable, "reservation database") {
+		t.Errorf("the reservation database down: %d overdue, holds %+v; want 20 and why the holds are missing", got.Overdue.Count, got.Holds)
+	}
+	t.Logf("down: %s", got.Holds.Unavailable)
+	table := olga.ok(t, "dlq", "summary", "--outcome-url", through)
+	if !strings.Contains(table.stdout, "\n20\t") || !strings.Contains(table.stdout, "reservation database") {
+		t.Errorf("the piped summary with the reservation database down lacks the overdue letters or why the holds are missing:\n%s", table.stdout)
+	}
+
+	p := olga.start(t, "metrics", "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--outcome-url", through)
+	scrape := metricsURL(t, p)
+	var samples map[string]float64
+	waitFor(t, 30*time.Second, "the exporter to read the archive with the gap query down", func() bool {
+		_, samples = scrapeMetrics(t, scrape)
+		up, read := samples["expiryctl_reservation_gap_query_up"]
+		return read && up == 0 && samples["expiryctl_overdue_holds"] == 20
+	})
+	if _, ok := samples["expiryctl_reservation_holds_past_deadline"]; ok {
+		t.Errorf("holds past deadline exported while the reservation database is down: %v", samples)
+	}
+
+	// Back: the exporter started while it was down reads it now.
+	if err := proxy.proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the exporter to read the gap once the reservation database is back", func() bool {
+		_, samples = scrapeMetrics(t, scrape)
+		return samples["expiryctl_reservation_gap_query_up"] == 1 && samples["expiryctl_reservation_holds_past_deadline"] == float64(held)
+	})
+
+	// Quiet: the connection the exporter keeps stops answering, and new
+	// ones hang. The gap goes down within its bound; the archive's
+	// figures stay fresh.
+	// A reading that waited on it for longer than its bound would fail
+	// (its deadline spent) and leave the previous one, gap up, on show.
+	proxy.add(t, toxic("timeout", "downstream", `{"timeout":0}`), toxic("timeout", "upstream", `{"timeout":0}`))
+	quiet := time.Now()
+	waitFor(t, replay.GapDeadline+8*time.Second, "the exporter to report the quiet reservation database within the gap's bound", func() bool {
+		_, samples = scrapeMetrics(t, scrape)
+		return samples["expiryctl_reservation_gap_query_up"] == 0
+	})
+	t.Logf("gap query down %s after the network went quiet", time.Since(quiet).Round(time.Second))
+	time.Sleep(2 * replay.GapDeadline)
+	_, samples = scrapeMetrics(t, scrape)
+	if age := samples["expiryctl_metrics_snapshot_age_seconds"]; age > 2*replay.GapDeadline.Seconds() || samples["expiryctl_overdue_holds"] != 20 {
+		t.Errorf("with the reservation database quiet the snapshot is %.0fs old with %v overdue; want fresh readings of the archive's 20",
+			age, samples["expiryctl_overdue_holds"])
+	}
+	if failed := samples["expiryctl_metrics_snapshot_errors_total"]; failed != 0 {
+		t.Errorf("%v readings failed: a reservation database down or quiet must cost only the gap", failed)
+	}
+	if strings.Contains(p.stderr.String(), "password") {
+		t.Errorf("the exporter's log names a password:\n%s", p.stderr.String())
+	}
+}

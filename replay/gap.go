@@ -17,9 +17,18 @@ import (
 // summary, the terminal UI and the metrics show them beside the archive's
 // overdue letters, and the alert pages on them.
 
-// gapTimeout bounds the gap query: a slow reservation database must not
-// hang a summary or a scrape.
-const gapTimeout = "5s"
+// GapTimeout bounds the gap query on the reservation database (its
+// statement_timeout): a slow reservation database must not hang a summary
+// or a scrape.
+const GapTimeout = 5 * time.Second
+
+// GapDeadline bounds a read of the gap from this side: a statement timeout
+// is the server's to enforce, and a server or network that stopped
+// answering (a connection the pool kept, then a partition) never says it
+// fired. It is GapTimeout and a margin, so that when the server can still
+// speak its clearer error comes first. A caller that also connects to the
+// reservation database bounds the connect and the read together with it.
+const GapDeadline = GapTimeout + 2*time.Second
 
 // HoldsGap is what the reservation database says of its holds past their
 // deadline, by its own clock.
@@ -51,7 +60,8 @@ var ErrNoGapQuery = errors.New("the policy sets no gap_query, so the holds past 
 	"an admin enables it with `expiryctl policy set --template reservations` (or gap_query=SQL), approved by a second admin")
 
 // GapQueryError is the gap query failing: bad SQL, a login it refuses, a
-// reservation database too slow to answer within gapTimeout.
+// reservation database too slow to answer within GapTimeout, or one that
+// did not answer at all within GapDeadline.
 type GapQueryError struct{ Err error }
 
 func (e *GapQueryError) Error() string {
@@ -75,9 +85,11 @@ func HoldsPastDeadline(ctx context.Context, db, reservations *pgxpool.Pool) (Hol
 	if reservations == nil {
 		reservations = db
 	}
+	bounded, cancel := context.WithTimeout(ctx, GapDeadline)
+	defer cancel()
 	var g HoldsGap
-	err = inReadOnlyTx(ctx, reservations, func(t tables) error {
-		past, oldest, at, found, err := t.GapRow(ctx, pol.GapQuery)
+	err = inReadOnlyTx(bounded, reservations, func(t tables) error {
+		past, oldest, at, found, err := t.GapRow(bounded, pol.GapQuery)
 		if err != nil {
 			return err
 		}
@@ -92,6 +104,11 @@ func HoldsPastDeadline(ctx context.Context, db, reservations *pgxpool.Pool) (Hol
 		return nil
 	})
 	if err != nil {
+		if bounded.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			// pgx says only "context deadline exceeded": on-call needs to
+			// know it was the reservation database that went quiet.
+			err = fmt.Errorf("the reservation database did not answer within %s (a stalled server or network): %w", GapDeadline, err)
+		}
 		return HoldsGap{}, &GapQueryError{Err: err}
 	}
 	return g, nil
