@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -273,7 +275,16 @@ func (s *services) holdsGap(ctx context.Context) (replay.HoldsGap, error) {
 	if err != nil {
 		return replay.HoldsGap{}, &replay.GapQueryError{Err: err}
 	}
-	return replay.HoldsPastDeadline(ctx, s.pool, reservations)
+	g, err := replay.HoldsPastDeadline(ctx, s.pool, reservations)
+	var failed *replay.GapQueryError
+	if reservations == nil && errors.As(err, &failed) {
+		// Most deployments keep the reservations elsewhere: a relation
+		// that does not exist here says the URL is missing, not that the
+		// query is wrong.
+		failed.Err = fmt.Errorf("%w; no --outcome-url or EXPIRYCTL_OUTCOME_URL was given, so it ran against expiryctl's own database: "+
+			"give the reservation database's read-only login", failed.Err)
+	}
+	return g, err
 }
 
 // HoldsGap returns the reader of the holds past their deadline at their
