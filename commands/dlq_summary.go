@@ -116,7 +116,8 @@ queues space-separated): the rest of the summary is not a list.`,
   expiryctl dlq summary -o csv > categories.csv
   expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
   expiryctl dlq summary --watch=1m >> incident.log # piped, one line per update:
-  # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2`,
+  # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2
+  # (with a gap query, after overdue: at_source=N and unaccounted=M, or at_source=unavailable)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.resolve(); err != nil {

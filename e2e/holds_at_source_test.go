@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +55,16 @@ func TestHoldsPastDeadlineAtSource(t *testing.T) {
 	piped := olga.ok(t, "dlq", "summary", "--outcome-url", reader.URL)
 	if !strings.Contains(piped.stdout, "HOLDS PAST DEADLINE\tOLDEST DEADLINE\tOLDEST LATE S\tUNACCOUNTED\tUNAVAILABLE\n44\t") {
 		t.Errorf("the piped summary lacks the holds at source:\n%s", piped.stdout)
+	}
+
+	// Piped, the watch's one line carries them too.
+	watch := olga.start(t, "dlq", "summary", "--watch=1s", "--outcome-url", reader.URL)
+	waitFor(t, 20*time.Second, "a piped watch line with the holds at source", func() bool {
+		return strings.Contains(watch.stdout.String(), " overdue=20 ") && strings.Contains(watch.stdout.String(), " at_source=44 unaccounted=24 ")
+	})
+	watch.signal(syscall.SIGTERM)
+	if r := watch.wait(runTimeout); r.code != 0 {
+		t.Errorf("dlq summary --watch ended on SIGTERM: %s", r)
 	}
 
 	// Without the URL the query runs against expiryctl's own database,
