@@ -178,9 +178,10 @@ type summaryReport struct {
 // holdsAtSource is what the reservation database itself says of its holds
 // past their deadline (the policy's gap query), beside the archive's
 // overdue letters: Unaccounted are the holds past their deadline beyond
-// the archive's overdue letters, which no captured letter can speak for
-// (lost before a dead-letter queue, acked before commit, or not captured
-// yet). The counts are null when the query was not run: Configured false
+// the archive's overdue letters whose holds may still be held (all but
+// conflict and not-found: deadletter.Overdue.StillHeld), which no captured
+// letter can speak for (lost before a dead-letter queue, acked before
+// commit, or not captured yet). The counts are null when the query was not run: Configured false
 // (the policy sets none) or Unavailable saying why it failed.
 type holdsAtSource struct {
 	Configured        bool                `json:"configured"`
@@ -219,7 +220,7 @@ func newHoldsAtSource(g replay.HoldsGap, err error, overdue deadletter.Overdue) 
 		late := deadletter.Seconds(g.OldestLate())
 		h.OldestLateSeconds = &late
 	}
-	unaccounted := g.Unaccounted(overdue.Count)
+	unaccounted := g.Unaccounted(overdue.StillHeld())
 	h.Unaccounted = &unaccounted
 	return h
 }
@@ -489,8 +490,8 @@ func holdsText(st styleSet, h holdsAtSource) string {
 	text := fmt.Sprintf("%s past %s deadline in the reservation database, the oldest %s late",
 		phrase.Count(int(*h.PastDeadline), "hold", "holds"), their, durationText(h.OldestLateSeconds))
 	if *h.Unaccounted > 0 {
-		text += fmt.Sprintf(": %d more than the overdue letters above, which no captured letter speaks for "+
-			"(lost before a dead-letter queue, or not captured yet)", *h.Unaccounted)
+		text += fmt.Sprintf(": %d of them no overdue letter speaks for (lost before a dead-letter queue, or not captured yet)",
+			*h.Unaccounted)
 	}
 	return st.warn.Render(text)
 }

@@ -675,7 +675,10 @@ func TestSummaryLineSetsPermanentApart(t *testing.T) {
 
 func TestSummaryLineCarriesTheHoldsAtSource(t *testing.T) {
 	t.Parallel()
-	overdue := deadletter.Overdue{Count: 3}
+	// 3 overdue letters a retry can fix, 2 conflicts: their holds moved
+	// on, they speak for none.
+	overdue := deadletter.Overdue{Count: 3, Permanent: 2, ByCategory: []deadletter.OverdueCategory{
+		{Category: deadletter.TransientExhausted, Count: 3}, {Category: deadletter.Conflict, Permanent: true, Count: 2}}}
 	for _, c := range []struct {
 		name         string
 		holds        holdsAtSource

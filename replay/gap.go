@@ -49,11 +49,14 @@ func (g HoldsGap) OldestLate() time.Duration {
 	return max(g.At.Sub(*g.OldestDeadline), 0)
 }
 
-// Unaccounted are the holds past their deadline beyond overdue, the
-// archive's overdue letters a retry can fix: holds that no captured letter
-// can speak for. A letter of a permanent category is no held hold (it
-// moved on), so it is not among them.
-func (g HoldsGap) Unaccounted(overdue int64) int64 { return max(g.PastDeadline-overdue, 0) }
+// Unaccounted are the holds past their deadline beyond stillHeld, the
+// archive's overdue letters whose holds may still be held
+// (deadletter.Overdue.StillHeld): holds that no captured letter can speak
+// for. A validation letter's hold is still held and spoken for; a conflict
+// or not-found letter's moved on, so it speaks for none. The two
+// databases cannot be joined, so it is a difference of counts: a letter
+// whose hold expired since by other means hides one unaccounted hold.
+func (g HoldsGap) Unaccounted(stillHeld int64) int64 { return max(g.PastDeadline-stillHeld, 0) }
 
 // ErrNoGapQuery means the policy sets no gap query.
 var ErrNoGapQuery = errors.New("the policy sets no gap_query, so the holds past their deadline in the reservation database are not read: " +
