@@ -277,11 +277,11 @@ func (s *services) holdsGap(ctx context.Context) (replay.HoldsGap, error) {
 	}
 	g, err := replay.HoldsPastDeadline(ctx, s.pool, reservations)
 	var failed *replay.GapQueryError
-	if reservations == nil && errors.As(err, &failed) {
+	if errors.As(err, &failed) && failed.OwnDatabase {
 		// Most deployments keep the reservations elsewhere: a relation
 		// that does not exist here says the URL is missing, not that the
 		// query is wrong.
-		failed.Err = fmt.Errorf("%w; no --outcome-url or EXPIRYCTL_OUTCOME_URL was given, so it ran against expiryctl's own database: "+
+		failed.Err = fmt.Errorf("%w; no --outcome-url or EXPIRYCTL_OUTCOME_URL was given: "+
 			"give the reservation database's read-only login", failed.Err)
 	}
 	return g, err

@@ -76,9 +76,11 @@ func TestHoldsPastDeadlineAtSource(t *testing.T) {
 	// Without the URL the query runs against expiryctl's own database,
 	// where this login reads no reservation: the summary says what to give.
 	decodeJSON(t, olga.ok(t, "dlq", "summary", "-o", "json"), &got)
-	if got.Overdue.Count != 20 || got.Holds.Past != nil || !strings.Contains(got.Holds.Unavailable, "no --outcome-url or EXPIRYCTL_OUTCOME_URL was given") {
+	if got.Overdue.Count != 20 || got.Holds.Past != nil || !strings.Contains(got.Holds.Unavailable, "failed against expiryctl's own database") ||
+		!strings.Contains(got.Holds.Unavailable, "no --outcome-url or EXPIRYCTL_OUTCOME_URL was given") {
 		t.Errorf("no --outcome-url: %d overdue, holds %+v; want 20 and the missing URL named", got.Overdue.Count, got.Holds)
 	}
+	t.Logf("no --outcome-url: %s", got.Holds.Unavailable)
 
 	p := olga.start(t, "metrics", "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--outcome-url", reader.URL)
 	_, samples := scrapeMetrics(t, metricsURL(t, p))

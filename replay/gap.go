@@ -65,9 +65,17 @@ var ErrNoGapQuery = errors.New("the policy sets no gap_query, so the holds past 
 // GapQueryError is the gap query failing: bad SQL, a login it refuses, a
 // reservation database too slow to answer within GapTimeout, or one that
 // did not answer at all within GapDeadline.
-type GapQueryError struct{ Err error }
+type GapQueryError struct {
+	Err error
+	// OwnDatabase says the query ran against expiryctl's own database, no
+	// reservation database having been given.
+	OwnDatabase bool
+}
 
 func (e *GapQueryError) Error() string {
+	if e.OwnDatabase {
+		return fmt.Sprintf("the policy's gap query failed against expiryctl's own database: %v", e.Err)
+	}
 	return fmt.Sprintf("the policy's gap query failed against the reservation database: %v", e.Err)
 }
 
@@ -85,7 +93,8 @@ func HoldsPastDeadline(ctx context.Context, db, reservations *pgxpool.Pool) (Hol
 	if pol.GapQuery == "" {
 		return HoldsGap{}, ErrNoGapQuery
 	}
-	if reservations == nil {
+	own := reservations == nil
+	if own {
 		reservations = db
 	}
 	bounded, cancel := context.WithTimeout(ctx, GapDeadline)
@@ -112,7 +121,7 @@ func HoldsPastDeadline(ctx context.Context, db, reservations *pgxpool.Pool) (Hol
 			// know it was the reservation database that went quiet.
 			err = fmt.Errorf("the reservation database did not answer within %s (a stalled server or network): %w", GapDeadline, err)
 		}
-		return HoldsGap{}, &GapQueryError{Err: err}
+		return HoldsGap{}, &GapQueryError{Err: err, OwnDatabase: own}
 	}
 	return g, nil
 }
