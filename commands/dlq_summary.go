@@ -116,7 +116,8 @@ queues space-separated): the rest of the summary is not a list.`,
   expiryctl dlq summary -o csv > categories.csv
   expiryctl dlq summary --watch                    # redraw every 5s until Ctrl-C
   expiryctl dlq summary --watch=1m >> incident.log # piped, one line per update:
-  # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2`,
+  # 2026-11-30T03:00:00Z waiting=42 overdue=40 late_max=1h32m per_min_5m=3.2 trend=rising transient-exhausted=40 validation=2
+  # (with a gap query, after overdue: at_source=N and unaccounted=M, or at_source=unavailable)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.resolve(); err != nil {
@@ -177,9 +178,10 @@ type summaryReport struct {
 // holdsAtSource is what the reservation database itself says of its holds
 // past their deadline (the policy's gap query), beside the archive's
 // overdue letters: Unaccounted are the holds past their deadline beyond
-// the archive's overdue letters, which no captured letter can speak for
-// (lost before a dead-letter queue, acked before commit, or not captured
-// yet). The counts are null when the query was not run: Configured false
+// the archive's overdue letters whose holds may still be held (all but
+// conflict and not-found: deadletter.Overdue.StillHeld), which no captured
+// letter can speak for (lost before a dead-letter queue, acked before
+// commit, or not captured yet). The counts are null when the query was not run: Configured false
 // (the policy sets none) or Unavailable saying why it failed.
 type holdsAtSource struct {
 	Configured        bool                `json:"configured"`
@@ -218,7 +220,7 @@ func newHoldsAtSource(g replay.HoldsGap, err error, overdue deadletter.Overdue) 
 		late := deadletter.Seconds(g.OldestLate())
 		h.OldestLateSeconds = &late
 	}
-	unaccounted := g.Unaccounted(overdue.Count)
+	unaccounted := g.Unaccounted(overdue.StillHeld())
 	h.Unaccounted = &unaccounted
 	return h
 }
@@ -488,8 +490,8 @@ func holdsText(st styleSet, h holdsAtSource) string {
 	text := fmt.Sprintf("%s past %s deadline in the reservation database, the oldest %s late",
 		phrase.Count(int(*h.PastDeadline), "hold", "holds"), their, durationText(h.OldestLateSeconds))
 	if *h.Unaccounted > 0 {
-		text += fmt.Sprintf(": %d more than the overdue letters above, which no captured letter speaks for "+
-			"(lost before a dead-letter queue, or not captured yet)", *h.Unaccounted)
+		text += fmt.Sprintf(": %d of them no overdue letter speaks for (lost before a dead-letter queue, or not captured yet)",
+			*h.Unaccounted)
 	}
 	return st.warn.Render(text)
 }

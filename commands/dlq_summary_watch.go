@@ -7,6 +7,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // dlqSummaryWatch is `dlq summary --watch`. On a terminal and with -o json
@@ -26,22 +27,40 @@ func dlqSummaryWatch(ctx context.Context, opts *DLQSummaryOptions) error {
 		if err != nil {
 			return err
 		}
+		// As in the full summary, the reservation database is asked while
+		// the archive answers.
+		gapCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type gapAnswer struct {
+			gap replay.HoldsGap
+			err error
+		}
+		gaps := make(chan gapAnswer, 1)
+		go func() {
+			g, err := readHoldsAtSource(gapCtx, &once)
+			gaps <- gapAnswer{g, err}
+		}()
 		signals, err := archive.Signals(ctx, opts.Window)
 		if err != nil {
 			return err
 		}
-		u.Line = summaryLine(signals)
+		gap := <-gaps
+		h := newHoldsAtSource(gap.gap, gap.err, signals.Overdue)
+		u.Line = summaryLine(signals, h)
 		return nil
 	})
 }
 
 // summaryLine is the summary on one line, the answer to "is it getting
 // worse?" first: the letters waiting for a decision, the overdue holds and
-// the latest of them (and, apart, those failed for good), the arrival
-// rate of the last 5 minutes and its trend against the hour, when the
-// oldest waiting letter was dead-lettered, and the letters waiting per
-// category, for every category the archive holds.
-func summaryLine(signals deadletter.Signals) string {
+// the latest of them (and, apart, those failed for good), the holds past
+// their deadline in the reservation database when the policy has a gap
+// query (at_source, and unaccounted: those beyond the overdue letters; or
+// at_source=unavailable, the full summary saying why), the arrival rate of
+// the last 5 minutes and its trend against the hour, when the oldest
+// waiting letter was dead-lettered, and the letters waiting per category,
+// for every category the archive holds.
+func summaryLine(signals deadletter.Signals, holds holdsAtSource) string {
 	var (
 		waiting int64
 		oldest  *time.Time
@@ -58,6 +77,16 @@ func summaryLine(signals deadletter.Signals) string {
 	}
 	if n := signals.Overdue.Permanent; n > 0 {
 		line.add("overdue_for_good", n)
+	}
+	switch {
+	case !holds.Configured:
+	case holds.PastDeadline == nil:
+		line.add("at_source", "unavailable")
+	default:
+		line.add("at_source", *holds.PastDeadline)
+		if n := deref(holds.Unaccounted); n > 0 {
+			line.add("unaccounted", n)
+		}
 	}
 	line.add("per_min_5m", strconv.FormatFloat(signals.Arrivals.Last5m.PerMinute, 'f', 1, 64)).
 		add("trend", string(signals.Arrivals.FiveMinutesVsHour.Direction))

@@ -113,9 +113,11 @@ type Factory struct {
 	// that connection is lost, the next dial starts at the node after it.
 	amqpNode int
 
-	outcomesOnce sync.Once
-	outcomes     *pgxpool.Pool
-	outcomesErr  error
+	// outcomesMu guards outcomes, which is connected again after a failed
+	// connect: a long-lived reader (metrics serve, the terminal UI) must
+	// see the reservation database once it is back, not its first error.
+	outcomesMu sync.Mutex
+	outcomes   *pgxpool.Pool
 }
 
 // NewFactory returns a Factory over the process's streams and environment.
@@ -181,27 +183,32 @@ func (f *Factory) connectionURLs() []string {
 	return urls
 }
 
-// Outcomes connects to the reservation database of OutcomeURL, once; nil
-// (and no error) when none is set, so that the outcome query runs against
-// expiryctl's database.
+// Outcomes connects to the reservation database of OutcomeURL and keeps
+// the pool; nil (and no error) when none is set, so that the outcome query
+// runs against expiryctl's database. A failed connect is not kept: the
+// next call tries again, so that `metrics serve` and the terminal UI,
+// started while the reservation database was down, read it once it is up.
 func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
 	url := f.OutcomeURL()
 	if url == "" {
 		return nil, nil
 	}
-	f.outcomesOnce.Do(func() {
-		opts, err := f.storeOptions(true)
-		if err != nil {
-			f.outcomesErr = err
-			return
-		}
-		opts.Setting = "--outcome-url / EXPIRYCTL_OUTCOME_URL"
-		f.outcomes, f.outcomesErr = store.OpenWith(ctx, url, opts)
-		if f.outcomesErr != nil {
-			f.outcomesErr = fmt.Errorf("connect to the reservation database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", f.outcomesErr)
-		}
-	})
-	return f.outcomes, f.outcomesErr
+	f.outcomesMu.Lock()
+	defer f.outcomesMu.Unlock()
+	if f.outcomes != nil {
+		return f.outcomes, nil
+	}
+	opts, err := f.storeOptions(true)
+	if err != nil {
+		return nil, err
+	}
+	opts.Setting = "--outcome-url / EXPIRYCTL_OUTCOME_URL"
+	pool, err := store.OpenWith(ctx, url, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the reservation database (--outcome-url / EXPIRYCTL_OUTCOME_URL): %w", err)
+	}
+	f.outcomes = pool
+	return pool, nil
 }
 
 // Actor resolves --actor, then EXPIRYCTL_ACTOR. Empty means the database
@@ -290,9 +297,11 @@ func (f *Factory) Close() {
 		_ = f.amqpConn.Close()
 	}
 	f.amqpMu.Unlock()
+	f.outcomesMu.Lock()
 	if f.outcomes != nil {
 		f.outcomes.Close()
 	}
+	f.outcomesMu.Unlock()
 }
 
 func firstNonEmpty(values ...string) string {

@@ -357,6 +357,28 @@ func TestMetricsSourceSnapshot(t *testing.T) {
 			t.Errorf("queues %+v, missing %q, %v", snap.Queues, snap.Missing, err)
 		}
 	})
+	t.Run("a reservation database that cannot answer is a missing signal, not a failure", func(t *testing.T) {
+		t.Parallel()
+		holds := func(ctx context.Context) (replay.HoldsGap, error) {
+			return replay.HoldsGap{}, &replay.GapQueryError{Err: errors.New("the reservation database did not answer within 7s")}
+		}
+		snap, err := (&metricsSource{archive: archive, replay: tally, holds: holds}).Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Holds == nil || snap.Holds.Up || snap.Overdue == nil || snap.Replay == nil ||
+			!strings.Contains(strings.Join(snap.Missing, "\n"), "holds at source: the policy's gap query failed") {
+			t.Errorf("holds %+v, overdue %+v, replay %v, missing %q: want the gap down and the rest whole", snap.Holds, snap.Overdue, snap.Replay != nil, snap.Missing)
+		}
+	})
+	t.Run("a policy without a gap query exports no gap", func(t *testing.T) {
+		t.Parallel()
+		holds := func(ctx context.Context) (replay.HoldsGap, error) { return replay.HoldsGap{}, replay.ErrNoGapQuery }
+		snap, err := (&metricsSource{archive: archive, replay: tally, holds: holds}).Snapshot(context.Background())
+		if err != nil || snap.Holds != nil || strings.Contains(strings.Join(snap.Missing, "\n"), "holds at source") {
+			t.Errorf("holds %+v, missing %q, %v: want no gap series and nothing missing", snap.Holds, snap.Missing, err)
+		}
+	})
 	t.Run("a database failure fails the reading", func(t *testing.T) {
 		t.Parallel()
 		broken := &fakeTally{err: errors.New("connection reset")}

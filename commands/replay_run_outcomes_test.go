@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -107,6 +108,28 @@ func TestReplayRunOutcomeURL(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "reservation database") || strings.Contains(err.Error(), "--database-url") || strings.Contains(err.Error(), secret) {
 			t.Fatalf("error %q: want the reservation database and --outcome-url named, and no password", err)
+		}
+	})
+	t.Run("a failed connect is tried again on the next call", func(t *testing.T) {
+		t.Parallel()
+		// metrics serve and the terminal UI ask on every refresh: a
+		// reservation database down when they started must be read once
+		// it is back. The URL changes here to stand for the database
+		// coming back; e2e's TestHoldsAtSourceThroughAnOutage does it
+		// with the network.
+		f, _, _ := testFactory(t)
+		f.OutcomeURLFlag = "postgres://ro:" + secret + "@127.0.0.1:1/res?connect_timeout=1"
+		if _, err := f.Outcomes(context.Background()); err == nil {
+			t.Fatal("connecting to port 1 succeeded")
+		}
+		f.OutcomeURLFlag = pgtest.AdminURL()
+		pool, err := f.Outcomes(context.Background())
+		if err != nil || pool == nil {
+			t.Fatalf("the second connect: pool %v, error %v; want the pool the first failure did not stand in for", pool, err)
+		}
+		t.Cleanup(f.Close)
+		if again, _ := f.Outcomes(context.Background()); again != pool {
+			t.Error("a third call opened another pool: the connected one is kept")
 		}
 	})
 }

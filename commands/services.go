@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -263,13 +265,26 @@ func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(
 
 // holdsGap runs the policy's gap query against the reservation database
 // (--outcome-url, else expiryctl's own); failing to reach it is the gap
-// query's failure, which a summary shows and goes on without.
+// query's failure, which a summary shows and goes on without. The connect
+// and the read share one bound, so that a reservation database that is
+// unreachable costs a summary or a scrape replay.GapDeadline at most.
 func (s *services) holdsGap(ctx context.Context) (replay.HoldsGap, error) {
+	ctx, cancel := context.WithTimeout(ctx, replay.GapDeadline)
+	defer cancel()
 	reservations, err := s.outcomes(ctx)
 	if err != nil {
 		return replay.HoldsGap{}, &replay.GapQueryError{Err: err}
 	}
-	return replay.HoldsPastDeadline(ctx, s.pool, reservations)
+	g, err := replay.HoldsPastDeadline(ctx, s.pool, reservations)
+	var failed *replay.GapQueryError
+	if errors.As(err, &failed) && failed.OwnDatabase {
+		// Most deployments keep the reservations elsewhere: a relation
+		// that does not exist here says the URL is missing, not that the
+		// query is wrong.
+		failed.Err = fmt.Errorf("%w; no --outcome-url or EXPIRYCTL_OUTCOME_URL was given: "+
+			"give the reservation database's read-only login", failed.Err)
+	}
+	return g, err
 }
 
 // HoldsGap returns the reader of the holds past their deadline at their

@@ -57,6 +57,20 @@ type metricsSource struct {
 
 func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) {
 	var snap metrics.Snapshot
+	// The reservation database is read while expiryctl's answers: the
+	// slower of the two sets the snapshot's time, and a reservation
+	// database that hangs up to its bound (replay.GapDeadline) leaves the
+	// rest of the snapshot whole instead of eating its deadline.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a snapshot that fails early leaves no read behind
+	var holds chan holdsAnswer
+	if m.holds != nil {
+		holds = make(chan holdsAnswer, 1)
+		go func() {
+			g, err := m.holds(ctx)
+			holds <- holdsAnswer{g, err}
+		}()
+	}
 	// One read of the archive's signals, over the whole archive (tallies
 	// and indexes: cheap on a million letters), gives the categories, the
 	// overdue holds and the error classes. The archive is the quiet one, so
@@ -66,19 +80,6 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 		return snap, err
 	}
 	snap.Categories, snap.Overdue, snap.ErrorClasses = archiveMetrics(signals)
-	if m.holds != nil {
-		// A reservation database that cannot answer is no failed snapshot:
-		// its gauge says so, and the alert on it fires.
-		g, err := m.holds(ctx)
-		switch {
-		case errors.Is(err, replay.ErrNoGapQuery):
-		case err != nil:
-			snap.Holds = &metrics.HoldsAtSource{}
-			snap.Missing = append(snap.Missing, "holds at source: "+dsn.RedactText(err.Error()))
-		default:
-			snap.Holds = &metrics.HoldsAtSource{Up: true, PastDeadline: g.PastDeadline, OldestLate: g.OldestLate()}
-		}
-	}
 
 	if snap.Replay, err = m.replayState(ctx); err != nil {
 		return snap, err
@@ -99,17 +100,38 @@ func (m *metricsSource) Snapshot(ctx context.Context) (metrics.Snapshot, error) 
 
 	if m.queues == nil {
 		snap.Missing = append(snap.Missing, "live queues: no reader of RabbitMQ's management API was given")
-		return snap, nil
+	} else {
+		report, err := m.queues.Topology(ctx, m.workQueue)
+		if err != nil {
+			report = deadletter.QueueReport{Unavailable: err.Error()}
+		}
+		snap.Queues = metricsQueues(report)
+		if report.Unavailable != "" {
+			snap.Missing = append(snap.Missing, "live queues: "+report.Unavailable)
+		}
 	}
-	report, err := m.queues.Topology(ctx, m.workQueue)
-	if err != nil {
-		report = deadletter.QueueReport{Unavailable: err.Error()}
-	}
-	snap.Queues = metricsQueues(report)
-	if report.Unavailable != "" {
-		snap.Missing = append(snap.Missing, "live queues: "+report.Unavailable)
+
+	if holds != nil {
+		// A reservation database that cannot answer is no failed snapshot:
+		// its gauge says so, and the alert on it fires.
+		h := <-holds
+		switch {
+		case errors.Is(h.err, replay.ErrNoGapQuery):
+		case h.err != nil:
+			snap.Holds = &metrics.HoldsAtSource{}
+			snap.Missing = append(snap.Missing, "holds at source: "+dsn.RedactText(h.err.Error()))
+		default:
+			snap.Holds = &metrics.HoldsAtSource{Up: true, PastDeadline: h.gap.PastDeadline, OldestLate: h.gap.OldestLate()}
+		}
 	}
 	return snap, nil
+}
+
+// holdsAnswer is the gap query's answer, read beside the snapshot's other
+// reads.
+type holdsAnswer struct {
+	gap replay.HoldsGap
+	err error
 }
 
 // archiveMetrics are the archive's signals as the metrics count them: the

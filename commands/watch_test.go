@@ -664,11 +664,48 @@ func TestWatchIsAuditedOnce(t *testing.T) {
 
 func TestSummaryLineSetsPermanentApart(t *testing.T) {
 	t.Parallel()
-	line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3, Permanent: 2}})
+	line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3, Permanent: 2}}, holdsAtSource{})
 	if !strings.Contains(line, "overdue=3 ") || !strings.Contains(line, " overdue_for_good=2 ") {
 		t.Errorf("line %q: want overdue=3 and, apart, overdue_for_good=2", line)
 	}
-	if line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3}}); strings.Contains(line, "for_good") {
+	if line := summaryLine(deadletter.Signals{Overdue: deadletter.Overdue{Count: 3}}, holdsAtSource{}); strings.Contains(line, "for_good") {
 		t.Errorf("line %q: none failed for good, want no key for them", line)
+	}
+}
+
+func TestSummaryLineCarriesTheHoldsAtSource(t *testing.T) {
+	t.Parallel()
+	// 3 overdue letters a retry can fix, 2 conflicts: their holds moved
+	// on, they speak for none.
+	overdue := deadletter.Overdue{Count: 3, Permanent: 2, ByCategory: []deadletter.OverdueCategory{
+		{Category: deadletter.TransientExhausted, Count: 3}, {Category: deadletter.Conflict, Permanent: true, Count: 2}}}
+	for _, c := range []struct {
+		name         string
+		holds        holdsAtSource
+		want, absent []string
+	}{
+		{"no gap query: no key", newHoldsAtSource(replay.HoldsGap{}, replay.ErrNoGapQuery, overdue), nil, []string{"at_source"}},
+		{"read: the count and those no letter speaks for", newHoldsAtSource(replay.HoldsGap{PastDeadline: 10}, nil, overdue),
+			[]string{" at_source=10 ", " unaccounted=7 "}, nil},
+		{"read, all spoken for: no unaccounted", newHoldsAtSource(replay.HoldsGap{PastDeadline: 2}, nil, overdue),
+			[]string{" at_source=2 "}, []string{"unaccounted"}},
+		{"unreadable: said, the reason left to the full summary",
+			newHoldsAtSource(replay.HoldsGap{}, &replay.GapQueryError{Err: errors.New("connection refused")}, overdue),
+			[]string{" at_source=unavailable "}, []string{"refused"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			line := summaryLine(deadletter.Signals{Overdue: overdue}, c.holds)
+			for _, w := range c.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("line %q lacks %q", line, w)
+				}
+			}
+			for _, d := range c.absent {
+				if strings.Contains(line, d) {
+					t.Errorf("line %q has %q", line, d)
+				}
+			}
+		})
 	}
 }

@@ -41,6 +41,13 @@ func PermanentCategories() []Category {
 // Permanent says whether a retry cannot fix a letter of c.
 func (c Category) Permanent() bool { return slices.Contains(PermanentCategories(), c) }
 
+// HoldMovedOn says whether a letter of c no longer speaks for a hold still
+// held: its reservation's version moved on (conflict: a later version's
+// hold is that version's job's), or the reservation is gone (not-found).
+// A validation or malformed letter's hold stays held, and so does a
+// letter's a retry can fix.
+func (c Category) HoldMovedOn() bool { return c == Conflict || c == NotFound }
+
 // PermanentCategoryNames are PermanentCategories as text, for a query.
 func PermanentCategoryNames() []string {
 	names := make([]string, 0, 4)

@@ -129,6 +129,20 @@ type Overdue struct {
 	ByCategory []OverdueCategory `json:"by_category"`
 }
 
+// StillHeld counts the overdue letters whose holds may still be held in
+// the reservation database, whatever their category but those whose hold
+// moved on (Category.HoldMovedOn): the letters that speak for holds past
+// their deadline there.
+func (o Overdue) StillHeld() int64 {
+	var n int64
+	for _, c := range o.ByCategory {
+		if !c.Category.HoldMovedOn() {
+			n += c.Count
+		}
+	}
+	return n
+}
+
 // OverdueCategory is one category's overdue letters.
 type OverdueCategory struct {
 	Category Category `json:"category"`

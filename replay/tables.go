@@ -180,7 +180,7 @@ type tables interface {
 	// returns the values of its first row; found is false when it returned
 	// none.
 	EligibilityRow(ctx context.Context, sql string, it *runItem) (values []any, found bool, err error)
-	// GapRow runs the policy's gap query, bounded by gapTimeout, and reads
+	// GapRow runs the policy's gap query, bounded by GapTimeout, and reads
 	// its row, with the database's clock.
 	GapRow(ctx context.Context, sql string) (past int64, oldest *time.Time, at time.Time, found bool, err error)
 

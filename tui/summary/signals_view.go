@@ -75,7 +75,7 @@ func (m Model) holdsLine() string {
 	}
 	line := fmt.Sprintf("  at source: %d holds past deadline, oldest %s late", m.holds.PastDeadline,
 		m.holds.OldestLate().Round(time.Second))
-	if n := m.holds.Unaccounted(m.signals.Overdue.Count); n > 0 {
+	if n := m.holds.Unaccounted(m.signals.Overdue.StillHeld()); n > 0 {
 		line += fmt.Sprintf(", %d no letter speaks for", n)
 	}
 	return th.Warn.Render(line)
