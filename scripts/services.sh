@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/services.sh makes sure the PostgreSQL and RabbitMQ that expiryctl's
-# tests, demo and benchmark expect are running on this machine (Debian 12):
+# scripts/services.sh makes sure the PostgreSQL, RabbitMQ, SQS emulator and
+# Redis that expiryctl's tests, demo and benchmark expect are running on this
+# machine (Debian 12):
 #
 #   PostgreSQL  127.0.0.1:5432, superuser role "root", database "expiryctl"
 #               (the default URL postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable),
@@ -9,18 +10,29 @@
 #               plugin rabbitmq_shovel enabled (used by the benchmark),
 #               plugin rabbitmq_management answering guest/guest on
 #               http://127.0.0.1:15672/ (expiryctl reads the live queues there)
+#   SQS         goaws v0.5.4 (github.com/Admiral-Piett/goaws, an SQS emulator) on
+#               http://127.0.0.1:4100, region us-east-1, account 100010001000;
+#               any credentials are accepted. Built with `go install` into
+#               .cache/goaws/ (git-ignored), with its config and log beside it.
+#               goaws listens on 0.0.0.0 whatever its config says: acceptable
+#               on a development or CI machine, never on a shared one.
+#   Redis       127.0.0.1:6379 (and ::1), no password, nothing persisted
 #
 # It installs, creates, starts or repairs only what is missing, so it is safe to
 # run again and again. When everything already runs (the common case) it needs no
-# root and finishes in well under a second: both services are checked by talking
-# to them over TCP, not through the slow rabbitmqctl CLI. It prints one line per
-# step to stderr and exits non-zero with the reason and the log to read when a
-# service cannot be brought up. Installing packages needs root and network.
+# root and finishes in well under a second: every service is checked by talking
+# to it over TCP, not through slow CLIs such as rabbitmqctl. A server already
+# answering on a service's port is left alone, whoever started it. It prints one
+# line per step to stderr and exits non-zero with the reason and the log to read
+# when a service cannot be brought up. Installing packages needs root and
+# network; building goaws needs Go and the Go module proxy (or its module cache).
 #
 # Environment (all optional):
 #   PG_WAIT_SECONDS      how long to wait for PostgreSQL to accept connections (60)
 #   RABBIT_WAIT_SECONDS  how long to wait for RabbitMQ to accept AMQP logins (90)
 #   MGMT_WAIT_SECONDS    how long to wait for its management API to answer (60)
+#   SQS_WAIT_SECONDS     how long to wait for goaws to answer /health (30)
+#   REDIS_WAIT_SECONDS   how long to wait for Redis to answer PING (30)
 set -euo pipefail
 
 export PATH="/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
@@ -43,6 +55,20 @@ readonly MGMT_PORT=15672
 readonly PG_WAIT_SECONDS="${PG_WAIT_SECONDS:-60}"
 readonly RABBIT_WAIT_SECONDS="${RABBIT_WAIT_SECONDS:-90}"
 readonly MGMT_WAIT_SECONDS="${MGMT_WAIT_SECONDS:-60}"
+readonly SQS_HOST=127.0.0.1
+readonly SQS_PORT=4100
+readonly SQS_WAIT_SECONDS="${SQS_WAIT_SECONDS:-30}"
+# goaws v0.4.x speaks only SQS's old Query protocol (form-encoded, XML
+# answers) and does not work with the current AWS SDK, which speaks SQS's JSON
+# protocol; goaws understands that from v0.5 on. v0.5.4 is served by the Go module proxy although its version list
+# does not name it, so it is asked for by its exact version.
+readonly GOAWS_MODULE=github.com/Admiral-Piett/goaws
+readonly GOAWS_VERSION=v0.5.4
+readonly GOAWS_DIR="$ROOT/.cache/goaws"
+readonly REDIS_HOST=127.0.0.1
+readonly REDIS_PORT=6379
+readonly REDIS_WAIT_SECONDS="${REDIS_WAIT_SECONDS:-30}"
+readonly REDIS_LOG=/var/log/redis/ci.log
 readonly HBA_MARKER="# expiryctl scripts/services.sh: trust loopback TCP"
 
 step() { printf 'services: %s\n' "$*" >&2; }
@@ -455,6 +481,183 @@ ensure_management_api() {
 	esac
 }
 
+# ----------------------------------------------------------------- SQS (goaws)
+
+# sqs_probe asks for goaws's http://$SQS_HOST:$SQS_PORT/health over bash's
+# /dev/tcp, like management_probe, and prints one word:
+#   ok     it answered 200 "OK"
+#   down   nothing listens on the port, or it did not answer (still starting)
+#   other  something else answered: the status line follows
+sqs_probe() {
+	local fd reply
+	if ! exec {fd}<>"/dev/tcp/$SQS_HOST/$SQS_PORT"; then
+		echo down
+		return
+	fi 2>/dev/null
+	# HTTP/1.0: the server closes the connection after its answer.
+	printf 'GET /health HTTP/1.0\r\nHost: %s:%s\r\n\r\n' "$SQS_HOST" "$SQS_PORT" >&"$fd" 2>/dev/null || true
+	reply=$(timeout 5 cat <&"$fd" 2>/dev/null | tr -d '\r') || true
+	exec {fd}>&-
+	case $reply in
+	"HTTP/1."?" 200"*$'\n\n'OK) echo ok ;;
+	"") echo down ;;
+	*) echo "other ${reply%%$'\n'*}" ;;
+	esac
+}
+
+# sqs_json_probe sends the SQS JSON protocol's ListQueues, as the AWS SDK
+# would, and prints the status line of the answer. An old goaws (v0.4.x)
+# answers /health but refuses this with 400.
+sqs_json_probe() {
+	local fd status body='{}'
+	if ! exec {fd}<>"/dev/tcp/$SQS_HOST/$SQS_PORT"; then
+		return
+	fi 2>/dev/null
+	printf 'POST / HTTP/1.0\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.ListQueues\r\nContent-Length: %d\r\n\r\n%s' \
+		"$SQS_HOST" "$SQS_PORT" "${#body}" "$body" >&"$fd" 2>/dev/null || true
+	status=$(timeout 5 head -n 1 <&"$fd" 2>/dev/null | tr -d '\r') || true
+	exec {fd}>&-
+	printf '%s\n' "$status"
+}
+
+# ensure_goaws_installed builds goaws $GOAWS_VERSION into $GOAWS_DIR unless the
+# version stamp beside the binary says it is there already. `go install`
+# names the binary after its package directory, app/cmd, so it is built into
+# a scratch directory and moved into place as "goaws"; the stamp is written
+# last, so an interrupted install is redone.
+ensure_goaws_installed() {
+	local bin="$GOAWS_DIR/goaws" stamp="$GOAWS_DIR/version"
+	if [[ -x $bin && -r $stamp && $(<"$stamp") == "$GOAWS_VERSION" ]]; then
+		return
+	fi
+	command -v go >/dev/null 2>&1 ||
+		die "building goaws needs Go on PATH (under sudo: sudo env PATH=\"\$PATH\" scripts/services.sh)"
+	step "goaws: installing $GOAWS_MODULE $GOAWS_VERSION into $GOAWS_DIR"
+	mkdir -p "$GOAWS_DIR"
+	rm -f "$stamp"
+	local tmp
+	tmp=$(mktemp -d "$GOAWS_DIR/install.XXXXXX")
+	if ! GOBIN="$tmp" go install "$GOAWS_MODULE/app/cmd@$GOAWS_VERSION" >&2 </dev/null; then
+		rm -rf "$tmp"
+		die "go install $GOAWS_MODULE/app/cmd@$GOAWS_VERSION failed (no network, and not in the Go module cache?)"
+	fi
+	mv -f "$tmp/cmd" "$bin"
+	rm -rf "$tmp"
+	printf '%s\n' "$GOAWS_VERSION" >"$stamp"
+}
+
+# write_goaws_config writes goaws's config beside it, rewriting it only when it
+# differs. EnableDuplicates makes FIFO queues honour MessageDeduplicationId.
+write_goaws_config() {
+	local cfg="$GOAWS_DIR/goaws.yaml" want
+	want="Local:
+  Host: $SQS_HOST
+  Port: $SQS_PORT
+  Region: us-east-1
+  AccountId: \"100010001000\"
+  LogToFile: false
+  EnableDuplicates: true
+  QueueAttributeDefaults:
+    VisibilityTimeout: 30
+    ReceiveMessageWaitTimeSeconds: 0
+    MaximumMessageSize: 262144
+  Queues: []
+  Topics: []"
+	if [[ ! -r $cfg || $(<"$cfg") != "$want" ]]; then
+		printf '%s\n' "$want" >"$cfg"
+	fi
+}
+
+# ensure_sqs_running starts the goaws built here when nothing answers on
+# $SQS_HOST:$SQS_PORT. One that answers is left alone, wherever it came from,
+# as long as it speaks the JSON protocol the AWS SDK uses. goaws keeps its
+# queues in memory only: a restart loses them, which tests do not mind.
+ensure_sqs_running() {
+	local probe
+	probe=$(sqs_probe) || true
+	if [[ $probe == down ]]; then
+		ensure_goaws_installed
+		write_goaws_config
+		local bin="$GOAWS_DIR/goaws" cfg="$GOAWS_DIR/goaws.yaml" log="$GOAWS_DIR/goaws.log" pid
+		step "goaws: starting $bin on port $SQS_PORT (log: $log)"
+		setsid nohup "$bin" -config "$cfg" -loglevel warn Local >"$log" 2>&1 </dev/null &
+		pid=$!
+		local deadline=$((SECONDS + SQS_WAIT_SECONDS))
+		while probe=$(sqs_probe) || true; [[ $probe == down ]]; do
+			if ! kill -0 "$pid" 2>/dev/null; then
+				die "goaws exited at once: see $log"
+			fi
+			if ((SECONDS >= deadline)); then
+				die "goaws did not answer on http://$SQS_HOST:$SQS_PORT/health within ${SQS_WAIT_SECONDS}s: see $log"
+			fi
+			sleep 0.2
+		done
+	fi
+	if [[ $probe != ok ]]; then
+		die "something else listens on $SQS_HOST:$SQS_PORT: it answered '${probe#other }' to GET /health; stop it so that goaws can start there"
+	fi
+	local status
+	status=$(sqs_json_probe)
+	if [[ $status != "HTTP/1."?" 200"* ]]; then
+		die "the server on $SQS_HOST:$SQS_PORT answers /health but not SQS's JSON protocol (answered '${status:-nothing}'; a goaws older than v0.5?): stop it, and run this script again"
+	fi
+	step "sqs: goaws answers on http://$SQS_HOST:$SQS_PORT/"
+}
+
+# --------------------------------------------------------------------- Redis
+
+# redis_probe sends PING over bash's /dev/tcp and prints one word:
+#   ok     it answered +PONG
+#   down   nothing listens on the port, it did not answer, or it is still
+#          loading its data set (-LOADING)
+#   other  something else answered (-NOAUTH: a password is set): the reply follows
+redis_probe() {
+	local fd reply
+	if ! exec {fd}<>"/dev/tcp/$REDIS_HOST/$REDIS_PORT"; then
+		echo down
+		return
+	fi 2>/dev/null
+	printf 'PING\r\n' >&"$fd" 2>/dev/null || true
+	reply=$(timeout 5 head -n 1 <&"$fd" 2>/dev/null | tr -d '\r') || true
+	exec {fd}>&-
+	case $reply in
+	+PONG) echo ok ;;
+	"" | -LOADING*) echo down ;;
+	*) echo "other $reply" ;;
+	esac
+}
+
+# ensure_redis_running starts a Redis for the tests when none answers PING on
+# $REDIS_HOST:$REDIS_PORT: loopback only, no snapshots and no append-only
+# file, since test data need not outlive the server. Debian's package also
+# ships a systemd unit; it is not used, because CI machines run no systemd.
+ensure_redis_running() {
+	local probe
+	probe=$(redis_probe) || true
+	if [[ $probe == down ]]; then
+		if ! command -v redis-server >/dev/null 2>&1; then
+			apt_install redis-server
+		fi
+		need_root "starting Redis"
+		mkdir -p /var/lib/redis /var/log/redis
+		step "redis: starting redis-server on $REDIS_HOST:$REDIS_PORT (log: $REDIS_LOG)"
+		redis-server --daemonize yes --bind "$REDIS_HOST" -::1 --port "$REDIS_PORT" --save "" --appendonly no \
+			--dir /var/lib/redis --logfile "$REDIS_LOG" >&2 </dev/null ||
+			die "redis-server failed to start: see $REDIS_LOG"
+		local deadline=$((SECONDS + REDIS_WAIT_SECONDS))
+		while probe=$(redis_probe) || true; [[ $probe == down ]]; do
+			if ((SECONDS >= deadline)); then
+				die "redis did not answer PING on $REDIS_HOST:$REDIS_PORT within ${REDIS_WAIT_SECONDS}s: see $REDIS_LOG"
+			fi
+			sleep 0.2
+		done
+	fi
+	if [[ $probe != ok ]]; then
+		die "the server on $REDIS_HOST:$REDIS_PORT answered '${probe#other }' to PING (the tests expect a Redis without a password)"
+	fi
+	step "redis: answers PING on $REDIS_HOST:$REDIS_PORT"
+}
+
 # ensure_test_tools installs what the tests drive besides the two servers:
 # tmux runs the terminal UI in a real terminal for the end-to-end test, and
 # Python with its cryptography package runs docs/audit.md's independent
@@ -480,7 +683,9 @@ main() {
 	ensure_guest_login
 	ensure_plugins
 	ensure_management_api
-	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/ http://guest@$MGMT_HOST:$MGMT_PORT/"
+	ensure_sqs_running
+	ensure_redis_running
+	step "ready: postgres://$PG_ROLE@$PG_HOST:$PG_PORT/$PG_DB amqp://guest@$AMQP_HOST:$AMQP_PORT/ http://guest@$MGMT_HOST:$MGMT_PORT/ http://$SQS_HOST:$SQS_PORT (SQS) redis://$REDIS_HOST:$REDIS_PORT"
 	# The servers prepared here are expiryctl's defaults; a URL set in the
 	# environment wins over them. It is named, not printed: it may hold a
 	# password.
