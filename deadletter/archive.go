@@ -101,6 +101,8 @@ type Row struct {
 	LastError       string     `json:"last_error"`
 	PreviousID      *int64     `json:"previous_id"`
 	ReplayRequestID *int64     `json:"replay_request_id"`
+	// System is the queue system the letter was captured from.
+	System System `json:"system"`
 }
 
 // Filter narrows a listing. Zero fields do not filter.
@@ -256,14 +258,18 @@ type Detail struct {
 	Deaths             []Death        `json:"x_death"`
 	// Properties are the AMQP basic properties as received; null for a
 	// letter captured before they were recorded.
-	Properties    *Properties     `json:"properties"`
-	Headers       json.RawMessage `json:"headers"`
-	Payload       []byte          `json:"payload"`
-	PayloadSize   int             `json:"payload_size"`
-	PayloadSHA256 string          `json:"payload_sha256"`
-	IngestedAt    time.Time       `json:"ingested_at"`
-	ReplayCount   int             `json:"replay_count"`
-	RedactedAt    *time.Time      `json:"redacted_at"`
+	Properties *Properties `json:"properties"`
+	// Native is the source system's own attributes of the message (SQS's
+	// system attributes and message id) as received; null for RabbitMQ,
+	// whose are its Properties.
+	Native        map[string]string `json:"native"`
+	Headers       json.RawMessage   `json:"headers"`
+	Payload       []byte            `json:"payload"`
+	PayloadSize   int               `json:"payload_size"`
+	PayloadSHA256 string            `json:"payload_sha256"`
+	IngestedAt    time.Time         `json:"ingested_at"`
+	ReplayCount   int               `json:"replay_count"`
+	RedactedAt    *time.Time        `json:"redacted_at"`
 	// Incarnations are the other dead-letterings of the same job, oldest first.
 	Incarnations []Row `json:"incarnations"`
 	// PayloadProblem says why the payload does not read as an expiry job

@@ -26,6 +26,7 @@ const (
 	tagDecimal     = "$decimal"
 	tagFloat       = "$float"
 	tagUnsupported = "$unsupported"
+	tagSQS         = "$sqs"
 	keyTagPrefix   = "$key:"
 )
 
@@ -69,6 +70,9 @@ const maxHeaderDepth = 64
 //	{"$int32":N} {"$uint32":N}             AMQP 'I' and 'i' (int32, uint32)
 //	{"$float32":"<shortest text>"}         AMQP 'f' (float32), NaN and Inf too
 //	{"$unsupported":"<Go type>"}           not an AMQP value; decodes to nil
+//	{"$sqs":{"type":T,"string":S}}         an SQS message attribute (SQSAttribute)
+//	{"$sqs":{"type":T,"bytes":"<base64>"}} of any type but a plain String one,
+//	{"$sqs":{"type":T,"string_bytes":B}}   which is written as a plain string
 //
 // A plain integer is a long ('l', int64) and a plain number with a point a
 // double ('d', float64), so every wire type comes back as it was received.
@@ -239,7 +243,7 @@ func tagOf(obj map[string]any) (string, bool) {
 	}
 	for k := range obj {
 		switch k {
-		case tagBytes, tagString, tagTime, tagDecimal, tagFloat, tagUnsupported,
+		case tagBytes, tagString, tagTime, tagDecimal, tagFloat, tagUnsupported, tagSQS,
 			tagInt8, tagUint8, tagInt16, tagUint16, tagInt32, tagUint32, tagFloat32:
 			return k, true
 		}
@@ -375,6 +379,9 @@ func decodeTagged(tag string, v any) (any, error) {
 		}
 		return amqp.Decimal{Scale: uint8(scale), Value: int32(value)}, nil
 	}
+	if tag == tagSQS {
+		return decodeSQSAttribute(v)
+	}
 	s, ok := v.(string)
 	if !ok {
 		return nil, fmt.Errorf("want a string, got %s", jsonKind(v))
@@ -419,6 +426,45 @@ func decodeTagged(tag string, v any) (any, error) {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown tag %q", tag)
+}
+
+// decodeSQSAttribute reverses appendSQSAttribute's tagged form.
+func decodeSQSAttribute(v any) (any, error) {
+	obj, ok := v.(map[string]any)
+	if !ok || len(obj) != 2 {
+		return nil, errors.New(`want {"type":T,"string"|"bytes"|"string_bytes":V}`)
+	}
+	dataType, ok := obj["type"].(string)
+	if !ok {
+		return nil, errors.New("want the attribute's type as a string")
+	}
+	a := SQSAttribute{DataType: dataType}
+	for k, raw := range obj {
+		if k == "type" {
+			continue
+		}
+		text, ok := raw.(string)
+		if !ok {
+			return nil, fmt.Errorf("want %q as a string, got %s", k, jsonKind(raw))
+		}
+		switch k {
+		case "string":
+			a.StringValue = text
+		case "bytes", "string_bytes":
+			b, err := base64.StdEncoding.DecodeString(text)
+			if err != nil {
+				return nil, err
+			}
+			if k == "bytes" {
+				a.BinaryValue = append([]byte{}, b...)
+			} else {
+				a.StringValue = string(b)
+			}
+		default:
+			return nil, fmt.Errorf("unknown member %q", k)
+		}
+	}
+	return a, nil
 }
 
 // narrowInts are the integer tags: their range and the Go type amqp091-go

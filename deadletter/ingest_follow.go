@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ type ClosableSource interface {
 // wraps the errors it knows to be an absent server in it; any other error
 // of the opener (a deleted queue, a refused login) ends the ingest.
 type Unavailable struct {
-	// Server is "RabbitMQ" or "PostgreSQL".
+	// Server is "RabbitMQ", "SQS" or "PostgreSQL".
 	Server string
 	Err    error
 }
@@ -36,7 +37,7 @@ func (u *Unavailable) Unwrap() error { return u.Err }
 // a server lost (Back false: Next is the wait before the next try), or
 // reached again (Back true).
 type Reconnect struct {
-	// Server is what was lost: "RabbitMQ" or "PostgreSQL".
+	// Server is what was lost: "RabbitMQ", "SQS" or "PostgreSQL".
 	Server string
 	// Err is why, while it is down.
 	Err error
@@ -65,6 +66,9 @@ type FollowOptions struct {
 	Report func(Reconnect)
 	// Sleep waits d or until ctx is done (default a timer).
 	Sleep func(ctx context.Context, d time.Duration)
+	// Server names the queue system the source reads, in what Report is
+	// told of a lost source: "RabbitMQ" (the default) or "SQS".
+	Server string
 }
 
 // IngestFollowing ingests from first, and whenever RabbitMQ or PostgreSQL
@@ -106,7 +110,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 		}
 		stats, err := follow.Ingest(ctx, src, run)
 		total = sumStats(base, stats, time.Since(start))
-		server, isLoss := lostServer(err)
+		server, isLoss := lostServer(err, cmp.Or(follow.Server, "RabbitMQ"))
 		if err == nil || ctx.Err() != nil || !isLoss {
 			return total, src, err
 		}
@@ -129,7 +133,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 				src = next
 				// The broker is back once a consumer is open; PostgreSQL
 				// once a batch commits, which the next progress says.
-				if outage.Server == "RabbitMQ" {
+				if outage.Server != "PostgreSQL" {
 					follow.Report(Reconnect{Server: outage.Server, Attempt: outage.Attempt, Down: time.Since(start) - outage.Down, Back: true})
 					outage = nil
 				}
@@ -149,7 +153,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 
 // lostServer reports which server err says was lost, if that is all it
 // says: a refusal or a bad letter is not waited out.
-func lostServer(err error) (string, bool) {
+func lostServer(err error, source string) (string, bool) {
 	if err == nil {
 		return "", false
 	}
@@ -158,7 +162,7 @@ func lostServer(err error) (string, bool) {
 		return "PostgreSQL", store.Transient(storeErr.Err)
 	}
 	if errors.Is(err, ErrSourceLost) {
-		return "RabbitMQ", true
+		return source, true
 	}
 	var unavailable *Unavailable
 	if errors.As(err, &unavailable) {

@@ -129,6 +129,19 @@ type Message struct {
 	Type            string
 	UserID          string
 	AppID           string
+
+	// System is the queue system the message came from; empty means
+	// RabbitMQ.
+	System System
+	// Native holds the system's own attributes of the message by their
+	// names in that system, as received: for SQS its system attributes
+	// (MessageId, ApproximateReceiveCount, SentTimestamp,
+	// DeadLetterQueueSourceArn, MessageGroupId, …). RabbitMQ's are the
+	// basic properties above instead.
+	Native map[string]string
+	// RedriveSource is, for a DLQ that only one queue redrives to, that
+	// queue: the origin of a letter that names none.
+	RedriveSource string
 }
 
 // Letter is a parsed, classified dead letter, ready to be stored.
@@ -139,6 +152,12 @@ type Letter struct {
 	// JobKey names the job across incarnations: the idempotency key, else the
 	// message id. A later letter with the same JobKey links to the earlier one.
 	JobKey string
+
+	// System is the queue system the letter was captured from.
+	System System
+	// Native is the system's own attributes of the message (see
+	// Message.Native) in the JSON the archive stores; nil for none.
+	Native json.RawMessage
 
 	MessageID       string
 	ReservationID   string

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -39,7 +40,62 @@ const (
 	headerFirstDeathQueue  = "x-first-death-queue"
 	headerReplayRequest    = "x-replay-request"
 	headerReplayCount      = "x-replay-count"
+	// headerOriginalQueue names, on a letter from SQS that a worker sent to
+	// the DLQ itself, the queue the job came from: SQS's own redrive says
+	// it in the DeadLetterQueueSourceArn system attribute instead.
+	headerOriginalQueue = "x-original-queue"
 )
+
+// The SQS system attributes Parse reads from Message.Native.
+const (
+	sqsReceiveCount    = "ApproximateReceiveCount"
+	sqsSourceArn       = "DeadLetterQueueSourceArn"
+	sqsGroupID         = "MessageGroupId"
+	sqsDeduplicationID = "MessageDeduplicationId"
+)
+
+// sqsRedrive is the dead-lettering SQS's own redrive policy did, in
+// RabbitMQ's terms: a delivery limit reached after the receives SQS
+// counted, in the queue DeadLetterQueueSourceArn names, or else the one
+// queue that redrives to the DLQ. A letter that a worker sent to the DLQ
+// itself says why in its attributes and gets none: its receive count is
+// the DLQ's, not the job's attempts.
+func sqsRedrive(m Message) []Death {
+	if _, ok := m.Headers[headerErrorClass]; ok {
+		return []Death{}
+	}
+	if _, ok := m.Headers[headerAttemptHistory]; ok {
+		return []Death{}
+	}
+	receives, ok := parseInteger(m.Native[sqsReceiveCount])
+	if !ok {
+		return []Death{}
+	}
+	queue := SafeText(m.Native[sqsSourceArn])
+	if queue == "" {
+		queue = SafeText(m.RedriveSource)
+	}
+	return []Death{{Count: receives, Reason: "delivery_limit", Queue: queue, RoutingKeys: []string{}}}
+}
+
+// encodeNative is a system's own attributes as the archive stores them: a
+// JSON object of texts, keys sorted; nil when there are none.
+func encodeNative(native map[string]string) json.RawMessage {
+	if len(native) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(native))
+	out := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, SafeText(k))
+		out = append(out, ':')
+		out = appendJSONString(out, SafeText(native[k]))
+	}
+	return append(out, '}')
+}
 
 // attemptCounters are the counters producers and Node.js retry libraries put
 // on a message instead of x-death or x-attempt-history. x-attempt numbers the
@@ -84,10 +140,12 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		c = DefaultClassifier()
 	}
 	l := Letter{
+		System:         m.System.OrRabbitMQ(),
 		MessageID:      SafeText(m.MessageID),
 		SourceQueue:    SafeText(m.Queue),
 		ContentType:    SafeText(m.ContentType),
 		Properties:     m.properties(),
+		Native:         encodeNative(m.Native),
 		Payload:        clonePayload(m.Body),
 		PayloadHash:    sha256.Sum256(m.Body),
 		AttemptHistory: []AttemptEvent{},
@@ -109,14 +167,19 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 	l.OriginalExchange, _ = headerText(h[headerOriginalExchange])
 	l.OriginalRoutingKey, _ = headerText(h[headerOriginalRouting])
 	l.Deaths = decodeDeaths(h[headerDeath])
+	if l.System == SQS {
+		l.Deaths = sqsRedrive(m)
+	}
 	// The origin is where the job first died: RabbitMQ names it in
 	// x-first-death-queue, and keeps it as the oldest (last) x-death entry,
 	// since each new dead-lettering moves its entry to the front. In a retry
 	// topology the newest entry is a retry queue, not the work queue.
 	if q, ok := headerText(h[headerFirstDeathQueue]); ok && q != "" {
 		l.OriginQueue = SafeText(q)
-	} else if len(l.Deaths) > 0 {
+	} else if len(l.Deaths) > 0 && l.Deaths[len(l.Deaths)-1].Queue != "" {
 		l.OriginQueue = l.Deaths[len(l.Deaths)-1].Queue
+	} else if q, ok := headerText(h[headerOriginalQueue]); ok && q != "" {
+		l.OriginQueue = SafeText(q)
 	}
 
 	history := make([]AttemptEvent, 0, len(worker)+len(l.Deaths))
@@ -435,6 +498,11 @@ func headerText(v any) (string, bool) {
 		return SafeText(x), true
 	case []byte:
 		return SafeText(string(x)), true
+	case SQSAttribute:
+		if x.Binary() {
+			return SafeText(string(x.BinaryValue)), true
+		}
+		return SafeText(x.StringValue), true
 	}
 	return "", false
 }
@@ -480,6 +548,11 @@ func headerInt(v any, allowStrings bool) (int64, bool) {
 		if allowStrings {
 			return parseInteger(string(x))
 		}
+	case SQSAttribute:
+		// An SQS Number is text on the wire, so it counts as a number.
+		if x.BaseType() == "Number" || (allowStrings && !x.Binary()) {
+			return parseInteger(x.StringValue)
+		}
 	}
 	return 0, false
 }
@@ -495,6 +568,15 @@ func headerTime(v any) (time.Time, bool) {
 	case time.Time:
 		t = amqpTimestamp(x)
 	case string, []byte:
+		s, _ := headerText(x)
+		return textTime(s)
+	case SQSAttribute:
+		if x.BaseType() == "Number" {
+			if n, ok := parseInteger(x.StringValue); ok {
+				t = unixTime(n)
+				break
+			}
+		}
 		s, _ := headerText(x)
 		return textTime(s)
 	case float32:
@@ -666,6 +748,13 @@ func decodeAttemptHistory(v any) []AttemptEvent {
 		v = jsonHeaderValue([]byte(x))
 	case []byte:
 		v = jsonHeaderValue(x)
+	case SQSAttribute:
+		// SQS attributes are flat: a history travels as JSON text.
+		if x.Binary() {
+			v = jsonHeaderValue(x.BinaryValue)
+		} else {
+			v = jsonHeaderValue([]byte(x.StringValue))
+		}
 	}
 	list, _ := headerList(v)
 	events := make([]AttemptEvent, 0, len(list))
@@ -815,8 +904,21 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	byWorker := workerPublished(m.Headers)
 	h := sha256.New()
 	writeField(h, []byte(fingerprintVersion))
-	writeField(h, []byte(m.Queue))
-	writeField(h, []byte(m.MessageID))
+	if m.System == SQS {
+		// SQS's MessageId is the server's, not the producer's: a worker
+		// that sends a job to the DLQ twice (it crashed before deleting
+		// the original) leaves two ids for one dead-lettering, while a
+		// redelivery keeps its id. The copies are told apart by what
+		// they say, as two AMQP copies are; the receive count and the
+		// receive times change with every receive and are left out.
+		writeField(h, []byte(SQS))
+		writeField(h, []byte(m.Queue))
+		writeField(h, []byte(m.Native[sqsGroupID]))
+		writeField(h, []byte(m.Native[sqsDeduplicationID]))
+	} else {
+		writeField(h, []byte(m.Queue))
+		writeField(h, []byte(m.MessageID))
+	}
 	writeField(h, []byte(m.ContentType))
 	// Seconds and nanoseconds rather than UnixNano, which is undefined
 	// outside 1678-2262 and AMQP timestamps can be any 64-bit second count.

@@ -36,10 +36,11 @@ func (s postgresLetters) LetterInsertBatch(ctx context.Context, actor, queue str
 		}
 	}
 	rows, err := s.q.Query(ctx, `SELECT expiryctl.ingest_letters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
 		actor, queue, c.fingerprints, c.jobKeys, c.messageIDs, c.reservationIDs, c.idempotencyKeys, c.versions, c.dueAts,
 		c.sourceQueues, c.originQueues, c.exchanges, c.routingKeys, c.categories, c.errorClasses, c.lastErrors, c.attempts,
-		c.histories, c.headers, c.contentTypes, c.payloads, c.deadAts, c.replayRequests, c.replayCounts, c.properties)
+		c.histories, c.headers, c.contentTypes, c.payloads, c.deadAts, c.replayRequests, c.replayCounts, c.properties,
+		c.systems, c.natives)
 	if err != nil {
 		return nil, store.AsRefusal(err)
 	}
@@ -74,6 +75,8 @@ type ingestColumns struct {
 	replayRequests  []*int64
 	replayCounts    []int32
 	properties      [][]byte
+	systems         []string
+	natives         [][]byte
 }
 
 func newIngestColumns(n int) *ingestColumns {
@@ -101,6 +104,8 @@ func newIngestColumns(n int) *ingestColumns {
 		replayRequests:  make([]*int64, n),
 		replayCounts:    make([]int32, n),
 		properties:      make([][]byte, n),
+		systems:         make([]string, n),
+		natives:         make([][]byte, n),
 	}
 }
 
@@ -148,6 +153,8 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	if l.Properties != nil {
 		c.properties[i] = EncodeProperties(*l.Properties)
 	}
+	c.systems[i] = string(l.System.OrRabbitMQ())
+	c.natives[i] = l.Native // nil: NULL
 	return nil
 }
 
@@ -204,12 +211,12 @@ const lettersWithStatus = `(SELECT l.*, s.status FROM expiryctl.dead_letters l
 // read from lettersWithStatus.
 const listColumns = `id, coalesce(message_id, ''), coalesce(reservation_id, ''), coalesce(idempotency_key, ''),
 	reason_category, coalesce(error_class, ''), attempts, status, source_queue, dead_lettered_at, due_at,
-	coalesce(last_error, ''), previous_id, replay_request_id`
+	coalesce(last_error, ''), previous_id, replay_request_id, source_system`
 
 // rowFields are the scan targets of listColumns.
 func rowFields(r *Row) []any {
 	return []any{&r.ID, &r.MessageID, &r.ReservationID, &r.IdempotencyKey, &r.Category, &r.ErrorClass,
-		&r.Attempts, &r.Status, &r.SourceQueue, &r.DeadLetteredAt, &r.DueAt, &r.LastError, &r.PreviousID, &r.ReplayRequestID}
+		&r.Attempts, &r.Status, &r.SourceQueue, &r.DeadLetteredAt, &r.DueAt, &r.LastError, &r.PreviousID, &r.ReplayRequestID, &r.System}
 }
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
@@ -301,11 +308,11 @@ func (s postgresLetters) LetterGet(ctx context.Context, id int64) (storedLetter,
 	err := s.q.QueryRow(ctx, "SELECT "+listColumns+`,
 		coalesce(origin_queue, ''), coalesce(original_exchange, ''), coalesce(original_routing_key, ''),
 		expected_version, coalesce(content_type, ''), attempt_history, headers, payload, payload_size,
-		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties
+		payload_sha256, ingested_at, replay_count, redacted_at, job_key, properties, native
 		FROM `+lettersWithStatus+` WHERE id = $1`, id).Scan(append(rowFields(&d.Row),
 		&d.OriginQueue, &d.OriginalExchange, &d.OriginalRoutingKey, &d.ExpectedVersion, &d.ContentType,
 		&l.history, &d.Headers, &d.Payload, &d.PayloadSize, &l.payloadHash, &d.IngestedAt, &d.ReplayCount, &d.RedactedAt,
-		&l.jobKey, &l.properties)...)
+		&l.jobKey, &l.properties, &d.Native)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storedLetter{}, &NotFoundError{ID: id}
 	}

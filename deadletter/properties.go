@@ -59,6 +59,9 @@ func (p Properties) SentAt() (t time.Time, millis, ok bool) {
 
 // properties returns what m carried.
 func (m Message) properties() *Properties {
+	if m.System.OrRabbitMQ() != RabbitMQ {
+		return nil
+	}
 	p := &Properties{ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, DeliveryMode: m.DeliveryMode,
 		Priority: m.Priority, CorrelationID: m.CorrelationID, ReplyTo: m.ReplyTo, Expiration: m.Expiration,
 		MessageID: m.MessageID, Type: m.Type, UserID: m.UserID, AppID: m.AppID}

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00034, then the files of store/functions/) leaves an empty database, dumped
+-- 00035, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -586,6 +586,7 @@ BEGIN
        AND NEW.idempotency_key IS NOT DISTINCT FROM OLD.idempotency_key
        AND NEW.expected_version IS NOT DISTINCT FROM OLD.expected_version
        AND NEW.properties IS NOT DISTINCT FROM OLD.properties
+       AND NEW.source_system = OLD.source_system AND NEW.native IS NOT DISTINCT FROM OLD.native
        AND NEW.dead_lettered_at = OLD.dead_lettered_at
        AND NEW.reason_category = OLD.reason_category AND NEW.source_queue = OLD.source_queue
        AND NEW.error_class IS NOT DISTINCT FROM OLD.error_class AND NEW.attempts = OLD.attempts
@@ -767,6 +768,79 @@ $$;
 
 
 --
+-- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[], text[], text[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    label text;
+    ids bigint[];
+    trusted boolean;
+    dropped integer;
+    by_run boolean;
+BEGIN
+    -- Beside the ingester, a run captures its own cohort's queues (rule
+    -- role): it must see its jobs die again (replay_run_captures).
+    by_run := NOT expiryctl.caller_in('expiryctl_ingester');
+    IF by_run AND NOT (expiryctl.caller_in('expiryctl_operator')
+                       AND expiryctl.replay_run_captures(array_append(source_queues, queue))) THEN
+        PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester', 'expiryctl_operator');
+        PERFORM expiryctl.replay_refuse('role', format(
+            'dlq ingest needs membership of expiryctl_ingester, and an operator captures only the dead-letter queues of a replay whose run holds its lease, which %s is not: '
+            || 'ask the schema owner to run `expiryctl access grant %s expiryctl_ingester`',
+            queue, session_user));
+    END IF;
+    label := expiryctl.actor_label(actor);
+    trusted := expiryctl.caller_is_owner();
+    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
+     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
+    WITH stored AS (
+        INSERT INTO expiryctl.dead_letters (
+            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties,
+            source_system, native)
+        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
+            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
+            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
+            sha256(s.payload), length(s.payload), s.dead_lettered_at,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_request_id END,
+            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
+                 THEN s.replay_count ELSE 0 END,
+            CASE WHEN s.job_key IS NOT NULL THEN
+                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
+            END,
+            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb
+        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
+            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
+            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
+            replay_request_ids, replay_counts, properties, source_systems, natives) WITH ORDINALITY
+            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
+            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
+            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
+            dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, ordinal)
+        ORDER BY s.ordinal
+        ON CONFLICT (fingerprint) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
+    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
+        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
+        'duplicates', cardinality(fingerprints) - cardinality(ids),
+        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
+        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END
+        || CASE WHEN by_run THEN jsonb_build_object('by_run', true) ELSE '{}' END);
+    RETURN QUERY SELECT unnest(ids);
+END
+$$;
+
+
+--
 -- Name: dead_letters; Type: TABLE; Schema: expiryctl
 --
 
@@ -800,13 +874,17 @@ CREATE TABLE expiryctl.dead_letters (
     replay_count integer DEFAULT 0 NOT NULL,
     redacted_at timestamp with time zone,
     properties jsonb,
-    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text])))
+    source_system text DEFAULT 'rabbitmq'::text NOT NULL,
+    native jsonb,
+    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text]))),
+    CONSTRAINT dead_letters_source_system_check CHECK ((source_system = ANY (ARRAY['rabbitmq'::text, 'sqs'::text])))
 );
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN last_error SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN attempt_history SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN headers SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN payload SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN properties SET COMPRESSION lz4;
+ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN native SET COMPRESSION lz4;
 
 
 --
@@ -821,6 +899,20 @@ COMMENT ON TABLE expiryctl.dead_letters IS 'One row per dead-lettering of a rese
 --
 
 COMMENT ON COLUMN expiryctl.dead_letters.properties IS 'AMQP basic properties as received (deadletter.EncodeProperties); NULL when not recorded';
+
+
+--
+-- Name: COLUMN dead_letters.source_system; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the letter was captured from: rabbitmq or sqs.';
+
+
+--
+-- Name: COLUMN dead_letters.native; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.dead_letters.native IS 'The source system''s own attributes of the message, by their names there (SQS system attributes); NULL for RabbitMQ, whose are in properties.';
 
 
 --
@@ -1722,6 +1814,7 @@ DECLARE
     bad_decided text;
     bad_changed text;
     bad_target text;
+    bad_system text;
     perm_n integer;
     perm_ids text;
     perm_cats text;
@@ -1803,9 +1896,10 @@ BEGIN
            string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system <> 'rabbitmq'),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, bad_system, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -1821,6 +1915,12 @@ BEGIN
     END IF;
     IF bad_changed IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+    END IF;
+    -- The runner publishes to RabbitMQ only: a letter of another system
+    -- would go to a queue it never came from.
+    IF kind = 'replay' AND bad_system IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('system', format('dead letters %s were captured from SQS, and a replay publishes to RabbitMQ only: '
+            || 'replay to SQS is not available yet (see docs/sqs.md); leave them out, or discard them with `expiryctl dlq discard`', bad_system));
     END IF;
     IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
@@ -3715,7 +3815,7 @@ CREATE TRIGGER dead_letter_states_tally_update AFTER UPDATE ON expiryctl.dead_le
 -- Name: dead_letters dead_letters_immutable; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at) OR (new.attempts IS DISTINCT FROM old.attempts))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
+CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at) OR (new.attempts IS DISTINCT FROM old.attempts) OR (new.source_system IS DISTINCT FROM old.source_system) OR (new.native IS DISTINCT FROM old.native))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
 
 
 --
@@ -4356,6 +4456,15 @@ GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerpri
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_operator;
 
 
 --

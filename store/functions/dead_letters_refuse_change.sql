@@ -18,6 +18,7 @@ BEGIN
        AND NEW.idempotency_key IS NOT DISTINCT FROM OLD.idempotency_key
        AND NEW.expected_version IS NOT DISTINCT FROM OLD.expected_version
        AND NEW.properties IS NOT DISTINCT FROM OLD.properties
+       AND NEW.source_system = OLD.source_system AND NEW.native IS NOT DISTINCT FROM OLD.native
        AND NEW.dead_lettered_at = OLD.dead_lettered_at
        AND NEW.reason_category = OLD.reason_category AND NEW.source_queue = OLD.source_queue
        AND NEW.error_class IS NOT DISTINCT FROM OLD.error_class AND NEW.attempts = OLD.attempts

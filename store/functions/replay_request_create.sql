@@ -33,6 +33,7 @@ DECLARE
     bad_decided text;
     bad_changed text;
     bad_target text;
+    bad_system text;
     perm_n integer;
     perm_ids text;
     perm_cats text;
@@ -114,9 +115,10 @@ BEGIN
            string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system <> 'rabbitmq'),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, bad_system, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -132,6 +134,12 @@ BEGIN
     END IF;
     IF bad_changed IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+    END IF;
+    -- The runner publishes to RabbitMQ only: a letter of another system
+    -- would go to a queue it never came from.
+    IF kind = 'replay' AND bad_system IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('system', format('dead letters %s were captured from SQS, and a replay publishes to RabbitMQ only: '
+            || 'replay to SQS is not available yet (see docs/sqs.md); leave them out, or discard them with `expiryctl dlq discard`', bad_system));
     END IF;
     IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));

@@ -99,6 +99,14 @@ func headerDisplay(v any) string {
 		return fmt.Sprintf("bytes %x", x)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339)
+	case deadletter.SQSAttribute:
+		if x.Binary() {
+			if termsafe.IsText(x.BinaryValue) {
+				return x.DataType + " " + termsafe.EscapeLine(string(x.BinaryValue))
+			}
+			return fmt.Sprintf("%s %x", termsafe.EscapeLine(x.DataType), x.BinaryValue)
+		}
+		return termsafe.EscapeLine(x.DataType) + ` "` + termsafe.EscapeLine(x.StringValue) + `"`
 	case int8, uint8, int16, uint16, int32, uint32, float32:
 		// Longs and doubles, the types most headers have, go unmarked.
 		return fmt.Sprintf("%v (%T)", x, x)

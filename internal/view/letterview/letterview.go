@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +71,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	field("attempts", strconv.Itoa(d.Attempts))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
-	field("captured from", esc(d.SourceQueue))
+	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
 	switch {
 	case d.OriginalExchange != "" || d.OriginalRoutingKey != "":
 		field("replays to", "exchange "+termsafe.Quote(d.OriginalExchange)+", routing key "+termsafe.Quote(d.OriginalRoutingKey))
@@ -114,8 +116,13 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		}
 	}
 
-	section("Properties")
-	writeProperties(&b, d.Properties)
+	if d.System.OrRabbitMQ() == deadletter.RabbitMQ {
+		section("Properties")
+		writeProperties(&b, d.Properties)
+	} else {
+		section(systemName(d.System) + " system attributes")
+		writeNative(&b, d.Native)
+	}
 
 	section("Headers")
 	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
@@ -171,6 +178,28 @@ func relative(now, t time.Time) string {
 		return "in " + phrase.Approximate(-d)
 	}
 	return phrase.Approximate(d) + " ago"
+}
+
+// systemName is how a letter's system reads in prose.
+func systemName(s deadletter.System) string {
+	switch s.OrRabbitMQ() {
+	case deadletter.SQS:
+		return "SQS"
+	case deadletter.RabbitMQ:
+		return "RabbitMQ"
+	}
+	return termsafe.EscapeLine(string(s))
+}
+
+// writeNative lists a system's own attributes of a message, sorted.
+func writeNative(b *strings.Builder, native map[string]string) {
+	if len(native) == 0 {
+		b.WriteString("  (none)\n")
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(native)) {
+		fmt.Fprintf(b, "  %s: %s\n", termsafe.EscapeLine(k), termsafe.EscapeLine(native[k]))
+	}
 }
 
 func writeProperties(b *strings.Builder, p *deadletter.Properties) {

@@ -1,0 +1,92 @@
+package deadletter
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// System names the queue system a letter was captured from. Each is a
+// driver: a source that captures its dead letters and a target that takes
+// them back.
+type System string
+
+// The systems expiryctl captures from.
+const (
+	// RabbitMQ letters carry AMQP headers and basic properties. A letter
+	// whose system is empty is RabbitMQ's: it was captured before the
+	// archive recorded systems.
+	RabbitMQ System = "rabbitmq"
+	// SQS letters carry typed message attributes as their headers (see
+	// SQSAttribute) and SQS's system attributes as Native.
+	SQS System = "sqs"
+)
+
+// Systems lists every system.
+func Systems() []System { return []System{RabbitMQ, SQS} }
+
+// OrRabbitMQ is s, or RabbitMQ when s is empty.
+func (s System) OrRabbitMQ() System {
+	if s == "" {
+		return RabbitMQ
+	}
+	return s
+}
+
+// ParseSystem returns the system named s, or an error that lists the
+// valid names.
+func ParseSystem(s string) (System, error) {
+	names := make([]string, 0, len(Systems()))
+	for _, sys := range Systems() {
+		if string(sys) == s {
+			return sys, nil
+		}
+		names = append(names, string(sys))
+	}
+	return "", fmt.Errorf("unknown queue system %q: valid systems are %s", s, strings.Join(names, ", "))
+}
+
+// SQSAttribute is one SQS message attribute as received: its data type,
+// which may carry a custom suffix ("Number.float", "Binary.png",
+// "String.json"), and its value, a string for the String and Number
+// types and bytes for Binary. A letter from SQS holds its message
+// attributes as SQSAttribute values in Message.Headers, so that a replay
+// sends each back with the type it came with.
+type SQSAttribute struct {
+	DataType    string
+	StringValue string
+	BinaryValue []byte
+}
+
+// BaseType is the attribute's type without its custom suffix: "String",
+// "Number" or "Binary" (or what an odd server sent, as it came).
+func (a SQSAttribute) BaseType() string {
+	base, _, _ := strings.Cut(a.DataType, ".")
+	return base
+}
+
+// Binary says whether the value is in BinaryValue.
+func (a SQSAttribute) Binary() bool { return a.BaseType() == "Binary" }
+
+// DecodeSQSAttributes reads the headers of a letter from SQS back into its
+// message attributes: a plain string is a String attribute, as
+// EncodeHeaders wrote it, and anything else was an SQSAttribute. A value
+// no SQS letter can hold is an error.
+func DecodeSQSAttributes(raw json.RawMessage) (map[string]SQSAttribute, error) {
+	headers, err := DecodeHeaders(raw)
+	if err != nil {
+		return nil, err
+	}
+	attrs := make(map[string]SQSAttribute, len(headers))
+	for name, v := range headers {
+		switch x := v.(type) {
+		case string:
+			attrs[name] = SQSAttribute{DataType: "String", StringValue: x}
+		case SQSAttribute:
+			attrs[name] = x
+		default:
+			return nil, fmt.Errorf("decode SQS attributes: %q holds a %T, which no SQS message attribute is", name, v)
+		}
+	}
+	return attrs, nil
+}
