@@ -82,7 +82,15 @@ it lost, and tries again after a wait that doubles from half a second up to
 committed go back to the queue unacknowledged and are captured once it is
 back. A refused login, a deleted queue or a refusal of the database ends it.
 
-Several ingest processes may run on the same queue at once.`,
+Several ingest processes may run on the same queue at once.
+
+The queue is RabbitMQ's unless --queue names an Amazon SQS queue: sqs://NAME
+(in the region and account of the AWS configuration: AWS_REGION, AWS_PROFILE,
+AWS_ENDPOINT_URL_SQS, …) or the queue's URL. From SQS a message is deleted
+only after its batch committed; while the batch is stored its visibility is
+extended, so no other consumer gets it. Throttling and 5xx answers are
+retried with backoff, and a followed capture waits out an SQS that does not
+answer. docs/sqs.md says what is kept of each message.`,
 		Example: `  # capture what is there now
   expiryctl dlq ingest --queue reservation-expiry.dlq
 
@@ -95,6 +103,10 @@ Several ingest processes may run on the same queue at once.`,
   # and sign a checkpoint of the audit trail every 5 minutes meanwhile
   # (the login is in the auditor group too: only auditors record checkpoints)
   expiryctl dlq ingest --queue reservation-expiry.dlq --follow --checkpoint-key audit.key --checkpoint-every 5m
+
+  # capture an Amazon SQS dead-letter queue
+  expiryctl dlq ingest --queue https://sqs.eu-west-1.amazonaws.com/123456789012/reservation-expiry-dlq
+  AWS_REGION=eu-west-1 expiryctl dlq ingest --queue sqs://reservation-expiry-dlq --follow
 
   # map your own error classes to categories
   expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
@@ -130,7 +142,7 @@ Several ingest processes may run on the same queue at once.`,
 			return dlqIngestRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture (required)")
+	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, or sqs://NAME or an SQS queue URL (required)")
 	cmd.Flags().IntVar(&opts.Batch, "batch", 500, "letters stored and acknowledged per transaction")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
@@ -226,8 +238,14 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	} else {
 		fmt.Fprintf(opts.IO.ErrOut, "capturing %s %s\n", opts.Queue, until)
 	}
+	// The audit trail names the queue as the letters do: an SQS queue by
+	// its ARN, whatever URL or name the flag gave.
+	queue := opts.Queue
+	if name := src.QueueName(); name != "" {
+		queue = name
+	}
 	run := deadletter.IngestOptions{
-		Queue: opts.Queue, Batch: opts.Batch, Follow: opts.Follow,
+		Queue: queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
 	}
 	var stats deadletter.IngestStats
@@ -278,7 +296,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 }
 
 // lostServerLabel is the server label of a loss that deadletter reports.
-var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "PostgreSQL": metrics.LostPostgreSQL}
+var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL}
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
 // serves for the queue's topology, and the counters of this capture, which

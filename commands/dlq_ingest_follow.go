@@ -8,6 +8,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -43,6 +44,7 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 			return reopenDLQSource(ctx, opts, prefetch)
 		},
 		Backoff: waits,
+		Server:  sourceServer(opts.Queue),
 		Report: func(r deadletter.Reconnect) {
 			opts.progress.say(reconnectLine(opts.Queue, r))
 			if !r.Back && r.Attempt == 1 {
@@ -54,6 +56,15 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 		src = open
 	}
 	return stats, src, err
+}
+
+// sourceServer names the system a --queue value is on, as an outage's
+// report says it.
+func sourceServer(queue string) string {
+	if sqsqueue.IsQueueRef(queue) {
+		return "SQS"
+	}
+	return "RabbitMQ"
 }
 
 // reopenDLQSource checks that PostgreSQL answers, then opens a consumer
@@ -78,7 +89,10 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
-		if broker.Unreachable(err) {
+		switch {
+		case sqsqueue.IsQueueRef(queue) && sqsqueue.Unreachable(err):
+			return nil, &deadletter.Unavailable{Server: "SQS", Err: err}
+		case !sqsqueue.IsQueueRef(queue) && broker.Unreachable(err):
 			return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}
 		}
 		return nil, err
@@ -92,8 +106,8 @@ func reconnectLine(queue string, r deadletter.Reconnect) string {
 	down := r.Down.Round(100 * time.Millisecond)
 	tries := phrase.Count(r.Attempt, "try", "tries")
 	switch {
-	case r.Back && r.Server == "RabbitMQ":
-		return fmt.Sprintf("reconnected to RabbitMQ after %s (%s): capturing %s again", down, tries, queue)
+	case r.Back && r.Server != "PostgreSQL":
+		return fmt.Sprintf("reconnected to %s after %s (%s): capturing %s again", r.Server, down, tries, queue)
 	case r.Back:
 		return fmt.Sprintf("PostgreSQL is back after %s (%s): batches of %s commit again", down, tries, queue)
 	case r.Attempt == 1:

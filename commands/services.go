@@ -14,6 +14,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/reconcile"
@@ -87,8 +88,12 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 	return &ingester{s}, nil
 }
 
-// DLQSource opens a consumer on queue with prefetch unacknowledged letters.
+// DLQSource opens a consumer on queue with prefetch unacknowledged letters:
+// on SQS when queue is sqs://NAME or a queue URL, else on RabbitMQ.
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
+	if sqsqueue.IsQueueRef(queue) {
+		return f.sqsDLQSource(queue, prefetch)
+	}
 	conn, err := f.AMQP()
 	if err != nil {
 		return nil, err

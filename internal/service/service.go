@@ -110,10 +110,13 @@ type Ingester interface {
 
 // DLQSource is a consumer on one dead-letter queue, for an Ingester, that
 // its user closes; closing returns what was not acknowledged to the queue.
-// *broker.DLQSource implements it.
+// *broker.DLQSource and *sqsqueue.DLQSource implement it.
 type DLQSource interface {
 	deadletter.Source
 	Close() error
+	// QueueName is how letters and the audit trail name the queue: its
+	// name on RabbitMQ, its ARN on SQS.
+	QueueName() string
 }
 
 // Recorder writes one row to the audit trail as the service's actor (the

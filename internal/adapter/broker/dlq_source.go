@@ -63,6 +63,9 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 // then says the consumer was closed).
 func (s *DLQSource) Err() error { return Broken(s.conn) }
 
+// QueueName is the queue's name, as letters and the audit trail name it.
+func (s *DLQSource) QueueName() string { return s.queue }
+
 // Deliveries implements deadletter.Source.
 func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
 

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +17,7 @@ var (
 		"Batches this ingest process committed and acknowledged since it started.",
 		"queue")
 	ingestLossesDesc = newDesc("ingest_connection_losses_total",
-		"Times this ingest process (with --follow) lost a server and waited to reconnect, by server: rabbitmq or postgresql.",
+		"Times this ingest process (with --follow) lost a server and waited to reconnect, by server: rabbitmq, sqs or postgresql.",
 		"queue", "server")
 )
 
@@ -23,6 +25,7 @@ var (
 // exported from the start so that a rate over it never lacks a series.
 const (
 	LostRabbitMQ   = "rabbitmq"
+	LostSQS        = "sqs"
 	LostPostgreSQL = "postgresql"
 )
 
@@ -38,12 +41,13 @@ type IngestCounters struct {
 
 	mu                          sync.Mutex
 	stored, duplicates, batches int64
-	lostRabbitMQ, lostPostgres  int64
+	// lost counts the losses by server label.
+	lost map[string]int64
 }
 
 // NewIngestCounters returns counters, all zero, for ingesting queue.
 func NewIngestCounters(queue string) *IngestCounters {
-	return &IngestCounters{queue: queue}
+	return &IngestCounters{queue: queue, lost: make(map[string]int64, len(lostServers))}
 }
 
 // Observe records the run's totals so far.
@@ -53,16 +57,17 @@ func (c *IngestCounters) Observe(stored, duplicates, batches int64) {
 	c.stored, c.duplicates, c.batches = stored, duplicates, batches
 }
 
-// Lost counts one loss of server (LostRabbitMQ or LostPostgreSQL): the
-// first wait of an outage, however many tries it then takes.
+// lostServers are the server labels, in the order they are exported.
+var lostServers = []string{LostRabbitMQ, LostSQS, LostPostgreSQL}
+
+// Lost counts one loss of server (LostRabbitMQ, LostSQS or
+// LostPostgreSQL): the first wait of an outage, however many tries it
+// then takes.
 func (c *IngestCounters) Lost(server string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch server {
-	case LostRabbitMQ:
-		c.lostRabbitMQ++
-	case LostPostgreSQL:
-		c.lostPostgres++
+	if slices.Contains(lostServers, server) {
+		c.lost[server]++
 	}
 }
 
@@ -77,11 +82,12 @@ func (c *IngestCounters) Describe(ch chan<- *prometheus.Desc) {
 func (c *IngestCounters) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	stored, duplicates, batches := c.stored, c.duplicates, c.batches
-	lostRabbitMQ, lostPostgres := c.lostRabbitMQ, c.lostPostgres
+	lost := maps.Clone(c.lost)
 	c.mu.Unlock()
 	ch <- counter(ingestLettersDesc, float64(stored), c.queue, "stored")
 	ch <- counter(ingestLettersDesc, float64(duplicates), c.queue, "duplicate")
 	ch <- counter(ingestBatchesDesc, float64(batches), c.queue)
-	ch <- counter(ingestLossesDesc, float64(lostRabbitMQ), c.queue, LostRabbitMQ)
-	ch <- counter(ingestLossesDesc, float64(lostPostgres), c.queue, LostPostgreSQL)
+	for _, server := range lostServers {
+		ch <- counter(ingestLossesDesc, float64(lost[server]), c.queue, server)
+	}
 }
