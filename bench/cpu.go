@@ -33,10 +33,13 @@ type cpuUse struct {
 }
 
 // takeCPU reads /proc for the benchmark process and its children, RabbitMQ's
-// Erlang VM and the PostgreSQL processes working for the benchmark. Other
+// Erlang VM, the SQS server (when an SQS scenario found it on this machine,
+// see watchSQSServer) and the PostgreSQL processes working for the
+// benchmark. Other
 // processes count only in the machine total, so that "other" shows load the
 // benchmark did not cause (the other engineers' tests on a shared machine).
-// RabbitMQ's share is the whole broker's, whoever else uses it.
+// RabbitMQ's and goaws's shares are the whole server's, whoever else uses
+// it.
 func takeCPU() cpuSnapshot {
 	return takeCPUCached(nil)
 }
@@ -77,6 +80,8 @@ func takeCPUCached(groups map[int]string) cpuSnapshot {
 			group = "postgres"
 		case comm == "beam.smp" && isRabbitServer(pid):
 			group = "rabbitmq"
+		case sqsServer.pids[pid]:
+			group = "goaws"
 		case comm == "expiryctl" && ppid == self:
 			group = "expiryctl"
 		}
@@ -150,6 +155,9 @@ func (m *cpuMonitor) use(machineEnd int64) cpuUse {
 	return u
 }
 
+// cpuGroups are the groups takeCPU names, in the order the notes list them.
+var cpuGroups = []string{"rabbitmq", "goaws", "postgres", "bench", "expiryctl"}
+
 // known is the CPU of the processes the benchmark involves, in seconds.
 func (u cpuUse) known() float64 {
 	var sum float64
@@ -168,7 +176,7 @@ func (u cpuUse) OtherShare(wall time.Duration) float64 {
 func (u cpuUse) String() string {
 	var parts []string
 	var known float64
-	for _, g := range []string{"rabbitmq", "postgres", "bench", "expiryctl"} {
+	for _, g := range cpuGroups {
 		if v, ok := u.Groups[g]; ok && v > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.1fs", g, v))
 			known += v
@@ -186,7 +194,7 @@ func (u cpuUse) PerItem(n int) string {
 		return "-"
 	}
 	var parts []string
-	for _, g := range []string{"rabbitmq", "postgres", "bench", "expiryctl"} {
+	for _, g := range cpuGroups {
 		if v, ok := u.Groups[g]; ok && v > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.1f µs", g, 1e6*v/float64(n)))
 		}

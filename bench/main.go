@@ -16,13 +16,15 @@
 // (Archive.Signals, every signal of `dlq summary`, on large vs small; and
 // `metrics serve`: one scrape, one snapshot refresh, and its peak RSS over
 // 100 scrapes), export (`dlq list --limit 0 -o json`
-// peak RSS, and its rate beside a COPY of the same rows). Each scenario uses
+// peak RSS, and its rate beside a COPY of the same rows), sqs-ingest
+// (deadletter.Ingest from an SQS dead-letter queue on goaws vs a bare
+// receive-and-delete loop that brackets it). Each scenario uses
 // its own databases and queues and removes them at the end. Audit rows are
 // written as the commands write them: they are part of the cost.
 //
 // Under the table, notes say where the CPU went during each timed ingest
 // phase (RabbitMQ, the benchmark's PostgreSQL backends, this process, the
-// binary, and everything else), and warn when other processes took enough of
+// binary, goaws, and everything else), and warn when other processes took enough of
 // the machine to make a ratio unreliable. Use -cpuprofile to see inside the
 // in-process subjects.
 //
@@ -59,6 +61,8 @@ type config struct {
 	AdminURL string
 	AMQPURL  string
 	Bin      string
+	// SQSEndpoint is the SQS-compatible server of the sqs-* scenarios.
+	SQSEndpoint string
 
 	IngestN  int
 	SmallN   int
@@ -68,6 +72,9 @@ type config struct {
 	Window   int
 	Warmup   int
 	Runs     int
+
+	// SQSIngestN is the letters per queue of the sqs-ingest scenario.
+	SQSIngestN int
 
 	// Batch is passed to Ingest and `dlq ingest --batch`; 0 keeps the
 	// product's default.
@@ -79,7 +86,7 @@ type config struct {
 	start time.Time
 }
 
-var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui"}
+var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui", "sqs-ingest"}
 
 // Main runs the benchmark with the command line's arguments (without the
 // program name), prints the report on stdout and progress on stderr, and
@@ -97,9 +104,12 @@ func Main(args []string, stdout io.Writer) int {
 		"PostgreSQL maintenance database, to create and drop the benchmark's databases (env EXPIRYCTL_TEST_DATABASE_URL)")
 	flags.StringVar(&cfg.AMQPURL, "amqp-url", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_AMQP_URL"), os.Getenv("EXPIRYCTL_AMQP_URL"),
 		broker.DefaultURL), "RabbitMQ URL (env EXPIRYCTL_TEST_AMQP_URL or EXPIRYCTL_AMQP_URL)")
+	flags.StringVar(&cfg.SQSEndpoint, "sqs-endpoint", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_SQS_ENDPOINT"), "http://127.0.0.1:4100"),
+		"SQS-compatible server of the sqs-* scenarios (env EXPIRYCTL_TEST_SQS_ENDPOINT)")
 	flags.StringVar(&cfg.Bin, "bin", firstNonEmpty(os.Getenv("EXPIRYCTL_BIN"), "./bin/expiryctl"),
 		"the built expiryctl binary (env EXPIRYCTL_BIN)")
 	flags.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
+	flags.IntVar(&cfg.SQSIngestN, "sqs-ingest-n", 0, "letters per queue in the sqs-ingest scenario (default 20000, -quick 5000)")
 	flags.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
 	flags.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
 	flags.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
@@ -203,6 +213,11 @@ func Main(args []string, stdout io.Writer) int {
 			rep.failed("outcomes", err)
 		}
 	}
+	if ctx.Err() == nil && cfg.selected("sqs-ingest") {
+		if err := benchSQSIngest(ctx, cfg, rep); err != nil {
+			rep.failed("sqs-ingest", err)
+		}
+	}
 	if ctx.Err() == nil && cfg.selected("audit") {
 		if err := benchAudit(ctx, cfg, rep); err != nil {
 			rep.failed("audit", err)
@@ -244,6 +259,10 @@ func (c *config) defaults() {
 		}
 	}
 	pick(&c.IngestN, 100_000, 10_000, 500)
+	// goaws walks a queue's messages on every receive and delete, so its
+	// cost per letter grows with the queue: 20k takes about 4 s a drain
+	// here, the scenario about 15 s.
+	pick(&c.SQSIngestN, 20_000, 5_000, 200)
 	pick(&c.LargeN, 1_000_000, 10_000, 10_000)
 	pick(&c.SmallN, 10_000, 1_000, 1_000)
 	pick(&c.Runs, 31, 9, 3)
