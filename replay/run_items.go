@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"github.com/expiryctl/expiryctl/deadletter"
 	"time"
 )
 
@@ -35,6 +36,10 @@ type runItem struct {
 	// (the request's --not-before, its letter's Retry-After, its hold's
 	// deadline); zero: now.
 	notBefore time.Time
+	// system is the queue system the letter came from, which the message
+	// goes back to; groupID its SQS message group, "" for none.
+	system  deadletter.System
+	groupID string
 }
 
 // target is where a replay sends the item, as the database reads it with
