@@ -32,7 +32,9 @@ func sqsReplayAttributes(stored json.RawMessage, req Request, actor string, item
 	number := func(n int64) deadletter.SQSAttribute {
 		return deadletter.SQSAttribute{DataType: "Number", StringValue: strconv.FormatInt(n, 10)}
 	}
-	text := func(s string) deadletter.SQSAttribute { return deadletter.SQSAttribute{DataType: "String", StringValue: s} }
+	text := func(s string) deadletter.SQSAttribute {
+		return deadletter.SQSAttribute{DataType: "String", StringValue: s}
+	}
 	adds := []struct {
 		name     string
 		value    deadletter.SQSAttribute
