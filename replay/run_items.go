@@ -2,8 +2,9 @@ package replay
 
 import (
 	"encoding/json"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // runItem is one frozen item of a request with its letter, as read for a

@@ -3,8 +3,9 @@ package replay
 import (
 	"context"
 	"fmt"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // Plan actions for an item.

@@ -24,8 +24,8 @@ import (
 // approve and run, each with a login of their own that is neither a
 // superuser nor the owner.
 type sqsPeople struct {
-	db                      *pgtest.Database
-	ivan, alice, bob, owner *pgtest.Login
+	db               *pgtest.Database
+	ivan, alice, bob *pgtest.Login
 }
 
 func setupPeople(t *testing.T) *sqsPeople {
