@@ -3,6 +3,7 @@ package sqsqueue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,29 @@ func TestPublisherFIFO(t *testing.T) {
 	var failure *replay.PublishFailure
 	if err := send(""); err == nil || !errors.As(err, &failure) {
 		t.Errorf("a FIFO message with no group: %v, want a *replay.PublishFailure", err)
+	}
+}
+
+// TestPublisherRefusedMessageFailsItsItem: a message SQS will not take (a
+// body over its size limit) fails its item with SQS's reason; the run goes
+// on with the rest.
+func TestPublisherRefusedMessageFailsItsItem(t *testing.T) {
+	client := sqstest.Client(t)
+	_, arn := sqstest.CreateQueue(t, client, sqstest.Name(t, "-big"), nil)
+	p := sqsqueue.NewPublisher(client)
+	defer p.Close()
+	body := append([]byte(`{"reservation_id":"r-big","pad":"`), make([]byte, 300<<10)...)
+	for i := len(body) - 300<<10; i < len(body); i++ {
+		body[i] = 'x'
+	}
+	body = append(body, `"}`...)
+	pending, err := p.Publish(context.Background(), replay.Message{System: deadletter.SQS, RoutingKey: arn, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-pending.Done()
+	var failure *replay.PublishFailure
+	if err := pending.Outcome(); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "SQS refused it") {
+		t.Errorf("a 300 KiB body: %v, want the item failed with SQS's reason", err)
 	}
 }
