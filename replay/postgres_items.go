@@ -25,7 +25,8 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 	coalesce(d.reservation_id, ''), coalesce(d.idempotency_key, ''), d.expected_version,
 	t.rk IS NOT NULL, coalesce(t.e, ''), coalesce(t.rk, ''), coalesce(d.origin_queue, ''),
 	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count,
-	greatest(extract(epoch FROM w.not_before - clock_timestamp()), 0)::float8`
+	greatest(extract(epoch FROM w.not_before - clock_timestamp()), 0)::float8,
+	d.source_system, coalesce(d.native->>'MessageGroupId', '')`
 
 // againJoin finds a newer letter of the same job (the letter died again
 // since it was frozen). A lateral LIMIT 1 probes the partial index on
@@ -80,7 +81,7 @@ func (p postgresTables) ItemsLoad(ctx context.Context, request int64, lo, hi int
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasTarget, &it.exchange,
 			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount,
-			&wait)
+			&wait, &it.system, &it.groupID)
 		it.headers = headers
 		if wait > 0 {
 			// The database's answer is a wait, not a time: the runner's
@@ -209,6 +210,8 @@ func (p postgresTables) ItemsTiming(ctx context.Context, request int64) (Timing,
 
 func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error) {
 	notes := PropertyNotes{UserIDs: map[string]int{}}
+	// Only RabbitMQ letters have AMQP properties; an SQS letter's
+	// attributes go back as they came.
 	// The user_id is read back through DecodeProperties, which undoes the
 	// tag a user_id that is not plain UTF-8 is stored with.
 	rows, err := p.q.Query(ctx, `SELECT d.properties IS NULL,
@@ -216,7 +219,7 @@ func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (
 		       CASE WHEN d.properties ? 'user_id' THEN jsonb_build_object('user_id', d.properties->'user_id')::text END,
 		       count(*)
 		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 GROUP BY 1, 2, 3`, request)
+		WHERE i.request_id = $1 AND d.source_system = 'rabbitmq' GROUP BY 1, 2, 3`, request)
 	if err != nil {
 		return PropertyNotes{}, err
 	}
