@@ -18,7 +18,10 @@
 // 100 scrapes), export (`dlq list --limit 0 -o json`
 // peak RSS, and its rate beside a COPY of the same rows), sqs-ingest
 // (deadletter.Ingest from an SQS dead-letter queue on goaws vs a bare
-// receive-and-delete loop that brackets it). Each scenario uses
+// receive-and-delete loop that brackets it), sqs-replay (replay.Runner
+// sending an approved cohort back to SQS through sqsqueue.Publisher vs a
+// bare SendMessageBatch publisher that brackets it, and a bare
+// SendMessage one). Each scenario uses
 // its own databases and queues and removes them at the end. Audit rows are
 // written as the commands write them: they are part of the cost.
 //
@@ -75,6 +78,8 @@ type config struct {
 
 	// SQSIngestN is the letters per queue of the sqs-ingest scenario.
 	SQSIngestN int
+	// SQSReplayN is the letters the sqs-replay scenario replays.
+	SQSReplayN int
 
 	// Batch is passed to Ingest and `dlq ingest --batch`; 0 keeps the
 	// product's default.
@@ -86,7 +91,7 @@ type config struct {
 	start time.Time
 }
 
-var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui", "sqs-ingest"}
+var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui", "sqs-ingest", "sqs-replay"}
 
 // Main runs the benchmark with the command line's arguments (without the
 // program name), prints the report on stdout and progress on stderr, and
@@ -110,6 +115,7 @@ func Main(args []string, stdout io.Writer) int {
 		"the built expiryctl binary (env EXPIRYCTL_BIN)")
 	flags.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
 	flags.IntVar(&cfg.SQSIngestN, "sqs-ingest-n", 0, "letters per queue in the sqs-ingest scenario (default 20000, -quick 5000)")
+	flags.IntVar(&cfg.SQSReplayN, "sqs-replay-n", 0, "letters replayed in the sqs-replay scenario (default 10000, -quick 3000)")
 	flags.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
 	flags.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
 	flags.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
@@ -218,6 +224,11 @@ func Main(args []string, stdout io.Writer) int {
 			rep.failed("sqs-ingest", err)
 		}
 	}
+	if ctx.Err() == nil && cfg.selected("sqs-replay") {
+		if err := benchSQSReplay(ctx, cfg, rep); err != nil {
+			rep.failed("sqs-replay", err)
+		}
+	}
 	if ctx.Err() == nil && cfg.selected("audit") {
 		if err := benchAudit(ctx, cfg, rep); err != nil {
 			rep.failed("audit", err)
@@ -263,6 +274,10 @@ func (c *config) defaults() {
 	// cost per letter grows with the queue: 20k takes about 4 s a drain
 	// here, the scenario about 15 s.
 	pick(&c.SQSIngestN, 20_000, 5_000, 200)
+	// One SendMessage a message, as the runner sends to SQS, goes at
+	// 1,300-3,500 a second here: 10k takes 3-8 s a run, the scenario
+	// about 20 s.
+	pick(&c.SQSReplayN, 10_000, 3_000, 200)
 	pick(&c.LargeN, 1_000_000, 10_000, 10_000)
 	pick(&c.SmallN, 10_000, 1_000, 1_000)
 	pick(&c.Runs, 31, 9, 3)

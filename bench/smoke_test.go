@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench -smoke exited %d, want 0:\n%s", code, report)
 	}
-	for _, scenario := range []string{"1 ingest", "1 ingest ceiling", "5 replay ceiling", "5 replay broker limit", "2 list", "3 summary", "3 metrics", "4 list --limit 0", "5 replay", "5 audit", "6 tui", "7 sqs-ingest", "7 sqs-ingest ceiling"} {
+	for _, scenario := range []string{"1 ingest", "1 ingest ceiling", "5 replay ceiling", "5 replay broker limit", "2 list", "3 summary", "3 metrics", "4 list --limit 0", "5 replay", "5 audit", "6 tui", "7 sqs-ingest", "7 sqs-ingest ceiling", "8 sqs-replay"} {
 		if !strings.Contains(report, "\n"+scenario) {
 			t.Errorf("the report has no %q line:\n%s", scenario, report)
 		}
