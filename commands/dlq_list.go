@@ -136,11 +136,11 @@ func (opts *DLQListOptions) resolve() error {
 // id, status or reservation.
 var listTruncatable = []string{"MESSAGE-ID", "QUEUE", "ERROR-CLASS"}
 
-var listHeaders = []string{"ID", "DEAD-LETTERED", "CATEGORY", "ERROR-CLASS", "RESERVATION", "ATTEMPTS", "STATUS", "QUEUE", "MESSAGE-ID"}
+var listHeaders = []string{"ID", "DEAD-LETTERED", "CATEGORY", "ERROR-CLASS", "RESERVATION", "ATTEMPTS", "STATUS", "QUEUE", "MESSAGE-ID", "SYSTEM"}
 
 func listCells(streams *IOStreams, r deadletter.Row, now time.Time) []string {
 	return []string{strconv.FormatInt(r.ID, 10), formatTime(streams, r.DeadLetteredAt, now), string(r.Category),
-		r.ErrorClass, r.ReservationID, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.MessageID}
+		r.ErrorClass, r.ReservationID, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.MessageID, string(r.System.OrRabbitMQ())}
 }
 
 func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
@@ -193,7 +193,7 @@ func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
 }
 
 var csvHeaders = []string{"id", "message_id", "reservation_id", "idempotency_key", "reason_category", "error_class",
-	"attempts", "status", "source_queue", "dead_lettered_at", "due_at", "last_error"}
+	"attempts", "status", "source_queue", "dead_lettered_at", "due_at", "last_error", "system"}
 
 func csvCells(r deadletter.Row) []string {
 	due := ""
@@ -201,7 +201,8 @@ func csvCells(r deadletter.Row) []string {
 		due = r.DueAt.Format(time.RFC3339Nano)
 	}
 	return []string{strconv.FormatInt(r.ID, 10), r.MessageID, r.ReservationID, r.IdempotencyKey, string(r.Category),
-		r.ErrorClass, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.DeadLetteredAt.Format(time.RFC3339Nano), due, r.LastError}
+		r.ErrorClass, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.DeadLetteredAt.Format(time.RFC3339Nano), due, r.LastError,
+		string(r.System.OrRabbitMQ())}
 }
 
 // streamList writes every match as it is read: a JSON array element by

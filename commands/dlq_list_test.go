@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,8 +87,12 @@ func TestDLQListRun(t *testing.T) {
 		if err != nil || len(records) != 2 || strings.Join(records[0], ",") != strings.Join(csvHeaders, ",") {
 			t.Fatalf("csv = %v, %v:\n%s", records, err, out)
 		}
-		if last := records[1][len(records[1])-1]; last != fakes.Hostile {
-			t.Fatalf("csv last_error = %q, want the stored bytes", last)
+		lastError := records[1][slices.Index(csvHeaders, "last_error")]
+		if lastError != fakes.Hostile {
+			t.Fatalf("csv last_error = %q, want the stored bytes", lastError)
+		}
+		if system := records[1][slices.Index(csvHeaders, "system")]; system != "rabbitmq" {
+			t.Fatalf("csv system = %q, want rabbitmq", system)
 		}
 	})
 	t.Run("table escapes what a letter carries", func(t *testing.T) {

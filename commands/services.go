@@ -356,13 +356,17 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 			return nil, nil, err
 		}
 	}
-	if req, err := replay.Get(ctx, r.pool, id); err == nil && req.Kind == replay.KindDiscard {
+	req, readErr := replay.Get(ctx, r.pool, id)
+	if readErr == nil && req.Kind == replay.KindDiscard {
 		return runner, func() {}, nil
 	}
 	if r.outcomes != nil {
 		if runner.Outcomes, err = r.outcomes(ctx); err != nil {
 			return nil, nil, err
 		}
+	}
+	if readErr == nil && req.System() == deadletter.SQS {
+		return r.openSQS(ctx, runner, req)
 	}
 	brokers := &runBrokers{dial: r.dial}
 	b, err := brokers.open()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -44,9 +45,17 @@ type Target struct {
 	RoutingKey string `json:"routing_key"`
 	// Letters counts the cohort's letters published there.
 	Letters int `json:"letters"`
+	// System is the queue system of the target; empty for RabbitMQ. An
+	// SQS target is the queue its RoutingKey names by ARN.
+	System deadletter.System `json:"system,omitempty"`
 }
 
-func (t Target) String() string { return describeTarget(t.Exchange, t.RoutingKey) }
+func (t Target) String() string {
+	if t.System == deadletter.SQS {
+		return "SQS queue " + strconv.Quote(t.RoutingKey)
+	}
+	return describeTarget(t.Exchange, t.RoutingKey)
+}
 
 // VersionCount is how many letters of a cohort one handler version failed.
 // Version is "" for letters that name none (a worker that predates the

@@ -20,6 +20,18 @@ type Message struct {
 	Properties deadletter.Properties
 	Headers    map[string]any
 	Body       []byte
+
+	// System is the queue system the message goes to: RabbitMQ (the
+	// default), or SQS, where RoutingKey is the queue's ARN and the
+	// message carries Attributes instead of Properties and Headers.
+	System deadletter.System
+	// Attributes are an SQS message's attributes, each with its type.
+	Attributes map[string]deadletter.SQSAttribute
+	// GroupID and DeduplicationID are for an SQS FIFO queue: the letter's
+	// message group, and an id fresh to this replay, which SQS's
+	// five-minute deduplication would otherwise take for a copy of the
+	// original.
+	GroupID, DeduplicationID string
 }
 
 // Broker is what the runner needs from RabbitMQ. The RabbitMQ adapter,

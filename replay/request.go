@@ -148,6 +148,18 @@ type Request struct {
 	Runner string `json:"runner,omitempty"`
 }
 
+// System is the queue system the request's letters came from and go back
+// to: SQS when its targets are SQS queues, else RabbitMQ. A request holds
+// the letters of one system (replay_request_create refuses a mix).
+func (r Request) System() deadletter.System {
+	for _, t := range r.Targets {
+		if t.System != "" {
+			return t.System
+		}
+	}
+	return deadletter.RabbitMQ
+}
+
 // Open reports whether the request still holds its letters.
 func (r Request) Open() bool {
 	switch r.Status {

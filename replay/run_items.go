@@ -3,6 +3,8 @@ package replay
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // runItem is one frozen item of a request with its letter, as read for a
@@ -35,6 +37,10 @@ type runItem struct {
 	// (the request's --not-before, its letter's Retry-After, its hold's
 	// deadline); zero: now.
 	notBefore time.Time
+	// system is the queue system the letter came from, which the message
+	// goes back to; groupID its SQS message group, "" for none.
+	system  deadletter.System
+	groupID string
 }
 
 // target is where a replay sends the item, as the database reads it with

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // Plan actions for an item.
@@ -116,6 +118,9 @@ func (r *Runner) exchangeExists(ctx context.Context, exchange string, known map[
 // replayMessage builds the message that replays it, with the fresh key it
 // carries for a fresh-key request; blocked says why it cannot be built.
 func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exchange, key string) (msg Message, newKey, blocked string) {
+	if it.system == deadletter.SQS {
+		return r.sqsReplayMessage(req, replayedBy, it, key)
+	}
 	props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
 	if err != nil {
 		return Message{}, "", "stored properties cannot be decoded: " + err.Error()
@@ -134,6 +139,23 @@ func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exch
 		}
 	}
 	return Message{Item: it.id, Exchange: exchange, RoutingKey: key, Properties: props, Headers: headers, Body: body}, newKey, ""
+}
+
+// sqsReplayMessage is replayMessage for a letter from SQS: back to the
+// SQS queue key names, with the letter's attributes and the replay's.
+func (r *Runner) sqsReplayMessage(req Request, replayedBy string, it *runItem, queueARN string) (msg Message, newKey, blocked string) {
+	attrs, err := sqsReplayAttributes(it.headers, req, replayedBy, it.id, it.replayCount, r.now())
+	if err != nil {
+		return Message{}, "", err.Error()
+	}
+	body := it.payload
+	if req.FreshKey {
+		if body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID); err != nil {
+			return Message{}, "", "cannot give it a fresh key: " + err.Error()
+		}
+	}
+	return Message{Item: it.id, RoutingKey: queueARN, System: deadletter.SQS, Attributes: attrs, Body: body,
+		GroupID: it.groupID, DeduplicationID: sqsDeduplicationID(req.ID, it.id)}, newKey, ""
 }
 
 // planned is one window of items, planned without eligibility.

@@ -7,24 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
-// TestRedTeamSQSLettersAreNotReplayedToRabbitMQ: the runner publishes to
-// RabbitMQ only, so a replay request that holds a letter captured from SQS
-// is refused (rule system), by the CLI's call and by alice's raw SQL; the
-// letter keeps its system, which nobody can change; a discard of it is
-// allowed.
-func TestRedTeamSQSLettersAreNotReplayedToRabbitMQ(t *testing.T) {
+// TestRedTeamReplayGoesBackToItsOwnSystem: a replay goes back to the
+// system its letters came from. alice, with raw SQL as well as through the
+// service, cannot mix RabbitMQ and SQS letters in one request (rule
+// system), nor send an SQS letter through a RabbitMQ exchange or to no
+// SQS queue (rule target); naming the SQS queue by its ARN is accepted,
+// and the frozen target says SQS. Nobody, the owner included, can make an
+// SQS letter a RabbitMQ one.
+func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
 	body := []byte(`{"reservation_id":"r-sqs","idempotency_key":"expire:r-sqs:v1"}`)
-	arn := "arn:aws:sqs:us-east-1:100010001000:reservation-expiry-dlq"
+	dlqARN := "arn:aws:sqs:us-east-1:100010001000:reservation-expiry-dlq"
+	workARN := "arn:aws:sqs:us-east-1:100010001000:reservation-expiry"
 	letter := deadletter.Letter{System: deadletter.SQS, Native: []byte(`{"MessageId":"m-1"}`), Fingerprint: sha256.Sum256(body),
-		JobKey: "expire:r-sqs:v1", IdempotencyKey: "expire:r-sqs:v1", SourceQueue: arn, OriginQueue: "arn:aws:sqs:us-east-1:100010001000:reservation-expiry",
+		JobKey: "expire:r-sqs:v1", IdempotencyKey: "expire:r-sqs:v1", SourceQueue: dlqARN,
 		Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
-	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", arn, []deadletter.Letter{letter})
+	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", dlqARN, []deadletter.Letter{letter})
 	if err != nil || stored.Stored != 1 {
 		t.Fatalf("the ingester cannot capture an SQS letter: %+v, %v", stored, err)
 	}
@@ -34,19 +40,28 @@ func TestRedTeamSQSLettersAreNotReplayedToRabbitMQ(t *testing.T) {
 		t.Fatalf("stored system %q, %v; want sqs", system, err)
 	}
 
-	refused(t, rt.alice.Pool, "system", `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, '', '', 'INC-7',
-		false, false, false, NULL, false, false, NULL, false, NULL)`, fmt.Sprintf(`{"ids": [%d, %d]}`, rt.letters[0], id))
-	for _, who := range []string{"owner", "ivan"} {
-		pool := rt.owner
-		if who == "ivan" {
-			pool = rt.ivan.Pool
-		}
-		if _, err := pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET source_system = 'rabbitmq' WHERE id = $1`, id); err == nil {
-			t.Errorf("%s turned an SQS letter into a RabbitMQ one", who)
-		}
+	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, $2, $3, 'INC-7',
+		false, false, true, 'SQS shows no consumers', false, $4, NULL, false, 'the red team captures nothing')`
+	refused(t, rt.alice.Pool, "system", create, fmt.Sprintf(`{"ids": [%d, %d]}`, rt.letters[0], id), "", workARN, false)
+	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "", "", false)
+	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "reservations", "reservation.expire", false)
+	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "", "reservation-expiry", false)
+
+	created, err := (&replay.Service{Pool: rt.alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay,
+		Selection: replay.Selection{IDs: []int64{id}}, Why: "INC-7", ToRoutingKey: workARN,
+		SameHandlerWhy: "SQS shows no consumers", UnwatchedWhy: "the red team captures nothing"})
+	if err != nil {
+		t.Fatalf("a request naming the SQS queue by its ARN: %v", err)
 	}
-	if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_request_create('', 'discard', $1::jsonb, 0, 0, '', '', 'INC-7',
-		false, false, false, NULL, false, false, NULL, false, NULL)`, fmt.Sprintf(`{"ids": [%d]}`, id)); err != nil {
-		t.Errorf("a discard of an SQS letter: %v", err)
+	if got := created.Request.Targets; len(got) != 1 || got[0].System != deadletter.SQS || got[0].RoutingKey != workARN {
+		t.Errorf("frozen targets %+v, want the SQS queue %s", got, workARN)
+	}
+	for _, who := range []struct {
+		name string
+		pool *pgxpool.Pool
+	}{{"owner", rt.owner}, {"ivan", rt.ivan.Pool}} {
+		if _, err := who.pool.Exec(ctx, `UPDATE expiryctl.dead_letters SET source_system = 'rabbitmq' WHERE id = $1`, id); err == nil {
+			t.Errorf("%s turned an SQS letter into a RabbitMQ one", who.name)
+		}
 	}
 }

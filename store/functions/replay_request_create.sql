@@ -33,7 +33,9 @@ DECLARE
     bad_decided text;
     bad_changed text;
     bad_target text;
-    bad_system text;
+    sqs_misrouted text;
+    systems integer;
+    sqs_untargeted text;
     perm_n integer;
     perm_ids text;
     perm_cats text;
@@ -115,10 +117,13 @@ BEGIN
            string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system <> 'rabbitmq'),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
+                                                               AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
+           count(DISTINCT d.source_system),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, bad_system, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -135,11 +140,18 @@ BEGIN
     IF bad_changed IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
     END IF;
-    -- The runner publishes to RabbitMQ only: a letter of another system
-    -- would go to a queue it never came from.
-    IF kind = 'replay' AND bad_system IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('system', format('dead letters %s were captured from SQS, and a replay publishes to RabbitMQ only: '
-            || 'replay to SQS is not available yet (see docs/sqs.md); leave them out, or discard them with `expiryctl dlq discard`', bad_system));
+    -- A run publishes to one system, the one its letters came from: a
+    -- letter goes back to a queue of the system it died in.
+    IF kind = 'replay' AND systems > 1 THEN
+        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ and SQS): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+    END IF;
+    IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and name no queue they came from (SQS says it only of a letter its redrive moved, '
+            || 'as DeadLetterQueueSourceArn, or when one queue alone redrives to the DLQ): name it with --routing-key arn:aws:sqs:REGION:ACCOUNT:NAME', sqs_untargeted));
+    END IF;
+    IF kind = 'replay' AND sqs_misrouted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and go back to an SQS queue, named by its ARN: '
+            || '--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME; --to-exchange and --via-exchange are RabbitMQ''s', sqs_misrouted));
     END IF;
     IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
@@ -202,15 +214,19 @@ BEGIN
     -- go, frozen with it: replay_run_start judges the consumers the runner
     -- observed against them, and the approver sees both. One more read of
     -- the cohort's letters by id, grouped once for both.
+    -- A target names its system when it is not RabbitMQ's, so that a
+    -- RabbitMQ request's statement reads as it did before there were two.
     WITH g AS (
-        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, count(*) AS k
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
          CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                       to_exchange, to_routing_key, via_exchange)) t
-         GROUP BY 1, 2, 3)
+         GROUP BY 1, 2, 3, 4)
     SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
-           (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k) ORDER BY k DESC, e, rk), '[]')
-              FROM (SELECT e, rk, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk ORDER BY 3 DESC, 1, 2 LIMIT 20) b)
+           (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k)
+                                      || CASE WHEN sys <> 'rabbitmq' THEN jsonb_build_object('system', sys) ELSE '{}' END
+                                      ORDER BY k DESC, e, rk), '[]')
+              FROM (SELECT e, rk, sys, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk, sys ORDER BY 4 DESC, 1, 2 LIMIT 20) b)
       INTO failed, tgts;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;

@@ -76,7 +76,11 @@ type Queue struct {
 func FindQueue(ctx context.Context, client *sqs.Client, ref QueueRef) (Queue, error) {
 	q := Queue{URL: ref.URL, Name: ref.Name}
 	if q.URL == "" {
-		out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(ref.Name)})
+		in := &sqs.GetQueueUrlInput{QueueName: aws.String(ref.Name)}
+		if ref.Account != "" {
+			in.QueueOwnerAWSAccountId = aws.String(ref.Account)
+		}
+		out, err := client.GetQueueUrl(ctx, in)
 		if err != nil {
 			return Queue{}, queueError(ref.Name, client.Options().Region, err)
 		}
@@ -110,13 +114,20 @@ func FindQueue(ctx context.Context, client *sqs.Client, ref QueueRef) (Queue, er
 	return q, nil
 }
 
+// QueueNotFoundError is SQS's answer that a queue does not exist.
+type QueueNotFoundError struct{ Name, Region string }
+
+func (e *QueueNotFoundError) Error() string {
+	return fmt.Sprintf("SQS queue %q does not exist in region %s: check --queue, and AWS_REGION or the queue URL's region", e.Name, e.Region)
+}
+
 // queueError says what went wrong finding a queue in terms of what to do.
 func queueError(name, region string, err error) error {
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {
 		case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
-			return fmt.Errorf("SQS queue %q does not exist in region %s: check --queue, and AWS_REGION or the queue URL's region", name, region)
+			return &QueueNotFoundError{Name: name, Region: region}
 		case "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch", "AccessDenied", "AccessDeniedException":
 			return fmt.Errorf("SQS refused the credentials for queue %q (%s): check AWS_PROFILE or AWS_ACCESS_KEY_ID and its secret", name, api.ErrorCode())
 		}

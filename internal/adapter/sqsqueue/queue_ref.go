@@ -21,6 +21,9 @@ type QueueRef struct {
 	Region string
 	// Endpoint is the server of a URL whose host is not Amazon's.
 	Endpoint string
+	// Account is the account an ARN names, whose queue of that name it
+	// is; empty otherwise.
+	Account string
 }
 
 // queueName is what SQS allows in a queue name: up to 80 letters, digits,
@@ -32,9 +35,10 @@ var queueName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,75}(\.fifo)?$|^[A-Za-z0-9_-
 var amazonHost = regexp.MustCompile(`^(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(?:\.cn)?$`)
 
 // IsQueueRef says whether s names an SQS queue rather than a RabbitMQ
-// one: it begins with sqs://, http:// or https://.
+// one: it begins with sqs://, http:// or https://, or is an SQS queue's
+// ARN, as letters name the queues they were captured from.
 func IsQueueRef(s string) bool {
-	for _, p := range []string{"sqs://", "http://", "https://"} {
+	for _, p := range []string{"sqs://", "http://", "https://", "arn:aws:sqs:"} {
 		if strings.HasPrefix(strings.ToLower(s), p) {
 			return true
 		}
@@ -45,6 +49,13 @@ func IsQueueRef(s string) bool {
 // ParseQueueRef reads s, or says what an SQS queue reference looks like.
 func ParseQueueRef(s string) (QueueRef, error) {
 	const forms = "name an SQS queue as sqs://NAME or by its URL, e.g. https://sqs.us-east-1.amazonaws.com/123456789012/reservation-expiry-dlq"
+	if strings.HasPrefix(s, "arn:aws:sqs:") {
+		region, account, name, ok := arnParts(s)
+		if !ok || !queueName.MatchString(name) || region == "" || account == "" {
+			return QueueRef{}, fmt.Errorf("invalid SQS queue ARN %q: want arn:aws:sqs:REGION:ACCOUNT:NAME", s)
+		}
+		return QueueRef{Name: name, Region: region, Account: account}, nil
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return QueueRef{}, fmt.Errorf("invalid SQS queue %q: %s", s, forms)

@@ -73,6 +73,10 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
 	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
 	switch {
+	case d.System == deadletter.SQS && d.OriginQueue != "":
+		field("replays to", "SQS queue "+termsafe.Quote(d.OriginQueue))
+	case d.System == deadletter.SQS:
+		field("replays to", st.Warn("unknown: SQS named no source queue; a replay request must name one (--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME)"))
 	case d.OriginalExchange != "" || d.OriginalRoutingKey != "":
 		field("replays to", "exchange "+termsafe.Quote(d.OriginalExchange)+", routing key "+termsafe.Quote(d.OriginalRoutingKey))
 	case d.OriginQueue != "":
