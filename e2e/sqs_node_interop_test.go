@@ -15,6 +15,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/sqstest"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // sqsNodeConfig is what e2e/node/sqs_producer.js and sqs_consumer.js read
@@ -58,18 +59,19 @@ type sqsAttrMD5 struct {
 	Goaws  string `json:"goaws"`
 }
 
-// check fails t unless the server's digest is SQS's or goaws's, and says
-// when it is goaws's: a client that checks it (the SDK for Java) would
-// refuse the message.
-func (m sqsAttrMD5) check(t *testing.T, what string) {
+// check fails t unless the server's digest is SQS's or goaws's, and
+// reports whether it is goaws's: a client that checks it (the SDK for
+// Java) would refuse the message.
+func (m sqsAttrMD5) check(t *testing.T, what string) (goaws bool) {
 	t.Helper()
 	switch m.Server {
 	case m.SQS:
+		return false
 	case m.Goaws:
-		t.Logf("%s: MD5OfMessageAttributes is goaws's %s, not SQS's %s: goaws hashes no value of a Number or custom type", what, m.Server, m.SQS)
-	default:
-		t.Errorf("%s: MD5OfMessageAttributes is %q, neither SQS's %s nor goaws's %s", what, m.Server, m.SQS, m.Goaws)
+		return m.Goaws != m.SQS
 	}
+	t.Errorf("%s: MD5OfMessageAttributes is %q, neither SQS's %s nor goaws's %s", what, m.Server, m.SQS, m.Goaws)
+	return false
 }
 
 // sqsAttrVal is one message attribute as the Node scripts write it: its
@@ -118,6 +120,7 @@ type sqsShownLetter struct {
 var sqsNodeCategories = map[string]string{
 	"redrive-snake":    "broker-limit",
 	"redrive-camel":    "broker-limit",
+	"redrive-eight":    "broker-limit",
 	"redrive-ten":      "broker-limit",
 	"worker-etimedout": "transient-exhausted",
 }
@@ -126,13 +129,19 @@ var sqsNodeCategories = map[string]string{
 var sqsNodeHoldUntil = time.UnixMilli(1796041200000).UTC()
 
 // TestSQSNodeInterop runs a real Node.js client (@aws-sdk/client-sqs) on
-// both ends of an SQS dead-lettering. A Node producer sends contract jobs
-// with message attributes of every data type, custom types and unicode
-// included, to a work queue whose redrive policy moves them to a DLQ after
-// one receive, and one job straight to the DLQ as a failing worker does; a
-// Node worker receives the first ones and fails them. expiryctl captures the
-// DLQ, and every letter must hold the body byte for byte, every attribute
-// with its data type and value, and the system attributes the server gave.
+// both ends of an SQS dead-lettering and its governed replay. A Node
+// producer sends contract jobs with message attributes of every data type,
+// custom types and unicode included, to a work queue whose redrive policy
+// moves them to a DLQ after one receive, and one job straight to the DLQ as
+// a failing worker does; a Node worker receives the first ones and fails
+// them. expiryctl captures the DLQ, and every letter must hold the body
+// byte for byte, every attribute with its data type and value, and the
+// system attributes the server gave. An operator requests their replay to
+// the work queue, an approver approves it and the operator runs it; a Node
+// consumer then receives each job as it was sent, body and attributes with
+// their types, less the failure's bookkeeping and plus the replay's own as
+// far as SQS's ten attributes allow. The job with ten attributes of its own
+// has no room for them and is not sent.
 func TestSQSNodeInterop(t *testing.T) {
 	t.Parallel()
 	dir := nodeHarness(t)
@@ -148,12 +157,24 @@ func TestSQSNodeInterop(t *testing.T) {
 		Record:    filepath.Join(tmp, "record.json"),
 	}
 	db := pgtest.New(t)
+	// The run watches for its jobs dying again for the canary window after
+	// its last send: the test's are received only after the run.
+	changes, err := replay.ParsePolicyChanges([]string{"canary_window=300ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", changes); err != nil {
+		t.Fatal(err)
+	}
 	ingester := withAWS(newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, ""))
-	alice := withAWS(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
+	aliceLogin := db.Login(t, "alice", "expiryctl_operator")
+	bobLogin := db.Login(t, "bob", "expiryctl_approver")
+	alice, bob := withAWS(newCLI(aliceLogin.URL, "")), withAWS(newCLI(bobLogin.URL, ""))
 
 	cfgPath := writeJSONFile(t, filepath.Join(tmp, "config.json"), cfg)
 	started := time.Now()
-	out, err := runNode(t, dir, "sqs_producer.js", cfgPath)
+	var out string
+	out, err = runNode(t, dir, "sqs_producer.js", cfgPath)
 	if err != nil {
 		t.Fatalf("the Node producer failed (%v):\n%s", err, out)
 	}
@@ -166,7 +187,8 @@ func TestSQSNodeInterop(t *testing.T) {
 	}
 
 	// The worker fails the redriven jobs; once their visibility timeout of
-	// a second has run out, the redrive moves them to the DLQ.
+	// a second has run out, goaws's redrive moves them to the DLQ on its
+	// one-second timer (SQS would on the next receive).
 	out, err = runNode(t, dir, "sqs_consumer.js", cfgPath, "fail")
 	if err != nil {
 		t.Fatalf("the failing Node worker failed (%v):\n%s", err, out)
@@ -199,19 +221,194 @@ func TestSQSNodeInterop(t *testing.T) {
 	for _, l := range listed {
 		byMessageID[l.MessageID] = l.ID
 	}
+	letters := map[string]int64{}
+	var ids []string
+	// messages counts those sent and received, goawsMD5 those whose
+	// MD5OfMessageAttributes is goaws's, not SQS's.
+	messages, goawsMD5 := n, 0
 	for _, c := range record.Cases {
 		id, ok := byMessageID[c.MessageID]
 		if !ok {
 			t.Errorf("%s (message id %s) was not captured", c.Name, c.MessageID)
 			continue
 		}
+		letters[c.Name] = id
+		ids = append(ids, "--id", strconv.FormatInt(id, 10))
 		var shown sqsShownLetter
 		decodeJSON(t, alice.ok(t, "dlq", "show", strconv.FormatInt(id, 10), "-o", "json"), &shown)
 		for _, d := range compareCaptured(t, c, shown, cfg, started) {
 			t.Errorf("%s (letter %d): %s", c.Name, id, d)
 		}
-		c.MD5.check(t, c.Name+" as sent")
+		if c.MD5.check(t, c.Name+" as sent") {
+			goawsMD5++
+		}
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The governed replay, as people: alice requests, bob approves, alice
+	// runs. The redriven letters name no origin on goaws, which gives no
+	// DeadLetterQueueSourceArn and has no ListDeadLetterSourceQueues, so
+	// the request names the work queue; the worker's letter names it in
+	// x-original-queue. No canary: its window would only wait.
+	var req struct {
+		ID    int64 `json:"id"`
+		Items int   `json:"items"`
+	}
+	decodeJSON(t, alice.ok(t, append(append([]string{"replay", "request"}, ids...),
+		"--routing-key", work.ARN, "--same-handler-ok", "SQS shows no consumers",
+		"--why", "INC-3304: the reservations database timed out", "--canary", "0", "-o", "json")...), &req)
+	if req.Items != n {
+		t.Fatalf("replay request %d holds %d letters, want %d", req.ID, req.Items, n)
+	}
+	id := strconv.FormatInt(req.ID, 10)
+	bob.ok(t, "replay", "approve", id, "--why", "checked the cohort")
+
+	runStarted := time.Now()
+	var summary replaySummary
+	decodeJSON(t, alice.ok(t, "replay", "run", id, "-o", "json"), &summary)
+	runFinished := time.Now()
+	// The letter with ten attributes of its own has no room for the
+	// replay's: it is not sent, and its item says why.
+	if summary.Status != "completed" || summary.Confirmed != n-1 || summary.Published != n-1 || summary.Skipped+summary.Failed != 1 {
+		t.Errorf("replay run %d: %+v, want completed with %d confirmed and the ten-attribute letter not sent", req.ID, summary, n-1)
+	}
+	var state, why string
+	if err := db.Pool.QueryRow(withTimeout(t), `SELECT state, coalesce(last_error, '') FROM expiryctl.replay_items
+		WHERE request_id = $1 AND dead_letter_id = $2`, req.ID, letters["redrive-ten"]).Scan(&state, &why); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the ten-attribute letter's item: %s: %s", state, why)
+	if (state != "skipped" && state != "failed") || !strings.Contains(why, "SQS takes 10 message attributes") {
+		t.Errorf("the ten-attribute letter's item is %s (%q), want it skipped or failed for SQS's limit of ten attributes", state, why)
+	}
+
+	// The Node consumer receives what the run sent. A job is known by its
+	// body (a replay is a new message with an id of its own), so a body
+	// changed by a byte would arrive as one the producer never sent.
+	out, err = runNode(t, dir, "sqs_consumer.js", cfgPath, "drain", strconv.Itoa(n-1))
+	if err != nil {
+		t.Fatalf("the Node consumer failed (%v):\n%s", err, out)
+	}
+	received := parseReceived(t, out)
+	exp := sqsReplayExpect{request: req.ID, replayedBy: aliceLogin.Name, approvedBy: bobLogin.Name, from: runStarted, to: runFinished}
+	for _, c := range record.Cases {
+		copies := received[string(c.Body)]
+		delete(received, string(c.Body))
+		if c.Name == "redrive-ten" {
+			if len(copies) != 0 {
+				t.Errorf("%s: the Node consumer received %d copies, want none: %+v", c.Name, len(copies), copies)
+			}
+			continue
+		}
+		if len(copies) != 1 {
+			t.Errorf("%s: the Node consumer received %d copies, want 1", c.Name, len(copies))
+		}
+		for _, m := range copies {
+			t.Logf("%s replayed with %d attributes: %s", c.Name, len(m.Attributes), attributeTypes(m.Attributes))
+			for _, d := range exp.diff(c, letters[c.Name], m.Attributes) {
+				t.Errorf("%s as replayed: %s", c.Name, d)
+			}
+			if len(m.Attributes) > sqsMaxAttributes {
+				t.Errorf("%s as replayed: %d attributes; SQS refuses a message with more than %d (goaws does not)", c.Name, len(m.Attributes), sqsMaxAttributes)
+			}
+			if m.MD5.check(t, c.Name+" as replayed") {
+				goawsMD5++
+			}
+			messages++
+		}
+	}
+	if goawsMD5 > 0 {
+		t.Logf("%d of %d messages had goaws's MD5OfMessageAttributes, not SQS's: goaws hashes no value of a Number or custom type", goawsMD5, messages)
+	}
+	for body, copies := range received {
+		t.Errorf("the Node consumer received %d messages the producer never sent: %q", len(copies), body)
+	}
+	for _, q := range []sqstest.Queue{work, dlq} {
+		if visible, inFlight := sqstest.Approximate(t, client, q.URL); visible != 0 || inFlight != 0 {
+			t.Errorf("%s holds %d messages (%d in flight) after the consumer, want none", q.Name, visible, inFlight)
+		}
+	}
+}
+
+// sqsMaxAttributes is how many message attributes SQS takes on a message.
+const sqsMaxAttributes = 10
+
+// sqsReceived is one message the Node consumer received (a JSON line of
+// sqs_consumer.js drain).
+type sqsReceived struct {
+	MessageID  string                `json:"message_id"`
+	Body       []byte                `json:"body"`
+	Attributes map[string]sqsAttrVal `json:"attributes"`
+	MD5        sqsAttrMD5            `json:"md5_of_message_attributes"`
+}
+
+// parseReceived reads the consumer's JSON lines, by body.
+func parseReceived(t *testing.T, out string) map[string][]sqsReceived {
+	t.Helper()
+	byBody := map[string][]sqsReceived{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m sqsReceived
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("the Node consumer printed %q, not a message (%v):\n%s", line, err, out)
+		}
+		byBody[string(m.Body)] = append(byBody[string(m.Body)], m)
+	}
+	return byBody
+}
+
+// sqsReplayExpect is what the replay run was: its request, who ran and
+// approved it, and when.
+type sqsReplayExpect struct {
+	request                int64
+	replayedBy, approvedBy string
+	from, to               time.Time
+}
+
+// sqsStripped are the attributes a replay leaves out: the failure's
+// bookkeeping (docs/message-contract.md).
+var sqsStripped = map[string]bool{"x-error-class": true, "x-last-error": true, "x-attempt-history": true,
+	"x-attempt": true, "x-retry-count": true, "x-retries": true, "retry-count": true}
+
+// diff lists how the attributes of c's replay differ from what it must
+// carry (docs/sqs.md): those sent, less the failure's bookkeeping, plus
+// x-replay-request and x-replay-count, then x-replay-item, x-replayed-by,
+// x-approved-by and x-replayed-at (RFC 3339, within the run) while SQS's
+// ten leave room.
+func (e sqsReplayExpect) diff(c sqsNodeCase, letter int64, got map[string]sqsAttrVal) []string {
+	want := map[string]sqsAttrVal{}
+	for name, a := range c.Attributes {
+		if !sqsStripped[name] {
+			want[name] = a
+		}
+	}
+	text := func(typ, s string) sqsAttrVal { return sqsAttrVal{Type: typ, String: &s} }
+	replayedAt := text("String", fmt.Sprintf("an RFC 3339 time from %s to %s", e.from.UTC().Truncate(time.Second).Format(time.RFC3339), e.to.UTC().Format(time.RFC3339)))
+	if g, ok := got["x-replayed-at"]; ok && g.Type == "String" && g.String != nil {
+		if at, err := time.Parse(time.RFC3339, *g.String); err == nil && !at.Before(e.from.Truncate(time.Second)) && !at.After(e.to) {
+			replayedAt = g
+		}
+	}
+	for _, a := range []struct {
+		name  string
+		value sqsAttrVal
+	}{
+		{"x-replay-request", text("Number", strconv.FormatInt(e.request, 10))},
+		{"x-replay-count", text("Number", "1")},
+		{"x-replay-item", text("Number", strconv.FormatInt(letter, 10))},
+		{"x-replayed-by", text("String", e.replayedBy)},
+		{"x-approved-by", text("String", e.approvedBy)},
+		{"x-replayed-at", replayedAt},
+	} {
+		if len(want) < sqsMaxAttributes {
+			want[a.name] = a.value
+		}
+	}
+	return diffAttributes(want, got)
 }
 
 // compareCaptured returns how the letter expiryctl shows differs from the
@@ -361,6 +558,18 @@ func diffAttributes(want, got map[string]sqsAttrVal) []string {
 		}
 	}
 	return diffs
+}
+
+// attributeTypes lists attrs as "name:type", in name order.
+func attributeTypes(attrs map[string]sqsAttrVal) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(name + ":" + attrs[name].Type)
+	}
+	return b.String()
 }
 
 // arnAccount is the account an SQS queue ARN names

@@ -10,11 +10,11 @@
 //             x-original-queue
 //
 // The jobs carry message attributes of every data type (String, Number,
-// integer and decimal, Binary, and the custom Number.float, Number.int,
+// integer and decimal, Binary, and custom types such as Number.float,
 // String.json and Binary.png), unicode values and contract bodies in
-// snake_case and camelCase. Most carry seven attributes, so that a replay's
-// own fit within SQS's ten; one carries ten, to see what a replay does when
-// nothing more fits.
+// snake_case and camelCase. Most carry seven or eight attributes, so that a
+// replay's own fit within SQS's ten; one carries ten, to see what a replay
+// does when nothing more fits.
 //
 // It writes a record of exactly what it sent, with the MD5 of the message
 // attributes as SQS and as goaws compute it and the one the server
@@ -90,6 +90,23 @@ function cases() {
         'x-sent-at': typedString('Number', String(Date.now())),
         'x-count': typedString('Number.int', '7'),
         'x-correlation-id': str('corr-33'),
+      },
+    },
+    {
+      // The most a letter may carry of its own for a replay to add
+      // x-replay-request and x-replay-count, and nothing more.
+      name: 'redrive-eight',
+      path: 'redrive',
+      body: job(5, true, { note: 'Ωμέγα 𝄞' }),
+      attributes: {
+        'x-handler-version': HANDLER,
+        'x-tenant': str('𝄞 music ♫'),
+        'x-request-id': typedString('String.uuid', '0b6f2f5e-1c1d-4c55-9a43-8d0c7a1e2f10'),
+        'x-negative': typedString('Number', '-1'),
+        'x-ratio': typedString('Number.double', '2.718281828459045'),
+        'x-thumb': bin('Binary.jpeg', [0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]),
+        'x-raw': bin('Binary', [0xde, 0xad, 0xbe, 0xef]),
+        'x-region': str('eu-west-1'),
       },
     },
     {
