@@ -46,7 +46,8 @@ test: services node promtool build vet ## vet, then all tests (unit, PostgreSQL,
 
 # The slow fault tests behind the build tag faults (a PostgreSQL failover to a
 # promoted replica, a three-node RabbitMQ cluster losing a node, an SQS
-# capture through throttles and 5xx answers); `make test` does not run them.
+# capture through throttles and 5xx answers, and through an SQS outage under
+# --follow); `make test` does not run them.
 faults: services build ## the slow fault tests (build tag faults): a PostgreSQL failover, a RabbitMQ cluster losing a node, SQS faults
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags faults -count=1 -timeout 20m ./... -run 'Cluster|Failover|RidesOut'
 
