@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/demo"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -33,6 +34,9 @@ type DemoOptions struct {
 	Archive  func(context.Context) (service.Archive, error)
 
 	Prefix string
+	// SQS also stages an incident on SQS, through the AWS configuration
+	// (AWS_ENDPOINT_URL_SQS for an SQS-compatible server), and captures it.
+	SQS bool
 }
 
 // NewCmdDemo builds `expiryctl demo`.
@@ -53,7 +57,10 @@ then captured with the same code as ` + "`dlq ingest`" + ` and summarised.
 
 Running it again is safe: every run uses ids of its own.`,
 		Example: `  expiryctl demo
-  expiryctl demo --prefix sandbox   # on queues named sandbox.*`,
+  expiryctl demo --prefix sandbox   # on queues named sandbox.*
+
+  # and an SQS incident beside it, on a local SQS-compatible server
+  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 AWS_REGION=us-east-1 expiryctl demo --sqs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -63,6 +70,7 @@ Running it again is safe: every run uses ids of its own.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
+	cmd.Flags().BoolVar(&opts.SQS, "sqs", false, "also stage an incident on SQS (queues PREFIX-reservation-expiry and -dlq) and capture it")
 	return cmd
 }
 
@@ -104,6 +112,14 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), topo.DeadLetterQueue, stats.Stored)
+	var sqsStaged *demo.SQSResult
+	if opts.SQS {
+		staged, err := demoSQS(ctx, opts, pool, res.RunID)
+		if err != nil {
+			return err
+		}
+		sqsStaged = &staged
+	}
 
 	archive, err := opts.Archive(ctx)
 	if err != nil {
@@ -130,7 +146,43 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		"  expiryctl dlq list --reason transient-exhausted\n"+
 		"  expiryctl dlq list --search %s\n"+
 		"  expiryctl dlq show <ID from the list>\n", res.RunID, staged, topo.Queue, res.RunID)
+	if sqsStaged != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "  expiryctl dlq list --search %s-sqs       # the SQS incident\n"+
+			"  expiryctl replay request --search %s-sqs-worker --reason transient-exhausted --max 10 \\\n"+
+			"      --routing-key %s --same-handler-ok \"why\" --why \"INC\"\n", res.RunID, res.RunID, sqsStaged.WorkARN)
+	}
 	return nil
+}
+
+// demoSQS stages the SQS incident and captures it as `dlq ingest` does.
+func demoSQS(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID string) (demo.SQSResult, error) {
+	name := "reservation-expiry"
+	if opts.Prefix != "" {
+		name = opts.Prefix + "-" + name
+	}
+	client, err := sqsqueue.NewClient(ctx, sqsqueue.QueueRef{Name: name})
+	if err != nil {
+		return demo.SQSResult{}, err
+	}
+	staged, err := demo.RunSQS(ctx, demo.SQSDeps{Client: client, Prefix: opts.Prefix, RunID: runID, Pool: pool, Out: opts.IO.ErrOut})
+	if err != nil {
+		return staged, err
+	}
+	ingester, err := opts.Ingester(ctx)
+	if err != nil {
+		return staged, err
+	}
+	src, err := opts.Source("sqs://"+name+"-dlq", 1000)
+	if err != nil {
+		return staged, err
+	}
+	defer src.Close()
+	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{Queue: src.QueueName()})
+	if err != nil {
+		return staged, err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), src.QueueName(), stats.Stored)
+	return staged, nil
 }
 
 // recordDemo records the demo's run, whether or not it went well.

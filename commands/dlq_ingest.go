@@ -13,6 +13,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -114,6 +115,11 @@ answer. docs/sqs.md says what is kept of each message.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Queue == "" {
 				return flagErrorf("--queue is required: name the dead-letter queue, e.g. --queue reservation-expiry.dlq")
+			}
+			if sqsqueue.IsQueueRef(opts.Queue) {
+				if _, err := sqsqueue.ParseQueueRef(opts.Queue); err != nil {
+					return &FlagError{Err: err}
+				}
 			}
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return flagErrorf("invalid --batch %d: use 1 to 10000", opts.Batch)

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
@@ -21,7 +22,10 @@ type WorkerOptions struct {
 	// properties, which advertise the worker's handler version.
 	AMQP func(properties amqp.Table) (*amqp.Connection, error)
 
-	Prefix         string
+	Prefix string
+	// SQSQueue, when set, consumes that SQS queue (sqs://NAME or a queue
+	// URL) instead of RabbitMQ.
+	SQSQueue       string
 	MaxAttempts    int
 	Backoff        worker.Backoff
 	Concurrency    int
@@ -50,11 +54,17 @@ and the end-to-end tests run; point your own worker at docs/message-contract.md.
 x-handler-version on the letters it dead-letters and advertises as the
 handler-version property of its AMQP connection: ` + "`replay run`" + ` refuses to
 replay letters onto consumers that all run a version the letters failed under.
-Starting it with a new version is how the demo "deploys" a fix.`,
+Starting it with a new version is how the demo "deploys" a fix.
+
+With --sqs-queue it consumes an SQS work queue instead: it expires each job
+exactly once and deletes the message only after its commit, and leaves a job
+that fails to SQS, whose redrive policy moves it to the DLQ. It is the demo's
+consumer of replayed SQS jobs; it sends nothing to the DLQ itself.`,
 		Example: `  expiryctl worker
   expiryctl worker --prefix sandbox --max-attempts 3
   expiryctl worker --backoff-base 1s --backoff-cap 1m --backoff-jitter 0.5
-  expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay`,
+  expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay
+  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 expiryctl worker --sqs-queue sqs://reservation-expiry`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.MaxAttempts < 1 {
@@ -75,10 +85,14 @@ Starting it with a new version is how the demo "deploys" a fix.`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
+			if opts.SQSQueue != "" {
+				return sqsWorkerRun(cmd.Context(), opts)
+			}
 			return workerRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
+	cmd.Flags().StringVar(&opts.SQSQueue, "sqs-queue", "", "consume this SQS work queue (sqs://NAME or its URL) instead of RabbitMQ")
 	opts.Backoff = worker.DefaultBackoff
 	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 7, "attempts before a transient failure is dead-lettered")
 	cmd.Flags().DurationVar(&opts.Backoff.Base, "backoff-base", worker.DefaultBackoff.Base, "the wait after the first failure; it doubles after each further one")
@@ -119,4 +133,29 @@ func workerRun(ctx context.Context, opts *WorkerOptions) error {
 		return nil
 	}
 	return err
+}
+
+// sqsWorkerRun is `expiryctl worker --sqs-queue`.
+func sqsWorkerRun(ctx context.Context, opts *WorkerOptions) error {
+	ref, err := sqsqueue.ParseQueueRef(opts.SQSQueue)
+	if err != nil {
+		return &FlagError{Err: err}
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := worker.EnsureSchema(ctx, pool); err != nil {
+		return err
+	}
+	client, err := sqsqueue.NewClient(ctx, ref)
+	if err != nil {
+		return err
+	}
+	queue, err := sqsqueue.FindQueue(ctx, client, ref)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "worker %s consuming SQS queue %s; Ctrl-C stops it\n", opts.HandlerVersion, queue.ARN)
+	return worker.RunSQS(ctx, worker.SQSDeps{Pool: pool, Client: client, QueueURL: queue.URL, Out: opts.IO.ErrOut})
 }

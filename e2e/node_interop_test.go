@@ -266,8 +266,11 @@ func nodeHarness(t *testing.T) string {
 	return dir
 }
 
-// nodeModulesCurrent checks that node_modules holds the amqplib the
-// lockfile pins.
+// nodePackages are the packages the Node scripts load.
+var nodePackages = []string{"amqplib", "@aws-sdk/client-sqs"}
+
+// nodeModulesCurrent checks that node_modules holds the version of each of
+// nodePackages the lockfile pins.
 func nodeModulesCurrent(dir string) error {
 	type lock struct {
 		Packages map[string]struct {
@@ -290,9 +293,11 @@ func nodeModulesCurrent(dir string) error {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
 	}
-	const pkg = "node_modules/amqplib"
-	if w, g := want.Packages[pkg].Version, got.Packages[pkg].Version; w == "" || w != g {
-		return fmt.Errorf("e2e/node/node_modules holds amqplib %q, the lockfile pins %q", g, w)
+	for _, name := range nodePackages {
+		pkg := "node_modules/" + name
+		if w, g := want.Packages[pkg].Version, got.Packages[pkg].Version; w == "" || w != g {
+			return fmt.Errorf("e2e/node/node_modules holds %s %q, the lockfile pins %q", name, g, w)
+		}
 	}
 	return nil
 }

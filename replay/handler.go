@@ -111,6 +111,9 @@ func (r *Runner) observe(ctx context.Context, req Request) Observation {
 }
 
 func observeConsumers(ctx context.Context, c Consumers, req Request) Observation {
+	if req.System() == deadletter.SQS {
+		return Observation{Unavailable: "SQS shows no consumers of a queue, nor their versions"}
+	}
 	if c == nil {
 		return Observation{Unavailable: "this runner has no reader of RabbitMQ's management API"}
 	}

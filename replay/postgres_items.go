@@ -210,6 +210,8 @@ func (p postgresTables) ItemsTiming(ctx context.Context, request int64) (Timing,
 
 func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error) {
 	notes := PropertyNotes{UserIDs: map[string]int{}}
+	// Only RabbitMQ letters have AMQP properties; an SQS letter's
+	// attributes go back as they came.
 	// The user_id is read back through DecodeProperties, which undoes the
 	// tag a user_id that is not plain UTF-8 is stored with.
 	rows, err := p.q.Query(ctx, `SELECT d.properties IS NULL,
@@ -217,7 +219,7 @@ func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (
 		       CASE WHEN d.properties ? 'user_id' THEN jsonb_build_object('user_id', d.properties->'user_id')::text END,
 		       count(*)
 		FROM expiryctl.replay_items i JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
-		WHERE i.request_id = $1 GROUP BY 1, 2, 3`, request)
+		WHERE i.request_id = $1 AND d.source_system = 'rabbitmq' GROUP BY 1, 2, 3`, request)
 	if err != nil {
 		return PropertyNotes{}, err
 	}

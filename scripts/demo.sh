@@ -11,6 +11,10 @@ owner_url=$EXPIRYCTL_DATABASE_URL
 prefix=${DEMO_PREFIX-expiryctl-demo}
 work_queue=${prefix:+$prefix.}reservation-expiry
 as() { local who=$1; shift; EXPIRYCTL_DATABASE_URL=${owner_url/expiryctl_owner@/$who@} "$bin" "$@"; }
+# The SQS incident is staged on the SQS-compatible server scripts/services.sh
+# starts (goaws); any credentials do for it.
+export AWS_ENDPOINT_URL_SQS=${AWS_ENDPOINT_URL_SQS:-http://127.0.0.1:4100} AWS_REGION=${AWS_REGION:-us-east-1}
+export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-demo} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-demo} AWS_EC2_METADATA_DISABLED=true
 
 # drain_work_queue runs the reference worker until the work queue is empty
 # (at most 60 s), so that the replayed jobs are done and the next demo finds
@@ -48,7 +52,7 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-"$bin" demo --prefix "$prefix" 2> >(tee "$staged" >&2)
+"$bin" demo --prefix "$prefix" --sqs 2> >(tee "$staged" >&2)
 # This run's letters only: the demo database keeps earlier runs', whose
 # queues may have had another prefix.
 run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
@@ -83,6 +87,23 @@ as alice replay show "$id" | grep -E '^  (items|outcomes) '
 echo
 echo "== the work queue is left idle"
 drain_work_queue
+echo
+echo "== the SQS incident beside it: the same archive, the same four-eyes"
+as alice dlq list --search "$run_id-sqs"
+# The worker's letters say which queue they came from (x-original-queue);
+# SQS shows no consumers, so alice says why the handler may take them.
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-sqs-worker" --max 10 --rate 20 --why "demo: INC-2 SQS worker database outage" \
+	--same-handler-ok "INC-2: the database is back; SQS shows no consumers to check" -o json)
+sqs_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$sqs_id" --sample 5
+as bob replay approve "$sqs_id" --why "checked the SQS cohort"
+"$bin" worker --sqs-queue "sqs://${prefix:+$prefix-}reservation-expiry" >/dev/null 2>&1 &
+worker=$!
+as alice replay run "$sqs_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+as alice replay show "$sqs_id" | grep -E '^  (items|outcomes) '
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"
 as audrey audit verify --reconcile

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# scripts/node.sh makes sure the Node.js side of the interop end-to-end test
-# (e2e/node_interop_test.go) can run on this machine (Debian 12):
+# scripts/node.sh makes sure the Node.js side of the interop end-to-end tests
+# (e2e/node_interop_test.go, e2e/sqs_node_interop_test.go) can run on this
+# machine (Debian 12):
 #
 #   node, npm   from Debian's nodejs and npm packages when node is missing
 #   e2e/node/node_modules   exactly what e2e/node/package-lock.json pins
-#               (amqplib), installed with `npm ci`
+#               (amqplib, @aws-sdk/client-sqs), installed with `npm ci`
+#
+# The AWS SDK for JavaScript supports Node.js 20 and later (package.json's
+# engines). Debian 12's nodejs is 18, on which the tests were seen to pass:
+# the script warns and goes on, but a machine that runs them regularly
+# should have Node.js 20 or later.
 #
 # It is safe to run again and again: when node is there and node_modules was
 # installed from the current lockfile (the common case), it only compares a
@@ -19,6 +25,12 @@ export LC_ALL=C
 readonly NODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)"
 # STAMP holds the checksum of the lockfile node_modules was installed from.
 readonly STAMP="$NODE_DIR/node_modules/.expiryctl-lockfile.sha256"
+# PACKAGES are the packages the tests load; a node_modules without one of
+# them is installed again whatever the stamp says.
+readonly PACKAGES=(amqplib @aws-sdk/client-sqs)
+# NODE_MAJOR is the oldest Node.js major version e2e/node/package.json's
+# engines accept.
+readonly NODE_MAJOR=20
 
 step() { printf 'node: %s\n' "$*" >&2; }
 die() {
@@ -43,10 +55,27 @@ ensure_node() {
 	step "node $(node --version) and npm $(npm --version) are installed"
 }
 
+# check_node_version warns when node is older than package.json's engines.
+check_node_version() {
+	local major
+	major=$(node -p 'process.versions.node.split(".")[0]')
+	if ((major < NODE_MAJOR)); then
+		printf 'node: warning: node %s is older than %s, the oldest the AWS SDK for JavaScript supports (e2e/node/package.json engines); install Node.js %s or later\n' \
+			"$(node --version)" "$NODE_MAJOR" "$NODE_MAJOR" >&2
+	fi
+}
+
+modules_installed() {
+	local pkg
+	for pkg in "${PACKAGES[@]}"; do
+		[[ -d $NODE_DIR/node_modules/$pkg ]] || return 1
+	done
+}
+
 ensure_modules() {
 	local want
 	want=$(sha256sum "$NODE_DIR/package-lock.json" | cut -d' ' -f1)
-	if [[ -f $STAMP && $(cat "$STAMP") == "$want" && -d $NODE_DIR/node_modules/amqplib ]]; then
+	if [[ -f $STAMP && $(cat "$STAMP") == "$want" ]] && modules_installed; then
 		step "e2e/node/node_modules matches package-lock.json"
 		return
 	fi
@@ -57,4 +86,5 @@ ensure_modules() {
 }
 
 ensure_node
+check_node_version
 ensure_modules

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00035, then the files of store/functions/) leaves an empty database, dumped
+-- 00036, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -4679,6 +4679,20 @@ GRANT SELECT(redacted_at) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
 --
 
 GRANT SELECT(properties) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.source_system; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(source_system) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.native; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(native) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
 
 
 --

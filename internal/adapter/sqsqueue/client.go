@@ -123,6 +123,11 @@ func (e *QueueNotFoundError) Error() string {
 
 // queueError says what went wrong finding a queue in terms of what to do.
 func queueError(name, region string, err error) error {
+	// The SDK says it has no credentials only in its message.
+	if strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "retrieve credentials") {
+		return fmt.Errorf("no AWS credentials for SQS queue %q: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
+			"or run where an instance or task role is available (%w)", name, err)
+	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		switch api.ErrorCode() {

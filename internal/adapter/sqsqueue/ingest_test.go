@@ -3,6 +3,7 @@ package sqsqueue_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/sqstest"
+	"github.com/expiryctl/expiryctl/internal/view/letterview"
 )
 
 // typedAttributes are one message attribute of each SQS data type, custom
@@ -191,5 +193,64 @@ func waitVisible(t *testing.T, client *sqs.Client, url string, n int) {
 			t.Fatalf("%d messages visible in %s, want %d", visible, url, n)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestHostileAttributesAreStoredAsReceived: what SQS would refuse but a
+// compatible server takes (a type SQS does not know, names and values with
+// terminal escapes, a binary value that is not text) is stored as
+// received, comes back with its type, and is shown escaped.
+func TestHostileAttributesAreStoredAsReceived(t *testing.T) {
+	ctx := context.Background()
+	client := sqstest.Client(t)
+	db := pgtest.New(t)
+	_, dlq := sqstest.CreateWithDLQ(t, client, 1, 1)
+	hostile := map[string]types.MessageAttributeValue{
+		"odd":              {DataType: aws.String("Foo"), StringValue: aws.String("x")},
+		"x-error-class":    {DataType: aws.String("String"), StringValue: aws.String("db_timeout\x1b]0;pwned\x07")},
+		"name\x1b[2J":      {DataType: aws.String("String"), StringValue: aws.String("\x1b[31mred\u009b")},
+		"blob":             {DataType: aws.String("Binary.raw"), BinaryValue: []byte{0x1b, '[', '2', 'J', 0xff}},
+		"x-original-queue": {DataType: aws.String("Number"), StringValue: aws.String("12")},
+	}
+	body := "{\"reservation_id\":\"r-\x1b[10;10H\"}"
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlq.URL), MessageBody: aws.String(body), MessageAttributes: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	src := openSource(t, client, dlq.URL, 10)
+	stats, err := deadletter.Ingest(ctx, db.Pool, src, deadletter.IngestOptions{Queue: src.QueueName(), Actor: "test"})
+	_ = src.Close()
+	if err != nil || stats.Stored != 1 {
+		t.Fatalf("ingest: %+v, %v", stats, err)
+	}
+	archive := deadletter.NewArchive(db.Pool, "test")
+	page, err := archive.List(ctx, deadletter.Filter{}, nil, 1)
+	if err != nil || len(page.Rows) != 1 {
+		t.Fatalf("list: %v", err)
+	}
+	d, err := archive.Show(ctx, page.Rows[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(d.Payload) != body {
+		t.Errorf("payload %q, want %q", d.Payload, body)
+	}
+	attrs, err := deadletter.DecodeSQSAttributes(d.Headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range hostile {
+		got := attrs[name]
+		if got.DataType != aws.ToString(want.DataType) || got.StringValue != aws.ToString(want.StringValue) || !slices.Equal(got.BinaryValue, want.BinaryValue) {
+			t.Errorf("attribute %q = %+v, want it as received", name, got)
+		}
+	}
+	out := letterview.Render(d, letterview.Styles{}, letterview.Options{Now: time.Now()})
+	if strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Errorf("dlq show writes raw control characters:\n%q", out)
+	}
+	for _, want := range []string{`odd: Foo "x"`, `x-original-queue: Number "12"`, `(SQS)`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlq show lacks %q:\n%s", want, out)
+		}
 	}
 }

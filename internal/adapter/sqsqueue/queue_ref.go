@@ -56,6 +56,13 @@ func ParseQueueRef(s string) (QueueRef, error) {
 		}
 		return QueueRef{Name: name, Region: region, Account: account}, nil
 	}
+	if len(s) >= 6 && strings.EqualFold(s[:6], "sqs://") {
+		name := s[6:]
+		if !queueName.MatchString(name) {
+			return QueueRef{}, fmt.Errorf("invalid SQS queue %q: a queue name is 1 to 80 letters, digits, '-' or '_' (a FIFO queue's ending in .fifo); %s", s, forms)
+		}
+		return QueueRef{Name: name}, nil
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return QueueRef{}, fmt.Errorf("invalid SQS queue %q: %s", s, forms)
@@ -64,12 +71,6 @@ func ParseQueueRef(s string) (QueueRef, error) {
 		return QueueRef{}, fmt.Errorf("invalid SQS queue %q: a queue URL carries no credentials, SQS takes them from the AWS configuration (AWS_PROFILE, AWS_ACCESS_KEY_ID, …)", u.Redacted())
 	}
 	switch strings.ToLower(u.Scheme) {
-	case "sqs":
-		name := u.Host + u.Path
-		if !queueName.MatchString(name) || u.RawQuery != "" {
-			return QueueRef{}, fmt.Errorf("invalid SQS queue %q: a queue name is 1 to 80 letters, digits, '-' or '_' (a FIFO queue's ending in .fifo); %s", s, forms)
-		}
-		return QueueRef{Name: name}, nil
 	case "http", "https":
 		parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 		if len(parts) != 2 || parts[0] == "" || !queueName.MatchString(parts[1]) {

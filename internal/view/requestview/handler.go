@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -55,9 +56,12 @@ func handlerFields(d replay.Detail, st Styles, field func(name, value string)) {
 // in, or, with --via-exchange, through the original exchange to every
 // queue bound there, which it lists as the broker routes them now.
 func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
-	if d.ViaExchange {
+	switch {
+	case d.System() == deadletter.SQS:
+		field("publishes to", "the SQS queue each letter came from (or the one the request names), by SendMessage")
+	case d.ViaExchange:
 		field("publishes to", st.Warn("THROUGH THE ORIGINAL EXCHANGE (--via-exchange): every queue bound there gets a copy"))
-	} else {
+	default:
 		field("publishes to", "the queue each letter failed in, through the default exchange: no other queue gets a copy")
 	}
 	for _, t := range d.Targets {

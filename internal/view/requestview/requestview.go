@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -60,7 +61,10 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		targetFields(d, st, field)
 		timeFields(d, st, field)
 		watchField(d, st, field)
-		if d.ToExchange != "" || d.ToRoutingKey != "" {
+		switch {
+		case d.System() == deadletter.SQS && d.ToRoutingKey != "":
+			field("fallback target", "SQS queue "+termsafe.Quote(d.ToRoutingKey)+" (for letters that name no queue)")
+		case d.ToExchange != "" || d.ToRoutingKey != "":
 			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}
 		keyLine := "kept: the worker recognises jobs it already did"
