@@ -45,10 +45,11 @@ test: services node promtool build vet ## vet, then all tests (unit, PostgreSQL,
 	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
 
 # The slow fault tests behind the build tag faults (a PostgreSQL failover to a
-# promoted replica, a three-node RabbitMQ cluster losing a node); `make test`
-# does not run them.
-faults: services build ## the slow fault tests (build tag faults): a PostgreSQL failover, a RabbitMQ cluster losing a node
-	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags faults -count=1 -timeout 20m ./... -run 'Cluster|Failover'
+# promoted replica, a three-node RabbitMQ cluster losing a node, an SQS
+# capture through throttles and 5xx answers, and through an SQS outage under
+# --follow, and a silent SQS); `make test` does not run them.
+faults: services build ## the slow fault tests (build tag faults): a PostgreSQL failover, a RabbitMQ cluster losing a node, SQS faults
+	EXPIRYCTL_BIN=$(CURDIR)/$(BIN) $(GO) test -tags faults -count=1 -timeout 20m ./... -run 'Cluster|Failover|RidesOut|SilentSQS'
 
 # The soak behind the build tag soak: ten minutes of `dlq ingest --follow` at
 # 500 letters/s with a fault every 30 s, on private servers behind toxiproxy

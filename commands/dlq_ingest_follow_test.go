@@ -73,7 +73,7 @@ func TestDLQIngestFollowReconnects(t *testing.T) {
 	}
 	lines := strings.Split(errOut.String(), "\n")
 	want := []string{
-		"lost RabbitMQ: the broker closed the consumer (connection lost or queue deleted); letters received and not committed were not acknowledged and go back to q.dlq; reconnecting in ",
+		"lost RabbitMQ: the queue's consumer ended (connection lost or queue deleted); letters received and not committed were not acknowledged and go back to q.dlq; reconnecting in ",
 		"RabbitMQ still unavailable after ",
 		"reconnected to RabbitMQ after ",
 		"interrupted: ingested 4 letters from q.dlq: 4 stored",

@@ -82,7 +82,7 @@ func (s IngestStats) Rate() float64 {
 // ErrSourceLost is the source's consumer gone from under an ingest: its
 // connection lost, or its queue deleted. What was received and not
 // committed was never acknowledged, so the broker redelivers it.
-var ErrSourceLost = errors.New("the broker closed the consumer (connection lost or queue deleted)")
+var ErrSourceLost = errors.New("the queue's consumer ended (connection lost or queue deleted)")
 
 // StoreError reports that PostgreSQL refused or lost a batch. Nothing of that
 // batch was acknowledged: its messages stay in the queue.
@@ -170,6 +170,12 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 				stopCollecting()
 				continue
 			}
+			// The batch is committed whether or not its acknowledgement
+			// goes through: it counts.
+			stats.Received += int64(len(w.letters))
+			stats.Stored += int64(w.res.Stored)
+			stats.Duplicates += int64(w.res.Duplicates)
+			stats.Batches++
 			if err := src.AckThrough(w.lastTag); err != nil {
 				// Committed but not acked: the broker redelivers and the
 				// fingerprint makes the copies no-ops.
@@ -178,10 +184,6 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 				stopCollecting()
 				continue
 			}
-			stats.Received += int64(len(w.letters))
-			stats.Stored += int64(w.res.Stored)
-			stats.Duplicates += int64(w.res.Duplicates)
-			stats.Batches++
 			stats.Elapsed = opts.Now().Sub(start)
 			if opts.Progress != nil {
 				opts.Progress(stats)

@@ -290,9 +290,9 @@ func (p postgresTables) ItemsMark(ctx context.Context, request int64, m itemMark
 
 // ItemsSend names the ordinal range too, as ItemsMark does, so that the
 // function's update reads the group's rows by index.
-func (p postgresTables) ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64) (Status, error) {
+func (p postgresTables) ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64, delayed bool) (Status, error) {
 	var status Status
-	err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_items_send($1, $2, $3, $4)`, request, lo, hi, nonNil(items)).Scan(&status)
+	err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_items_send($1, $2, $3, $4, $5)`, request, lo, hi, nonNil(items), delayed).Scan(&status)
 	if err != nil {
 		return "", asRefusal(err)
 	}

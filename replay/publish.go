@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -32,6 +33,10 @@ type Message struct {
 	// five-minute deduplication would otherwise take for a copy of the
 	// original.
 	GroupID, DeduplicationID string
+	// NotBefore, for an SQS queue that delays single messages, is when the
+	// message may be delivered: SQS holds it until then (DelaySeconds, at
+	// most SQSMaxDelay). Zero: at once.
+	NotBefore time.Time
 }
 
 // Broker is what the runner needs from RabbitMQ. The RabbitMQ adapter,

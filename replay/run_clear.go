@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // clearFor is how many items one clearance covers: a fiftieth of a
@@ -69,10 +71,13 @@ func (x *replayRun) clear() {
 	x.clearing = len(group)
 	x.clearStarted = time.Now()
 	r, id := x.r, x.st.req.ID
+	// An SQS request's items may be cleared before their time: their
+	// messages carry the rest of the wait as SQS's delivery delay.
+	delayed := x.st.req.System() == deadletter.SQS
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		stopped, err := r.tables().ItemsSend(ctx, id, lo, hi, ids)
+		stopped, err := r.tables().ItemsSend(ctx, id, lo, hi, ids, delayed)
 		x.clearedC <- clearance{stopped: stopped, err: err}
 	}()
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -41,6 +42,29 @@ type runItem struct {
 	// goes back to; groupID its SQS message group, "" for none.
 	system  deadletter.System
 	groupID string
+}
+
+// SQSMaxDelay is the longest delivery delay SQS gives one message
+// (DelaySeconds): an item of an SQS request whose time is nearer than
+// that is sent at once with the rest of its wait as its delay, and one
+// further off is held by the run until then.
+const SQSMaxDelay = 900 * time.Second
+
+// sendFrom is when the run may send the item: its notBefore, or, for an
+// SQS queue that delays single messages (a FIFO queue delays only as a
+// whole), up to SQSMaxDelay before it, the message carrying the rest of
+// the wait.
+func (it *runItem) sendFrom() time.Time {
+	if it.notBefore.IsZero() || !it.delayable() {
+		return it.notBefore
+	}
+	return it.notBefore.Add(-SQSMaxDelay)
+}
+
+// delayable says whether the item goes to a queue that delays a single
+// message.
+func (it *runItem) delayable() bool {
+	return it.system == deadletter.SQS && !strings.HasSuffix(it.routingKey, ".fifo")
 }
 
 // target is where a replay sends the item, as the database reads it with

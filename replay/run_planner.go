@@ -154,8 +154,12 @@ func (r *Runner) sqsReplayMessage(req Request, replayedBy string, it *runItem, q
 			return Message{}, "", "cannot give it a fresh key: " + err.Error()
 		}
 	}
-	return Message{Item: it.id, RoutingKey: queueARN, System: deadletter.SQS, Attributes: attrs, Body: body,
-		GroupID: it.groupID, DeduplicationID: sqsDeduplicationID(req.ID, it.id)}, newKey, ""
+	msg = Message{Item: it.id, RoutingKey: queueARN, System: deadletter.SQS, Attributes: attrs, Body: body,
+		GroupID: it.groupID, DeduplicationID: sqsDeduplicationID(req.ID, it.id)}
+	if it.delayable() {
+		msg.NotBefore = it.notBefore
+	}
+	return msg, newKey, ""
 }
 
 // planned is one window of items, planned without eligibility.

@@ -144,7 +144,7 @@ func (p *preparer) choose(n int) ([]plan, batch, bool) {
 		take, seen := 0, 0
 		for take < len(p.pending) && seen < n {
 			if p.pending[take].action == actionReplay {
-				if !p.pending[take].item.notBefore.IsZero() && time.Until(p.pending[take].item.notBefore) > 0 {
+				if from := p.pending[take].item.sendFrom(); !from.IsZero() && time.Until(from) > 0 {
 					break
 				}
 				seen++
@@ -152,7 +152,7 @@ func (p *preparer) choose(n int) ([]plan, batch, bool) {
 			take++
 		}
 		if take == 0 && len(p.pending) > 0 {
-			if !p.hold(p.pending[0].item.notBefore) {
+			if !p.hold(p.pending[0].item.sendFrom()) {
 				return nil, batch{last: true}, true
 			}
 			continue

@@ -112,7 +112,10 @@ type tables interface {
 	// the item's sends before the publish: what bounds an item's copies to
 	// PublishBound. An item cleared that often already is refused by rule
 	// publish-bound, and nothing is counted.
-	ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64) (stopped Status, err error)
+	// delayed says the messages carry the rest of their items' wait as a
+	// delivery delay (SQS), so that an item may be cleared up to
+	// SQSMaxDelay before its time.
+	ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64, delayed bool) (stopped Status, err error)
 	// ItemsRecord writes the broker's answers for items of the ordinal
 	// range [lo, hi] (replay_items_record): confirmed, or failed with why.
 	ItemsRecord(ctx context.Context, request int64, lo, hi int, confirmed, failed []int64, failedWhy []string) error

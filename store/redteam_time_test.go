@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,8 +130,71 @@ func TestRedTeamTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2)`, id, rt.letters[1:3])
+	// A RabbitMQ request has no delivery delay to lean on: saying so
+	// changes nothing.
+	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, id, rt.letters[1:3])
 	var sends int
 	if err := rt.owner.QueryRow(ctx, `SELECT sum(sends) FROM expiryctl.replay_items WHERE request_id = $1`, id).Scan(&sends); err != nil || sends != 0 {
 		t.Errorf("%d sends counted (%v), want none", sends, err)
 	}
+}
+
+// TestRedTeamSQSDelay: an SQS request's items may be cleared before their
+// time when the runner says their messages carry the rest of the wait as
+// SQS's delivery delay, but no more than SQS's longest delay (900 s)
+// before it; without that word, or further ahead, they are refused as
+// any other request's (rule not-before).
+func TestRedTeamSQSDelay(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	dlqARN := "arn:aws:sqs:us-east-1:100010001000:q-dlq"
+	workARN := "arn:aws:sqs:us-east-1:100010001000:q"
+	letters := make([]deadletter.Letter, 4)
+	for i := range letters {
+		body := fmt.Appendf(nil, `{"reservation_id":"r-sqs-%d","idempotency_key":"expire:r-sqs-%d:v1"}`, i, i)
+		letters[i] = deadletter.Letter{System: deadletter.SQS, Fingerprint: sha256.Sum256(body), JobKey: fmt.Sprintf("expire:r-sqs-%d:v1", i),
+			ReservationID: fmt.Sprintf("r-sqs-%d", i), IdempotencyKey: fmt.Sprintf("expire:r-sqs-%d:v1", i), SourceQueue: dlqARN,
+			OriginQueue: workARN, Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body,
+			DeadLetteredAt: time.Now().Add(-time.Minute)}
+	}
+	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", dlqARN, letters)
+	if err != nil || stored.Stored != 4 {
+		t.Fatalf("capture: %+v, %v", stored, err)
+	}
+	ids := []int64{stored.FirstID, stored.FirstID + 1, stored.FirstID + 2, stored.FirstID + 3}
+	captures := fmt.Sprintf(`{"queues": [{"queue": %q, "by": "run"}]}`, dlqARN)
+	started := func(cohort []int64, ahead string) int64 {
+		t.Helper()
+		var id int64
+		if err := rt.alice.Pool.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay',
+			jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1', false, false, true, 'SQS shows no consumers', false, false,
+			now() + $2::interval, false)`, cohort, ahead).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		var hash []byte
+		if err := rt.owner.QueryRow(ctx, `SELECT cohort_hash FROM expiryctl.replay_requests WHERE id = $1`, id).Scan(&hash); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.bob.Pool.Exec(ctx, `SELECT expiryctl.replay_review('', $1, 'approve', 'ok', false, $2, NULL)`, id, hash); err != nil {
+			t.Fatal(err)
+		}
+		rt.holdLock(t, id)
+		if _, err := rt.alice.Pool.Exec(ctx, `SELECT * FROM expiryctl.replay_run_start('', $1, $2, $3)`, id, freshConsumers, captures); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.alice.Pool.Exec(ctx, `SELECT expiryctl.replay_items_mark($1, 0, 1, $2, '{}', '{}', '{}', '{}')`, id, cohort); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	soon := started(ids[:2], "10 minutes")
+	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2)`, soon, ids[:2])
+	if _, err := rt.alice.Pool.Exec(ctx, `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, soon, ids[:2]); err != nil {
+		t.Errorf("items 10 minutes ahead, sent with SQS's delay: %v", err)
+	}
+
+	later := started(ids[2:], "20 minutes")
+	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, later, ids[2:])
 }

@@ -1616,10 +1616,10 @@ $$;
 
 
 --
--- Name: replay_items_send(bigint, integer, integer, bigint[]); Type: FUNCTION; Schema: expiryctl
+-- Name: replay_items_send(bigint, integer, integer, bigint[], boolean); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) RETURNS text
+CREATE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean DEFAULT false) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1645,7 +1645,8 @@ BEGIN
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
       JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
      CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
-     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items) AND t.not_before > now()
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+       AND t.not_before > now() + CASE WHEN delayed AND r.targets @> '[{"system": "sqs"}]' THEN interval '900 seconds' ELSE interval '0' END
      ORDER BY i.ordinal LIMIT 1;
     IF FOUND THEN
         PERFORM expiryctl.replay_refuse('not-before', format(
@@ -4873,11 +4874,11 @@ REVOKE ALL ON FUNCTION expiryctl.replay_items_refuse_rewrite() FROM PUBLIC;
 
 
 --
--- Name: FUNCTION replay_items_send(request bigint, lo integer, hi integer, items bigint[]); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean) TO expiryctl_operator;
 
 
 --

@@ -7,9 +7,15 @@
 -- marked ahead of that are not counted, since a run that dies leaves them
 -- unsent. An item cleared replay_publish_bound() times already is refused
 -- (rule publish-bound), and nothing is counted; so is an item cleared
--- before its time (replay_item_not_before, rule not-before). Returns the
--- request's status; when it is not running, nothing was counted.
-CREATE OR REPLACE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[])
+-- before its time (replay_item_not_before, rule not-before): with
+-- delayed, the runner's word that each message carries the rest of its
+-- wait as SQS's delivery delay, an item of an SQS request may be cleared
+-- up to 900 seconds (SQS's longest delay) before it, and no earlier. The
+-- database cannot see the delay; it bounds how early the runner may say
+-- so. Returns the request's status; when it is not running, nothing was
+-- counted.
+CREATE OR REPLACE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[],
+    delayed boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -34,7 +40,8 @@ BEGIN
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
       JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
      CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
-     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items) AND t.not_before > now()
+     WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+       AND t.not_before > now() + CASE WHEN delayed AND r.targets @> '[{"system": "sqs"}]' THEN interval '900 seconds' ELSE interval '0' END
      ORDER BY i.ordinal LIMIT 1;
     IF FOUND THEN
         PERFORM expiryctl.replay_refuse('not-before', format(
@@ -61,5 +68,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[]) TO expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[], delayed boolean) TO expiryctl_operator;

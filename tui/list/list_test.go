@@ -263,3 +263,19 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+func TestQueueCellNamesTheSystem(t *testing.T) {
+	for _, tc := range []struct {
+		row  deadletter.Row
+		want string
+	}{
+		{deadletter.Row{SourceQueue: "reservation-expiry.dlq"}, "reservation-expiry.dlq"},
+		{deadletter.Row{SourceQueue: "reservation-expiry.dlq", System: deadletter.RabbitMQ}, "reservation-expiry.dlq"},
+		{deadletter.Row{SourceQueue: "arn:aws:sqs:eu-west-1:123456789012:reservation-expiry-dlq", System: deadletter.SQS}, "SQS reservation-expiry-dlq"},
+		{deadletter.Row{SourceQueue: "arn:aws:sqs:eu-west-1:1:q\x1b[2J", System: deadletter.SQS}, `SQS q\x1b[2J`},
+	} {
+		if got := list.Cells(tc.row, func() string { return "" })[7]; got != tc.want {
+			t.Errorf("queueCell(%q, %s) = %q, want %q", tc.row.SourceQueue, tc.row.System, got, tc.want)
+		}
+	}
+}

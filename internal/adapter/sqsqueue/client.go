@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 const (
 	maxAttempts = 8
 	maxBackoff  = 20 * time.Second
+	// responseTimeout bounds the wait for an answer to one attempt: longer
+	// than SQS's longest long poll.
+	responseTimeout = 30 * time.Second
 )
 
 // NewClient returns a client for ref's queue from the AWS configuration
@@ -46,6 +50,12 @@ func NewClient(ctx context.Context, ref QueueRef) (*sqs.Client, error) {
 		cfg.Region = "us-east-1"
 	}
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		// A server that takes a request and never answers it fails the
+		// attempt, which the retryer then tries again, instead of holding
+		// the call for ever; a long poll answers within 20 s.
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.ResponseHeaderTimeout = responseTimeout
+		})
 		if ref.Endpoint != "" {
 			o.BaseEndpoint = aws.String(ref.Endpoint)
 		}

@@ -25,6 +25,13 @@ const (
 	// longPoll is how long one ReceiveMessage waits for a message: SQS's
 	// longest, so an idle capture costs a call every 20 seconds.
 	longPoll = 20
+	// receiveGrace is how long past its long poll a receive may take,
+	// retries included, before the server counts as lost.
+	receiveGrace = 40 * time.Second
+	// extendConcurrency is how many single visibility calls go at once
+	// where the batch call is refused: one slow call must not hold back
+	// the others' extensions.
+	extendConcurrency = 8
 )
 
 // DLQSource receives one SQS dead-letter queue for deadletter.Ingest. It
@@ -135,12 +142,17 @@ func (s *DLQSource) receive(wait int32) {
 			}
 			break
 		}
-		out, err := s.client.ReceiveMessage(s.ctx, &sqs.ReceiveMessageInput{
+		// A server that takes the connection and never answers is a
+		// lost server, not a quiet queue: the call is bounded by the long
+		// poll and some.
+		call, cancel := context.WithTimeout(s.ctx, time.Duration(wait)*time.Second+receiveGrace)
+		out, err := s.client.ReceiveMessage(call, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.queue.URL), MaxNumberOfMessages: int32(n), WaitTimeSeconds: wait,
 			VisibilityTimeout:           int32(s.visibility / time.Second),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
+		cancel()
 		if err != nil {
 			s.free(n)
 			if s.ctx.Err() == nil {
@@ -251,7 +263,11 @@ func (s *DLQSource) keepHidden() {
 		}
 		single := s.singleVisibility
 		s.mu.Unlock()
-		extended := s.extend(s.ctx, entries, single)
+		// An extension that comes after the visibility ran out is no use:
+		// each round is bounded by half of it.
+		round, cancel := context.WithTimeout(s.ctx, s.visibility/2)
+		extended := s.extend(round, entries, single)
+		cancel()
 		now := time.Now()
 		s.mu.Lock()
 		for _, t := range extended {
@@ -286,14 +302,23 @@ func (s *DLQSource) extend(ctx context.Context, entries []types.ChangeMessageVis
 			s.singleVisibility = true
 			s.mu.Unlock()
 		}
+		var mu sync.Mutex
+		var g errgroup.Group
+		g.SetLimit(extendConcurrency)
 		for _, e := range chunk {
-			_, err := s.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.queue.URL),
-				ReceiptHandle: e.ReceiptHandle, VisibilityTimeout: e.VisibilityTimeout})
-			if err == nil {
-				t, _ := strconv.ParseUint(aws.ToString(e.Id), 10, 64)
-				done = append(done, t)
-			}
+			g.Go(func() error {
+				_, err := s.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.queue.URL),
+					ReceiptHandle: e.ReceiptHandle, VisibilityTimeout: e.VisibilityTimeout})
+				if err == nil {
+					t, _ := strconv.ParseUint(aws.ToString(e.Id), 10, 64)
+					mu.Lock()
+					done = append(done, t)
+					mu.Unlock()
+				}
+				return nil
+			})
 		}
+		_ = g.Wait()
 	}
 	return done
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -99,6 +101,11 @@ func (p *Publisher) send(ctx context.Context, m replay.Message) error {
 			v.StringValue = aws.String(a.StringValue)
 		}
 		in.MessageAttributes[name] = v
+	}
+	if wait := time.Until(m.NotBefore); !m.NotBefore.IsZero() && wait > 0 && !q.FIFO {
+		// SQS delays a message by whole seconds: rounding up keeps it
+		// from coming before its time.
+		in.DelaySeconds = int32(min(math.Ceil(wait.Seconds()), replay.SQSMaxDelay.Seconds()))
 	}
 	if q.FIFO {
 		if m.GroupID == "" {

@@ -154,3 +154,82 @@ func TestReplayToSQS(t *testing.T) {
 		t.Errorf("%d attributes: SQS takes 10", len(got.MessageAttributes))
 	}
 }
+
+// TestReplayToSQSDelaysUntilNotBefore: a request scheduled a few seconds
+// ahead is sent at once, each message carrying the rest of the wait as
+// SQS's delivery delay, so the run does not hold it; the job is not on
+// the queue before its time, and is after.
+func TestReplayToSQSDelaysUntilNotBefore(t *testing.T) {
+	ctx := context.Background()
+	client := sqstest.Client(t)
+	p := setupPeople(t)
+	work, dlq := sqstest.CreateWithDLQ(t, client, 1, 1)
+	sendSeq(t, client, dlq.URL, [][]byte{[]byte(`{"reservation_id":"r-late","idempotency_key":"expire:r-late:v1"}`)})
+	src := openSource(t, client, dlq.URL, 10)
+	if _, err := deadletter.Ingest(ctx, p.ivan.Pool, src, deadletter.IngestOptions{Queue: src.QueueName(), Actor: "ivan"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = src.Close()
+	page, err := deadletter.NewArchive(p.alice.Pool, "alice").List(ctx, deadletter.Filter{}, nil, 10)
+	if err != nil || len(page.Rows) != 1 {
+		t.Fatalf("archive: %v", err)
+	}
+	notBefore := time.Now().Add(6 * time.Second)
+	created, err := (&replay.Service{Pool: p.alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay,
+		Selection: replay.Selection{IDs: []int64{page.Rows[0].ID}}, Why: "INC-33", SameHandlerWhy: "SQS shows no consumers",
+		ToRoutingKey: work.ARN, NotBefore: &notBefore, UnwatchedWhy: "the test watches the queue itself"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := (&replay.Service{Pool: p.bob.Pool}).Show(ctx, created.Request.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&replay.Service{Pool: p.bob.Pool}).Approve(ctx, created.Request.ID, replay.ReviewOptions{Why: "ok", CohortHash: shown.CohortHash}); err != nil {
+		t.Fatal(err)
+	}
+	publisher := sqsqueue.NewPublisher(client)
+	defer publisher.Close()
+	published := make(chan time.Time, 1)
+	runner := &replay.Runner{Pool: p.alice.Pool, Broker: publisher, Actor: "alice", Progress: func(pr replay.Progress) {
+		if pr.Published > 0 {
+			select {
+			case published <- time.Now():
+			default:
+			}
+		}
+	}}
+	done := make(chan error, 1)
+	go func() { _, err := runner.Run(ctx, created.Request.ID); done <- err }()
+	var sentAt time.Time
+	select {
+	case sentAt = <-published:
+	case err := <-done:
+		t.Fatalf("run ended before publishing: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("nothing published")
+	}
+	if !sentAt.Before(notBefore.Add(-2 * time.Second)) {
+		t.Errorf("published at %s, %s before its time: the run held it rather than delaying it on SQS", sentAt.Format(time.TimeOnly), notBefore.Sub(sentAt))
+	}
+	var got []string
+	for time.Now().Before(notBefore.Add(10 * time.Second)) {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(work.URL), WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) > 0 {
+			if now := time.Now(); now.Before(notBefore) {
+				t.Errorf("the job was on the queue %s before its time", notBefore.Sub(now))
+			}
+			got = append(got, aws.ToString(out.Messages[0].Body))
+			break
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("the delayed job never came")
+	}
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
