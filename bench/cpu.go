@@ -35,11 +35,10 @@ type cpuUse struct {
 // takeCPU reads /proc for the benchmark process and its children, RabbitMQ's
 // Erlang VM, the SQS server (when an SQS scenario found it on this machine,
 // see watchSQSServer) and the PostgreSQL processes working for the
-// benchmark. Other
-// processes count only in the machine total, so that "other" shows load the
-// benchmark did not cause (the other engineers' tests on a shared machine).
-// RabbitMQ's and goaws's shares are the whole server's, whoever else uses
-// it.
+// benchmark. Other processes count only in the machine total, so that
+// "other" shows load the benchmark did not cause (the other engineers'
+// tests on a shared machine). RabbitMQ's and goaws's shares are the whole
+// server's, whoever else uses it.
 func takeCPU() cpuSnapshot {
 	return takeCPUCached(nil)
 }

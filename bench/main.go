@@ -21,15 +21,15 @@
 // receive-and-delete loop that brackets it), sqs-replay (replay.Runner
 // sending an approved cohort back to SQS through sqsqueue.Publisher vs a
 // bare SendMessageBatch publisher that brackets it, and a bare
-// SendMessage one). Each scenario uses
-// its own databases and queues and removes them at the end. Audit rows are
-// written as the commands write them: they are part of the cost.
+// SendMessage one). Each scenario uses its own databases and queues and
+// removes them at the end. Audit rows are written as the commands write
+// them: they are part of the cost.
 //
 // Under the table, notes say where the CPU went during each timed ingest
-// phase (RabbitMQ, the benchmark's PostgreSQL backends, this process, the
-// binary, goaws, and everything else), and warn when other processes took enough of
-// the machine to make a ratio unreliable. Use -cpuprofile to see inside the
-// in-process subjects.
+// phase (RabbitMQ, goaws, the benchmark's PostgreSQL backends, this
+// process, the binary, and everything else), and warn when other processes
+// took enough of the machine to make a ratio unreliable. Use -cpuprofile
+// to see inside the in-process subjects.
 //
 // It exits 1 when a target is missed (unless -strict=false), 2 when a
 // scenario could not be measured, 130 when interrupted.

@@ -34,8 +34,8 @@ const sqsRegion = "us-east-1"
 // sqsClient returns the client every SQS scenario uses, baselines and
 // subjects alike, so that the two differ only in what the subject does
 // with it. It is built as sqsqueue.NewClient builds the product's (the
-// SDK's standard retryer, 8 tries, backoff up to 20 s), with two
-// differences. Its credentials are static instead of the AWS
+// SDK's standard retryer, 8 tries, backoff up to 20 s, 30 s for an
+// answer's headers), with two differences. Its credentials are static instead of the AWS
 // configuration's: an SQS-compatible server takes any, and the benchmark
 // must not pick up an engineer's real ones. And each request's body is
 // handed to net/http as a byte slice (bufferedBodyClient): with the SDK's
@@ -53,7 +53,9 @@ func sqsClient(ctx context.Context, endpoint string) (*sqs.Client, *sqsRetries, 
 			o.MaxAttempts = 8
 			o.MaxBackoff = 20 * time.Second
 		}), retries},
-		HTTPClient: bufferedBodyClient{awshttp.NewBuildableClient()},
+		HTTPClient: bufferedBodyClient{awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.ResponseHeaderTimeout = 30 * time.Second
+		})},
 	})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
