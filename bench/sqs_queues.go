@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -17,7 +14,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -35,14 +31,9 @@ const sqsRegion = "us-east-1"
 // subjects alike, so that the two differ only in what the subject does
 // with it. It is built as sqsqueue.NewClient builds the product's (the
 // SDK's standard retryer, 8 tries, backoff up to 20 s, 30 s for an
-// answer's headers), with two differences. Its credentials are static instead of the AWS
-// configuration's: an SQS-compatible server takes any, and the benchmark
-// must not pick up an engineer's real ones. And each request's body is
-// handed to net/http as a byte slice (bufferedBodyClient): with the SDK's
-// own body, about one call in twenty to goaws closes its connection and
-// one ReceiveMessage in a few thousand loses its answer, whose messages
-// then stay hidden for the visibility timeout, 30 s that land on whichever
-// side is timed.
+// answer's headers, its HTTP client), with one difference: its credentials
+// are static instead of the AWS configuration's: an SQS-compatible server
+// takes any, and the benchmark must not pick up an engineer's real ones.
 func sqsClient(ctx context.Context, endpoint string) (*sqs.Client, *sqsRetries, error) {
 	retries := &sqsRetries{}
 	client := sqs.New(sqs.Options{
@@ -53,9 +44,7 @@ func sqsClient(ctx context.Context, endpoint string) (*sqs.Client, *sqsRetries, 
 			o.MaxAttempts = 8
 			o.MaxBackoff = 20 * time.Second
 		}), retries},
-		HTTPClient: bufferedBodyClient{awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			tr.ResponseHeaderTimeout = 30 * time.Second
-		})},
+		HTTPClient: sqsqueue.HTTPClient(),
 	})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -64,34 +53,6 @@ func sqsClient(ctx context.Context, endpoint string) (*sqs.Client, *sqsRetries, 
 		return nil, nil, fmt.Errorf("no SQS server answers at %s (%w): start goaws with scripts/services.sh or set -sqs-endpoint", endpoint, err)
 	}
 	return client, retries, nil
-}
-
-// bufferedBodyClient sends each request with its body as a bytes.Reader.
-// The SDK hands net/http a body of its own type and closes it as soon as
-// the response's headers arrive (smithy-go's ClientHandler). net/http
-// writes such a body straight to the socket after flushing the headers,
-// then reads it once more to check for bytes beyond its length; if the
-// server answered in between, as a server on the same machine does, that
-// read finds the body closed, its WriteTo says io.EOF, and net/http
-// closes the connection under the answer being read. The SDK retries the
-// call: a ReceiveMessage whose answer is lost leaves its messages in
-// flight, and a send is sent twice. A body net/http knows to be in memory
-// is written with the headers in one piece, before the call can be
-// answered.
-type bufferedBodyClient struct{ next aws.HTTPClient }
-
-func (c bufferedBodyClient) Do(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return c.next.Do(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.Clone(req.Context())
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return c.next.Do(req)
 }
 
 // sqsRetries counts the calls the SDK's retryer tried again, so that a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -25,7 +24,9 @@ const (
 	maxAttempts = 8
 	maxBackoff  = 20 * time.Second
 	// responseTimeout bounds the wait for an answer to one attempt: longer
-	// than SQS's longest long poll.
+	// than SQS's longest long poll, so that a server that takes a request
+	// and never answers fails the attempt, which the retryer tries again,
+	// instead of holding the call for ever.
 	responseTimeout = 30 * time.Second
 )
 
@@ -50,12 +51,7 @@ func NewClient(ctx context.Context, ref QueueRef) (*sqs.Client, error) {
 		cfg.Region = "us-east-1"
 	}
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-		// A server that takes a request and never answers it fails the
-		// attempt, which the retryer then tries again, instead of holding
-		// the call for ever; a long poll answers within 20 s.
-		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			tr.ResponseHeaderTimeout = responseTimeout
-		})
+		o.HTTPClient = HTTPClient()
 		if ref.Endpoint != "" {
 			o.BaseEndpoint = aws.String(ref.Endpoint)
 		}

@@ -28,15 +28,23 @@ import (
 // RabbitMQ, and the run stops to be resumed.
 type Publisher struct {
 	client *sqs.Client
+	// sending bounds the SendMessage calls in flight: the runner's window
+	// of a thousand unconfirmed messages would otherwise be a thousand
+	// calls, most on a connection of their own, which measured slower
+	// than 64 (docs/operations.md, replay throughput).
+	sending chan struct{}
 
 	mu     sync.Mutex
 	queues map[string]Queue // by ARN
 	sends  sync.WaitGroup
 }
 
+// maxSending is how many SendMessage calls a publisher has in flight.
+const maxSending = 64
+
 // NewPublisher returns a publisher through client.
 func NewPublisher(client *sqs.Client) *Publisher {
-	return &Publisher{client: client, queues: make(map[string]Queue)}
+	return &Publisher{client: client, queues: make(map[string]Queue), sending: make(chan struct{}, maxSending)}
 }
 
 // queue finds the queue arn names, once per publisher; exists is false
@@ -72,6 +80,15 @@ func (p *Publisher) Publish(ctx context.Context, m replay.Message) (replay.Pendi
 	go func() {
 		defer p.sends.Done()
 		defer close(sent.done)
+		select {
+		case p.sending <- struct{}{}:
+		case <-ctx.Done():
+			// Never sent, as the run stops: its item waits for the run
+			// that resumes it, as one whose answer was lost does.
+			sent.err = &replay.BrokerLostError{Err: fmt.Errorf("the run stopped before it was sent to SQS: %w", ctx.Err())}
+			return
+		}
+		defer func() { <-p.sending }()
 		sent.err = p.send(ctx, m)
 	}()
 	return sent, nil
