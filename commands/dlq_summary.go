@@ -17,6 +17,7 @@ import (
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
+	"github.com/expiryctl/expiryctl/internal/view/letterview"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -564,9 +565,19 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 		t.addRow(string(c.Category), strconv.FormatInt(c.Count, 10), strconv.FormatInt(overdue[c.Category], 10), oldest,
 			perMinute(c.Arrivals.Last5m.PerMinute), trendText(c.Arrivals.FiveMinutesVsHour),
 			perMinute(c.Arrivals.Last1h.PerMinute), perMinute(c.Arrivals.Last24h.PerMinute),
-			strconv.FormatInt(c.Total, 10), attemptsText(c.Attempts), strings.Join(c.Queues, ","))
+			strconv.FormatInt(c.Total, 10), attemptsText(c.Attempts), queueLabels(c.Queues))
 	}
 	return t
+}
+
+// queueLabels are the queues of a category's line, each named with its
+// system where that is not RabbitMQ (letterview.QueueLabel).
+func queueLabels(queues []string) string {
+	labels := make([]string, len(queues))
+	for i, q := range queues {
+		labels[i] = letterview.QueueLabel(q)
+	}
+	return strings.Join(labels, ",")
 }
 
 func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *table {

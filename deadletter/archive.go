@@ -59,6 +59,8 @@ type CategorySummary struct {
 	OldestDeadLetteredAt *time.Time `json:"oldest_dead_lettered_at"`
 	// Queues are the dead-letter queues the waiting letters came from.
 	Queues []string `json:"queues"`
+	// Systems are the queue systems of Queues (QueueSystem).
+	Systems []System `json:"systems"`
 }
 
 // Summary returns the letters per reason category, in the order of

@@ -191,6 +191,7 @@ func (s postgresLetters) LetterSummary(ctx context.Context) ([]CategorySummary, 
 			rows.Close()
 			return nil, err
 		}
+		c.Systems = queueSystems(c.Queues)
 		if oldest != nil {
 			utc := oldest.UTC()
 			c.OldestDeadLetteredAt = &utc

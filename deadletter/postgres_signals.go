@@ -70,6 +70,7 @@ func (s postgresLetters) LetterSummaryBetween(ctx context.Context, w SignalsOpti
 		var c CategorySummary
 		var oldest *time.Time
 		err := row.Scan(&c.Category, &c.Count, &c.Total, &c.Queues, &oldest)
+		c.Systems = queueSystems(c.Queues)
 		if oldest != nil {
 			utc := oldest.UTC()
 			c.OldestDeadLetteredAt = &utc

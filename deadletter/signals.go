@@ -381,7 +381,7 @@ func assembleSignals(summary []CategorySummary, attempts []attemptTally, arrival
 	byCategory := map[Category]*CategorySignals{}
 	line := func(c Category) *CategorySignals {
 		if byCategory[c] == nil {
-			byCategory[c] = &CategorySignals{CategorySummary: CategorySummary{Category: c, Queues: []string{}}}
+			byCategory[c] = &CategorySignals{CategorySummary: CategorySummary{Category: c, Queues: []string{}, Systems: []System{}}}
 		}
 		return byCategory[c]
 	}

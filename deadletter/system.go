@@ -33,6 +33,33 @@ func (s System) OrRabbitMQ() System {
 	return s
 }
 
+// QueueSystem is the system of the queue a letter was captured from, read
+// from its name: an SQS queue is named by its ARN, and the archive refuses
+// a letter whose system and queue disagree (the constraint
+// dead_letters_system_names_queue), so a summary need not read letters to
+// know it.
+func QueueSystem(queue string) System {
+	if strings.HasPrefix(queue, "arn:aws:sqs:") {
+		return SQS
+	}
+	return RabbitMQ
+}
+
+// queueSystems are the systems of queues, each once, in Systems' order.
+func queueSystems(queues []string) []System {
+	seen := map[System]bool{}
+	for _, q := range queues {
+		seen[QueueSystem(q)] = true
+	}
+	out := []System{}
+	for _, s := range Systems() {
+		if seen[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // ParseSystem returns the system named s, or an error that lists the
 // valid names.
 func ParseSystem(s string) (System, error) {

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00036, then the files of store/functions/) leaves an empty database, dumped
+-- 00037, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -3505,6 +3505,14 @@ ALTER TABLE ONLY expiryctl.dead_letters
 
 ALTER TABLE ONLY expiryctl.dead_letters
     ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: dead_letters dead_letters_system_names_queue; Type: CHECK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_system_names_queue CHECK (((source_system = 'sqs'::text) = (source_queue ~~ 'arn:aws:sqs:%'::text))) NOT VALID;
 
 
 --

@@ -18,6 +18,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/letterview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
@@ -451,17 +452,7 @@ var Columns = []frame.Column{
 // Cells are the escaped cells of one letter.
 func Cells(r deadletter.Row, now func() string) []string {
 	return []string{strconv.FormatInt(r.ID, 10), now(), string(r.Category), termsafe.EscapeLine(r.ErrorClass),
-		termsafe.EscapeLine(r.ReservationID), strconv.Itoa(r.Attempts), string(r.Status), queueCell(r)}
-}
-
-// queueCell names where a letter came from in the width a list row has:
-// an SQS queue as "SQS" and its name, the end of an ARN that the column
-// would otherwise cut before it, a RabbitMQ queue by its name.
-func queueCell(r deadletter.Row) string {
-	if r.System == deadletter.SQS {
-		return "SQS " + termsafe.EscapeLine(r.SourceQueue[strings.LastIndexByte(r.SourceQueue, ':')+1:])
-	}
-	return termsafe.EscapeLine(r.SourceQueue)
+		termsafe.EscapeLine(r.ReservationID), strconv.Itoa(r.Attempts), string(r.Status), letterview.QueueLabel(r.SourceQueue)}
 }
 
 // View renders the list.

@@ -184,6 +184,17 @@ func relative(now, t time.Time) string {
 	return phrase.Approximate(d) + " ago"
 }
 
+// QueueLabel names a queue letters were captured from in the width a
+// table cell has: an SQS queue as "SQS" and its name, the end of an ARN
+// that a column would otherwise cut before it; a RabbitMQ queue by its
+// name. Escaped for the terminal.
+func QueueLabel(queue string) string {
+	if deadletter.QueueSystem(queue) == deadletter.SQS {
+		return "SQS " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, ':')+1:])
+	}
+	return termsafe.EscapeLine(queue)
+}
+
 // systemName is how a letter's system reads in prose.
 func systemName(s deadletter.System) string {
 	switch s.OrRabbitMQ() {
