@@ -129,7 +129,7 @@ func TestOutcomeWatchPolls(t *testing.T) {
 	w := newOutcomeWatch(time.Minute, time.Hour, f.ask, f.record)
 	w.now = func() time.Time { return clock }
 	for id := int64(1); id <= 4; id++ {
-		w.add(id, outcomeJob{reservationID: "r"}, t0, t0)
+		w.add(id, outcomeJob{reservationID: "r"}, t0, t0, time.Time{})
 	}
 
 	// 1 and 2 reach their state; 2 was a duplicate.
@@ -161,9 +161,39 @@ func TestOutcomeWatchPolls(t *testing.T) {
 	}
 
 	f.err = errors.New("connection refused")
-	w.add(5, outcomeJob{}, clock, clock)
+	w.add(5, outcomeJob{}, clock, clock, time.Time{})
 	w.poll()
 	if _, err := w.snapshot(); err == nil {
 		t.Fatal("a failing query left no error")
+	}
+}
+
+// TestOutcomeWatchWaitsOutADelay: a message SQS delays (sent before its
+// time with the rest of the wait as its delivery delay) reaches no worker
+// before its time, so its window, and its latency, count from then, not
+// from its confirm: a replay sent ten minutes early under a one-minute
+// window is neither unsettled nor late when its job ends thirty seconds
+// after it was handed out.
+func TestOutcomeWatchWaitsOutADelay(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	due := t0.Add(10 * time.Minute)
+	clock := t0
+	f := &fakeOutcomes{terminal: map[int64]time.Time{}, dup: map[int64]bool{}}
+	w := newOutcomeWatch(time.Minute, time.Hour, f.ask, f.record)
+	w.now = func() time.Time { return clock }
+	w.add(1, outcomeJob{reservationID: "r"}, t0, t0, due)
+
+	clock = t0.Add(5 * time.Minute)
+	w.poll()
+	if s, _ := w.snapshot(); s.Unsettled != 0 || s.Waiting != 1 {
+		t.Fatalf("before its time %+v: want it still waiting", s)
+	}
+	f.terminal[1] = due.Add(30 * time.Second)
+	clock = due.Add(40 * time.Second)
+	w.poll()
+	s, _ := w.snapshot()
+	if s.Terminal != 1 || s.Late != 0 || s.Unsettled != 0 || s.LatencyP50 != 30*time.Second {
+		t.Fatalf("after its time %+v: want terminal, not late, 30s latency", s)
 	}
 }

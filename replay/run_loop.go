@@ -16,9 +16,11 @@ type flight struct {
 	ordinal   int
 	pending   Pending
 	republish bool
-	// job and published are what the outcome watcher asks about.
+	// job and published are what the outcome watcher asks about;
+	// notBefore is when a delayed message is handed out (Message.NotBefore).
 	job       outcomeJob
 	published time.Time
+	notBefore time.Time
 }
 
 // replayRun is the publishing side of one run.
@@ -373,7 +375,7 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	republish := x.wasPub[m.Item]
 	delete(x.unsent, m.Item)
 	delete(x.wasPub, m.Item)
-	x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish, job: m.job, published: sent})
+	x.inflight = append(x.inflight, flight{item: m.Item, ordinal: m.ordinal, pending: p, republish: republish, job: m.job, published: sent, notBefore: m.NotBefore})
 	st.published++
 	if republish {
 		st.republished++

@@ -30,10 +30,14 @@ func outcomeJobOf(pl plan) outcomeJob {
 // watchedItem is one confirmed item the watcher asks about until it is
 // terminal.
 type watchedItem struct {
-	id         int64
-	job        outcomeJob
-	published  time.Time
-	confirmed  time.Time
+	id        int64
+	job       outcomeJob
+	published time.Time
+	confirmed time.Time
+	// released is when the queue hands the job out: its publish, or later
+	// for a message SQS delays (Message.NotBefore). Its window and its
+	// latency count from then, not from a publish the worker cannot see.
+	released   time.Time
 	windowEnds time.Time
 	// unsettled is set once the item was found past its window and not
 	// terminal (and recorded so).
@@ -126,9 +130,18 @@ func (w *outcomeWatch) stop() {
 	<-w.done
 }
 
-// add hands the watcher an item the broker confirmed at confirmed.
-func (w *outcomeWatch) add(id int64, job outcomeJob, published, confirmed time.Time) {
-	it := &watchedItem{id: id, job: job, published: published, confirmed: confirmed, windowEnds: confirmed.Add(w.window)}
+// add hands the watcher an item the broker confirmed at confirmed; a
+// delayed message is not handed out before notBefore (zero: at once).
+func (w *outcomeWatch) add(id int64, job outcomeJob, published, confirmed, notBefore time.Time) {
+	released, windowStarts := published, confirmed
+	if notBefore.After(released) {
+		released = notBefore
+	}
+	if notBefore.After(windowStarts) {
+		windowStarts = notBefore
+	}
+	it := &watchedItem{id: id, job: job, published: published, confirmed: confirmed,
+		released: released, windowEnds: windowStarts.Add(w.window)}
 	w.mu.Lock()
 	w.incoming = append(w.incoming, it)
 	w.stats.Watched++
@@ -258,7 +271,7 @@ func (w *outcomeWatch) settle(it *watchedItem, a outcomeAnswer, d *OutcomeStats)
 		d.Conflicts++
 		return
 	}
-	w.latencies = append(w.latencies, max(0, a.terminalAt.Sub(it.published)))
+	w.latencies = append(w.latencies, max(0, a.terminalAt.Sub(it.released)))
 }
 
 func (w *outcomeWatch) fail(err error) {
@@ -321,7 +334,7 @@ func (x *replayRun) startOutcomes() {
 // watchConfirmed hands a confirmed flight to the watcher.
 func (x *replayRun) watchConfirmed(f flight) {
 	if x.watch != nil {
-		x.watch.add(f.item, f.job, f.published, time.Now())
+		x.watch.add(f.item, f.job, f.published, time.Now(), f.notBefore)
 	}
 }
 

@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -19,7 +21,8 @@ import (
 // system), nor send an SQS letter through a RabbitMQ exchange or to no
 // SQS queue (rule target); naming the SQS queue by its ARN is accepted,
 // and the frozen target says SQS. Nobody, the owner included, can make an
-// SQS letter a RabbitMQ one.
+// SQS letter a RabbitMQ one, and the ingester cannot store a letter of a
+// system the archive does not know.
 func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
@@ -43,6 +46,8 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, $2, $3, 'INC-7',
 		false, false, true, 'SQS shows no consumers', false, $4, NULL, false, 'the red team captures nothing')`
 	refused(t, rt.alice.Pool, "system", create, fmt.Sprintf(`{"ids": [%d, %d]}`, rt.letters[0], id), "", workARN, false)
+	// A filter that matches both systems' letters is refused as ids are.
+	refused(t, rt.alice.Pool, "system", create, `{"filter": {"reason": ["transient-exhausted"]}, "max": 100}`, "", workARN, false)
 	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "", "", false)
 	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "reservations", "reservation.expire", false)
 	refused(t, rt.alice.Pool, "target", create, fmt.Sprintf(`{"ids": [%d]}`, id), "", "reservation-expiry", false)
@@ -55,6 +60,17 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 	}
 	if got := created.Request.Targets; len(got) != 1 || got[0].System != deadletter.SQS || got[0].RoutingKey != workARN {
 		t.Errorf("frozen targets %+v, want the SQS queue %s", got, workARN)
+	}
+	// The system is one the archive knows: the ingester's raw SQL cannot
+	// store a letter of another.
+	var stray []int64
+	err = rt.ivan.Pool.QueryRow(ctx, `SELECT array_agg(x) FROM expiryctl.ingest_letters('', 'q.dlq',
+		ARRAY[sha256('stray')], ARRAY['expire:stray:v1'], ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text],
+		ARRAY[NULL::bigint], ARRAY[NULL::timestamptz], ARRAY['q.dlq'], ARRAY['q'], ARRAY[''], ARRAY[''], ARRAY['transient-exhausted'],
+		ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[1], ARRAY['[]'], ARRAY['{}'], ARRAY[''], ARRAY['stray'::bytea], ARRAY[now()],
+		ARRAY[NULL::bigint], ARRAY[0], ARRAY[NULL::text], ARRAY['kafka'], ARRAY[NULL::text]) AS x`).Scan(&stray)
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_source_system_check" {
+		t.Errorf("the ingester stored letters %v of a queue system the archive does not know (%v), want refused by the system's check", stray, err)
 	}
 	for _, who := range []struct {
 		name string

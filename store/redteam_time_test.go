@@ -142,27 +142,37 @@ func TestRedTeamTime(t *testing.T) {
 // TestRedTeamSQSDelay: an SQS request's items may be cleared before their
 // time when the runner says their messages carry the rest of the wait as
 // SQS's delivery delay, but no more than SQS's longest delay (900 s)
-// before it; without that word, or further ahead, they are refused as
-// any other request's (rule not-before).
+// before it; without that word, further ahead, or bound for a FIFO queue
+// (which delays no single message), they are refused as any other
+// request's (rule not-before).
 func TestRedTeamSQSDelay(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
 	dlqARN := "arn:aws:sqs:us-east-1:100010001000:q-dlq"
 	workARN := "arn:aws:sqs:us-east-1:100010001000:q"
-	letters := make([]deadletter.Letter, 4)
+	// The last two failed in a FIFO queue, which delays no single message.
+	fifoARN := "arn:aws:sqs:us-east-1:100010001000:q.fifo"
+	letters := make([]deadletter.Letter, 6)
 	for i := range letters {
 		body := fmt.Appendf(nil, `{"reservation_id":"r-sqs-%d","idempotency_key":"expire:r-sqs-%d:v1"}`, i, i)
+		origin := workARN
+		if i >= 4 {
+			origin = fifoARN
+		}
 		letters[i] = deadletter.Letter{System: deadletter.SQS, Fingerprint: sha256.Sum256(body), JobKey: fmt.Sprintf("expire:r-sqs-%d:v1", i),
 			ReservationID: fmt.Sprintf("r-sqs-%d", i), IdempotencyKey: fmt.Sprintf("expire:r-sqs-%d:v1", i), SourceQueue: dlqARN,
-			OriginQueue: workARN, Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body,
+			OriginQueue: origin, Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body,
 			DeadLetteredAt: time.Now().Add(-time.Minute)}
 	}
 	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", dlqARN, letters)
-	if err != nil || stored.Stored != 4 {
+	if err != nil || stored.Stored != len(letters) {
 		t.Fatalf("capture: %+v, %v", stored, err)
 	}
-	ids := []int64{stored.FirstID, stored.FirstID + 1, stored.FirstID + 2, stored.FirstID + 3}
+	ids := make([]int64, len(letters))
+	for i := range ids {
+		ids[i] = stored.FirstID + int64(i)
+	}
 	captures := fmt.Sprintf(`{"queues": [{"queue": %q, "by": "run"}]}`, dlqARN)
 	started := func(cohort []int64, ahead string) int64 {
 		t.Helper()
@@ -195,6 +205,11 @@ func TestRedTeamSQSDelay(t *testing.T) {
 		t.Errorf("items 10 minutes ahead, sent with SQS's delay: %v", err)
 	}
 
-	later := started(ids[2:], "20 minutes")
-	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, later, ids[2:])
+	later := started(ids[2:4], "20 minutes")
+	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, later, ids[2:4])
+
+	// A FIFO queue takes no delay on one message, so the runner's word
+	// that its messages carry one cannot be true.
+	fifo := started(ids[4:], "10 minutes")
+	refused(t, rt.alice.Pool, "not-before", `SELECT expiryctl.replay_items_send($1, 0, 1, $2, true)`, fifo, ids[4:])
 }

@@ -1645,8 +1645,11 @@ BEGIN
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
       JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
      CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
+     CROSS JOIN LATERAL expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                   r.to_exchange, r.to_routing_key, r.via_exchange) g
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND t.not_before > now() + CASE WHEN delayed AND r.targets @> '[{"system": "sqs"}]' THEN interval '900 seconds' ELSE interval '0' END
+       AND t.not_before > now() + CASE WHEN delayed AND d.source_system = 'sqs' AND g.rk NOT LIKE '%.fifo'
+                                       THEN interval '900 seconds' ELSE interval '0' END
      ORDER BY i.ordinal LIMIT 1;
     IF FOUND THEN
         PERFORM expiryctl.replay_refuse('not-before', format(

@@ -9,11 +9,14 @@
 -- (rule publish-bound), and nothing is counted; so is an item cleared
 -- before its time (replay_item_not_before, rule not-before): with
 -- delayed, the runner's word that each message carries the rest of its
--- wait as SQS's delivery delay, an item of an SQS request may be cleared
--- up to 900 seconds (SQS's longest delay) before it, and no earlier. The
--- database cannot see the delay; it bounds how early the runner may say
--- so. Returns the request's status; when it is not running, nothing was
--- counted.
+-- wait as SQS's delivery delay, an item of an SQS letter bound for a
+-- standard queue may be cleared up to 900 seconds (SQS's longest delay)
+-- before it, and no earlier. A FIFO queue (.fifo) delays no single
+-- message, so for its items the word cannot be true and is not taken.
+-- Each item is judged by its own letter and target, not the request's
+-- targets, which list only the first twenty. The database cannot see the
+-- delay; it bounds how early the runner may say so. Returns the
+-- request's status; when it is not running, nothing was counted.
 CREATE OR REPLACE FUNCTION expiryctl.replay_items_send(request bigint, lo integer, hi integer, items bigint[],
     delayed boolean DEFAULT false)
 RETURNS text
@@ -40,8 +43,11 @@ BEGIN
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
       JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
      CROSS JOIN LATERAL (SELECT expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at) AS not_before) t
+     CROSS JOIN LATERAL expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
+                                                   r.to_exchange, r.to_routing_key, r.via_exchange) g
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND t.not_before > now() + CASE WHEN delayed AND r.targets @> '[{"system": "sqs"}]' THEN interval '900 seconds' ELSE interval '0' END
+       AND t.not_before > now() + CASE WHEN delayed AND d.source_system = 'sqs' AND g.rk NOT LIKE '%.fifo'
+                                       THEN interval '900 seconds' ELSE interval '0' END
      ORDER BY i.ordinal LIMIT 1;
     IF FOUND THEN
         PERFORM expiryctl.replay_refuse('not-before', format(
