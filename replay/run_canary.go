@@ -50,7 +50,13 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 			return &stopReason{err: err}
 		}
 	}
-	end := time.Now().Add(req.Stop.CanaryWindow - waited)
+	// A canary sent ahead of its time (an SQS delivery delay) is watched
+	// from when its jobs are handed out, not from when SQS took them.
+	from := time.Now()
+	if x.lastDelivery.After(from) {
+		from = x.lastDelivery
+	}
+	end := from.Add(req.Stop.CanaryWindow - waited)
 	tick := time.NewTicker(r.checkInterval())
 	defer tick.Stop()
 	for {

@@ -66,7 +66,12 @@ type replayRun struct {
 	// canaryTarget is how many publishes the canary phase makes (0: no
 	// canary phase left); canaryPublished counts them.
 	canaryTarget, canaryPublished int
-	canaryWaitFrom                *time.Duration // canary already published: time already waited
+	// lastDelivery is when the last message sent with a delivery delay
+	// (SQS) is to be handed out: the next is paced after it, so that a
+	// cohort sent ahead of its time arrives at the approved rate, not at
+	// once.
+	lastDelivery   time.Time
+	canaryWaitFrom *time.Duration // canary already published: time already waited
 
 	// watch asks the policy's outcome query about confirmed items (nil:
 	// no query); limits are its window and stop conditions.
@@ -360,6 +365,9 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 		return &stopReason{err: fmt.Errorf("item %d was not cleared for publishing by this run: refusing to publish it", m.Item)}
 	}
 	sent := time.Now()
+	if !m.NotBefore.IsZero() {
+		m.NotBefore = x.deliveryAt(m.NotBefore)
+	}
 	p, err := r.Broker.Publish(ctx, m.Message)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -388,6 +396,24 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 		x.requestProbe()
 	}
 	return nil
+}
+
+// deliveryAt is when a message due at notBefore, sent with a delivery
+// delay, is to be handed out: at notBefore, or one interval of the rate
+// ceiling after the last such message, whichever is later. Sends are held
+// to the ceiling, and the database clears an item at most SQSMaxDelay
+// before its time, so each delivery stays within SQSMaxDelay of its send
+// (but for the limiter's small burst, which the publisher's cap on the
+// delay absorbs, never delivering before an item's own time).
+func (x *replayRun) deliveryAt(notBefore time.Time) time.Time {
+	at := notBefore
+	if limit := float64(x.limiter.Limit()); limit > 0 && !x.lastDelivery.IsZero() {
+		if next := x.lastDelivery.Add(time.Duration(float64(time.Second) / limit)); next.After(at) {
+			at = next
+		}
+	}
+	x.lastDelivery = at
+	return at
 }
 
 // await waits for the next thing to happen: the oldest flight's answer, a

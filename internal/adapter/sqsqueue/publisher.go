@@ -153,16 +153,20 @@ func (p *Publisher) QueueDepth(ctx context.Context, queue string) (depth int, ex
 	if err != nil || !exists {
 		return 0, exists, err
 	}
+	// A message sent with a delivery delay waits too: a run that sends
+	// ahead of its time must see the depth it is building.
 	out, err := p.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
 	if err != nil {
 		if missingQueue(err) {
 			return 0, false, nil
 		}
 		return 0, true, fmt.Errorf("read the depth of SQS queue %s: %w", q.Name, err)
 	}
-	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	return n, true, nil
+	ready, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	delayed, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
+	return ready + delayed, true, nil
 }
 
 // Close waits for the sends in flight to settle.

@@ -155,28 +155,38 @@ func TestReplayToSQS(t *testing.T) {
 	}
 }
 
-// TestReplayToSQSDelaysUntilNotBefore: a request scheduled a few seconds
+// TestReplayToSQSDelaysUntilNotBefore: a cohort scheduled a few seconds
 // ahead is sent at once, each message carrying the rest of the wait as
-// SQS's delivery delay, so the run does not hold it; the job is not on
-// the queue before its time, and is after.
+// SQS's delivery delay, so the run does not hold it; no job is on the
+// queue before its time, and they arrive at the approved rate (2/s), not
+// all at that moment.
 func TestReplayToSQSDelaysUntilNotBefore(t *testing.T) {
 	ctx := context.Background()
 	client := sqstest.Client(t)
 	p := setupPeople(t)
 	work, dlq := sqstest.CreateWithDLQ(t, client, 1, 1)
-	sendSeq(t, client, dlq.URL, [][]byte{[]byte(`{"reservation_id":"r-late","idempotency_key":"expire:r-late:v1"}`)})
+	const n = 4
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = []byte(`{"reservation_id":"r-late-` + strconv.Itoa(i) + `","idempotency_key":"expire:r-late-` + strconv.Itoa(i) + `:v1"}`)
+	}
+	sendSeq(t, client, dlq.URL, bodies)
 	src := openSource(t, client, dlq.URL, 10)
 	if _, err := deadletter.Ingest(ctx, p.ivan.Pool, src, deadletter.IngestOptions{Queue: src.QueueName(), Actor: "ivan"}); err != nil {
 		t.Fatal(err)
 	}
 	_ = src.Close()
 	page, err := deadletter.NewArchive(p.alice.Pool, "alice").List(ctx, deadletter.Filter{}, nil, 10)
-	if err != nil || len(page.Rows) != 1 {
+	if err != nil || len(page.Rows) != n {
 		t.Fatalf("archive: %v", err)
 	}
+	ids := make([]int64, 0, n)
+	for _, r := range page.Rows {
+		ids = append(ids, r.ID)
+	}
 	notBefore := time.Now().Add(6 * time.Second)
-	created, err := (&replay.Service{Pool: p.alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay,
-		Selection: replay.Selection{IDs: []int64{page.Rows[0].ID}}, Why: "INC-33", SameHandlerWhy: "SQS shows no consumers",
+	created, err := (&replay.Service{Pool: p.alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Rate: 2,
+		Selection: replay.Selection{IDs: ids}, Why: "INC-33", SameHandlerWhy: "SQS shows no consumers", Canary: new(int),
 		ToRoutingKey: work.ARN, NotBefore: &notBefore, UnwatchedWhy: "the test watches the queue itself"})
 	if err != nil {
 		t.Fatal(err)
@@ -212,22 +222,30 @@ func TestReplayToSQSDelaysUntilNotBefore(t *testing.T) {
 	if !sentAt.Before(notBefore.Add(-2 * time.Second)) {
 		t.Errorf("published at %s, %s before its time: the run held it rather than delaying it on SQS", sentAt.Format(time.TimeOnly), notBefore.Sub(sentAt))
 	}
-	var got []string
-	for time.Now().Before(notBefore.Add(10 * time.Second)) {
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(work.URL), WaitTimeSeconds: 1})
+	var arrivals []time.Time
+	for len(arrivals) < n && time.Now().Before(notBefore.Add(15*time.Second)) {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(work.URL), WaitTimeSeconds: 1, MaxNumberOfMessages: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Messages) > 0 {
-			if now := time.Now(); now.Before(notBefore) {
-				t.Errorf("the job was on the queue %s before its time", notBefore.Sub(now))
+		for _, m := range out.Messages {
+			now := time.Now()
+			if now.Before(notBefore) {
+				t.Errorf("a job was on the queue %s before its time", notBefore.Sub(now))
 			}
-			got = append(got, aws.ToString(out.Messages[0].Body))
-			break
+			arrivals = append(arrivals, now)
+			if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(work.URL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if len(got) != 1 {
-		t.Errorf("the delayed job never came")
+	if len(arrivals) != n {
+		t.Fatalf("%d of %d delayed jobs came", len(arrivals), n)
+	}
+	// At 2/s the four are handed out over 1.5 s; at once they would come
+	// in one receive.
+	if spread := arrivals[n-1].Sub(arrivals[0]); spread < time.Second {
+		t.Errorf("the %d jobs arrived within %s: a delayed cohort must arrive at the approved rate, not at once", n, spread)
 	}
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
