@@ -915,6 +915,13 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 		writeField(h, []byte(m.Queue))
 		writeField(h, []byte(m.Native[sqsGroupID]))
 		writeField(h, []byte(m.Native[sqsDeduplicationID]))
+		// A letter SQS's redrive moved carries nothing of its own death
+		// (no worker wrote why), so a job sent again and dead again would
+		// read as the copy it is not; its message id, which SQS keeps
+		// across the redrive and every redelivery, tells them apart.
+		if len(sqsRedrive(m)) > 0 {
+			writeField(h, []byte(m.MessageID))
+		}
 	} else {
 		writeField(h, []byte(m.Queue))
 		writeField(h, []byte(m.MessageID))

@@ -346,12 +346,10 @@ func (s *DLQSource) Ready() (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	out, err := s.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(s.queue.URL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+	n, err := depth(ctx, s.client, s.queue, visibleMessages)
 	if err != nil {
-		return 0, fmt.Errorf("read the depth of SQS queue %s: %w", s.queue.Name, err)
+		return 0, err
 	}
-	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 	s.mu.Lock()
 	n += s.handing
 	s.mu.Unlock()
@@ -361,15 +359,7 @@ func (s *DLQSource) Ready() (int, error) {
 func readyAfterClose(client *sqs.Client, queue Queue) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queue.URL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		return 0, fmt.Errorf("read the depth of SQS queue %s: %w", queue.Name, err)
-	}
-	visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	hidden, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	return visible + hidden, nil
+	return depth(ctx, client, queue, visibleMessages, hiddenMessages)
 }
 
 // Close stops receiving and makes the messages it still holds visible

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -148,25 +147,21 @@ func (p *Publisher) ExchangeExists(_ context.Context, exchange string) (bool, er
 
 // QueueDepth implements replay.Broker: the messages SQS says are waiting
 // in the queue queue names by ARN.
-func (p *Publisher) QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error) {
+func (p *Publisher) QueueDepth(ctx context.Context, queue string) (messages int, exists bool, err error) {
 	q, exists, err := p.queue(ctx, queue)
 	if err != nil || !exists {
 		return 0, exists, err
 	}
 	// A message sent with a delivery delay waits too: a run that sends
 	// ahead of its time must see the depth it is building.
-	out, err := p.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	n, err := depth(ctx, p.client, q, visibleMessages, delayedMessages)
 	if err != nil {
 		if missingQueue(err) {
 			return 0, false, nil
 		}
-		return 0, true, fmt.Errorf("read the depth of SQS queue %s: %w", q.Name, err)
+		return 0, true, err
 	}
-	ready, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	delayed, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)])
-	return ready + delayed, true, nil
+	return n, true, nil
 }
 
 // Close waits for the sends in flight to settle.
