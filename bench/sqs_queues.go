@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -43,6 +44,7 @@ func sqsClient(ctx context.Context, endpoint string) (*sqs.Client, *sqsRetries, 
 		Retryer: countingRetryer{retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = 8
 			o.MaxBackoff = 20 * time.Second
+			o.RateLimiter = ratelimit.None
 		}), retries},
 		HTTPClient: sqsqueue.HTTPClient(),
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -58,6 +59,13 @@ func NewClient(ctx context.Context, ref QueueRef) (*sqs.Client, error) {
 		o.Retryer = retry.NewStandard(func(r *retry.StandardOptions) {
 			r.MaxAttempts = maxAttempts
 			r.MaxBackoff = maxBackoff
+			// The SDK's client-wide retry quota stops all retrying once a
+			// run of errors spent it: a capture through an SQS that fails
+			// a third of its calls then gave up on a delete it would have
+			// got on its next try. Each call's attempts and backoff bound
+			// the retrying instead, and a followed capture that still
+			// fails waits out the outage as a whole.
+			r.RateLimiter = ratelimit.None
 		})
 	}), nil
 }
