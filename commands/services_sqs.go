@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -34,25 +36,16 @@ func (f *Factory) sqsDLQSource(ref string, prefetch int) (service.DLQSource, err
 }
 
 // openSQS completes runner for a request whose letters came from SQS: it
-// publishes through SQS, in the region of the request's first target, and
-// captures the dead-letter queues of its cohort there. SQS shows no
-// consumers and no traffic, so such a run is paced by its ceiling alone
-// and starts only when its request says --same-handler-ok.
-func (r *requestRunner) openSQS(ctx context.Context, runner *replay.Runner, req replay.Request) (*replay.Runner, func(), error) {
-	var ref sqsqueue.QueueRef
-	for _, t := range req.Targets {
-		if parsed, err := sqsqueue.ParseQueueRef(t.RoutingKey); err == nil {
-			ref = parsed
-			break
-		}
-	}
-	lookup, cancel := context.WithTimeout(ctx, sqsLookup)
-	defer cancel()
-	client, err := sqsqueue.NewClient(lookup, ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	publisher := sqsqueue.NewPublisher(client)
+// publishes through SQS, reaching each target queue in the region its ARN
+// names, and captures the dead-letter queues of its cohort there. SQS
+// shows no consumers and no traffic, so such a run is paced by its
+// ceiling alone and starts only when its request says --same-handler-ok.
+func (r *requestRunner) openSQS(_ context.Context, runner *replay.Runner, _ replay.Request) (*replay.Runner, func(), error) {
+	publisher := sqsqueue.NewRegionalPublisher(func(ctx context.Context, region string) (*sqs.Client, error) {
+		lookup, cancel := context.WithTimeout(ctx, sqsLookup)
+		defer cancel()
+		return sqsqueue.NewClient(lookup, sqsqueue.QueueRef{Region: region})
+	})
 	runner.Broker, runner.Flow, runner.Consumers = publisher, nil, nil
 	runner.OpenDLQ = r.openDLQ
 	return runner, func() { _ = publisher.Close() }, nil

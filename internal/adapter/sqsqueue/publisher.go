@@ -26,29 +26,46 @@ import (
 // retries, leaves unknown whether SQS stored it, as a lost channel does on
 // RabbitMQ, and the run stops to be resumed.
 type Publisher struct {
-	client *sqs.Client
+	// clientFor is the client for a queue's region.
+	clientFor func(ctx context.Context, region string) (*sqs.Client, error)
 	// sending bounds the SendMessage calls in flight: the runner's window
 	// of a thousand unconfirmed messages would otherwise be a thousand
 	// calls, most on a connection of their own, which measured slower
 	// than 64 (docs/operations.md, replay throughput).
 	sending chan struct{}
 
-	mu     sync.Mutex
-	queues map[string]Queue // by ARN
-	sends  sync.WaitGroup
+	mu      sync.Mutex
+	queues  map[string]target // by ARN
+	clients map[string]*sqs.Client
+	sends   sync.WaitGroup
+}
+
+// target is a queue found, and the client of its region.
+type target struct {
+	Queue
+	client *sqs.Client
 }
 
 // maxSending is how many SendMessage calls a publisher has in flight.
 const maxSending = 64
 
-// NewPublisher returns a publisher through client.
+// NewPublisher returns a publisher through client, for every queue
+// whatever its region: for one server, such as the tests'.
 func NewPublisher(client *sqs.Client) *Publisher {
-	return &Publisher{client: client, queues: make(map[string]Queue), sending: make(chan struct{}, maxSending)}
+	return NewRegionalPublisher(func(context.Context, string) (*sqs.Client, error) { return client, nil })
+}
+
+// NewRegionalPublisher returns a publisher that reaches each queue
+// through the client clientFor gives for the region its ARN names, made
+// once per region: a cohort's queues may be in several.
+func NewRegionalPublisher(clientFor func(ctx context.Context, region string) (*sqs.Client, error)) *Publisher {
+	return &Publisher{clientFor: clientFor, queues: make(map[string]target), clients: make(map[string]*sqs.Client),
+		sending: make(chan struct{}, maxSending)}
 }
 
 // queue finds the queue arn names, once per publisher; exists is false
 // when SQS says there is no such queue.
-func (p *Publisher) queue(ctx context.Context, arn string) (q Queue, exists bool, err error) {
+func (p *Publisher) queue(ctx context.Context, arn string) (q target, exists bool, err error) {
 	p.mu.Lock()
 	q, ok := p.queues[arn]
 	p.mu.Unlock()
@@ -57,19 +74,42 @@ func (p *Publisher) queue(ctx context.Context, arn string) (q Queue, exists bool
 	}
 	ref, err := ParseQueueRef(arn)
 	if err != nil {
-		return Queue{}, false, nil
+		return target{}, false, nil
 	}
-	q, err = FindQueue(ctx, p.client, ref)
+	client, err := p.client(ctx, ref.Region)
+	if err != nil {
+		return target{}, false, err
+	}
+	found, err := FindQueue(ctx, client, ref)
 	if err != nil {
 		if missingQueue(err) {
-			return Queue{}, false, nil
+			return target{}, false, nil
 		}
-		return Queue{}, false, err
+		return target{}, false, err
 	}
+	q = target{Queue: found, client: client}
 	p.mu.Lock()
 	p.queues[arn] = q
 	p.mu.Unlock()
 	return q, true, nil
+}
+
+// client is the client of region, made at its first use.
+func (p *Publisher) client(ctx context.Context, region string) (*sqs.Client, error) {
+	p.mu.Lock()
+	c, ok := p.clients[region]
+	p.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := p.clientFor(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.clients[region] = c
+	p.mu.Unlock()
+	return c, nil
 }
 
 // Publish implements replay.Broker.
@@ -129,7 +169,7 @@ func (p *Publisher) send(ctx context.Context, m replay.Message) error {
 		}
 		in.MessageGroupId, in.MessageDeduplicationId = aws.String(m.GroupID), aws.String(m.DeduplicationID)
 	}
-	if _, err := p.client.SendMessage(ctx, in); err != nil {
+	if _, err := q.client.SendMessage(ctx, in); err != nil {
 		var api smithy.APIError
 		if errors.As(err, &api) && !Unreachable(err) {
 			return refuse(fmt.Sprintf("SQS refused it: %s: %s", api.ErrorCode(), api.ErrorMessage()))
@@ -154,7 +194,7 @@ func (p *Publisher) QueueDepth(ctx context.Context, queue string) (messages int,
 	}
 	// A message sent with a delivery delay waits too: a run that sends
 	// ahead of its time must see the depth it is building.
-	n, err := depth(ctx, p.client, q, visibleMessages, delayedMessages)
+	n, err := depth(ctx, q.client, q.Queue, visibleMessages, delayedMessages)
 	if err != nil {
 		if missingQueue(err) {
 			return 0, false, nil

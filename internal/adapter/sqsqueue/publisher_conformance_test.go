@@ -114,3 +114,31 @@ func TestPublisherRefusedMessageFailsItsItem(t *testing.T) {
 		t.Errorf("a 300 KiB body: %v, want the item failed with SQS's reason", err)
 	}
 }
+
+// TestPublisherReachesEachQueueInItsRegion: a cohort's queues may be in
+// several regions; each is reached through its region's client, made once.
+func TestPublisherReachesEachQueueInItsRegion(t *testing.T) {
+	client := sqstest.Client(t)
+	_, arn := sqstest.CreateQueue(t, client, sqstest.Name(t, "-work"), nil)
+	// goaws finds a queue by its name, whatever region its ARN says.
+	elsewhere := strings.Replace(arn, ":us-east-1:", ":eu-west-1:", 1)
+	asked := map[string]int{}
+	p := sqsqueue.NewRegionalPublisher(func(_ context.Context, region string) (*sqs.Client, error) {
+		asked[region]++
+		return client, nil
+	})
+	defer p.Close()
+	for _, to := range []string{arn, elsewhere, arn, elsewhere} {
+		pending, err := p.Publish(context.Background(), replay.Message{System: deadletter.SQS, RoutingKey: to, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-pending.Done()
+		if err := pending.Outcome(); err != nil {
+			t.Errorf("to %s: %v", to, err)
+		}
+	}
+	if asked["us-east-1"] != 1 || asked["eu-west-1"] != 1 || len(asked) != 2 {
+		t.Errorf("clients asked for %v, want one for each of us-east-1 and eu-west-1", asked)
+	}
+}
