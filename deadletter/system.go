@@ -60,19 +60,6 @@ func queueSystems(queues []string) []System {
 	return out
 }
 
-// ParseSystem returns the system named s, or an error that lists the
-// valid names.
-func ParseSystem(s string) (System, error) {
-	names := make([]string, 0, len(Systems()))
-	for _, sys := range Systems() {
-		if string(sys) == s {
-			return sys, nil
-		}
-		names = append(names, string(sys))
-	}
-	return "", fmt.Errorf("unknown queue system %q: valid systems are %s", s, strings.Join(names, ", "))
-}
-
 // SQSAttribute is one SQS message attribute as received: its data type,
 // which may carry a custom suffix ("Number.float", "Binary.png",
 // "String.json"), and its value, a string for the String and Number
