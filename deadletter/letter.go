@@ -216,6 +216,10 @@ type AttemptEvent struct {
 	Source     string `json:"source"`
 	ErrorClass string `json:"error_class,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Attempt and Trace are a job store's: which attempt failed, and the
+	// stack it failed with.
+	Attempt int    `json:"attempt,omitempty"`
+	Trace   string `json:"trace,omitempty"`
 	// Reason, Queue and Count describe a broker dead-lettering.
 	Reason string `json:"reason,omitempty"`
 	Queue  string `json:"queue,omitempty"`

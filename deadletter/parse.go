@@ -772,6 +772,10 @@ func decodeAttemptHistory(v any) []AttemptEvent {
 		}
 		ev.ErrorClass = firstHeaderText(t, "error_class", "errorClass")
 		ev.Error = firstHeaderText(t, "error", "message")
+		ev.Trace = firstHeaderText(t, "trace", "stack")
+		if n, ok := headerInt(t["attempt"], true); ok && n > 0 {
+			ev.Attempt = int(min(n, math.MaxInt32))
+		}
 		events = append(events, ev)
 	}
 	return events
@@ -904,6 +908,18 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	byWorker := workerPublished(m.Headers)
 	h := sha256.New()
 	writeField(h, []byte(fingerprintVersion))
+	if m.System.RetriesInPlace() {
+		// A job store keeps one row per job: its id and the incarnation
+		// (when it failed for good) are the dead-lettering. Reading it
+		// again is the same letter; dying again after a retry is not.
+		writeField(h, []byte(m.System))
+		writeField(h, []byte(m.Queue))
+		writeField(h, []byte(m.Native[NativeJobID]))
+		writeField(h, []byte(m.Native[NativeIncarnation]))
+		var sum [32]byte
+		h.Sum(sum[:0])
+		return sum
+	}
 	if m.System == SQS {
 		// SQS's MessageId is the server's, not the producer's: a worker
 		// that sends a job to the DLQ twice (it crashed before deleting

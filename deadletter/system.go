@@ -20,10 +20,29 @@ const (
 	// SQS letters carry typed message attributes as their headers (see
 	// SQSAttribute) and SQS's system attributes as Native.
 	SQS System = "sqs"
+	// River letters are jobs a River client discarded: a row of
+	// river_job in a database of its own, read and never changed by
+	// capture. See JobStoreMessage for how a job becomes a Message.
+	River System = "river"
+	// BullMQ letters are jobs in a BullMQ queue's failed set on Redis,
+	// read and never changed by capture.
+	BullMQ System = "bullmq"
 )
 
 // Systems lists every system.
-func Systems() []System { return []System{RabbitMQ, SQS} }
+func Systems() []System { return []System{RabbitMQ, SQS, River, BullMQ} }
+
+// Queue names of the job-store systems: a letter's queue is its source's
+// reference without credentials, river://HOST:PORT/DATABASE/QUEUE or
+// bullmq://HOST:PORT/DB/PREFIX/QUEUE.
+const (
+	RiverQueuePrefix  = "river://"
+	BullMQQueuePrefix = "bullmq://"
+)
+
+// RetriesInPlace reports whether a replay of the system's letters retries
+// the job where it is (River, BullMQ) rather than publishing a copy.
+func (s System) RetriesInPlace() bool { return s == River || s == BullMQ }
 
 // OrRabbitMQ is s, or RabbitMQ when s is empty.
 func (s System) OrRabbitMQ() System {
@@ -39,8 +58,13 @@ func (s System) OrRabbitMQ() System {
 // dead_letters_system_names_queue), so a summary need not read letters to
 // know it.
 func QueueSystem(queue string) System {
-	if strings.HasPrefix(queue, "arn:aws:sqs:") {
+	switch {
+	case strings.HasPrefix(queue, "arn:aws:sqs:"):
 		return SQS
+	case strings.HasPrefix(queue, RiverQueuePrefix):
+		return River
+	case strings.HasPrefix(queue, BullMQQueuePrefix):
+		return BullMQ
 	}
 	return RabbitMQ
 }

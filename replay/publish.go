@@ -37,6 +37,37 @@ type Message struct {
 	// message may be delivered: SQS holds it until then (DelaySeconds, at
 	// most SQSMaxDelay). Zero: at once.
 	NotBefore time.Time
+
+	// Job is, for a system that retries a job where it is (River,
+	// BullMQ: deadletter.System.RetriesInPlace), the job to retry:
+	// RoutingKey is then the letter's own queue and Headers the replay's
+	// x-replay-* marks, which the driver writes on the job as it retries
+	// it, so that a job that dies again links to this replay.
+	Job JobRef
+}
+
+// JobRef names a failed job in its store: its id and the incarnation the
+// letter captured (deadletter.StoredJob). A driver retries the job only
+// while its store still holds that incarnation, in one atomic step with
+// writing the replay's marks; a job whose marks already name this item of
+// this request was retried by an earlier publish of it, and the publish is
+// confirmed without retrying again.
+type JobRef struct {
+	ID, Incarnation string
+}
+
+// JobMovedOnError is a job store's answer that the job is no longer the
+// failed job the letter captured: someone retried or deleted it, or it
+// failed again since. The runner skips the item and says why.
+type JobMovedOnError struct {
+	JobID string
+	// Now says what the store holds instead: "deleted", "state available",
+	// "failed again at …".
+	Now string
+}
+
+func (e *JobMovedOnError) Error() string {
+	return fmt.Sprintf("job %s is no longer the failed job captured (%s): someone else retried, removed or re-ran it; skipped", e.JobID, e.Now)
 }
 
 // Broker is what the runner needs from RabbitMQ. The RabbitMQ adapter,
