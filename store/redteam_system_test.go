@@ -81,3 +81,58 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 		}
 	}
 }
+
+// TestRedTeamJobStoreLettersAreRetriedInPlace: a job store's letter
+// (River here) goes back only as a retry of its own job. alice, with raw
+// SQL, cannot send it to a RabbitMQ exchange, a queue of her choosing or
+// with a fresh key (rules target and fresh-key); the frozen target is the
+// job's own queue. The ingester cannot store a River letter named as
+// another system's queue, nor a RabbitMQ letter named as a River queue,
+// which would make the summary read its system wrong.
+func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
+	t.Parallel()
+	rt := setupRedTeam(t)
+	ctx := context.Background()
+	body := []byte(`{"reservation_id":"r-river","idempotency_key":"expire:r-river:v1"}`)
+	queue := "river://jobs.internal:5432/reservations/expiry"
+	letter := deadletter.Letter{System: deadletter.River, Native: []byte(`{"job_id":"42","incarnation":"2026-11-30T03:00:00Z"}`),
+		Fingerprint: sha256.Sum256(body), JobKey: "expire:r-river:v1", IdempotencyKey: "expire:r-river:v1", SourceQueue: queue,
+		Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
+	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", queue, []deadletter.Letter{letter})
+	if err != nil || stored.Stored != 1 {
+		t.Fatalf("the ingester cannot capture a River letter: %+v, %v", stored, err)
+	}
+	id := stored.FirstID
+
+	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, $2, $3, 'INC-8',
+		$5, $5, true, 'River shows no workers', false, $4, NULL, false, 'the red team captures nothing')`
+	ids := fmt.Sprintf(`{"ids": [%d]}`, id)
+	refused(t, rt.alice.Pool, "target", create, ids, "reservations", "reservation.expire", false, false)
+	refused(t, rt.alice.Pool, "target", create, ids, "", "reservation-expiry", false, false)
+	refused(t, rt.alice.Pool, "target", create, ids, "", "", true, false)
+	refused(t, rt.alice.Pool, "fresh-key", create, ids, "", "", false, true)
+
+	created, err := (&replay.Service{Pool: rt.alice.Pool}).Create(ctx, replay.NewRequest{Kind: replay.KindReplay,
+		Selection: replay.Selection{IDs: []int64{id}}, Why: "INC-8",
+		SameHandlerWhy: "River shows no workers", UnwatchedWhy: "the red team captures nothing"})
+	if err != nil {
+		t.Fatalf("a request to retry the River job in place: %v", err)
+	}
+	if got := created.Request.Targets; len(got) != 1 || got[0].System != deadletter.River || got[0].RoutingKey != queue {
+		t.Errorf("frozen targets %+v, want the job's own queue %s", got, queue)
+	}
+
+	for _, bad := range []struct {
+		system deadletter.System
+		queue  string
+	}{{deadletter.River, "reservation-expiry.dlq"}, {deadletter.RabbitMQ, "river://jobs.internal:5432/reservations/expiry"},
+		{deadletter.BullMQ, "river://jobs.internal:5432/reservations/expiry"}} {
+		l := letter
+		l.System, l.SourceQueue = bad.system, bad.queue
+		l.Fingerprint = sha256.Sum256([]byte(string(bad.system) + bad.queue))
+		_, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", bad.queue, []deadletter.Letter{l})
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_system_names_queue" {
+			t.Errorf("a %s letter named %q: %v, want refused by dead_letters_system_names_queue", bad.system, bad.queue, err)
+		}
+	}
+}

@@ -73,6 +73,8 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
 	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
 	switch {
+	case d.System.RetriesInPlace():
+		field("replays to", "the job itself, retried in place ("+systemName(d.System)+" job "+esc(d.Native[deadletter.NativeJobID])+")")
 	case d.System == deadletter.SQS && d.OriginQueue != "":
 		field("replays to", "SQS queue "+termsafe.Quote(d.OriginQueue))
 	case d.System == deadletter.SQS:
@@ -100,11 +102,21 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if ev.Source == "broker" {
 			what = fmt.Sprintf("%s ×%d in %s", esc(ev.Reason), ev.Count, esc(ev.Queue))
 		}
+		if ev.Attempt > 0 {
+			what = strings.TrimSpace(fmt.Sprintf("attempt %d %s", ev.Attempt, what))
+		}
 		line := fmt.Sprintf("  %-20s  %-6s  %s", timeOrUnknown(ev.At), esc(ev.Source), what)
 		if ev.Error != "" {
 			line += "  " + esc(ev.Error)
 		}
 		b.WriteString(line + "\n")
+		// A trace is many lines; each is indented under its attempt, and
+		// escaped, since a job's trace is whatever its worker threw.
+		for _, tl := range strings.Split(strings.TrimRight(ev.Trace, "\n"), "\n") {
+			if tl != "" {
+				b.WriteString("        " + esc(tl) + "\n")
+			}
+		}
 	}
 
 	if len(d.Deaths) > 0 {
@@ -124,7 +136,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		section("Properties")
 		writeProperties(&b, d.Properties)
 	} else {
-		section(systemName(d.System) + " system attributes")
+		section(systemName(d.System) + nativeTitle(d.System))
 		writeNative(&b, d.Native)
 	}
 
@@ -186,11 +198,15 @@ func relative(now, t time.Time) string {
 
 // QueueLabel names a queue letters were captured from in the width a
 // table cell has: an SQS queue as "SQS" and its name, the end of an ARN
-// that a column would otherwise cut before it; a RabbitMQ queue by its
-// name. Escaped for the terminal.
+// that a column would otherwise cut before it; a job store's as its system
+// and the queue or table, the end of a reference that names the server
+// first; a RabbitMQ queue by its name. Escaped for the terminal.
 func QueueLabel(queue string) string {
-	if deadletter.QueueSystem(queue) == deadletter.SQS {
+	switch s := deadletter.QueueSystem(queue); s {
+	case deadletter.SQS:
 		return "SQS " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, ':')+1:])
+	case deadletter.River, deadletter.BullMQ, deadletter.JobTable:
+		return systemName(s) + " " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, '/')+1:])
 	}
 	return termsafe.EscapeLine(queue)
 }
@@ -202,8 +218,22 @@ func systemName(s deadletter.System) string {
 		return "SQS"
 	case deadletter.RabbitMQ:
 		return "RabbitMQ"
+	case deadletter.River:
+		return "River"
+	case deadletter.BullMQ:
+		return "BullMQ"
+	case deadletter.JobTable:
+		return "jobs table"
 	}
 	return termsafe.EscapeLine(string(s))
+}
+
+// nativeTitle names the section of a system's own fields.
+func nativeTitle(s deadletter.System) string {
+	if s.RetriesInPlace() {
+		return " job, as its store keeps it"
+	}
+	return " system attributes"
 }
 
 // writeNative lists a system's own attributes of a message, sorted.

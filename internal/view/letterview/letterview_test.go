@@ -97,3 +97,41 @@ func TestRenderBinaryPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderStoredJob: a job store's letter says it is retried in place,
+// lists the job as its store keeps it, and shows each attempt's number and
+// trace, escaped line by line, under it.
+func TestRenderStoredJob(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	job := deadletter.StoredJob{System: deadletter.River, Queue: "river://db:5432/jobs/expiry", ID: "42",
+		Incarnation: "2026-11-30T12:20:00.123456Z", Kind: "expire_hold", Payload: []byte(`{"reservation_id":"r-1"}`),
+		FailedAt: at, Attempts: 2, MaxAttempts: 2,
+		Errors: []deadletter.JobError{
+			{Attempt: 1, At: at.Add(-time.Minute), Error: "deadlock detected", Trace: "main.expire()\n\tjob.go:12"},
+			{Attempt: 2, At: at, Error: "timeout \x1b[31m", Trace: "main.expire()\n\tjob.go:\x1b]0;pwned\x0714"},
+		}}
+	l := deadletter.Parse(job.Message(), nil, at)
+	var d deadletter.Detail
+	d.DeadLetteredAt, d.IngestedAt, d.System, d.SourceQueue = l.DeadLetteredAt, at, l.System, l.SourceQueue
+	d.AttemptHistory, d.Attempts, d.LastError, d.Native = l.AttemptHistory, l.Attempts, l.LastError, job.Message().Native
+	out := Render(d, Styles{}, Options{Now: at})
+	for _, want := range []string{
+		"replays to",
+		"the job itself, retried in place (River job 42)",
+		"River job, as its store keeps it",
+		"  2026-11-30T12:19:00Z  worker  attempt 1  deadlock detected\n",
+		"        \\tjob.go:12\n",
+		"kind: expire_hold",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("a trace drove the terminal:\n%q", out)
+	}
+	if got := QueueLabel(job.Queue); got != "River expiry" {
+		t.Errorf("QueueLabel = %q", got)
+	}
+}
