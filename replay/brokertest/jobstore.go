@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -14,6 +15,9 @@ import (
 // the replay's marks on it in the same step.
 type JobStoreHarness struct {
 	Broker replay.Broker
+	// System is the driver's system, which the runner names on each
+	// message.
+	System deadletter.System
 	// Queue names the test's queue as QueueDepth takes it and as a
 	// replay.Message's RoutingKey gives it; MissingQueue one that holds
 	// no job and was never used.
@@ -37,10 +41,11 @@ type JobStoreHarness struct {
 }
 
 // retryOf is the message a replay publishes for item to retry job.
-func retryOf(queue string, job replay.JobRef, request, item int64) replay.Message {
+func retryOf(h JobStoreHarness, job replay.JobRef, request, item int64) replay.Message {
 	return replay.Message{
+		System:     h.System,
 		Item:       item,
-		RoutingKey: queue,
+		RoutingKey: h.Queue,
 		Job:        job,
 		Headers: map[string]any{
 			replay.HeaderReplayRequest: request,
@@ -62,7 +67,7 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		if err != nil {
 			t.Fatalf("QueueDepth: %v", err)
 		}
-		if err := retryOutcome(t, h.Broker, retryOf(h.Queue, job, 7, 41)); err != nil {
+		if err := retryOutcome(t, h.Broker, retryOf(h, job, 7, 41)); err != nil {
 			t.Fatalf("retry: %v", err)
 		}
 		if got := h.State(t, job.ID); got != h.Waiting {
@@ -83,7 +88,7 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		job := h.Fail(t, []byte(`{"reservation_id":"r-2"}`))
 		runs := h.Runs(t, job.ID)
 		for i := range 3 {
-			if err := retryOutcome(t, h.Broker, retryOf(h.Queue, job, 8, 42)); err != nil {
+			if err := retryOutcome(t, h.Broker, retryOf(h, job, 8, 42)); err != nil {
 				t.Fatalf("publish %d of the same item: %v", i+1, err)
 			}
 		}
@@ -99,24 +104,24 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 	t.Run("AnotherRequestsRetryOfARetriedJobIsSkipped", func(t *testing.T) {
 		h := setup(t)
 		job := h.Fail(t, []byte(`{"reservation_id":"r-3"}`))
-		if err := retryOutcome(t, h.Broker, retryOf(h.Queue, job, 9, 43)); err != nil {
+		if err := retryOutcome(t, h.Broker, retryOf(h, job, 9, 43)); err != nil {
 			t.Fatalf("first retry: %v", err)
 		}
-		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h.Queue, job, 10, 43)))
+		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h, job, 10, 43)))
 	})
 
 	t.Run("AJobRemovedIsSkipped", func(t *testing.T) {
 		h := setup(t)
 		job := h.Fail(t, []byte(`{"reservation_id":"r-4"}`))
 		h.Remove(t, job.ID)
-		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h.Queue, job, 11, 44)))
+		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h, job, 11, 44)))
 	})
 
 	t.Run("AJobRetriedElsewhereIsSkipped", func(t *testing.T) {
 		h := setup(t)
 		job := h.Fail(t, []byte(`{"reservation_id":"r-5"}`))
 		h.RetryElsewhere(t, job.ID)
-		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h.Queue, job, 12, 45)))
+		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h, job, 12, 45)))
 		if marks := h.Marks(t, job.ID); marks != nil {
 			t.Errorf("a skipped job got marks %v", marks)
 		}
@@ -127,7 +132,7 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		job := h.Fail(t, []byte(`{"reservation_id":"r-6"}`))
 		stale := job
 		stale.Incarnation += "0"
-		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h.Queue, stale, 13, 46)))
+		wantMovedOn(t, retryOutcome(t, h.Broker, retryOf(h, stale, 13, 46)))
 		if got := h.State(t, job.ID); got == h.Waiting {
 			t.Error("a job whose incarnation did not match was retried")
 		}
