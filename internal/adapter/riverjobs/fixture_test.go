@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -187,4 +188,13 @@ func (db *riverDB) tableDigest(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return digest
+}
+
+// pgxTx is the transaction type of a River client on pgx.
+type pgxTx = pgx.Tx
+
+// openFollow are a source's options for a test that waits on new
+// failures: it polls often.
+func openFollow() riverjobs.SourceOptions {
+	return riverjobs.SourceOptions{Poll: 20 * time.Millisecond}
 }
