@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,3 +199,5 @@ type pgxTx = pgx.Tx
 func openFollow() riverjobs.SourceOptions {
 	return riverjobs.SourceOptions{Poll: 20 * time.Millisecond}
 }
+
+func idText(id int64) string { return strconv.FormatInt(id, 10) }
