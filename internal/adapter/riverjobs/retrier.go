@@ -116,7 +116,9 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	refuse := func(reason string) error {
 		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: reason}
 	}
-	if m.System != deadletter.River || m.Exchange != "" {
+	// An unset system is taken for River's: the routing key, a river://
+	// name, says it already.
+	if (m.System != deadletter.River && m.System != "") || m.Exchange != "" {
 		return refuse("not a River job: a River replay retries jobs captured from River in place")
 	}
 	target, err := ParseRef(m.RoutingKey)
