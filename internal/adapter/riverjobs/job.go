@@ -18,7 +18,8 @@ import (
 const MarksKey = "expiryctl"
 
 // jobColumns are the river_job columns capture reads, in jobRow's order:
-// all of them are River's since its migration 006 (unique_key came in 005).
+// all of them are River's since its migration 005 (River 0.10.0), which
+// added unique_key.
 //
 // args and metadata are jsonb: PostgreSQL keeps no copy of the bytes River
 // sent, only its own binary form, so "byte for byte" can only mean the

@@ -79,6 +79,14 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		pool.Close()
 		return nil, err
 	}
+	// River's JobRetry returns the whole row, unique_states included,
+	// which came with River's migration 006: an older schema would fail
+	// every item, so it fails here once.
+	if _, err := pool.Exec(ctx, "SELECT unique_states FROM river_job LIMIT 0"); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("River database %s cannot be retried on by River %s: its schema predates River's migration 006 (River 0.12.0): %w",
+			ref.DatabaseName(), riverVersion, err)
+	}
 	// No queues and no workers: an insert-only client, which is all
 	// JobRetryTx needs, and which never starts to work jobs here.
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
@@ -154,7 +162,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "deleted"}
 	}
 	if err != nil {
-		return r.failed(err)
+		return failed(m, err)
 	}
 	if request != 0 && markedBy(old, request, m.Item) {
 		return nil
@@ -173,14 +181,14 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	}
 	if _, err := tx.Exec(ctx, `UPDATE river_job SET metadata = jsonb_set(metadata, '{`+MarksKey+`}', $2::jsonb) WHERE id = $1`,
 		id, string(marks)); err != nil {
-		return r.failed(err)
+		return failed(m, err)
 	}
 	if _, err := r.client.JobRetryTx(ctx, tx, id); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			return refuse("River refused the retry: another live job holds this unique job's key")
 		}
-		return r.failed(err)
+		return failed(m, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// A commit whose answer was lost may have committed: the resumed
@@ -192,13 +200,16 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 
 // failed is an error inside the transaction: PostgreSQL's own answer
 // rolled it back and fails the item; anything else lost the database.
-func (r *Retrier) failed(err error) error {
+func failed(m replay.Message, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return &replay.PublishFailure{RoutingKey: r.ref.DatabaseName(), Reason: "River's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
+		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: "River's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
 	}
-	return &replay.BrokerLostError{Err: fmt.Errorf("River database %s: %w", r.ref.DatabaseName(), err)}
+	return &replay.BrokerLostError{Err: fmt.Errorf("River job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
 }
+
+// riverVersion is the River module whose JobRetry this driver calls.
+const riverVersion = "v0.51.2"
 
 // markedBy says whether the marks on a job name item of request.
 func markedBy(raw []byte, request, item int64) bool {

@@ -152,7 +152,7 @@ func probe(ctx context.Context, pool *pgxpool.Pool, ref Ref) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703") {
-		return fmt.Errorf("River database %s has no river_job table of River 0.12 or later (migration 006 or later): %s", ref.DatabaseName(), pgErr.Message)
+		return fmt.Errorf("River database %s has no river_job table of River 0.10 or later (River's migration 005 or later): %s", ref.DatabaseName(), pgErr.Message)
 	}
 	return fmt.Errorf("River database %s: %w", ref.DatabaseName(), err)
 }
