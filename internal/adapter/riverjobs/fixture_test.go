@@ -26,13 +26,15 @@ import (
 type riverDB struct {
 	URL  string
 	Pool *pgxpool.Pool
+	// PG is the test database of the main cluster, nil on a private one.
+	PG *pgtest.Database
 }
 
 func newRiverDB(t testing.TB) *riverDB {
 	t.Helper()
 	db := pgtest.NewEmpty(t)
 	migrateRiver(t, db.Pool)
-	return &riverDB{URL: db.URL, Pool: db.Pool}
+	return &riverDB{URL: db.URL, Pool: db.Pool, PG: db}
 }
 
 func migrateRiver(t testing.TB, pool *pgxpool.Pool) {
