@@ -103,7 +103,7 @@ func BenchmarkRetrier(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer r.Close()
+		b.Cleanup(func() { _ = r.Close() })
 		retriers[c] = r
 	}
 	request := int64(0)

@@ -187,7 +187,7 @@ func (r Ref) PoolConfig() (*pgxpool.Config, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(strings.Join(dsn, " "))
 	if err != nil {
-		return nil, fmt.Errorf("River database %s: %w", r.DatabaseName(), err)
+		return nil, fmt.Errorf("the River database %s: %w", r.DatabaseName(), err)
 	}
 	if r.password != "" {
 		cfg.ConnConfig.Password = r.password

@@ -73,7 +73,7 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 	cfg.MaxConns = int32(opts.Concurrency) + 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("River database %s: %w", ref.DatabaseName(), err)
+		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 	}
 	if err := probe(ctx, pool, ref); err != nil {
 		pool.Close()
@@ -84,7 +84,7 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 	// every item, so it fails here once.
 	if _, err := pool.Exec(ctx, "SELECT unique_states FROM river_job LIMIT 0"); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("River database %s cannot be retried on by River %s: its schema predates River's migration 006 (River 0.12.0): %w",
+		return nil, fmt.Errorf("the River database %s cannot be retried on by River %s: its schema predates River's migration 006 (River 0.12.0): %w",
 			ref.DatabaseName(), riverVersion, err)
 	}
 	// No queues and no workers: an insert-only client, which is all
@@ -92,7 +92,7 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("River client on %s: %w", ref.DatabaseName(), err)
+		return nil, fmt.Errorf("a River client on %s: %w", ref.DatabaseName(), err)
 	}
 	return &Retrier{pool: pool, client: client, ref: ref, retrying: make(chan struct{}, opts.Concurrency)}, nil
 }
@@ -148,7 +148,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return &replay.BrokerLostError{Err: fmt.Errorf("River database %s: %w", r.ref.DatabaseName(), err)}
+		return &replay.BrokerLostError{Err: fmt.Errorf("the River database %s: %w", r.ref.DatabaseName(), err)}
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
 	var (
@@ -205,7 +205,7 @@ func failed(m replay.Message, err error) error {
 	if errors.As(err, &pgErr) {
 		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: "River's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
 	}
-	return &replay.BrokerLostError{Err: fmt.Errorf("River job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
+	return &replay.BrokerLostError{Err: fmt.Errorf("job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
 }
 
 // riverVersion is the River module whose JobRetry this driver calls.

@@ -123,7 +123,7 @@ func OpenSource(ctx context.Context, ref Ref, opts SourceOptions) (*Source, erro
 	cfg.MaxConns = 3
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("River database %s: %w", ref.DatabaseName(), err)
+		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 	}
 	if err := probe(ctx, pool, ref); err != nil {
 		pool.Close()
@@ -152,9 +152,9 @@ func probe(ctx context.Context, pool *pgxpool.Pool, ref Ref) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703") {
-		return fmt.Errorf("River database %s has no river_job table of River 0.10 or later (River's migration 005 or later): %s", ref.DatabaseName(), pgErr.Message)
+		return fmt.Errorf("the River database %s has no river_job table of River 0.10 or later (River's migration 005 or later): %s", ref.DatabaseName(), pgErr.Message)
 	}
-	return fmt.Errorf("River database %s: %w", ref.DatabaseName(), err)
+	return fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 }
 
 // pageQuery reads one page of the queue's jobs in states after a key, in
@@ -381,7 +381,7 @@ func (s *Source) Ready() (int, error) {
 		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
-			return 0, fmt.Errorf("River database %s: %w", s.ref.DatabaseName(), err)
+			return 0, fmt.Errorf("the River database %s: %w", s.ref.DatabaseName(), err)
 		}
 		defer conn.Close(ctx)
 		q = conn
