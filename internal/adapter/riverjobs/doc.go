@@ -1,0 +1,9 @@
+// Package riverjobs is expiryctl's River driver: naming a River queue in a
+// PostgreSQL database of its own (Ref: river://HOST:PORT/DATABASE/QUEUE),
+// the capture of the jobs River discarded (or cancelled) there (Source, a
+// deadletter.Source that reads river_job in read-only transactions and
+// never changes it), and the replay target that retries a captured job in
+// place through River's own JobRetryTx (Retrier, a replay.Broker), only
+// while River still holds the failure the letter captured. The domain
+// packages own the interfaces and do not import this package.
+package riverjobs
