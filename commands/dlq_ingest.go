@@ -39,7 +39,11 @@ type DLQIngestOptions struct {
 	// reconnectWaits).
 	Backoff func() retry.Backoff
 
+	// Queue is the queue as letters name it; sourceRef, when it differs,
+	// is the --queue value that reaches it, login included (a job
+	// store's), which is never printed.
 	Queue       string
+	sourceRef   string
 	Batch       int
 	Prefetch    int
 	Follow      bool
@@ -91,7 +95,14 @@ AWS_ENDPOINT_URL_SQS, …) or the queue's URL. From SQS a message is deleted
 only after its batch committed; while the batch is stored its visibility is
 extended, so no other consumer gets it. Throttling and 5xx answers are
 retried with backoff, and a followed capture waits out an SQS that does not
-answer. docs/sqs.md says what is kept of each message.`,
+answer. docs/sqs.md says what is kept of each message.
+
+A job store keeps its failed jobs in place, and capture reads them without
+changing them: river://[USER@]HOST[:PORT]/DATABASE/QUEUE reads the jobs River
+discarded in QUEUE (add ?states=discarded,cancelled for cancelled ones), with
+the password in EXPIRYCTL_RIVER_PASSWORD. Reading a job again stores nothing
+twice; a job that fails again after a replay is a new letter. docs/river.md
+says what is kept of each job.`,
 		Example: `  # capture what is there now
   expiryctl dlq ingest --queue reservation-expiry.dlq
 
@@ -109,6 +120,9 @@ answer. docs/sqs.md says what is kept of each message.`,
   expiryctl dlq ingest --queue https://sqs.eu-west-1.amazonaws.com/123456789012/reservation-expiry-dlq
   AWS_REGION=eu-west-1 expiryctl dlq ingest --queue sqs://reservation-expiry-dlq --follow
 
+  # capture the jobs River discarded in its queue "expiry"
+  EXPIRYCTL_RIVER_PASSWORD=… expiryctl dlq ingest --queue river://expiryctl_reader@jobs-db:5432/reservations/expiry
+
   # map your own error classes to categories
   expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
 		Args: cobra.NoArgs,
@@ -120,6 +134,16 @@ answer. docs/sqs.md says what is kept of each message.`,
 				if _, err := sqsqueue.ParseQueueRef(opts.Queue); err != nil {
 					return &FlagError{Err: err}
 				}
+			}
+			if s, ok := f.jobStoreOf(opts.Queue); ok {
+				name, password, err := s.name(opts.Queue)
+				if err != nil {
+					return &FlagError{Err: err}
+				}
+				if password {
+					fmt.Fprintf(opts.IO.ErrOut, "warning: --queue carries a password, which every user of this machine can read in the process list while the command runs: give it in %s instead\n", s.passwordEnv)
+				}
+				opts.sourceRef, opts.Queue = opts.Queue, name
 			}
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return flagErrorf("invalid --batch %d: use 1 to 10000", opts.Batch)
@@ -148,7 +172,7 @@ answer. docs/sqs.md says what is kept of each message.`,
 			return dlqIngestRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, or sqs://NAME or an SQS queue URL (required)")
+	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, sqs://NAME or an SQS queue URL, or a job store's river://HOST/DATABASE/QUEUE (required)")
 	cmd.Flags().IntVar(&opts.Batch, "batch", 500, "letters stored and acknowledged per transaction")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
@@ -177,7 +201,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	// Batches are pipelined: two are written while the next is received, so
 	// the broker must be allowed to send at least three batches ahead.
 	prefetch := max(opts.Prefetch, 3*opts.Batch)
-	src, err := opts.Source(opts.Queue, prefetch)
+	src, err := opts.Source(opts.source(), prefetch)
 	if err != nil {
 		return err
 	}
@@ -302,7 +326,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 }
 
 // lostServerLabel is the server label of a loss that deadletter reports.
-var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL}
+var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL,
+	riverServer: metrics.LostRiver}
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
 // serves for the queue's topology, and the counters of this capture, which

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -64,6 +65,9 @@ func sourceServer(queue string) string {
 	if sqsqueue.IsQueueRef(queue) {
 		return "SQS"
 	}
+	if s, ok := jobStoreNamed(queue, os.Getenv); ok {
+		return s.server
+	}
 	return "RabbitMQ"
 }
 
@@ -80,7 +84,7 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 			return nil, err
 		}
 	}
-	return openWaitableDLQSource(opts.Source, opts.Queue, prefetch)
+	return openWaitableDLQSource(opts.Source, opts.source(), prefetch)
 }
 
 // openWaitableDLQSource opens a consumer on queue with open; a broker that
@@ -89,7 +93,12 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
+		js, isJobStore := jobStoreNamed(queue, os.Getenv)
 		switch {
+		case isJobStore && js.unreachable(err):
+			return nil, &deadletter.Unavailable{Server: js.server, Err: err}
+		case isJobStore:
+			return nil, err
 		case sqsqueue.IsQueueRef(queue) && sqsqueue.Unreachable(err):
 			return nil, &deadletter.Unavailable{Server: "SQS", Err: err}
 		case !sqsqueue.IsQueueRef(queue) && broker.Unreachable(err):
@@ -142,4 +151,12 @@ func errorLine(err error) string {
 		line += " " + strings.Join(reasons, "; ")
 	}
 	return termsafe.EscapeLine(line)
+}
+
+// source is the --queue value that reaches the queue.
+func (o *DLQIngestOptions) source() string {
+	if o.sourceRef != "" {
+		return o.sourceRef
+	}
+	return o.Queue
 }

@@ -89,10 +89,14 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 }
 
 // DLQSource opens a consumer on queue with prefetch unacknowledged letters:
-// on SQS when queue is sqs://NAME or a queue URL, else on RabbitMQ.
+// on SQS when queue is sqs://NAME or a queue URL, on a job store when it is
+// river://…, else on RabbitMQ.
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
 	if sqsqueue.IsQueueRef(queue) {
 		return f.sqsDLQSource(queue, prefetch)
+	}
+	if s, ok := f.jobStoreOf(queue); ok {
+		return f.jobStoreSource(s, queue, prefetch)
 	}
 	conn, err := f.AMQP()
 	if err != nil {
@@ -254,6 +258,9 @@ type services struct {
 	// dlqSource opens a consumer on a dead-letter queue, for a run's
 	// capture of its cohort's queues.
 	dlqSource func(queue string, prefetch int) (service.DLQSource, error)
+	// jobStore finds the driver of a job store's system, for a run of
+	// its letters.
+	jobStore func(deadletter.System) (jobStore, bool)
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -263,7 +270,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
-		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource}, nil
+		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource, jobStore: f.jobStoreFor}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -367,6 +374,9 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	}
 	if readErr == nil && req.System() == deadletter.SQS {
 		return r.openSQS(ctx, runner, req)
+	}
+	if readErr == nil && req.System().RetriesInPlace() {
+		return r.openJobStore(ctx, runner, req)
 	}
 	brokers := &runBrokers{dial: r.dial}
 	b, err := brokers.open()

@@ -17,7 +17,7 @@ var (
 		"Batches this ingest process committed and acknowledged since it started.",
 		"queue")
 	ingestLossesDesc = newDesc("ingest_connection_losses_total",
-		"Times this ingest process (with --follow) lost a server and waited to reconnect, by server: rabbitmq, sqs or postgresql.",
+		"Times this ingest process (with --follow) lost a server and waited to reconnect, by server: rabbitmq, sqs, river, redis, jobtable or postgresql.",
 		"queue", "server")
 )
 
@@ -27,6 +27,11 @@ const (
 	LostRabbitMQ   = "rabbitmq"
 	LostSQS        = "sqs"
 	LostPostgreSQL = "postgresql"
+	// A job store's server: River's database, BullMQ's Redis, a team's
+	// jobs table's database (not expiryctl's: that is LostPostgreSQL).
+	LostRiver    = "river"
+	LostRedis    = "redis"
+	LostJobTable = "jobtable"
 )
 
 // ingestDescs are the metrics IngestCounters exports.
@@ -58,10 +63,9 @@ func (c *IngestCounters) Observe(stored, duplicates, batches int64) {
 }
 
 // lostServers are the server labels, in the order they are exported.
-var lostServers = []string{LostRabbitMQ, LostSQS, LostPostgreSQL}
+var lostServers = []string{LostRabbitMQ, LostSQS, LostPostgreSQL, LostRiver, LostRedis, LostJobTable}
 
-// Lost counts one loss of server (LostRabbitMQ, LostSQS or
-// LostPostgreSQL): the first wait of an outage, however many tries it
+// Lost counts one loss of server (one of the Lost… labels): the first wait of an outage, however many tries it
 // then takes.
 func (c *IngestCounters) Lost(server string) {
 	c.mu.Lock()

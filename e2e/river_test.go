@@ -1,0 +1,293 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// riverExpiry is the contract's expiry job as a River job.
+type riverExpiry struct {
+	ReservationID  string `json:"reservation_id"`
+	HoldUntil      string `json:"hold_until"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+func (riverExpiry) Kind() string { return "reservation_expiry" }
+
+// riverWorker fails every job, with a deadlock's error, until told to
+// succeed, and the poisoned reservation always; it counts its runs of
+// each job after it was told to succeed.
+type riverWorker struct {
+	river.WorkerDefaults[riverExpiry]
+	succeed atomic.Bool
+	poison  string
+
+	mu    sync.Mutex
+	after map[int64]int
+}
+
+func (w *riverWorker) Work(_ context.Context, job *river.Job[riverExpiry]) error {
+	if w.succeed.Load() {
+		w.mu.Lock()
+		w.after[job.ID]++
+		w.mu.Unlock()
+		if job.Args.ReservationID != w.poison {
+			return nil
+		}
+	}
+	return fmt.Errorf("ERROR: deadlock detected (SQLSTATE 40P01) expiring %s", job.Args.ReservationID)
+}
+
+func (w *riverWorker) runsAfter(id int64) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.after[id]
+}
+
+type riverSoon struct{}
+
+func (riverSoon) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(10 * time.Millisecond) }
+
+// riverShown is the part of `dlq show -o json` the test reads.
+type riverShown struct {
+	System         string            `json:"system"`
+	SourceQueue    string            `json:"source_queue"`
+	Category       string            `json:"reason_category"`
+	Attempts       int               `json:"attempts"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Native         map[string]string `json:"native"`
+	Payload        []byte            `json:"payload"`
+	AttemptHistory []struct {
+		Attempt int    `json:"attempt"`
+		Error   string `json:"error"`
+	} `json:"attempt_history"`
+}
+
+// TestRiverIncident runs a River incident through the CLI, as people: a
+// real River client's worker discards jobs after a deadlock; the ingester
+// captures them from River's database without changing it, twice, and
+// stores each once; alice asks for their replay and bob approves it;
+// meanwhile someone else retries one job through River itself. alice's run
+// retries the others in place through River's API, skips that one and
+// says why, and the worker, fixed, runs each job exactly once. The job
+// that fails again comes back as a new letter linked to the first and to
+// the replay.
+func TestRiverIncident(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	riverDB := pgtest.NewEmpty(t)
+	migrator, err := rivermigrate.New(riverpgxv5.New(riverDB.Pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatalf("River's migrations: %v", err)
+	}
+	w := &riverWorker{after: map[int64]int{}, poison: "r-river-3"}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(riverDB.Pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{"expiry": {MaxWorkers: 4}},
+		Workers:           workers,
+		MaxAttempts:       2,
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		RetryPolicy:       riverSoon{},
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stop)
+	})
+	const n = 4
+	jobs := make([]int64, n)
+	for i := range n {
+		res, err := client.Insert(ctx, riverExpiry{ReservationID: fmt.Sprintf("r-river-%d", i), HoldUntil: "2026-11-30T12:20:00Z",
+			IdempotencyKey: fmt.Sprintf("expire:r-river-%d:v1", i)}, &river.InsertOpts{Queue: "expiry"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs[i] = res.Job.ID
+	}
+	riverStates := func() map[string]int {
+		rows, err := riverDB.Pool.Query(ctx, `SELECT state::text, count(*)::int FROM river_job GROUP BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for rows.Next() {
+			var s string
+			var k int
+			if err := rows.Scan(&s, &k); err != nil {
+				t.Fatal(err)
+			}
+			out[s] = k
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, "River to discard the jobs", func() bool { return riverStates()["discarded"] == n })
+	digest := func() string {
+		var d string
+		if err := riverDB.Pool.QueryRow(ctx, `SELECT md5(string_agg(j::text, ',' ORDER BY id)) FROM river_job j`).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := digest()
+
+	db := pgtest.New(t)
+	changes, err := replay.ParsePolicyChanges([]string{"canary_window=300ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", changes); err != nil {
+		t.Fatal(err)
+	}
+	riverLogin := func(c *cli) *cli {
+		c.env = append(c.env, "EXPIRYCTL_RIVER_USER=postgres")
+		return c
+	}
+	ingester := riverLogin(newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, ""))
+	alice := riverLogin(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
+	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
+
+	queue := fmt.Sprintf("river://postgres@127.0.0.1:5432/%s/expiry", riverDB.Name)
+	name := fmt.Sprintf("river://127.0.0.1:5432/%s/expiry", riverDB.Name)
+	res := ingester.ok(t, "dlq", "ingest", "--queue", queue)
+	if want := fmt.Sprintf("ingested %d letters", n); !strings.Contains(res.stderr, want) {
+		t.Errorf("ingest should say %q: %s", want, res)
+	}
+	res = ingester.ok(t, "dlq", "ingest", "--queue", queue)
+	if !strings.Contains(res.stderr, "0 stored") && !strings.Contains(res.stderr, fmt.Sprintf("%d duplicates", n)) {
+		t.Errorf("a second capture should store nothing: %s", res)
+	}
+	if after := digest(); after != before {
+		t.Error("capture changed River's jobs")
+	}
+
+	var listed []listedLetter
+	decodeJSON(t, alice.ok(t, "dlq", "list", "-o", "json", "--limit", "0"), &listed)
+	if len(listed) != n {
+		t.Fatalf("%d letters archived for %d discarded jobs", len(listed), n)
+	}
+	letterOf := map[string]int64{}
+	var ids []string
+	for _, l := range listed {
+		var shown riverShown
+		decodeJSON(t, alice.ok(t, "dlq", "show", strconv.FormatInt(l.ID, 10), "-o", "json"), &shown)
+		if shown.System != "river" || shown.SourceQueue != name || shown.Native["kind"] != "reservation_expiry" {
+			t.Errorf("letter %d: system %q, queue %q, kind %q", l.ID, shown.System, shown.SourceQueue, shown.Native["kind"])
+		}
+		if shown.Category != "transient-exhausted" || shown.Attempts != 2 || len(shown.AttemptHistory) != 2 ||
+			shown.AttemptHistory[1].Attempt != 2 || !strings.Contains(shown.AttemptHistory[1].Error, "deadlock detected") {
+			t.Errorf("letter %d: %s after %d attempts, history %+v", l.ID, shown.Category, shown.Attempts, shown.AttemptHistory)
+		}
+		var args riverExpiry
+		if err := json.Unmarshal(shown.Payload, &args); err != nil || shown.IdempotencyKey != args.IdempotencyKey {
+			t.Errorf("letter %d: payload %q (%v), idempotency key %q", l.ID, shown.Payload, err, shown.IdempotencyKey)
+		}
+		letterOf[shown.Native["job_id"]] = l.ID
+		ids = append(ids, "--id", strconv.FormatInt(l.ID, 10))
+	}
+	show := alice.ok(t, "dlq", "show", strconv.FormatInt(letterOf[strconv.FormatInt(jobs[0], 10)], 10))
+	if !strings.Contains(show.stdout, "retried in place (River job") {
+		t.Errorf("dlq show does not say where the job replays to:\n%s", show.stdout)
+	}
+
+	// Refused: a River job goes back as itself, nowhere else.
+	refusal := alice.exits(t, 4, append(append([]string{"replay", "request"}, ids...), "--routing-key", "reservation-expiry",
+		"--same-handler-ok", "River shows no workers", "--why", "INC-4410")...)
+	if !strings.Contains(refusal.stderr, "target") {
+		t.Errorf("a River replay to a queue of alice's choosing: %s", refusal)
+	}
+
+	var req struct {
+		ID    int64 `json:"id"`
+		Items int   `json:"items"`
+	}
+	decodeJSON(t, alice.ok(t, append(append([]string{"replay", "request"}, ids...),
+		"--same-handler-ok", "River shows no workers: the fix is deployed", "--why", "INC-4410: the reservations database deadlocked",
+		"--canary", "0", "-o", "json")...), &req)
+	id := strconv.FormatInt(req.ID, 10)
+	bob.ok(t, "replay", "approve", id, "--why", "checked the cohort")
+
+	// Someone else retries job 1 through River, and the fixed worker runs it.
+	w.succeed.Store(true)
+	if _, err := client.JobRetry(ctx, jobs[1]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the job retried elsewhere to complete", func() bool { return w.runsAfter(jobs[1]) == 1 })
+
+	var summary replaySummary
+	decodeJSON(t, alice.ok(t, "replay", "run", id, "-o", "json"), &summary)
+	if summary.Status != "completed" || summary.Confirmed != n-1 || summary.Skipped != 1 {
+		t.Errorf("replay run %d: %+v, want completed with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
+	}
+	var state, why string
+	if err := db.Pool.QueryRow(ctx, `SELECT state, coalesce(last_error, '') FROM expiryctl.replay_items WHERE request_id = $1 AND dead_letter_id = $2`,
+		req.ID, letterOf[strconv.FormatInt(jobs[1], 10)]).Scan(&state, &why); err != nil {
+		t.Fatal(err)
+	}
+	if state != "skipped" || !strings.Contains(why, "no longer the failed job captured") {
+		t.Errorf("the job retried elsewhere: item %s (%q), want skipped saying why", state, why)
+	}
+
+	waitFor(t, 30*time.Second, "the replayed jobs to run", func() bool {
+		return riverStates()["completed"] == n-1 && riverStates()["discarded"] == 1
+	})
+	// A moment more, for a second run of any job to show.
+	time.Sleep(300 * time.Millisecond)
+	for i, job := range jobs {
+		if got := w.runsAfter(job); got != 1 && i != 3 {
+			t.Errorf("job %d (r-river-%d) ran %d times after the fix, want once", job, i, got)
+		}
+	}
+	// The poisoned job had one more attempt (River's JobRetry adds one)
+	// and failed again: a new letter, linked to the first and the replay.
+	if got := w.runsAfter(jobs[3]); got != 1 {
+		t.Errorf("the poisoned job ran %d times after the replay, want once", got)
+	}
+	ingester.ok(t, "dlq", "ingest", "--queue", queue)
+	var again struct {
+		PreviousID      *int64 `json:"previous_id"`
+		ReplayRequestID *int64 `json:"replay_request_id"`
+	}
+	var newest int64
+	if err := db.Pool.QueryRow(ctx, `SELECT max(id) FROM expiryctl.dead_letters`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	decodeJSON(t, alice.ok(t, "dlq", "show", strconv.FormatInt(newest, 10), "-o", "json"), &again)
+	first := letterOf[strconv.FormatInt(jobs[3], 10)]
+	if again.PreviousID == nil || *again.PreviousID != first || again.ReplayRequestID == nil || *again.ReplayRequestID != req.ID {
+		t.Errorf("the job that failed again: letter %d, previous %v, request %v; want linked to letter %d and request %d",
+			newest, again.PreviousID, again.ReplayRequestID, first, req.ID)
+	}
+	var total int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters`).Scan(&total); err != nil || total != n+1 {
+		t.Errorf("%d letters after the job failed again, want %d (%v)", total, n+1, err)
+	}
+}
