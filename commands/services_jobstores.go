@@ -38,7 +38,7 @@ type jobStore struct {
 	// password is given rather than in a --queue value.
 	server      string
 	passwordEnv string
-	isRef  func(string) bool
+	isRef       func(string) bool
 	// name is how letters name the queue ref names, without credentials,
 	// and whether ref carries a password.
 	name func(ref string) (name string, password bool, err error)
