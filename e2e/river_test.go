@@ -147,6 +147,9 @@ func TestRiverIncident(t *testing.T) {
 			}
 			out[s] = k
 		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 		return out
 	}
 	waitFor(t, 30*time.Second, "River to discard the jobs", func() bool { return riverStates()["discarded"] == n })
