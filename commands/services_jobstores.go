@@ -48,6 +48,8 @@ type jobStore struct {
 	// openRetrier opens that retrier, reaching it as login says.
 	serverOf    func(queue string) (string, error)
 	openRetrier func(ctx context.Context, queue string) (replay.Broker, error)
+	// topology reads what the queue ref names holds now, by state.
+	topology func(ctx context.Context, ref string) (deadletter.QueueReport, error)
 	// unreachable tells a server that does not answer (to be waited for
 	// by a followed capture) from a refusal.
 	unreachable func(error) bool
@@ -85,6 +87,13 @@ func jobStores(getenv func(string) string) []jobStore {
 				return nil, err
 			}
 			return riverjobs.OpenRetrier(ctx, r, riverjobs.RetrierOptions{})
+		},
+		topology: func(ctx context.Context, ref string) (deadletter.QueueReport, error) {
+			r, err := riverjobs.ParseRef(withLogin(getenv, ref, riverUserEnv))
+			if err != nil {
+				return deadletter.QueueReport{}, &FlagError{Err: err}
+			}
+			return riverjobs.Topology(ctx, r)
 		},
 		unreachable: store.Transient,
 	}

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
@@ -12,8 +13,24 @@ import (
 // URL. It dials nothing until asked. Its error is always nil: a management
 // URL that cannot be used, like an API that cannot be reached, shows in
 // each report's Unavailable, so that a command still shows the rest.
+// A job store's queue (river://…) is read from the store itself.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return f.management(), nil
+	return &systemQueues{rabbitmq: f.management(), getenv: f.Getenv}, nil
+}
+
+// systemQueues reads a work queue's topology from the system that holds it.
+type systemQueues struct {
+	rabbitmq *broker.ManagementNodes
+	getenv   func(string) string
+}
+
+func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
+	if s, ok := jobStoreNamed(workQueue, l.getenv); ok {
+		read, cancel := context.WithTimeout(ctx, jobStoreLookup)
+		defer cancel()
+		return s.topology(read, workQueue)
+	}
+	return l.rabbitmq.Topology(ctx, workQueue)
 }
 
 var _ service.LiveQueues = (*broker.ManagementNodes)(nil)

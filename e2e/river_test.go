@@ -216,6 +216,19 @@ func TestRiverIncident(t *testing.T) {
 		letterOf[shown.Native["job_id"]] = l.ID
 		ids = append(ids, "--id", strconv.FormatInt(l.ID, 10))
 	}
+	// The summary's live states are River's own: the discarded jobs wait
+	// there, isolated, and none is ready.
+	var summaryDoc struct {
+		LiveQueues struct {
+			Unavailable string `json:"unavailable"`
+			Ready       *int64 `json:"ready"`
+			Isolated    *int64 `json:"isolated"`
+		} `json:"live_queues"`
+	}
+	decodeJSON(t, alice.ok(t, "dlq", "summary", "--work-queue", name, "-o", "json"), &summaryDoc)
+	if lq := summaryDoc.LiveQueues; lq.Unavailable != "" || lq.Isolated == nil || *lq.Isolated != n || lq.Ready == nil || *lq.Ready != 0 {
+		t.Errorf("dlq summary's live River queue: %+v", lq)
+	}
 	show := alice.ok(t, "dlq", "show", strconv.FormatInt(letterOf[strconv.FormatInt(jobs[0], 10)], 10))
 	if !strings.Contains(show.stdout, "retried in place (River job") {
 		t.Errorf("dlq show does not say where the job replays to:\n%s", show.stdout)
