@@ -7,11 +7,12 @@ import (
 )
 
 // StoredJob is a failed job as a job store keeps it (a River row in state
-// discarded, a BullMQ job in a queue's failed set), read by a driver and
+// discarded, a BullMQ job in a queue's failed set, a row of a team's jobs
+// table in a failed state), read by a driver and
 // turned into the Message that capture parses, with Message. The store
 // is never changed by the read.
 type StoredJob struct {
-	// System is River or BullMQ.
+	// System is River, BullMQ or JobTable.
 	System System
 	// Queue is the source's name without credentials (see
 	// RiverQueuePrefix): what the letter's queue column says.
@@ -19,8 +20,8 @@ type StoredJob struct {
 	// ID is the job's id in its store, as text.
 	ID string
 	// Incarnation is what tells this failure of the job from the next
-	// one after a retry: River's finalized_at, BullMQ's finishedOn, as
-	// the store gives them. The job's id and its incarnation are the
+	// one after a retry: River's finalized_at, BullMQ's finishedOn, a
+	// jobs table's failed_at and attempts, as the store gives them. The job's id and its incarnation are the
 	// letter's identity; a replay retries the job only while its store
 	// still holds this incarnation.
 	Incarnation string

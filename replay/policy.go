@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -75,6 +77,12 @@ type Policy struct {
 	// `dlq summary`, the terminal UI's summary and `metrics serve` show it
 	// beside the archive's overdue letters (HoldsPastDeadline).
 	GapQuery string `json:"gap_query"`
+	// JobTables are the approved mappings of teams' own jobs tables, by
+	// the queue name their letters carry
+	// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE): capture and replay
+	// read and write such a table only through its mapping
+	// (docs/jobtable.md), and refuse one that has none.
+	JobTables map[string]json.RawMessage `json:"job_tables"`
 	// Retention is how long dead-letter payloads and headers are kept before
 	// `dlq purge` redacts them.
 	Retention time.Duration `json:"-"`
@@ -120,6 +128,8 @@ var policyKeys = map[string]policyKey{
 	"signed_approvals":     {"signed_approvals", parseBool, "true or false: every runner runs only approvals signed by a key of its keyring (replay run --keyring)"},
 	"gap_query": {"gap_query", parseText, "SQL without parameters returning (past_deadline bigint, oldest_deadline timestamptz): " +
 		"the holds past their deadline in the reservation database, run against --outcome-url; empty to disable"},
+	"job_tables": {"job_tables", parseJobTables, `a JSON object of jobs-table mappings by queue name, ` +
+		`{"jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE": {…mapping…}}, merged into those approved; null removes one (docs/jobtable.md)`},
 }
 
 // PolicyKeys lists the keys `policy set` accepts, with what each takes.
@@ -335,3 +345,22 @@ func parseIdentityMode(s string) (any, error) {
 }
 
 func parseText(s string) (any, error) { return s, nil }
+
+// parseJobTables reads job_tables' value: an object of mappings (or null)
+// by queue name. Each mapping's columns are checked by the jobs-table
+// driver against the live table; here only its shape.
+func parseJobTables(s string) (any, error) {
+	var tables map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &tables); err != nil || tables == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	for name, m := range tables {
+		if !strings.HasPrefix(name, deadletter.JobTableQueuePrefix) {
+			return nil, fmt.Errorf("%q is not a jobs table's queue name", name)
+		}
+		if t := strings.TrimSpace(string(m)); t != "null" && !strings.HasPrefix(t, "{") {
+			return nil, fmt.Errorf("the mapping of %s is not an object", name)
+		}
+	}
+	return tables, nil
+}

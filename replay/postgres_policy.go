@@ -16,12 +16,12 @@ func (p postgresTables) PolicyGet(ctx context.Context) (Policy, error) {
 		stop_redead_ratio::float8, extract(epoch FROM canary_window)::float8, identity_mode,
 		eligibility_query, extract(epoch FROM retention)::float8, updated_at, updated_by,
 		outcome_query, extract(epoch FROM outcome_window)::float8, stop_unsettled_ratio::float8, stop_conflict_ratio::float8,
-		signed_approvals, gap_query
+		signed_approvals, gap_query, job_tables
 		FROM expiryctl.policy WHERE singleton`).Scan(&pol.Approvers, &pol.MaxCohort, &pol.MaxRate,
 		durationScanner{&ttl}, &pol.StopFailureRatio, &pol.StopQueueDepth, &pol.StopRedeadRatio,
 		durationScanner{&window}, &pol.IdentityMode, &pol.EligibilityQuery, durationScanner{&retention}, &pol.UpdatedAt, &pol.UpdatedBy,
 		&pol.OutcomeQuery, durationScanner{&outcomeWindow}, &pol.StopUnsettledRatio, &pol.StopConflictRatio,
-		&pol.SignedApprovals, &pol.GapQuery)
+		&pol.SignedApprovals, &pol.GapQuery, &pol.JobTables)
 	if err != nil {
 		return Policy{}, fmt.Errorf("read policy: %w", err)
 	}

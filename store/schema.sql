@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00038, then the files of store/functions/) leaves an empty database, dumped
+-- 00039, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -979,13 +979,26 @@ CREATE FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before 
     AS $$
 DECLARE
     unknown text;
+    bad_tables text;
 BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
                      'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
-                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query');
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query',
+                     'job_tables');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
+    END IF;
+    IF changes ? 'job_tables' THEN
+        IF jsonb_typeof(changes->'job_tables') <> 'object' THEN
+            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE)');
+        END IF;
+        SELECT string_agg(quote_literal(k), ', ' ORDER BY k) INTO bad_tables FROM jsonb_each(changes->'job_tables') AS t(k, v)
+         WHERE k NOT LIKE 'jobtable://%/%/%' OR jsonb_typeof(v) NOT IN ('object', 'null');
+        IF bad_tables IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('policy-keys', format('job_tables names %s: each key is a jobs table''s queue name, '
+                || 'jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
+        END IF;
     END IF;
     SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;
     UPDATE expiryctl.policy SET
@@ -1006,6 +1019,10 @@ BEGIN
         stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
         signed_approvals = CASE WHEN changes ? 'signed_approvals' THEN (changes->>'signed_approvals')::boolean ELSE signed_approvals END,
         gap_query = CASE WHEN changes ? 'gap_query' THEN changes->>'gap_query' ELSE gap_query END,
+        job_tables = CASE WHEN changes ? 'job_tables'
+                          THEN (SELECT coalesce(jsonb_object_agg(k, v), '{}') FROM jsonb_each(job_tables || (changes->'job_tables')) AS t(k, v)
+                                 WHERE jsonb_typeof(v) <> 'null')
+                          ELSE job_tables END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
@@ -3131,9 +3148,11 @@ CREATE TABLE expiryctl.policy (
     stop_conflict_ratio numeric DEFAULT 0.2 NOT NULL,
     signed_approvals boolean DEFAULT false NOT NULL,
     gap_query text DEFAULT ''::text NOT NULL,
+    job_tables jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT policy_approval_ttl_check CHECK ((approval_ttl > '00:00:00'::interval)),
     CONSTRAINT policy_canary_window_check CHECK ((canary_window >= '00:00:00'::interval)),
     CONSTRAINT policy_identity_mode_check CHECK ((identity_mode = ANY (ARRAY['declared'::text, 'db-role'::text]))),
+    CONSTRAINT policy_job_tables_by_name CHECK ((jsonb_typeof(job_tables) = 'object'::text)),
     CONSTRAINT policy_max_cohort_check CHECK ((max_cohort > 0)),
     CONSTRAINT policy_max_rate_check CHECK ((max_rate > (0)::numeric)),
     CONSTRAINT policy_outcome_window_check CHECK ((outcome_window > '00:00:00'::interval)),

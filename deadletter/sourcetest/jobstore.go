@@ -65,7 +65,7 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		byID := map[string]deadletter.Message{}
 		for _, d := range got {
 			m := d.Message
-			if m.System != deadletter.River && m.System != deadletter.BullMQ {
+			if !m.System.RetriesInPlace() {
 				t.Errorf("job %s: system %q is not a job store's", m.MessageID, m.System)
 			}
 			if m.Native[deadletter.NativeJobID] != m.MessageID || m.Native[deadletter.NativeIncarnation] == "" {

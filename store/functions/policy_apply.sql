@@ -1,18 +1,34 @@
 -- policy_apply writes a change to the policy row, refusing unknown keys,
 -- and returns the row before and after. It is no API of its own (no group
 -- may call it): policy_set applies the owner's changes through it and
--- policy_review an approved proposal's.
+-- policy_review an approved proposal's. job_tables is merged, not
+-- replaced: a change names the jobs tables whose mapping it sets, and a
+-- null mapping removes one, so that proposals for two tables do not undo
+-- each other.
 CREATE OR REPLACE FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     unknown text;
+    bad_tables text;
 BEGIN
     SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(changes) k
      WHERE k NOT IN ('approvers', 'max_cohort', 'max_rate', 'approval_ttl', 'stop_failure_ratio', 'stop_queue_depth',
                      'stop_redead_ratio', 'canary_window', 'identity_mode', 'eligibility_query', 'retention',
-                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query');
+                     'outcome_query', 'outcome_window', 'stop_unsettled_ratio', 'stop_conflict_ratio', 'signed_approvals', 'gap_query',
+                     'job_tables');
     IF unknown IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('policy-keys', format('unknown policy keys: %s', unknown));
+    END IF;
+    IF changes ? 'job_tables' THEN
+        IF jsonb_typeof(changes->'job_tables') <> 'object' THEN
+            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE)');
+        END IF;
+        SELECT string_agg(quote_literal(k), ', ' ORDER BY k) INTO bad_tables FROM jsonb_each(changes->'job_tables') AS t(k, v)
+         WHERE k NOT LIKE 'jobtable://%/%/%' OR jsonb_typeof(v) NOT IN ('object', 'null');
+        IF bad_tables IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('policy-keys', format('job_tables names %s: each key is a jobs table''s queue name, '
+                || 'jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
+        END IF;
     END IF;
     SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;
     UPDATE expiryctl.policy SET
@@ -33,6 +49,10 @@ BEGIN
         stop_conflict_ratio = CASE WHEN changes ? 'stop_conflict_ratio' THEN (changes->>'stop_conflict_ratio')::numeric ELSE stop_conflict_ratio END,
         signed_approvals = CASE WHEN changes ? 'signed_approvals' THEN (changes->>'signed_approvals')::boolean ELSE signed_approvals END,
         gap_query = CASE WHEN changes ? 'gap_query' THEN changes->>'gap_query' ELSE gap_query END,
+        job_tables = CASE WHEN changes ? 'job_tables'
+                          THEN (SELECT coalesce(jsonb_object_agg(k, v), '{}') FROM jsonb_each(job_tables || (changes->'job_tables')) AS t(k, v)
+                                 WHERE jsonb_typeof(v) <> 'null')
+                          ELSE job_tables END,
         updated_at = now(), updated_by = by_label
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;

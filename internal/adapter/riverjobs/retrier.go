@@ -260,12 +260,7 @@ func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exis
 	if !r.ref.sameDatabase(target) {
 		return 0, false, fmt.Errorf("queue %s is not in the River database %s this replay reaches", target.Name(), r.ref.DatabaseName())
 	}
-	err = r.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM river_job WHERE queue = $1 AND (state = 'available'
-			OR (state IN ('retryable', 'scheduled') AND scheduled_at <= now()))),
-		EXISTS (SELECT 1 FROM river_queue WHERE name = $1)
-			OR EXISTS (SELECT 1 FROM river_job WHERE queue = $1 AND state IN
-				('available', 'cancelled', 'completed', 'discarded', 'pending', 'retryable', 'running', 'scheduled'))`,
+	err = r.pool.QueryRow(ctx, queueDepthSQL,
 		target.Queue).Scan(&depth, &exists)
 	if err != nil {
 		return 0, false, fmt.Errorf("depth of River queue %s: %w", target.Name(), err)

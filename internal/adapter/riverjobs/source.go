@@ -392,14 +392,12 @@ func (s *Source) Ready() (int, error) {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to undo
 	var ahead int
-	err = tx.QueryRow(ctx, `SELECT count(*) FROM river_job
-		WHERE state = ANY($1::text[]::river_job_state[]) AND queue = $2 AND finalized_at >= $3 AND (finalized_at, id) > ($3, $4)`,
+	err = tx.QueryRow(ctx, readyAheadSQL,
 		s.ref.States, s.ref.Queue, cursor.at, cursor.id).Scan(&ahead)
 	if err != nil || cursor.at.IsZero() {
 		return ahead, err
 	}
-	rows, err := tx.Query(ctx, `SELECT finalized_at, id FROM river_job
-		WHERE state = ANY($1::text[]::river_job_state[]) AND queue = $2 AND finalized_at >= $3 AND (finalized_at, id) <= ($4, $5)`,
+	rows, err := tx.Query(ctx, readyBehindSQL,
 		s.ref.States, s.ref.Queue, cursor.at.Add(-s.opts.Lookback), cursor.at, cursor.id)
 	if err != nil {
 		return 0, err
