@@ -27,22 +27,29 @@ const (
 	// BullMQ letters are jobs in a BullMQ queue's failed set on Redis,
 	// read and never changed by capture.
 	BullMQ System = "bullmq"
+	// JobTable letters are rows of a team's own jobs table in a failed
+	// state, read through a mapping of its columns that a second person
+	// approved, and never changed by capture.
+	JobTable System = "jobtable"
 )
 
 // Systems lists every system.
-func Systems() []System { return []System{RabbitMQ, SQS, River, BullMQ} }
+func Systems() []System { return []System{RabbitMQ, SQS, River, BullMQ, JobTable} }
 
 // Queue names of the job-store systems: a letter's queue is its source's
-// reference without credentials, river://HOST:PORT/DATABASE/QUEUE or
-// bullmq://HOST:PORT/DB/PREFIX/QUEUE.
+// reference without credentials, river://HOST:PORT/DATABASE/QUEUE,
+// bullmq://HOST:PORT/DB/PREFIX/QUEUE or
+// jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE.
 const (
-	RiverQueuePrefix  = "river://"
-	BullMQQueuePrefix = "bullmq://"
+	RiverQueuePrefix    = "river://"
+	BullMQQueuePrefix   = "bullmq://"
+	JobTableQueuePrefix = "jobtable://"
 )
 
 // RetriesInPlace reports whether a replay of the system's letters retries
-// the job where it is (River, BullMQ) rather than publishing a copy.
-func (s System) RetriesInPlace() bool { return s == River || s == BullMQ }
+// the job where it is (River, BullMQ, a jobs table) rather than publishing
+// a copy.
+func (s System) RetriesInPlace() bool { return s == River || s == BullMQ || s == JobTable }
 
 // OrRabbitMQ is s, or RabbitMQ when s is empty.
 func (s System) OrRabbitMQ() System {
@@ -65,6 +72,8 @@ func QueueSystem(queue string) System {
 		return River
 	case strings.HasPrefix(queue, BullMQQueuePrefix):
 		return BullMQ
+	case strings.HasPrefix(queue, JobTableQueuePrefix):
+		return JobTable
 	}
 	return RabbitMQ
 }

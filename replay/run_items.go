@@ -42,6 +42,9 @@ type runItem struct {
 	// goes back to; groupID its SQS message group, "" for none.
 	system  deadletter.System
 	groupID string
+	// job is, for a job store's letter, the job and the failure of it
+	// the letter captured.
+	job JobRef
 }
 
 // SQSMaxDelay is the longest delivery delay SQS gives one message

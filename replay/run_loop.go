@@ -191,7 +191,11 @@ func (x *replayRun) settle() {
 	st := x.st
 	err := f.pending.Outcome()
 	var failure *PublishFailure
+	var movedOn *JobMovedOnError
 	switch {
+	case errors.As(err, &movedOn):
+		st.skipped++
+		x.rec.in <- outcome{id: f.item, ordinal: f.ordinal, skipped: true, why: movedOn.Error(), again: f.republish}
 	case err == nil:
 		st.confirmed++
 		st.confirmedRun++

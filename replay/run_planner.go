@@ -118,8 +118,11 @@ func (r *Runner) exchangeExists(ctx context.Context, exchange string, known map[
 // replayMessage builds the message that replays it, with the fresh key it
 // carries for a fresh-key request; blocked says why it cannot be built.
 func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exchange, key string) (msg Message, newKey, blocked string) {
-	if it.system == deadletter.SQS {
+	switch {
+	case it.system == deadletter.SQS:
 		return r.sqsReplayMessage(req, replayedBy, it, key)
+	case it.system.RetriesInPlace():
+		return r.jobRetryMessage(req, replayedBy, it, key)
 	}
 	props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
 	if err != nil {
@@ -160,6 +163,28 @@ func (r *Runner) sqsReplayMessage(req Request, replayedBy string, it *runItem, q
 		msg.NotBefore = it.notBefore
 	}
 	return msg, newKey, ""
+}
+
+// jobRetryMessage is replayMessage for a job store's letter: the job is
+// retried where it is, with its own payload, and the replay's marks are
+// written on it, so that the job, dying again, names this replay. A fresh
+// key would need a new job; the request refuses one (rule fresh-key).
+func (r *Runner) jobRetryMessage(req Request, replayedBy string, it *runItem, queue string) (msg Message, newKey, blocked string) {
+	if it.job.ID == "" || it.job.Incarnation == "" {
+		return Message{}, "", "the letter does not name the job it captured (no job id or incarnation): it cannot be retried in place"
+	}
+	if req.FreshKey {
+		return Message{}, "", "a job store retries the job with its own payload: a fresh idempotency key cannot be given"
+	}
+	marks := map[string]any{
+		HeaderReplayRequest: req.ID,
+		HeaderReplayCount:   int64(it.replayCount) + 1,
+		HeaderReplayItem:    it.id,
+		HeaderReplayedBy:    replayedBy,
+		HeaderApprovedBy:    req.ReviewedBy,
+		HeaderReplayedAt:    r.now().UTC().Truncate(time.Second).Format(time.RFC3339),
+	}
+	return Message{Item: it.id, RoutingKey: queue, System: it.system, Headers: marks, Job: it.job}, "", ""
 }
 
 // planned is one window of items, planned without eligibility.

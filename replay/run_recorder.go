@@ -11,6 +11,9 @@ type outcome struct {
 	id      int64
 	ordinal int
 	failed  bool
+	// skipped: the job store no longer holds the failed job the letter
+	// captured (JobMovedOnError); why says what it holds.
+	skipped bool
 	why     string
 	// again is an answer for an item published again, one an earlier run
 	// left in doubt: written within urgentFlush rather than at the next
@@ -132,13 +135,26 @@ func (rec *recorder) write(buf []outcome) error {
 	defer cancel()
 	var confirmed, failed []int64
 	var whys []string
+	skips := itemMarks{}
 	lo, hi := buf[0].ordinal, buf[0].ordinal
 	for _, o := range buf {
 		lo, hi = min(lo, o.ordinal), max(hi, o.ordinal)
-		if o.failed {
+		switch {
+		case o.skipped:
+			skips.skip, skips.skipWhy = append(skips.skip, o.id), append(skips.skipWhy, o.why)
+		case o.failed:
 			failed, whys = append(failed, o.id), append(whys, o.why)
-		} else {
+		default:
 			confirmed = append(confirmed, o.id)
+		}
+	}
+	if len(skips.skip) > 0 {
+		// Rare (a job someone else retried or removed), so a statement of
+		// their own; a request no longer running moves nothing, and the
+		// items go out again, and are skipped again, on resume.
+		skips.lo, skips.hi = lo, hi
+		if _, err := rec.r.tables().ItemsMark(ctx, rec.request, skips); err != nil {
+			return err
 		}
 	}
 	// The batch's ordinal range lets the database find its items by index

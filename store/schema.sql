@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00037, then the files of store/functions/) leaves an empty database, dumped
+-- 00038, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -876,8 +876,7 @@ CREATE TABLE expiryctl.dead_letters (
     properties jsonb,
     source_system text DEFAULT 'rabbitmq'::text NOT NULL,
     native jsonb,
-    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text]))),
-    CONSTRAINT dead_letters_source_system_check CHECK ((source_system = ANY (ARRAY['rabbitmq'::text, 'sqs'::text])))
+    CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text])))
 );
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN last_error SET COMPRESSION lz4;
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN attempt_history SET COMPRESSION lz4;
@@ -905,7 +904,7 @@ COMMENT ON COLUMN expiryctl.dead_letters.properties IS 'AMQP basic properties as
 -- Name: COLUMN dead_letters.source_system; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the letter was captured from: rabbitmq or sqs.';
+COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the letter was captured from: rabbitmq, sqs, river, bullmq or jobtable.';
 
 
 --
@@ -1821,6 +1820,7 @@ DECLARE
     sqs_misrouted text;
     systems integer;
     sqs_untargeted text;
+    jobs_misrouted text;
     perm_n integer;
     perm_ids text;
     perm_cats text;
@@ -1906,9 +1906,11 @@ BEGIN
                                                                AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
            count(DISTINCT d.source_system),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
+                                                               AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -1928,7 +1930,13 @@ BEGIN
     -- A run publishes to one system, the one its letters came from: a
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
-        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ and SQS): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+    END IF;
+    -- A job store keeps the failed job: a replay retries that job, with its
+    -- own payload, in the queue it failed in, and sends no copy anywhere.
+    IF kind = 'replay' AND jobs_misrouted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('dead letters %s are jobs of a job store (River, BullMQ, a jobs table), which a replay retries where they are, '
+            || 'with their own payload: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', jobs_misrouted));
     END IF;
     IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and name no queue they came from (SQS says it only of a letter its redrive moved, '
@@ -2621,12 +2629,14 @@ $$;
 CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) RETURNS TABLE(e text, rk text)
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
-    SELECT CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
+    SELECT CASE WHEN source_queue LIKE 'river://%' OR source_queue LIKE 'bullmq://%' OR source_queue LIKE 'jobtable://%' THEN ''
+                WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
                 WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN ''
                 WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
                     THEN coalesce(to_exchange, '')
                 WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN '' END,
-           CASE WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
+           CASE WHEN source_queue LIKE 'river://%' OR source_queue LIKE 'bullmq://%' OR source_queue LIKE 'jobtable://%' THEN source_queue
+                WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
                 WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN expiryctl.work_queue_of(origin_queue)
                 WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
                     THEN coalesce(to_routing_key, '')
@@ -3511,11 +3521,19 @@ ALTER TABLE ONLY expiryctl.dead_letters
 
 
 --
+-- Name: dead_letters dead_letters_source_system_check; Type: CHECK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_source_system_check CHECK ((source_system = ANY (ARRAY['rabbitmq'::text, 'sqs'::text, 'river'::text, 'bullmq'::text, 'jobtable'::text]))) NOT VALID;
+
+
+--
 -- Name: dead_letters dead_letters_system_names_queue; Type: CHECK CONSTRAINT; Schema: expiryctl
 --
 
 ALTER TABLE expiryctl.dead_letters
-    ADD CONSTRAINT dead_letters_system_names_queue CHECK (((source_system = 'sqs'::text) = (source_queue ~~ 'arn:aws:sqs:%'::text))) NOT VALID;
+    ADD CONSTRAINT dead_letters_system_names_queue CHECK ((((source_system = 'sqs'::text) = (source_queue ~~ 'arn:aws:sqs:%'::text)) AND ((source_system = 'river'::text) = (source_queue ~~ 'river://%'::text)) AND ((source_system = 'bullmq'::text) = (source_queue ~~ 'bullmq://%'::text)) AND ((source_system = 'jobtable'::text) = (source_queue ~~ 'jobtable://%'::text)))) NOT VALID;
 
 
 --

@@ -36,6 +36,7 @@ DECLARE
     sqs_misrouted text;
     systems integer;
     sqs_untargeted text;
+    jobs_misrouted text;
     perm_n integer;
     perm_ids text;
     perm_cats text;
@@ -121,9 +122,11 @@ BEGIN
                                                                AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
            count(DISTINCT d.source_system),
            string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
+           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
+                                                               AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -143,7 +146,13 @@ BEGIN
     -- A run publishes to one system, the one its letters came from: a
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
-        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ and SQS): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+    END IF;
+    -- A job store keeps the failed job: a replay retries that job, with its
+    -- own payload, in the queue it failed in, and sends no copy anywhere.
+    IF kind = 'replay' AND jobs_misrouted IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('dead letters %s are jobs of a job store (River, BullMQ, a jobs table), which a replay retries where they are, '
+            || 'with their own payload: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', jobs_misrouted));
     END IF;
     IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and name no queue they came from (SQS says it only of a letter its redrive moved, '
