@@ -29,7 +29,8 @@
 // lock wait exceeded", a transient error as the message contract names it.
 //
 // Usage: node bullmq_worker.js CONFIG.json   (CONFIG: host, port, db,
-// prefix, queue)
+// prefix, queue, and worker: false for a Queue alone, which only adds,
+// retries and removes: a job it retries stays waiting)
 
 const fs = require('node:fs');
 const readline = require('node:readline');
@@ -63,7 +64,7 @@ function seen(job) {
 async function main() {
   const queue = new Queue(config.queue, opts);
   await queue.waitUntilReady();
-  const worker = new Worker(
+  const worker = config.worker === false ? null : new Worker(
     config.queue,
     async (job) => {
       const saw = seen(job);
@@ -77,8 +78,10 @@ async function main() {
     },
     { ...opts, concurrency: 4 },
   );
-  worker.on('error', (err) => say({ event: 'error', error: String(err) }));
-  await worker.waitUntilReady();
+  if (worker) {
+    worker.on('error', (err) => say({ event: 'error', error: String(err) }));
+    await worker.waitUntilReady();
+  }
   say({ event: 'ready' });
 
   const rl = readline.createInterface({ input: process.stdin });
@@ -113,7 +116,7 @@ async function main() {
           break;
         }
         case 'quit':
-          await worker.close();
+          if (worker) await worker.close();
           await queue.close();
           say({ event: 'closed' });
           process.exit(0);
@@ -126,7 +129,7 @@ async function main() {
     }
   }
   // stdin closed without quit: the test went away.
-  await worker.close();
+  if (worker) await worker.close();
   await queue.close();
 }
 

@@ -202,3 +202,7 @@ func numbers(v any) any {
 	}
 	return v
 }
+
+// Marks reads the replay marks from a job's hash, as capture does: nil
+// when no replay retried the job.
+func Marks(hash map[string]string) map[string]any { return marks(hash[MarkField]) }

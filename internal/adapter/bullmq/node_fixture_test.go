@@ -94,10 +94,16 @@ type workerEvent struct {
 	Error           string          `json:"error"`
 }
 
-func startWorker(t *testing.T, q testQueue) *nodeWorker {
+func startWorker(t *testing.T, q testQueue) *nodeWorker { return startNode(t, q, true) }
+
+// startQueue is bullmq_worker.js with a Queue and no Worker: what it
+// retries stays waiting.
+func startQueue(t *testing.T, q testQueue) *nodeWorker { return startNode(t, q, false) }
+
+func startNode(t *testing.T, q testQueue, worker bool) *nodeWorker {
 	t.Helper()
 	dir := nodeDir(t)
-	cfg, _ := json.Marshal(map[string]any{"host": q.ref.Host, "port": q.ref.Port, "db": q.ref.DB, "prefix": q.ref.Prefix, "queue": q.ref.Queue})
+	cfg, _ := json.Marshal(map[string]any{"host": q.ref.Host, "port": q.ref.Port, "db": q.ref.DB, "prefix": q.ref.Prefix, "queue": q.ref.Queue, "worker": worker})
 	path := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		t.Fatal(err)
@@ -198,6 +204,32 @@ func (w *nodeWorker) seen(event string) []workerEvent {
 		}
 	}
 	return out
+}
+
+// waitSeen waits until the log holds an event named event for each of
+// ids, in any order: await would pass over those that come first.
+func (w *nodeWorker) waitSeen(event string, ids ...string) {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		seen := map[string]bool{}
+		for _, e := range w.seen(event) {
+			seen[e.ID] = true
+		}
+		missing := 0
+		for _, id := range ids {
+			if !seen[id] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("bullmq_worker.js: %d of %v not %s in 30 s", missing, ids, event)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitFailed waits until the failed set holds n jobs.

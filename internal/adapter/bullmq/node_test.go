@@ -85,9 +85,7 @@ func TestNodeBullMQReplay(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range replayed {
-		w.await("completed", id)
-	}
+	w.waitSeen("completed", replayed...)
 	time.Sleep(time.Second) // long enough to see a second run
 	completed := map[string]int{}
 	for _, e := range w.seen("completed") {
@@ -180,7 +178,7 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	if err := publish(t, r, replayOf(again, 6, 3)); err != nil {
 		t.Fatalf("the new letter: %v", err)
 	}
-	w.await("completed", added[1])
+	w.waitSeen("completed", added[1])
 }
 
 // TestSeedIsBullMQsShape holds the tests' seed to a job a real BullMQ

@@ -136,7 +136,9 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	refuse := func(reason string) error {
 		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: reason}
 	}
-	if m.System != deadletter.BullMQ || m.Exchange != "" {
+	// The runner names the system; a message that names none is taken by
+	// its queue's name, which says BullMQ unambiguously.
+	if (m.System != deadletter.BullMQ && m.System != "") || m.Exchange != "" || !IsRef(m.RoutingKey) {
 		return refuse("not a job for BullMQ: a BullMQ replay retries a job captured from a BullMQ queue, in that queue")
 	}
 	ref, err := ParseRef(m.RoutingKey)
