@@ -1,0 +1,253 @@
+package bullmq_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/replay"
+)
+
+// newRetrier is a retrier on the tests' Redis, closed in cleanup.
+func newRetrier(t testing.TB) *bullmq.Retrier {
+	t.Helper()
+	r := bullmq.NewRetrier(func(_ context.Context, ref bullmq.Ref) (redis.UniversalClient, error) { return bullmq.Dial(ref), nil })
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// replayOf is the runner's message retrying the job a delivery captured,
+// as item item of request request.
+func replayOf(m deadletter.Message, request, item int64) replay.Message {
+	return replay.Message{System: deadletter.BullMQ, RoutingKey: m.Queue, Item: item, Body: m.Body,
+		Headers: map[string]any{replay.HeaderReplayRequest: request, replay.HeaderReplayItem: item, replay.HeaderReplayCount: int64(1),
+			replay.HeaderReplayedBy: "alice", replay.HeaderApprovedBy: "bob"},
+		Job: replay.JobRef{ID: m.Native[deadletter.NativeJobID], Incarnation: m.Native[deadletter.NativeIncarnation]}}
+}
+
+// publish publishes m and waits for its outcome.
+func publish(t testing.TB, r *bullmq.Retrier, m replay.Message) error {
+	t.Helper()
+	p, err := r.Publish(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no outcome in 10 s")
+	}
+	return p.Outcome()
+}
+
+// captured reads q's failed jobs as capture does, by id.
+func captured(t *testing.T, q testQueue, n int) map[string]deadletter.Message {
+	t.Helper()
+	src := openSource(t, q, bullmq.SourceOptions{})
+	out := map[string]deadletter.Message{}
+	for _, d := range receive(t, src, n) {
+		out[d.Message.MessageID] = d.Message
+	}
+	_ = src.Close()
+	return out
+}
+
+// TestRetrierRetriesAsBullMQDoes: a retried job leaves the failed set for
+// where BullMQ's retry puts it (wait, by LIFO at the end a worker takes
+// next; prioritized by its priority), loses what its run left, keeps its
+// attempts, carries the replay's marks, wakes a worker (marker) and is
+// announced as waiting from failed.
+func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	q.client.RPush(t.Context(), q.key("wait"), "w1")
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
+		failedJob{ID: "3", Priority: 5, Opts: `{"attempts":2,"priority":5}`})
+	jobs := captured(t, q, 3)
+	r := newRetrier(t)
+	for i, id := range []string{"1", "2", "3"} {
+		if err := publish(t, r, replayOf(jobs[id], 7, int64(100+i))); err != nil {
+			t.Fatalf("job %s: %v", id, err)
+		}
+	}
+	ctx := t.Context()
+	if n := q.client.ZCard(ctx, q.key("failed")).Val(); n != 0 {
+		t.Errorf("%d jobs still failed", n)
+	}
+	// Workers take from the right: FIFO jobs go left, LIFO right.
+	if got := q.client.LRange(ctx, q.key("wait"), 0, -1).Val(); strings.Join(got, ",") != "1,w1,2" {
+		t.Errorf("wait = %v, want [1 w1 2]", got)
+	}
+	if s, err := q.client.ZScore(ctx, q.key("prioritized"), "3").Result(); err != nil || int64(s)>>32 != 5 {
+		t.Errorf("prioritized score of 3 = %v, %v, want priority 5 in the high bits", s, err)
+	}
+	if q.client.Get(ctx, q.key("pc")).Val() != "1" {
+		t.Errorf("the priority counter is %q, want 1", q.client.Get(ctx, q.key("pc")).Val())
+	}
+	if q.client.ZScore(ctx, q.key("marker"), "0").Err() != nil {
+		t.Error("no marker for a worker to wake on")
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		h := q.hash(t, id)
+		for _, gone := range []string{"finishedOn", "processedOn", "failedReason"} {
+			if _, ok := h[gone]; ok {
+				t.Errorf("job %s keeps %s", id, gone)
+			}
+		}
+		if h["atm"] != "2" || h["stacktrace"] == "" {
+			t.Errorf("job %s: atm %q, stacktrace %q: attempts and traces stay, as Job.retry() leaves them", id, h["atm"], h["stacktrace"])
+		}
+		if !strings.Contains(h[bullmq.MarkField], `"x-replay-request":7`) {
+			t.Errorf("job %s marks %q", id, h[bullmq.MarkField])
+		}
+	}
+	events := q.client.XRange(ctx, q.key("events"), "-", "+").Val()
+	if len(events) != 3 || events[0].Values["event"] != "waiting" || events[0].Values["prev"] != "failed" || events[0].Values["jobId"] != "1" {
+		t.Errorf("events %v", events)
+	}
+	if d, exists, err := r.QueueDepth(ctx, q.ref.Name()); d != 4 || !exists || err != nil {
+		t.Errorf("QueueDepth = %d, %v, %v, want 4 (wait 3, prioritized 1)", d, exists, err)
+	}
+	if ok, _ := r.ExchangeExists(ctx, ""); !ok {
+		t.Error("the default exchange does not exist")
+	}
+}
+
+// TestRetrierIntoAPausedQueue: a paused queue's job goes to its paused
+// list, with no marker, as BullMQ does it.
+func TestRetrierIntoAPausedQueue(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	q.client.HSet(t.Context(), q.key("meta"), "paused", "1")
+	jobs := captured(t, q, 1)
+	if err := publish(t, newRetrier(t), replayOf(jobs["1"], 7, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.client.LRange(t.Context(), q.key("paused"), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+		t.Errorf("paused = %v", got)
+	}
+	if q.client.Exists(t.Context(), q.key("marker"), q.key("wait")).Val() != 0 {
+		t.Error("a marker or wait list for a paused queue")
+	}
+}
+
+// TestRetrierResumedRunRetriesOnce: publishing the same item again (a
+// run resumed after losing the answer) confirms without moving the job
+// again, though it is no longer failed; another request is refused.
+func TestRetrierResumedRunRetriesOnce(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	jobs := captured(t, q, 1)
+	r := newRetrier(t)
+	m := replayOf(jobs["1"], 7, 1)
+	for range 3 {
+		if err := publish(t, r, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := q.client.LRange(t.Context(), q.key("wait"), 0, -1).Val(); len(got) != 1 {
+		t.Errorf("wait = %v, want the job once", got)
+	}
+	if n := q.client.XLen(t.Context(), q.key("events")).Val(); n != 1 {
+		t.Errorf("%d events, want one waiting", n)
+	}
+	var moved *replay.JobMovedOnError
+	if err := publish(t, r, replayOf(jobs["1"], 8, 2)); !errors.As(err, &moved) || moved.Now != "waiting" {
+		t.Errorf("another request's publish: %v, want moved on (waiting)", err)
+	}
+}
+
+// TestRetrierJobMovedOn: a job removed, retried by someone else, or
+// failed again since its capture is skipped with what it is now.
+func TestRetrierJobMovedOn(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: 1000}, failedJob{ID: "2", FinishedOn: 2000}, failedJob{ID: "3", FinishedOn: 3000},
+		failedJob{ID: "4", FinishedOn: 4000})
+	jobs := captured(t, q, 4)
+	ctx := t.Context()
+	q.client.Del(ctx, q.key("1"))
+	q.client.ZRem(ctx, q.key("failed"), "1")
+	// 2 retried and now running.
+	q.client.ZRem(ctx, q.key("failed"), "2")
+	q.client.LPush(ctx, q.key("active"), "2")
+	// 3 retried and failed again.
+	q.seed(t, "", failedJob{ID: "3", FinishedOn: 3500, Attempts: 3})
+	// 4 retried and completed.
+	q.client.ZRem(ctx, q.key("failed"), "4")
+	q.client.ZAdd(ctx, q.key("completed"), redis.Z{Score: 4100, Member: "4"})
+	before := q.digest(t)
+
+	r := newRetrier(t)
+	for id, want := range map[string]string{"1": "deleted", "2": "active", "3": "failed again at finishedOn 3500 after 3 attempts", "4": "completed"} {
+		var moved *replay.JobMovedOnError
+		err := publish(t, r, replayOf(jobs[id], 7, 1))
+		if !errors.As(err, &moved) || moved.Now != want || moved.JobID != id {
+			t.Errorf("job %s: %v, want moved on (%s)", id, err, want)
+		}
+	}
+	if q.digest(t) != before {
+		t.Error("a refused retry changed Redis")
+	}
+}
+
+// TestRetrierRefusals: a queue of another BullMQ fails the item with the
+// reason and is not written; so does a message that is not BullMQ's.
+func TestRetrierRefusals(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	jobs := captured(t, q, 1)
+	q.client.HSet(t.Context(), q.key("meta"), "version", "bullmq:6.7.6")
+	before := q.digest(t)
+	r := newRetrier(t)
+	var failure *replay.PublishFailure
+	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "bullmq:6.7.6") {
+		t.Errorf("a BullMQ 6 queue: %v, want the item failed naming the version", err)
+	}
+	if q.digest(t) != before {
+		t.Error("a BullMQ 6 queue was written")
+	}
+	m := replayOf(jobs["1"], 7, 1)
+	m.System = deadletter.SQS
+	if err := publish(t, r, m); !errors.As(err, &failure) {
+		t.Errorf("an SQS message: %v", err)
+	}
+	m = replayOf(jobs["1"], 7, 1)
+	m.Job.Incarnation = ""
+	if err := publish(t, r, m); !errors.As(err, &failure) {
+		t.Errorf("no incarnation: %v", err)
+	}
+	if _, exists, err := r.QueueDepth(t.Context(), "bullmq://"+redisAddr()+"/0/none/"+strconv.Itoa(int(time.Now().UnixNano()))); exists || err != nil {
+		t.Errorf("a queue nobody opened: exists %v, %v", exists, err)
+	}
+}
+
+// TestRetrierLostRedis: a Redis that does not answer leaves the item
+// unknown (BrokerLostError), for a resumed run to settle by the marks.
+func TestRetrierLostRedis(t *testing.T) {
+	t.Parallel()
+	server := startOwnRedis(t)
+	q := newQueue(t, server.addr())
+	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	jobs := captured(t, q, 1)
+	r := newRetrier(t)
+	server.stop()
+	var lost *replay.BrokerLostError
+	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &lost) {
+		t.Errorf("Redis down: %v, want *replay.BrokerLostError", err)
+	}
+	server.start()
+	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); err != nil {
+		t.Errorf("Redis back: %v", err)
+	}
+}
