@@ -21,7 +21,7 @@ func TestRetrierConformance(t *testing.T) {
 		missing := newQueue(t)
 		var queue *nodeWorker
 		return brokertest.JobStoreHarness{
-			Broker: newRetrier(t), Queue: q.ref.Name(), MissingQueue: missing.ref.Name(),
+			Broker: newRetrier(t), System: deadletter.BullMQ, Queue: q.ref.Name(), MissingQueue: missing.ref.Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {
 				w := startWorker(t, q)
 				id := failWithBullMQ(t, q, w, [][]byte{payload})[0]
