@@ -130,8 +130,10 @@ func (m Mapping) Check() error {
 	switch {
 	case m.Table == "":
 		add("table is required, as SCHEMA.TABLE")
-	case !ok || strings.Contains(table, "."):
+	case !ok:
 		add("table %q is not SCHEMA.TABLE: the schema is required, so that no search_path decides which table it is", m.Table)
+	case strings.Contains(table, "."):
+		add("table %q is not SCHEMA.TABLE: one dot between two plain identifiers", m.Table)
 	default:
 		if err := checkIdentifier(schema); err != nil {
 			add("table's schema: %v", err)

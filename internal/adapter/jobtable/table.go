@@ -210,7 +210,14 @@ func typeAdvice(role string, col column) string {
 	case role == "status":
 		return "want text, varchar or an enum"
 	}
-	return "want " + strings.Join(roleTypes[role], ", ")
+	want := make([]string, len(roleTypes[role]))
+	for i, typ := range roleTypes[role] {
+		want[i] = typ
+		if spelt, ok := sqlTypes[typ]; ok && typ != "varchar" {
+			want[i] = spelt
+		}
+	}
+	return "want " + strings.Join(want, ", ")
 }
 
 // nearName is a hint when name differs from a column only in case, the
@@ -249,6 +256,9 @@ func (t *table) checkPrivileges(login string, write bool) error {
 		return nil
 	}
 	grants, _ := GrantSQL(t.m, login)
+	if !write {
+		grants = grants[:2] // a capture needs no UPDATE
+	}
 	return fmt.Errorf("the login %s lacks %s on %s; a DBA grants what the driver needs with:\n  %s",
 		quote(login), strings.Join(missing, ", "), t.m.tableIdent(), strings.Join(grants, "\n  "))
 }
