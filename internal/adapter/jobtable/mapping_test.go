@@ -3,43 +3,50 @@ package jobtable_test
 import (
 	"context"
 	"errors"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 )
 
-// exampleMapping is the JSON form docs/jobtable.md shows.
-const exampleMapping = `{
-  "table": "public.reservation_expiry_jobs",
-  "columns": {
-    "id": "id",
-    "payload": "payload",
-    "attempts": "attempt_count",
-    "last_error": "last_error",
-    "status": "status",
-    "due_at": "run_at",
-    "failed_at": "failed_at",
-    "marks": "expiryctl_marks",
-    "native": ["reservation_id", "hold_until", "idempotency_key"]
-  },
-  "failed_states": ["failed", "dead"],
-  "replay_state": "pending"
-}`
-
-func TestParseMappingReadsTheDocumentedExample(t *testing.T) {
+// TestTheDocumentedMappingAndGrantsAreTheDrivers: docs/jobtable.md's
+// example mapping parses to the mapping the tests use, and its GRANT
+// statements are GrantSQL's, so that the page cannot drift.
+func TestTheDocumentedMappingAndGrantsAreTheDrivers(t *testing.T) {
 	t.Parallel()
-	m, err := jobtable.ParseMapping([]byte(exampleMapping))
+	doc, err := os.ReadFile("../../../docs/jobtable.md")
 	if err != nil {
-		t.Fatalf("ParseMapping: %v", err)
+		t.Fatal(err)
 	}
-	want := reservationMapping()
-	if m.Table != want.Table || m.Columns.Marks != want.Columns.Marks || m.ReplayState != "pending" || len(m.Columns.Native) != 3 || m.ResetAttempts {
-		t.Errorf("parsed %+v", m)
+	example := block(t, string(doc), "```json\n")
+	m, err := jobtable.ParseMapping([]byte(example))
+	if err != nil {
+		t.Fatalf("ParseMapping of the documented example: %v", err)
 	}
-	if _, err := jobtable.ParseMapping([]byte(strings.Replace(exampleMapping, `"failed_at"`, `"failed_on"`, 1))); err == nil {
+	if !reflect.DeepEqual(m, reservationMapping()) {
+		t.Errorf("the documented example is %+v, the tests' mapping %+v", m, reservationMapping())
+	}
+	grants, _ := jobtable.GrantSQL(m, "expiry_jobs_rw")
+	if documented := block(t, string(doc), "```sql\nGRANT"); "GRANT"+documented != strings.Join(grants, "\n") {
+		t.Errorf("docs/jobtable.md shows the grants\nGRANT%s\nGrantSQL says\n%s", documented, strings.Join(grants, "\n"))
+	}
+	if _, err := jobtable.ParseMapping([]byte(strings.Replace(example, `"failed_at"`, `"failed_on"`, 1))); err == nil {
 		t.Error("a misspelt column role was accepted (and its column silently dropped)")
 	}
+}
+
+// block is the text after the first start in doc up to the fence that
+// closes it.
+func block(t *testing.T, doc, start string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, start)
+	if !ok {
+		t.Fatalf("docs/jobtable.md has no block beginning %q", start)
+	}
+	text, _, _ := strings.Cut(rest, "\n```")
+	return text
 }
 
 // TestCheckRefusesHostileIdentifiers: a name in a mapping is a plain
