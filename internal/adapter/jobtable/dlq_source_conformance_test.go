@@ -1,7 +1,6 @@
 package jobtable_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -15,14 +14,6 @@ import (
 // hold), read as the login GrantSQL's statements make and nothing more.
 func TestSourceConformance(t *testing.T) {
 	sourcetest.RunJobStore(t, func(t *testing.T) sourcetest.JobStoreHarness {
-		if strings.HasSuffix(t.Name(), "/DeliversEveryFailedJobWhole") {
-			// The case refuses every system but River and BullMQ, though
-			// deadletter.JobTable is a job store by RetriesInPlace; what
-			// else it checks, TestSourceDeliversEveryFailedRowWhole checks
-			// on this driver. Drop this skip once the suite asks
-			// m.System.RetriesInPlace().
-			t.Skip("sourcetest.RunJobStore does not yet admit deadletter.JobTable as a job store's system")
-		}
 		db := newJobsDB(t, "bytea")
 		return sourcetest.JobStoreHarness{
 			Fail: func(t *testing.T, payloads [][]byte) []string {
