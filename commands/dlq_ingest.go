@@ -98,11 +98,16 @@ retried with backoff, and a followed capture waits out an SQS that does not
 answer. docs/sqs.md says what is kept of each message.
 
 A job store keeps its failed jobs in place, and capture reads them without
-changing them: river://[USER@]HOST[:PORT]/DATABASE/QUEUE reads the jobs River
-discarded in QUEUE (add ?states=discarded,cancelled for cancelled ones), with
-the password in EXPIRYCTL_RIVER_PASSWORD. Reading a job again stores nothing
-twice; a job that fails again after a replay is a new letter. docs/river.md
-says what is kept of each job.`,
+changing them. Reading a job again stores nothing twice; a job that fails
+again after a replay is a new letter.
+  river://[USER@]HOST[:PORT]/DATABASE/QUEUE   the jobs River discarded in QUEUE
+      (?states=discarded,cancelled for cancelled ones too); the password in
+      EXPIRYCTL_RIVER_PASSWORD (docs/river.md)
+  bullmq://HOST[:PORT][/DB]/QUEUE   the jobs in a BullMQ queue's failed set
+      (?prefix=bull); the password in EXPIRYCTL_REDIS_PASSWORD (docs/bullmq.md)
+  jobtable://[USER@]HOST[:PORT]/DATABASE/SCHEMA.TABLE   the failed rows of a
+      team's jobs table, through the mapping the policy approved for it; the
+      password in EXPIRYCTL_JOBTABLE_PASSWORD (docs/jobtable.md)`,
 		Example: `  # capture what is there now
   expiryctl dlq ingest --queue reservation-expiry.dlq
 
@@ -122,6 +127,9 @@ says what is kept of each job.`,
 
   # capture the jobs River discarded in its queue "expiry"
   EXPIRYCTL_RIVER_PASSWORD=… expiryctl dlq ingest --queue river://expiryctl_reader@jobs-db:5432/reservations/expiry
+
+  # capture the failed jobs of the BullMQ queue "reservation-expiry"
+  expiryctl dlq ingest --queue bullmq://redis.internal:6379/0/reservation-expiry --follow
 
   # map your own error classes to categories
   expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
@@ -172,7 +180,7 @@ says what is kept of each job.`,
 			return dlqIngestRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, sqs://NAME or an SQS queue URL, or a job store's river://HOST/DATABASE/QUEUE (required)")
+	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, sqs://NAME or an SQS queue URL, or a job store's river://…, bullmq://… or jobtable://… (required)")
 	cmd.Flags().IntVar(&opts.Batch, "batch", 500, "letters stored and acknowledged per transaction")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")
@@ -327,7 +335,7 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 
 // lostServerLabel is the server label of a loss that deadletter reports.
 var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL,
-	riverServer: metrics.LostRiver}
+	riverServer: metrics.LostRiver, redisServer: metrics.LostRedis, jobTableServer: metrics.LostJobTable}
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
 // serves for the queue's topology, and the counters of this capture, which

@@ -65,7 +65,7 @@ func sourceServer(queue string) string {
 	if sqsqueue.IsQueueRef(queue) {
 		return "SQS"
 	}
-	if s, ok := jobStoreNamed(queue, os.Getenv); ok {
+	if s, ok := jobStoreNamed(queue, jobStoreEnv{getenv: os.Getenv}); ok {
 		return s.server
 	}
 	return "RabbitMQ"
@@ -93,7 +93,7 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
-		js, isJobStore := jobStoreNamed(queue, os.Getenv)
+		js, isJobStore := jobStoreNamed(queue, jobStoreEnv{getenv: os.Getenv})
 		switch {
 		case isJobStore && js.unreachable(err):
 			return nil, &deadletter.Unavailable{Server: js.server, Err: err}

@@ -90,7 +90,7 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 
 // DLQSource opens a consumer on queue with prefetch unacknowledged letters:
 // on SQS when queue is sqs://NAME or a queue URL, on a job store when it is
-// river://…, else on RabbitMQ.
+// river://…, bullmq://… or jobtable://…, else on RabbitMQ.
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
 	if sqsqueue.IsQueueRef(queue) {
 		return f.sqsDLQSource(queue, prefetch)

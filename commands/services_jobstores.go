@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/dsn"
+	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -26,8 +29,15 @@ const jobStoreLookup = 30 * time.Second
 // the password comes from riverjobs.PasswordEnv.
 const riverUserEnv = "EXPIRYCTL_RIVER_USER"
 
-// riverServer is how an outage names a River database.
-const riverServer = "River's database"
+// How an outage names a job store's server.
+const (
+	riverServer    = "River's database"
+	redisServer    = "Redis"
+	jobTableServer = "the jobs table's database"
+)
+
+// jobTableUserEnv names the login a run reaches a jobs table with.
+const jobTableUserEnv = "EXPIRYCTL_JOBTABLE_USER"
 
 // jobStore is one job-store driver as the commands reach it: how a --queue
 // value names it, and how a capture and a run open it. The drivers share
@@ -55,9 +65,18 @@ type jobStore struct {
 	unreachable func(error) bool
 }
 
-// jobStores are the drivers, reaching their servers with the logins
-// getenv gives.
-func jobStores(getenv func(string) string) []jobStore {
+// jobStoreEnv is what a job-store driver needs of the command's world:
+// the environment (logins and passwords), and the approved mappings of
+// jobs tables (the policy's job_tables), read only when a jobs table is
+// opened.
+type jobStoreEnv struct {
+	getenv    func(string) string
+	jobTables func(context.Context) (map[string]json.RawMessage, error)
+}
+
+// jobStores are the drivers.
+func jobStores(env jobStoreEnv) []jobStore {
+	getenv := env.getenv
 	river := jobStore{
 		system: deadletter.River, server: riverServer, passwordEnv: riverjobs.PasswordEnv, isRef: riverjobs.IsRef,
 		name: func(ref string) (string, bool, error) {
@@ -97,18 +116,124 @@ func jobStores(getenv func(string) string) []jobStore {
 		},
 		unreachable: store.Transient,
 	}
-	return []jobStore{river}
+	bull := jobStore{
+		system: deadletter.BullMQ, server: redisServer, passwordEnv: bullmq.PasswordEnv, isRef: bullmq.IsRef,
+		name: func(ref string) (string, bool, error) {
+			r, err := bullmq.ParseRef(ref)
+			if err != nil {
+				return "", false, err
+			}
+			return r.Name(), dsn.HasPassword(ref), nil
+		},
+		openSource: func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error) {
+			r, err := bullmq.ParseRef(ref)
+			if err != nil {
+				return nil, &FlagError{Err: err}
+			}
+			return bullmq.OpenDialed(ctx, r, bullmq.SourceOptions{Prefetch: prefetch})
+		},
+		// One retrier reaches every Redis its letters name.
+		serverOf: func(string) (string, error) { return "", nil },
+		openRetrier: func(context.Context, string) (replay.Broker, error) {
+			return bullmq.NewRetrier(bullmq.DialEnv), nil
+		},
+		topology: func(ctx context.Context, ref string) (deadletter.QueueReport, error) {
+			r, err := bullmq.ParseRef(ref)
+			if err != nil {
+				return deadletter.QueueReport{}, &FlagError{Err: err}
+			}
+			return bullmq.Topology(ctx, r)
+		},
+		unreachable: bullmq.Unreachable,
+	}
+	// mapping is the approved mapping of the jobs table ref names.
+	mapping := func(ctx context.Context, ref jobtable.Ref) (jobtable.Mapping, error) {
+		if env.jobTables == nil {
+			return jobtable.Mapping{}, fmt.Errorf("no mapping of jobs table %s can be read here", ref.Name())
+		}
+		tables, err := env.jobTables(ctx)
+		if err != nil {
+			return jobtable.Mapping{}, err
+		}
+		raw, ok := tables[ref.Name()]
+		if !ok {
+			return jobtable.Mapping{}, &replay.Refusal{Rule: "job-table-mapping", Message: fmt.Sprintf("jobs table %s has no approved mapping: "+
+				"an admin proposes one with `expiryctl policy set job_tables=…` and a second admin approves it (docs/jobtable.md)", ref.Name())}
+		}
+		m, err := jobtable.ParseMapping(raw)
+		if err != nil {
+			return jobtable.Mapping{}, fmt.Errorf("the approved mapping of jobs table %s: %w", ref.Name(), err)
+		}
+		if m.Table != ref.Table {
+			return jobtable.Mapping{}, fmt.Errorf("the approved mapping of jobs table %s names table %s", ref.Name(), m.Table)
+		}
+		return m, nil
+	}
+	table := jobStore{
+		system: deadletter.JobTable, server: jobTableServer, passwordEnv: jobtable.PasswordEnv, isRef: jobtable.IsRef,
+		name: func(ref string) (string, bool, error) {
+			r, err := jobtable.ParseRef(ref)
+			if err != nil {
+				return "", false, err
+			}
+			return r.Name(), dsn.HasPassword(ref), nil
+		},
+		openSource: func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error) {
+			r, err := jobtable.ParseRef(withLogin(getenv, ref, jobTableUserEnv))
+			if err != nil {
+				return nil, &FlagError{Err: err}
+			}
+			m, err := mapping(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return jobtable.OpenSource(ctx, r.ConnString, m, jobtable.SourceOptions{Prefetch: prefetch})
+		},
+		// A retrier serves one table.
+		serverOf: func(queue string) (string, error) { return queue, nil },
+		openRetrier: func(ctx context.Context, queue string) (replay.Broker, error) {
+			r, err := jobtable.ParseRef(withLogin(getenv, queue, jobTableUserEnv))
+			if err != nil {
+				return nil, err
+			}
+			m, err := mapping(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return jobtable.OpenRetrier(ctx, r.ConnString, m, jobtable.RetrierOptions{})
+		},
+		topology: func(_ context.Context, ref string) (deadletter.QueueReport, error) {
+			return deadletter.QueueReport{Unavailable: "a jobs table's live states are not read: its mapping names no state but the failed ones and the one a replay sets"}, nil
+		},
+		unreachable: store.Transient,
+	}
+	return []jobStore{river, bull, table}
 }
 
 // jobStoreOf is the driver whose --queue form ref has, if any.
 func (f *Factory) jobStoreOf(ref string) (jobStore, bool) {
-	return jobStoreNamed(ref, f.Getenv)
+	return jobStoreNamed(ref, f.jobStoreEnv())
 }
 
-// jobStoreNamed is the driver whose --queue form ref has, if any,
-// reaching its server with the logins getenv gives.
-func jobStoreNamed(ref string, getenv func(string) string) (jobStore, bool) {
-	for _, s := range jobStores(getenv) {
+// jobStoreEnv gives the drivers the Factory's environment and the
+// approved jobs-table mappings of its database.
+func (f *Factory) jobStoreEnv() jobStoreEnv {
+	return jobStoreEnv{getenv: f.Getenv, jobTables: func(ctx context.Context) (map[string]json.RawMessage, error) {
+		pool, err := f.DB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pol, err := replay.LoadPolicy(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		return pol.JobTables, nil
+	}}
+}
+
+// jobStoreNamed is the driver whose --queue form ref has, if any.
+func jobStoreNamed(ref string, env jobStoreEnv) (jobStore, bool) {
+	for _, s := range jobStores(env) {
 		if s.isRef(ref) {
 			return s, true
 		}
@@ -118,7 +243,7 @@ func jobStoreNamed(ref string, getenv func(string) string) (jobStore, bool) {
 
 // jobStoreFor is the driver of system.
 func (f *Factory) jobStoreFor(system deadletter.System) (jobStore, bool) {
-	for _, s := range jobStores(f.Getenv) {
+	for _, s := range jobStores(f.jobStoreEnv()) {
 		if s.system == system {
 			return s, true
 		}
@@ -147,9 +272,9 @@ func (f *Factory) jobStoreSource(s jobStore, ref string, prefetch int) (service.
 // openJobStore completes runner for a request whose letters are a job
 // store's: each job is retried where it is, through a retrier for each
 // server the cohort's queues are on, and the run captures those queues to
-// see its jobs fail again. A job store shows no traffic, and River none
-// of its workers, so such a run is paced by its ceiling and starts only
-// when its request says --same-handler-ok.
+// see its jobs fail again. A job store shows no traffic and no handler
+// versions, so such a run is paced by its ceiling and starts only when its
+// request says --same-handler-ok.
 func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner, req replay.Request) (*replay.Runner, func(), error) {
 	s, ok := r.jobStore(req.System())
 	if !ok {
@@ -162,7 +287,10 @@ func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner,
 			return nil, nil, err
 		}
 	}
-	runner.Broker, runner.Flow, runner.Consumers = retriers, nil, nil
+	// The consumers stay the services': BullMQ's workers can be read
+	// (without versions), River's and a jobs table's cannot, which the
+	// handler check says without asking.
+	runner.Broker, runner.Flow = retriers, nil
 	runner.OpenDLQ = r.openDLQ
 	return runner, func() { _ = retriers.Close() }, nil
 }

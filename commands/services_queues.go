@@ -15,17 +15,17 @@ import (
 // each report's Unavailable, so that a command still shows the rest.
 // A job store's queue (river://…) is read from the store itself.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return &systemQueues{rabbitmq: f.management(), getenv: f.Getenv}, nil
+	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv()}, nil
 }
 
 // systemQueues reads a work queue's topology from the system that holds it.
 type systemQueues struct {
 	rabbitmq *broker.ManagementNodes
-	getenv   func(string) string
+	env      jobStoreEnv
 }
 
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
-	if s, ok := jobStoreNamed(workQueue, l.getenv); ok {
+	if s, ok := jobStoreNamed(workQueue, l.env); ok {
 		read, cancel := context.WithTimeout(ctx, jobStoreLookup)
 		defer cancel()
 		return s.topology(read, workQueue)
