@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,14 @@ func renderPolicy(streams *IOStreams, p replay.Policy) error {
 	t.addRow("stop_unsettled_ratio", fmt.Sprintf("%g", p.StopUnsettledRatio))
 	t.addRow("stop_conflict_ratio", fmt.Sprintf("%g", p.StopConflictRatio))
 	t.addRow("signed_approvals", strconv.FormatBool(p.SignedApprovals))
+	tables := slices.Sorted(maps.Keys(p.JobTables))
+	for i := range tables {
+		tables[i] = termsafe.EscapeLine(tables[i])
+	}
+	if len(tables) == 0 {
+		tables = []string{"(none: no jobs table can be captured)"}
+	}
+	t.addRow("job_tables", strings.Join(tables, ", "))
 	t.addRow("updated", p.UpdatedAt.UTC().Format(time.RFC3339)+" by "+p.UpdatedBy)
 	return t.render()
 }
