@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -89,8 +90,21 @@ type riverShown struct {
 // says why, and the worker, fixed, runs each job exactly once. The job
 // that fails again comes back as a new letter linked to the first and to
 // the replay.
-func TestRiverIncident(t *testing.T) {
-	t.Parallel()
+// riverWorld is a River database whose queue "expiry" a real River
+// client works with a riverWorker, holding n contract jobs that the worker
+// failed until River discarded them.
+type riverWorld struct {
+	db     *pgtest.Database
+	client *river.Client[pgx.Tx]
+	w      *riverWorker
+	jobs   []int64
+	// queue reaches the River queue as the test's login; name is how
+	// letters name it.
+	queue, name string
+}
+
+func newRiverWorld(t *testing.T, n int, poison string) *riverWorld {
+	t.Helper()
 	ctx := context.Background()
 	riverDB := pgtest.NewEmpty(t)
 	migrator, err := rivermigrate.New(riverpgxv5.New(riverDB.Pool), nil)
@@ -100,7 +114,7 @@ func TestRiverIncident(t *testing.T) {
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		t.Fatalf("River's migrations: %v", err)
 	}
-	w := &riverWorker{after: map[int64]int{}, poison: "r-river-3"}
+	w := &riverWorker{after: map[int64]int{}, poison: poison}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	client, err := river.NewClient(riverpgxv5.New(riverDB.Pool), &river.Config{
@@ -123,36 +137,50 @@ func TestRiverIncident(t *testing.T) {
 		defer cancel()
 		_ = client.Stop(stop)
 	})
-	const n = 4
-	jobs := make([]int64, n)
+	rw := &riverWorld{db: riverDB, client: client, w: w, jobs: make([]int64, n),
+		queue: fmt.Sprintf("river://postgres@127.0.0.1:5432/%s/expiry", riverDB.Name),
+		name:  fmt.Sprintf("river://127.0.0.1:5432/%s/expiry", riverDB.Name)}
 	for i := range n {
 		res, err := client.Insert(ctx, riverExpiry{ReservationID: fmt.Sprintf("r-river-%d", i), HoldUntil: "2026-11-30T12:20:00Z",
 			IdempotencyKey: fmt.Sprintf("expire:r-river-%d:v1", i)}, &river.InsertOpts{Queue: "expiry"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs[i] = res.Job.ID
+		rw.jobs[i] = res.Job.ID
 	}
-	riverStates := func() map[string]int {
-		rows, err := riverDB.Pool.Query(ctx, `SELECT state::text, count(*)::int FROM river_job GROUP BY 1`)
-		if err != nil {
+	waitFor(t, 60*time.Second, "River to discard the jobs", func() bool { return rw.states(t)["discarded"] == n })
+	return rw
+}
+
+// states counts River's jobs by state.
+func (rw *riverWorld) states(t *testing.T) map[string]int {
+	t.Helper()
+	rows, err := rw.db.Pool.Query(context.Background(), `SELECT state::text, count(*)::int FROM river_job GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var k int
+		if err := rows.Scan(&s, &k); err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]int{}
-		for rows.Next() {
-			var s string
-			var k int
-			if err := rows.Scan(&s, &k); err != nil {
-				t.Fatal(err)
-			}
-			out[s] = k
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		out[s] = k
 	}
-	waitFor(t, 30*time.Second, "River to discard the jobs", func() bool { return riverStates()["discarded"] == n })
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRiverIncident(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 4
+	rw := newRiverWorld(t, n, "r-river-3")
+	riverDB, client, w, jobs, queue, name := rw.db, rw.client, rw.w, rw.jobs, rw.queue, rw.name
+	riverStates := func() map[string]int { return rw.states(t) }
 	digest := func() string {
 		var d string
 		if err := riverDB.Pool.QueryRow(ctx, `SELECT md5(string_agg(j::text, ',' ORDER BY id)) FROM river_job j`).Scan(&d); err != nil {
@@ -178,8 +206,6 @@ func TestRiverIncident(t *testing.T) {
 	alice := riverLogin(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
 	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
 
-	queue := fmt.Sprintf("river://postgres@127.0.0.1:5432/%s/expiry", riverDB.Name)
-	name := fmt.Sprintf("river://127.0.0.1:5432/%s/expiry", riverDB.Name)
 	res := ingester.ok(t, "dlq", "ingest", "--queue", queue)
 	if want := fmt.Sprintf("ingested %d letters", n); !strings.Contains(res.stderr, want) {
 		t.Errorf("ingest should say %q: %s", want, res)
