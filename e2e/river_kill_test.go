@@ -24,7 +24,7 @@ func TestRiverReplayKilledRetriesEachJobOnce(t *testing.T) {
 	t.Parallel()
 	const (
 		n        = 120
-		minKills = 6
+		minKills = 8
 	)
 	rw := newRiverWorld(t, n, "")
 	db := pgtest.New(t)
@@ -95,11 +95,12 @@ func TestRiverReplayKilledRetriesEachJobOnce(t *testing.T) {
 	}
 	var summary replaySummary
 	decodeJSON(t, final, &summary)
-	boundFailed := count(t, db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND state = 'failed'
-		AND last_error LIKE '%rule publish-bound%'`, req.ID)
-	if summary.Status != "completed" || summary.Confirmed+boundFailed != n {
-		t.Fatalf("final run: %+v with %d failed by rule publish-bound, want completed with the rest confirmed", summary, boundFailed)
+	// No item fails by rule publish-bound: sending a job store's item
+	// again retries its job at most once, so the bound spares it.
+	if summary.Status != "completed" || summary.Confirmed != n {
+		t.Fatalf("final run: %+v, want completed with all %d confirmed", summary, n)
 	}
+	resent := count(t, db.Pool, `SELECT count(*) FROM expiryctl.replay_items WHERE request_id = $1 AND sends >= $2`, req.ID, replay.PublishBound)
 	waitFor(t, 30*time.Second, "the retried jobs to run", func() bool {
 		return rw.states(t)["completed"] >= summary.Confirmed && rw.states(t)["available"] == 0 && rw.states(t)["running"] == 0
 	})
@@ -134,8 +135,8 @@ func TestRiverReplayKilledRetriesEachJobOnce(t *testing.T) {
 			t.Errorf("job %d: its item was confirmed, but the worker ran it %d times", job, runs)
 		}
 	}
-	t.Logf("River replay crash test: %d kills, %d confirmed, %d failed by rule publish-bound, %d jobs run twice; after each kill: %s",
-		kills, summary.Confirmed, boundFailed, twice, strings.Join(trail, "; "))
+	t.Logf("River replay crash test: %d kills, %d confirmed, %d sent as often as the bound, or more, %d jobs run twice; after each kill: %s",
+		kills, summary.Confirmed, resent, twice, strings.Join(trail, "; "))
 	if r := alice.run(t, "audit", "verify"); r.code != 0 {
 		t.Errorf("the trail does not verify after the kills: %s", r)
 	}

@@ -1672,9 +1672,13 @@ BEGIN
             'item %s of replay request %s may not be published before %s (the request''s --not-before, its letter''s Retry-After or its hold''s deadline): it was not cleared',
             early.id, request, to_char(early.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
     END IF;
-    UPDATE expiryctl.replay_items i SET sends = i.sends + 1
+    -- A job store's item sent again keeps its count at the bound, which
+    -- the table's replay_items_publish_bound holds every item to.
+    UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND i.state = 'publishing' AND i.sends < bound;
+       AND i.state = 'publishing'
+       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d
+                                        WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable')));
     GET DIAGNOSTICS moved = ROW_COUNT;
     IF moved <> cardinality(items) THEN
         SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
@@ -2598,6 +2602,8 @@ BEGIN
                    'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
                    bound, request)
          WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
+           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d
+                            WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable'))
         RETURNING i.dead_letter_id, i.ordinal)
     SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states

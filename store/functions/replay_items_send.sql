@@ -6,7 +6,12 @@
 -- a second ahead, and publishes each item at most once a run; the items it
 -- marked ahead of that are not counted, since a run that dies leaves them
 -- unsent. An item cleared replay_publish_bound() times already is refused
--- (rule publish-bound), and nothing is counted; so is an item cleared
+-- (rule publish-bound), and nothing is counted, unless its letter is a job
+-- store's (River, BullMQ, a jobs table): a send there retries the job
+-- only while the store holds the failure captured, and finds an earlier
+-- send of the item by the marks it wrote on the job, so sending it again
+-- makes no copy and the bound would only leave a retried job's item
+-- failed. So is an item cleared
 -- before its time (replay_item_not_before, rule not-before): with
 -- delayed, the runner's word that each message carries the rest of its
 -- wait as SQS's delivery delay, an item of an SQS letter bound for a
@@ -54,9 +59,13 @@ BEGIN
             'item %s of replay request %s may not be published before %s (the request''s --not-before, its letter''s Retry-After or its hold''s deadline): it was not cleared',
             early.id, request, to_char(early.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
     END IF;
-    UPDATE expiryctl.replay_items i SET sends = i.sends + 1
+    -- A job store's item sent again keeps its count at the bound, which
+    -- the table's replay_items_publish_bound holds every item to.
+    UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND i.state = 'publishing' AND i.sends < bound;
+       AND i.state = 'publishing'
+       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d
+                                        WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable')));
     GET DIAGNOSTICS moved = ROW_COUNT;
     IF moved <> cardinality(items) THEN
         SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i

@@ -7,7 +7,9 @@
 -- replay_dlq_watch_check), unless the request said why it need not. Open items whose runs were all spent
 -- (sends at replay_publish_bound, none with a recorded broker answer) fail
 -- here, before a run can reach them: their letters may have reached the
--- broker that many times already, and only a new request sends them again.
+-- broker that many times already, and only a new request sends them again;
+-- a job store's items are spared (see replay_items_send): sending one again
+-- retries its job at most once.
 -- Returns whether it resumed and the label the run records.
 CREATE OR REPLACE FUNCTION expiryctl.replay_run_start(actor text, request bigint, consumers jsonb DEFAULT NULL, dlq_watch jsonb DEFAULT NULL)
 RETURNS TABLE (resumed boolean, label text)
@@ -55,6 +57,8 @@ BEGIN
                    'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
                    bound, request)
          WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
+           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d
+                            WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable'))
         RETURNING i.dead_letter_id, i.ordinal)
     SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states
