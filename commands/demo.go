@@ -3,7 +3,11 @@ package commands
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/demo"
@@ -37,6 +42,11 @@ type DemoOptions struct {
 	// SQS also stages an incident on SQS, through the AWS configuration
 	// (AWS_ENDPOINT_URL_SQS for an SQS-compatible server), and captures it.
 	SQS bool
+	// River also stages an incident on River, in RiverDatabase on the
+	// demo's server as the demo's login (default: the demo's database
+	// name with _river after it), and captures it.
+	River         bool
+	RiverDatabase string
 }
 
 // NewCmdDemo builds `expiryctl demo`.
@@ -55,14 +65,32 @@ simulated database outage, while RabbitMQ expires jobs no worker picked up. The
 dead letters (at least five reason categories, some made by the broker) are
 then captured with the same code as ` + "`dlq ingest`" + ` and summarised.
 
+With --sqs and --river it stages the same kind of incident on SQS and on
+River too, and captures them into the same archive. River's incident lives in
+a database of its own on the demo's server (--river-database, created when
+missing if the login may): River's migrations are run there, expiry jobs for
+due reservations are inserted, and a River client whose database deadlocks
+fails them until River discards them.
+
 Running it again is safe: every run uses ids of its own.`,
 		Example: `  expiryctl demo
   expiryctl demo --prefix sandbox   # on queues named sandbox.*
 
   # and an SQS incident beside it, on a local SQS-compatible server
-  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 AWS_REGION=us-east-1 expiryctl demo --sqs`,
+  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 AWS_REGION=us-east-1 expiryctl demo --sqs
+
+  # and a River incident, in database expiryctl_demo_river beside expiryctl_demo
+  expiryctl demo --river`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.RiverDatabase != "" && !opts.River {
+				return flagErrorf("--river-database names River's database for --river: add --river")
+			}
+			if opts.River {
+				if err := worker.ValidRiverQueue(riverDemoQueue(opts.Prefix)); err != nil {
+					return flagErrorf("invalid --prefix %q for --river: %v", opts.Prefix, err)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -71,6 +99,9 @@ Running it again is safe: every run uses ids of its own.`,
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
 	cmd.Flags().BoolVar(&opts.SQS, "sqs", false, "also stage an incident on SQS (queues PREFIX-reservation-expiry and -dlq) and capture it")
+	cmd.Flags().BoolVar(&opts.River, "river", false, "also stage an incident on River (queue PREFIX-reservation-expiry) and capture it")
+	cmd.Flags().StringVar(&opts.RiverDatabase, "river-database", "",
+		"River's database for --river, on the demo's server, created when missing (default: the demo's database name + _river)")
 	return cmd
 }
 
@@ -120,6 +151,12 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		}
 		sqsStaged = &staged
 	}
+	var riverQueue string
+	if opts.River {
+		if riverQueue, err = demoRiver(ctx, opts, pool, res.RunID); err != nil {
+			return err
+		}
+	}
 
 	archive, err := opts.Archive(ctx)
 	if err != nil {
@@ -151,7 +188,84 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 			"  expiryctl replay request --search %s-sqs-worker --reason transient-exhausted --max 10 \\\n"+
 			"      --routing-key %s --same-handler-ok \"why\" --why \"INC\"\n", res.RunID, res.RunID, sqsStaged.WorkARN)
 	}
+	if riverQueue != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "  expiryctl dlq list --search %s-river     # the River incident\n"+
+			"  expiryctl replay request --search %s-river --reason transient-exhausted --max 10 \\\n"+
+			"      --same-handler-ok \"why\" --why \"INC\"          # retried in place: no --routing-key\n"+
+			"  expiryctl worker --river-queue %s      # works the retried jobs\n"+
+			"  (replay run reaches River's database as %s, with EXPIRYCTL_RIVER_PASSWORD)\n", res.RunID, res.RunID, riverQueue, riverUserEnv)
+	}
 	return nil
+}
+
+// riverDemoQueue is the River queue the demo stages its incident on:
+// River allows no dots in a queue name, so the prefix is joined as SQS's.
+func riverDemoQueue(prefix string) string {
+	if prefix == "" {
+		return "reservation-expiry"
+	}
+	return prefix + "-reservation-expiry"
+}
+
+// demoRiver stages the River incident in a database of its own on the
+// demo's server and captures it as `dlq ingest` does. It returns the
+// queue's name as letters carry it.
+func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID string) (string, error) {
+	conn := pool.Config().ConnConfig
+	database := opts.RiverDatabase
+	if database == "" {
+		database = conn.Database + "_river"
+	}
+	if strings.HasPrefix(conn.Host, "/") {
+		return "", fmt.Errorf("demo --river names River's database as river://HOST:PORT/…, and the database URL reaches %s through a socket: use a TCP address", conn.Database)
+	}
+	if err := demo.EnsureRiverDatabase(ctx, pool, database); err != nil {
+		return "", err
+	}
+	// The demo's own login reaches River's database, so that one URL
+	// stages everything; the ref is never shown with its password.
+	u := url.URL{Scheme: "river", Host: net.JoinHostPort(conn.Host, strconv.Itoa(int(conn.Port))),
+		Path: "/" + database + "/" + riverDemoQueue(opts.Prefix)}
+	if conn.User != "" {
+		u.User = url.User(conn.User)
+		if conn.Password != "" {
+			u.User = url.UserPassword(conn.User, conn.Password)
+		}
+	}
+	if conn.TLSConfig == nil {
+		u.RawQuery = "sslmode=disable"
+	}
+	ref, err := riverjobs.ParseRef(u.String())
+	if err != nil {
+		return "", err
+	}
+	cfg, err := ref.PoolConfig()
+	if err != nil {
+		return "", err
+	}
+	riverPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("demo: River's database %s: %w", ref.DatabaseName(), err)
+	}
+	defer riverPool.Close()
+	if _, err := demo.RunRiver(ctx, demo.RiverDeps{River: riverPool, Queue: ref.Queue, RunID: runID, Pool: pool, Out: opts.IO.ErrOut}); err != nil {
+		return "", err
+	}
+	ingester, err := opts.Ingester(ctx)
+	if err != nil {
+		return "", err
+	}
+	src, err := opts.Source(u.String(), 1000)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	stats, err := ingester.Ingest(ctx, src, deadletter.IngestOptions{Queue: src.QueueName()})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), src.QueueName(), stats.Stored)
+	return src.QueueName(), nil
 }
 
 // demoSQS stages the SQS incident and captures it as `dlq ingest` does.

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -44,5 +45,61 @@ func TestDemoRun(t *testing.T) {
 	}
 	if runs != 1 || ingests == 0 {
 		t.Fatalf("recorded %d demo runs and %d ingest rows as presenter, want 1 and some", runs, ingests)
+	}
+}
+
+// TestDemoRunRiver runs `expiryctl demo --river` on real services: beside
+// the RabbitMQ incident it stages River's in the database --river-database
+// names, captures the discarded jobs as `dlq ingest --queue river://…`
+// does, and says how to replay them and which worker takes them.
+func TestDemoRunRiver(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	riverDB := pgtest.NewEmpty(t)
+	// River allows no capitals and no dots in a queue name.
+	prefix := strings.ReplaceAll(strings.ToLower(amqptest.Name(t, "")), ".", "-")
+	topo := worker.NewTopology(prefix)
+	amqptest.DeleteOnCleanup(t, topo.Queues(), topo.Exchanges())
+
+	f, out, errOut := auditFactory(t, db, "presenter")
+	f.AMQPURLFlag = amqptest.URL()
+	if err := runCmd(NewCmdDemo(f, nil), "--prefix", prefix, "--river", "--river-database", riverDB.Name); err != nil {
+		t.Fatalf("demo --river: %v\n%s", err, errOut)
+	}
+	queue := fmt.Sprintf("river://127.0.0.1:5432/%s/%s-reservation-expiry", riverDB.Name, prefix)
+	if !strings.Contains(errOut.String(), "captured 4 letters from "+queue+" (4 new)") {
+		t.Fatalf("stderr lacks the River capture:\n%s", errOut)
+	}
+	if !strings.Contains(out.String(), queue) {
+		t.Errorf("demo summary lacks the River queue %s:\n%s", queue, out)
+	}
+	if !strings.Contains(errOut.String(), "expiryctl worker --river-queue "+queue) || !strings.Contains(errOut.String(), "-river --reason transient-exhausted") {
+		t.Errorf("stderr does not say how to replay the River letters:\n%s", errOut)
+	}
+	var letters int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM expiryctl.dead_letters WHERE source_queue = $1`, queue).Scan(&letters); err != nil {
+		t.Fatal(err)
+	}
+	if letters != 4 {
+		t.Errorf("%d letters of %s archived, want 4", letters, queue)
+	}
+}
+
+func TestDemoRiverFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--river-database", "river"},
+		{"--river", "--prefix", "Sandbox"},
+		{"--river", "--prefix", "sandbox.one"},
+	} {
+		f, _, _ := testFactory(t)
+		err := runCmd(NewCmdDemo(f, func(context.Context, *DemoOptions) error { t.Fatalf("%q ran", args); return nil }), args...)
+		wantExit(t, err, ExitUsage)
+	}
+	f, _, _ := testFactory(t)
+	var got *DemoOptions
+	if err := runCmd(NewCmdDemo(f, func(_ context.Context, o *DemoOptions) error { got = o; return nil }),
+		"--river", "--prefix", "sandbox", "--river-database", "river_demo"); err != nil || !got.River || got.RiverDatabase != "river_demo" {
+		t.Fatalf("demo --river: %+v (%v)", got, err)
 	}
 }

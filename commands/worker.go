@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
@@ -25,7 +26,10 @@ type WorkerOptions struct {
 	Prefix string
 	// SQSQueue, when set, consumes that SQS queue (sqs://NAME or a queue
 	// URL) instead of RabbitMQ.
-	SQSQueue       string
+	SQSQueue string
+	// RiverQueue, when set, works that River queue
+	// (river://HOST:PORT/DATABASE/QUEUE) instead of RabbitMQ.
+	RiverQueue     string
 	MaxAttempts    int
 	Backoff        worker.Backoff
 	Concurrency    int
@@ -59,12 +63,22 @@ Starting it with a new version is how the demo "deploys" a fix.
 With --sqs-queue it consumes an SQS work queue instead: it expires each job
 exactly once and deletes the message only after its commit, and leaves a job
 that fails to SQS, whose redrive policy moves it to the DLQ. It is the demo's
-consumer of replayed SQS jobs; it sends nothing to the DLQ itself.`,
+consumer of replayed SQS jobs; it sends nothing to the DLQ itself.
+
+With --river-queue it runs a River client on that queue instead, working the
+contract's jobs of kind reservation_expiry: a job completes only after its
+expiry committed, one that comes early is snoozed until it is due, a permanent
+failure cancels the job, and a transient one is left to River's retry policy
+and the job's max_attempts, after which River discards it. It reaches River's
+database as the login the queue names, else EXPIRYCTL_RIVER_USER, with
+EXPIRYCTL_RIVER_PASSWORD; --max-attempts and --backoff-* do not apply. It is
+the demo's worker of retried River jobs.`,
 		Example: `  expiryctl worker
   expiryctl worker --prefix sandbox --max-attempts 3
   expiryctl worker --backoff-base 1s --backoff-cap 1m --backoff-jitter 0.5
   expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay
-  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 expiryctl worker --sqs-queue sqs://reservation-expiry`,
+  AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 expiryctl worker --sqs-queue sqs://reservation-expiry
+  EXPIRYCTL_RIVER_USER=river_worker expiryctl worker --river-queue river://127.0.0.1:5432/river/reservation-expiry`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.MaxAttempts < 1 {
@@ -82,8 +96,23 @@ consumer of replayed SQS jobs; it sends nothing to the DLQ itself.`,
 			if strings.TrimSpace(opts.HandlerVersion) == "" {
 				return flagErrorf("invalid --handler-version: name the worker's version, e.g. --handler-version 2026.11.30-fix")
 			}
+			if opts.RiverQueue != "" {
+				if opts.SQSQueue != "" {
+					return flagErrorf("--river-queue and --sqs-queue name two systems: run a worker for each")
+				}
+				ref, err := riverjobs.ParseRef(opts.RiverQueue)
+				if err != nil {
+					return &FlagError{Err: err}
+				}
+				if err := worker.ValidRiverQueue(ref.Queue); err != nil {
+					return flagErrorf("invalid --river-queue: %v", err)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if opts.RiverQueue != "" {
+				return riverWorkerRun(cmd.Context(), f, opts)
 			}
 			if opts.SQSQueue != "" {
 				return sqsWorkerRun(cmd.Context(), opts)
@@ -93,6 +122,7 @@ consumer of replayed SQS jobs; it sends nothing to the DLQ itself.`,
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
 	cmd.Flags().StringVar(&opts.SQSQueue, "sqs-queue", "", "consume this SQS work queue (sqs://NAME or its URL) instead of RabbitMQ")
+	cmd.Flags().StringVar(&opts.RiverQueue, "river-queue", "", "work this River queue (river://[USER@]HOST[:PORT]/DATABASE/QUEUE) instead of RabbitMQ")
 	opts.Backoff = worker.DefaultBackoff
 	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 7, "attempts before a transient failure is dead-lettered")
 	cmd.Flags().DurationVar(&opts.Backoff.Base, "backoff-base", worker.DefaultBackoff.Base, "the wait after the first failure; it doubles after each further one")
@@ -158,4 +188,33 @@ func sqsWorkerRun(ctx context.Context, opts *WorkerOptions) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "worker %s consuming SQS queue %s; Ctrl-C stops it\n", opts.HandlerVersion, queue.ARN)
 	return worker.RunSQS(ctx, worker.SQSDeps{Pool: pool, Client: client, QueueURL: queue.URL, Out: opts.IO.ErrOut})
+}
+
+// riverWorkerRun is `expiryctl worker --river-queue`.
+func riverWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error {
+	ref, err := riverjobs.ParseRef(withLogin(f.Getenv, opts.RiverQueue, riverUserEnv))
+	if err != nil {
+		return &FlagError{Err: err}
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := worker.EnsureSchema(ctx, pool); err != nil {
+		return err
+	}
+	cfg, err := ref.PoolConfig()
+	if err != nil {
+		return err
+	}
+	riverPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
+	}
+	defer riverPool.Close()
+	if err := riverPool.Ping(ctx); err != nil {
+		return fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "worker %s working River queue %s; Ctrl-C stops it\n", opts.HandlerVersion, ref.Name())
+	return worker.RunRiver(ctx, worker.RiverDeps{Pool: pool, River: riverPool, Queue: ref.Queue, Concurrency: opts.Concurrency, Out: opts.IO.ErrOut})
 }

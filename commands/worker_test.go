@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -150,4 +153,83 @@ func TestWorkerRunFlagsAndConnections(t *testing.T) {
 		return workerRun(ctx, o)
 	}))
 	wantExit(t, err, ExitUnavailable)
+}
+
+// TestWorkerRiverQueueFlags: a --river-queue River could not work is a
+// usage error before anything is dialed, and one it could reaches the run
+// as given.
+func TestWorkerRiverQueueFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--river-queue", "postgres://127.0.0.1/river/expiry"},
+		{"--river-queue", "river://127.0.0.1/river"},
+		{"--river-queue", "river://127.0.0.1/river/expiry?sslmode=maybe"},
+		{"--river-queue", "river://127.0.0.1/river/Reservation.Expiry"},
+		{"--river-queue", "river://127.0.0.1/river/expiry", "--sqs-queue", "sqs://expiry"},
+	} {
+		f, _, _ := testFactory(t)
+		f.DatabaseURLFlag = "postgres://nobody@127.0.0.1:1/none?sslmode=disable"
+		err := runCmd(NewCmdWorker(f, nil), args...)
+		wantExit(t, err, ExitUsage)
+	}
+	f, _, _ := testFactory(t)
+	var got string
+	if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.RiverQueue; return nil }),
+		"--river-queue", "river://127.0.0.1/river/reservation-expiry"); err != nil || got != "river://127.0.0.1/river/reservation-expiry" {
+		t.Fatalf("worker --river-queue: %q (%v)", got, err)
+	}
+}
+
+// TestWorkerRunRiver runs `expiryctl worker --river-queue` on a real River
+// database (internal/sim/worker tests what it does with jobs): it reaches
+// River as EXPIRYCTL_RIVER_USER, says what it works, and an interrupt is a
+// clean stop.
+func TestWorkerRunRiver(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	riverDB := pgtest.NewEmpty(t)
+	migrator, err := rivermigrate.New(riverpgxv5.New(riverDB.Pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Migrate(context.Background(), rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := testFactory(t)
+	errOut := &syncBuffer{}
+	f.IO.ErrOut = errOut
+	f.DatabaseURLFlag = db.URL
+	f.Getenv = func(k string) string {
+		if k == riverUserEnv {
+			return "postgres"
+		}
+		return ""
+	}
+	t.Cleanup(f.Close)
+	queue := fmt.Sprintf("river://127.0.0.1:5432/%s/reservation-expiry?sslmode=disable", riverDB.Name)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--river-queue", queue) }()
+
+	want := fmt.Sprintf("working River queue river://127.0.0.1:5432/%s/reservation-expiry; Ctrl-C stops it", riverDB.Name)
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(errOut.String(), want) {
+		select {
+		case err := <-done:
+			t.Fatalf("worker stopped before working: %v\n%s", err, errOut)
+		case <-deadline:
+			t.Fatalf("the worker never said it works the queue:\n%s", errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("an interrupted River worker returned %v, want a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the River worker did not stop when interrupted")
+	}
 }

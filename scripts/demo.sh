@@ -52,11 +52,15 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-"$bin" demo --prefix "$prefix" --sqs 2> >(tee "$staged" >&2)
+"$bin" demo --prefix "$prefix" --sqs --river 2> >(tee "$staged" >&2)
 # This run's letters only: the demo database keeps earlier runs', whose
 # queues may have had another prefix.
 run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
 [[ -n $run_id ]] || { echo "demo: could not read this run's id from expiryctl demo" >&2; exit 1; }
+# The River incident is in database expiryctl_demo_river beside the demo's
+# (scripts/services.sh creates it for the owner); the demo names its queue.
+river_queue=$(sed -n 's/^  expiryctl worker --river-queue \(river:[^ ]*\).*/\1/p' "$staged")
+[[ -n $river_queue ]] || { echo "demo: could not read the River queue from expiryctl demo" >&2; exit 1; }
 echo
 echo "== alice requests a replay of five transient failures"
 # The database failed over and is back: the worker that failed these jobs was
@@ -104,6 +108,29 @@ kill -INT "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=
 as alice replay show "$sqs_id" | grep -E '^  (items|outcomes) '
+echo
+echo "== the River incident beside it: jobs River discarded, retried in place"
+as alice dlq list --search "$run_id-river"
+# River keeps no headers and shows no workers: the letters' queue is where
+# each job is retried (no --routing-key), and alice says why the handler
+# may take them again.
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-river" --max 10 --rate 20 --why "demo: INC-3 River worker deadlocks" \
+	--same-handler-ok "INC-3: the deadlock is fixed; River shows no workers to check" -o json)
+river_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$river_id" --sample 5
+as bob replay approve "$river_id" --why "checked the River cohort"
+# alice's run retries each job in River's database as the owner, who owns
+# river_job there (docs/river.md names the least a replay login needs);
+# the worker works them as the same login.
+river_user=${owner_url#*://}
+export EXPIRYCTL_RIVER_USER=${river_user%%[:@]*}
+"$bin" worker --river-queue "$river_queue" >/dev/null 2>&1 &
+worker=$!
+as alice replay run "$river_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+as alice replay show "$river_id" | grep -E '^  (items|outcomes) '
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"
 as audrey audit verify --reconcile

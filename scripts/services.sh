@@ -44,6 +44,9 @@ readonly PG_PORT=5432
 readonly PG_DB=expiryctl
 readonly PG_OWNER=expiryctl_owner
 readonly PG_DB_GOVERNED=expiryctl_demo
+# The demo's River incident lives in a database of its own, as River's jobs
+# do beside an expiryctl archive; the owner, who has no CREATEDB, owns it.
+readonly PG_DB_RIVER=expiryctl_demo_river
 # The demo's deployment name: this cluster also serves database $PG_DB and
 # every test's, so the demo's groups are its own (expiryctl_demo_operator, …).
 readonly PG_DEPLOYMENT=demo
@@ -238,7 +241,8 @@ ensure_postgres_role_and_db() {
 
 # ensure_governed_people creates what a governed deployment has, as
 # docs/governance.md sets one up: the schema's owner, a login that is
-# neither a superuser nor CREATEROLE, owning database $PG_DB_GOVERNED, with
+# neither a superuser nor CREATEROLE, owning databases $PG_DB_GOVERNED and
+# $PG_DB_RIVER (where `expiryctl demo --river` runs River), with
 # ADMIN OPTION on the groups of deployment $PG_DEPLOYMENT from `expiryctl
 # access bootstrap --deployment` (run here as the DBA); and the demo's people as plain logins: alice (requests
 # and runs), bob and carol (approve), audrey (audits). `expiryctl migrate`
@@ -268,6 +272,12 @@ ensure_governed_people() {
 			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_GOVERNED'" | grep -q 1 ||
 			die "could not create database $PG_DB_GOVERNED"
 	fi
+	if ! psql_admin -c "select 1 from pg_database where datname = '$PG_DB_RIVER'" | grep -q 1; then
+		step "postgresql: creating database $PG_DB_RIVER owned by $PG_OWNER (the demo's River jobs)"
+		psql_admin -c "create database $PG_DB_RIVER owner $PG_OWNER" >/dev/null 2>&1 ||
+			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_RIVER'" | grep -q 1 ||
+			die "could not create database $PG_DB_RIVER"
+	fi
 	local administered
 	administered=$(psql_admin -c "select count(*) from pg_auth_members a join pg_roles g on g.oid = a.roleid
 		join pg_roles m on m.oid = a.member where m.rolname = '$PG_OWNER' and a.admin_option
@@ -279,7 +289,7 @@ ensure_governed_people() {
 			--database-url "postgres://postgres@$PG_HOST:$PG_PORT/postgres?sslmode=disable") >/dev/null ||
 			die "could not bootstrap deployment $PG_DEPLOYMENT's groups for $PG_OWNER"
 	fi
-	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers expiryctl_${PG_DEPLOYMENT}_*) and logins alice, bob, carol, audrey exist"
+	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers expiryctl_${PG_DEPLOYMENT}_*, owns $PG_DB_GOVERNED and $PG_DB_RIVER) and logins alice, bob, carol, audrey exist"
 }
 
 # ------------------------------------------------------------------ RabbitMQ
