@@ -13,7 +13,6 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
-	"github.com/expiryctl/expiryctl/replay"
 )
 
 // outboxMapping maps the team's outbox of expiry jobs: a text status, a
@@ -85,14 +84,7 @@ func TestJobTableIncident(t *testing.T) {
 	before := digest()
 
 	db := pgtest.New(t)
-	// The run watches its confirmed items for the canary window.
-	changes, err := replay.ParsePolicyChanges([]string{"canary_window=300ms"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := replay.SetPolicy(ctx, db.Pool, "admin", changes); err != nil {
-		t.Fatal(err)
-	}
+	shortCanary(t, db)
 	withLogin := func(c *cli) *cli {
 		c.env = append(c.env, "EXPIRYCTL_JOBTABLE_USER="+login.Name)
 		return c

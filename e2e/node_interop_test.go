@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/nodetest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
@@ -106,7 +106,7 @@ var nodeCategories = map[string]string{
 // property by property and header by header, wire type included.
 func TestNodeInterop(t *testing.T) {
 	t.Parallel()
-	dir := nodeHarness(t)
+	dir := nodetest.Dir(t, nodePackages...)
 	tmp := t.TempDir()
 
 	if out, err := runNode(t, dir, "wire_selftest.js"); err != nil {
@@ -241,66 +241,8 @@ func TestNodeInterop(t *testing.T) {
 	}
 }
 
-// nodeHarness returns the directory of the Node scripts. Without node or
-// with node_modules missing or stale, it fails under CI and skips
-// elsewhere, saying how to install them.
-func nodeHarness(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	problem := ""
-	if _, err := exec.LookPath("node"); err != nil {
-		problem = "node is not installed"
-	} else if err := nodeModulesCurrent(dir); err != nil {
-		problem = err.Error()
-	}
-	if problem != "" {
-		msg := problem + "; install Node.js and the test's packages with scripts/node.sh (make test runs it)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
-
-// nodePackages are the packages the Node scripts load.
+// nodePackages are the packages the Node scripts of these tests load.
 var nodePackages = []string{"amqplib", "@aws-sdk/client-sqs"}
-
-// nodeModulesCurrent checks that node_modules holds the version of each of
-// nodePackages the lockfile pins.
-func nodeModulesCurrent(dir string) error {
-	type lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	var want, got lock
-	for _, f := range []struct {
-		path string
-		into *lock
-	}{{filepath.Join(dir, "package-lock.json"), &want}, {filepath.Join(dir, "node_modules", ".package-lock.json"), &got}} {
-		b, err := os.ReadFile(f.path)
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("e2e/node/node_modules is not installed (no %s)", filepath.Base(f.path))
-		}
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, f.into); err != nil {
-			return fmt.Errorf("%s: %w", f.path, err)
-		}
-	}
-	for _, name := range nodePackages {
-		pkg := "node_modules/" + name
-		if w, g := want.Packages[pkg].Version, got.Packages[pkg].Version; w == "" || w != g {
-			return fmt.Errorf("e2e/node/node_modules holds %s %q, the lockfile pins %q", name, g, w)
-		}
-	}
-	return nil
-}
 
 // runNode runs a script of e2e/node and returns what it printed.
 func runNode(t *testing.T, dir string, args ...string) (string, error) {

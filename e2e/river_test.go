@@ -20,7 +20,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
-	"github.com/expiryctl/expiryctl/replay"
 )
 
 // riverExpiry is the contract's expiry job as a River job.
@@ -65,21 +64,6 @@ func (w *riverWorker) runsAfter(id int64) int {
 type riverSoon struct{}
 
 func (riverSoon) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(10 * time.Millisecond) }
-
-// riverShown is the part of `dlq show -o json` the test reads.
-type riverShown struct {
-	System         string            `json:"system"`
-	SourceQueue    string            `json:"source_queue"`
-	Category       string            `json:"reason_category"`
-	Attempts       int               `json:"attempts"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	Native         map[string]string `json:"native"`
-	Payload        []byte            `json:"payload"`
-	AttemptHistory []struct {
-		Attempt int    `json:"attempt"`
-		Error   string `json:"error"`
-	} `json:"attempt_history"`
-}
 
 // TestRiverIncident runs a River incident through the CLI, as people: a
 // real River client's worker discards jobs after a deadlock; the ingester
@@ -191,13 +175,7 @@ func TestRiverIncident(t *testing.T) {
 	before := digest()
 
 	db := pgtest.New(t)
-	changes, err := replay.ParsePolicyChanges([]string{"canary_window=300ms"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", changes); err != nil {
-		t.Fatal(err)
-	}
+	shortCanary(t, db)
 	riverLogin := func(c *cli) *cli {
 		c.env = append(c.env, "EXPIRYCTL_RIVER_USER=postgres")
 		return c
@@ -206,14 +184,7 @@ func TestRiverIncident(t *testing.T) {
 	alice := riverLogin(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
 	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
 
-	res := ingester.ok(t, "dlq", "ingest", "--queue", queue)
-	if want := fmt.Sprintf("ingested %d letters", n); !strings.Contains(res.stderr, want) {
-		t.Errorf("ingest should say %q: %s", want, res)
-	}
-	res = ingester.ok(t, "dlq", "ingest", "--queue", queue)
-	if !strings.Contains(res.stderr, "0 stored") && !strings.Contains(res.stderr, fmt.Sprintf("%d duplicates", n)) {
-		t.Errorf("a second capture should store nothing: %s", res)
-	}
+	captureTwice(t, ingester, queue, n)
 	if after := digest(); after != before {
 		t.Error("capture changed River's jobs")
 	}
@@ -226,7 +197,7 @@ func TestRiverIncident(t *testing.T) {
 	letterOf := map[string]int64{}
 	var ids []string
 	for _, l := range listed {
-		var shown riverShown
+		var shown jobShown
 		decodeJSON(t, alice.ok(t, "dlq", "show", strconv.FormatInt(l.ID, 10), "-o", "json"), &shown)
 		if shown.System != "river" || shown.SourceQueue != name || shown.Native["kind"] != "reservation_expiry" {
 			t.Errorf("letter %d: system %q, queue %q, kind %q", l.ID, shown.System, shown.SourceQueue, shown.Native["kind"])
@@ -244,17 +215,7 @@ func TestRiverIncident(t *testing.T) {
 	}
 	// The summary's live states are River's own: the discarded jobs wait
 	// there, isolated, and none is ready.
-	var summaryDoc struct {
-		LiveQueues struct {
-			Unavailable string `json:"unavailable"`
-			Ready       *int64 `json:"ready"`
-			Isolated    *int64 `json:"isolated"`
-		} `json:"live_queues"`
-	}
-	decodeJSON(t, alice.ok(t, "dlq", "summary", "--work-queue", name, "-o", "json"), &summaryDoc)
-	if lq := summaryDoc.LiveQueues; lq.Unavailable != "" || lq.Isolated == nil || *lq.Isolated != n || lq.Ready == nil || *lq.Ready != 0 {
-		t.Errorf("dlq summary's live River queue: %+v", lq)
-	}
+	checkIsolated(t, alice, name, n)
 	show := alice.ok(t, "dlq", "show", strconv.FormatInt(letterOf[strconv.FormatInt(jobs[0], 10)], 10))
 	if !strings.Contains(show.stdout, "retried in place (River job") {
 		t.Errorf("dlq show does not say where the job replays to:\n%s", show.stdout)
@@ -289,11 +250,7 @@ func TestRiverIncident(t *testing.T) {
 	if summary.Status != "completed" || summary.Confirmed != n-1 || summary.Skipped != 1 {
 		t.Errorf("replay run %d: %+v, want completed with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
 	}
-	var state, why string
-	if err := db.Pool.QueryRow(ctx, `SELECT state, coalesce(last_error, '') FROM expiryctl.replay_items WHERE request_id = $1 AND dead_letter_id = $2`,
-		req.ID, letterOf[strconv.FormatInt(jobs[1], 10)]).Scan(&state, &why); err != nil {
-		t.Fatal(err)
-	}
+	state, why := replayItem(t, db, req.ID, letterOf[strconv.FormatInt(jobs[1], 10)])
 	if state != "skipped" || !strings.Contains(why, "no longer the failed job captured") {
 		t.Errorf("the job retried elsewhere: item %s (%q), want skipped saying why", state, why)
 	}
@@ -318,18 +275,11 @@ func TestRiverIncident(t *testing.T) {
 		PreviousID      *int64 `json:"previous_id"`
 		ReplayRequestID *int64 `json:"replay_request_id"`
 	}
-	var newest int64
-	if err := db.Pool.QueryRow(ctx, `SELECT max(id) FROM expiryctl.dead_letters`).Scan(&newest); err != nil {
-		t.Fatal(err)
-	}
+	newest := newestLetter(t, db, n+1)
 	decodeJSON(t, alice.ok(t, "dlq", "show", strconv.FormatInt(newest, 10), "-o", "json"), &again)
 	first := letterOf[strconv.FormatInt(jobs[3], 10)]
 	if again.PreviousID == nil || *again.PreviousID != first || again.ReplayRequestID == nil || *again.ReplayRequestID != req.ID {
 		t.Errorf("the job that failed again: letter %d, previous %v, request %v; want linked to letter %d and request %d",
 			newest, again.PreviousID, again.ReplayRequestID, first, req.ID)
-	}
-	var total int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM expiryctl.dead_letters`).Scan(&total); err != nil || total != n+1 {
-		t.Errorf("%d letters after the job failed again, want %d (%v)", total, n+1, err)
 	}
 }

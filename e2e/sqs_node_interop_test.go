@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/nodetest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/sqstest"
 	"github.com/expiryctl/expiryctl/replay"
@@ -144,7 +145,7 @@ var sqsNodeHoldUntil = time.UnixMilli(1796041200000).UTC()
 // has no room for them and is not sent.
 func TestSQSNodeInterop(t *testing.T) {
 	t.Parallel()
-	dir := nodeHarness(t)
+	dir := nodetest.Dir(t, nodePackages...)
 	tmp := t.TempDir()
 
 	client := sqstest.Client(t)

@@ -1,17 +1,19 @@
 'use strict';
 // bullmq_worker.js is a real BullMQ Worker (and Queue) on one queue, for
-// the BullMQ driver's tests (internal/adapter/bullmq/node_test.go). It
-// fails every job it takes until told to succeed, so that jobs added with
-// attempts: 2 end in the failed set exactly as BullMQ leaves them there.
+// the BullMQ driver's tests and the end-to-end test of a BullMQ incident,
+// driven from Go by internal/fixture/bullmqtest. It fails every job it
+// takes until told to succeed, so that jobs added with attempts: 2 end in
+// the failed set exactly as BullMQ leaves them there.
 //
 // It reads commands from stdin, one JSON object a line, and answers on
 // stdout, one JSON object a line:
 //
 //   {"cmd":"add","jobs":[{"name","data","opts"}]}
 //       adds the jobs with Queue.add; answers {"event":"added","ids":[…]}
-//   {"cmd":"succeed"}
-//       from now on the processor returns instead of throwing;
-//       answers {"event":"succeeding"}
+//   {"cmd":"succeed","poison":["r-3",…]}
+//       from now on the processor returns instead of throwing, but for the
+//       jobs whose data.reservation_id poison names (optional): those are
+//       poisoned and keep failing; answers {"event":"succeeding"}
 //   {"cmd":"retry","id"} / {"cmd":"remove","id"}
 //       BullMQ's own Job.retry('failed') or Job.remove() on a job;
 //       answers {"event":"retried"|"removed","id"} or {"event":"error",…}
@@ -41,6 +43,7 @@ const connection = { host: config.host, port: config.port, db: config.db || 0 };
 const opts = { connection, prefix: config.prefix };
 
 let succeed = false;
+let poison = new Set();
 
 function say(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
@@ -68,7 +71,7 @@ async function main() {
     config.queue,
     async (job) => {
       const saw = seen(job);
-      if (!succeed) {
+      if (!succeed || poison.has(job.data && job.data.reservation_id)) {
         const err = new Error(`db_timeout: reservation ${job.data && job.data.reservation_id} lock wait exceeded`);
         say({ event: 'failing', ...saw });
         throw err;
@@ -101,6 +104,7 @@ async function main() {
         }
         case 'succeed':
           succeed = true;
+          poison = new Set(c.poison || []);
           say({ event: 'succeeding' });
           break;
         case 'retry': {

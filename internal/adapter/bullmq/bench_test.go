@@ -12,6 +12,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -20,13 +21,13 @@ import (
 // laptop's Redis.
 const benchJobs = 1000
 
-func seedBench(b *testing.B, q testQueue) {
+func seedBench(b *testing.B, q bullmqtest.Queue) {
 	b.Helper()
 	jobs := make([]failedJob, benchJobs)
 	for i := range jobs {
 		jobs[i] = failedJob{ID: strconv.Itoa(i + 1), FinishedOn: int64(1_700_000_000_000 + i)}
 	}
-	q.seed(b, bullmq.TestedVersion, jobs...)
+	seed(b, q, bullmq.TestedVersion, jobs...)
 }
 
 // BenchmarkSourceRead compares the source's read of benchJobs failed
@@ -34,13 +35,13 @@ func seedBench(b *testing.B, q testQueue) {
 // under it: ZRANGE BYSCORE pages of 500 and a pipeline of HGETALLs each.
 // source/bare is what the driver's bookkeeping and the Message cost.
 func BenchmarkSourceRead(b *testing.B) {
-	q := newQueue(b)
+	q := bullmqtest.NewQueue(b)
 	seedBench(b, q)
 	ctx := context.Background()
 	var source, bare time.Duration
 	for b.Loop() {
 		start := time.Now()
-		src, err := bullmq.OpenSource(ctx, q.client, q.ref, bullmq.SourceOptions{Poll: time.Hour})
+		src, err := bullmq.OpenSource(ctx, q.Client, q.Ref, bullmq.SourceOptions{Poll: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,10 +55,10 @@ func BenchmarkSourceRead(b *testing.B) {
 		start = time.Now()
 		n, lower := 0, "-inf"
 		for n < benchJobs {
-			zs := q.client.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: q.key("failed"), ByScore: true, Start: lower, Stop: "+inf", Offset: int64(min(n, 1)), Count: 500}).Val()
-			pipe := q.client.Pipeline()
+			zs := q.Client.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: q.Key("failed"), ByScore: true, Start: lower, Stop: "+inf", Offset: int64(min(n, 1)), Count: 500}).Val()
+			pipe := q.Client.Pipeline()
 			for _, z := range zs {
-				pipe.HGetAll(ctx, q.key(z.Member.(string)))
+				pipe.HGetAll(ctx, q.Key(z.Member.(string)))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -82,16 +83,16 @@ func BenchmarkRetrier(b *testing.B) {
 		b.Fatal(err)
 	}
 	script := redis.NewScript(string(lua))
-	q := newQueue(b)
+	q := bullmqtest.NewQueue(b)
 	r := newRetrier(b)
 	ctx := context.Background()
 	keys := func(id string) []string {
-		return []string{q.key(id), q.key("events"), q.key("failed"), q.key("wait"), q.key("meta"), q.key("paused"), q.key("active"),
-			q.key("marker"), q.key("prioritized"), q.key("pc"), q.key("completed"), q.key("delayed"), q.key("waiting-children")}
+		return []string{q.Key(id), q.Key("events"), q.Key("failed"), q.Key("wait"), q.Key("meta"), q.Key("paused"), q.Key("active"),
+			q.Key("marker"), q.Key("prioritized"), q.Key("pc"), q.Key("completed"), q.Key("delayed"), q.Key("waiting-children")}
 	}
 	reset := func() {
 		b.StopTimer()
-		q.client.Del(ctx, q.key("wait"), q.key("events"), q.key("marker"))
+		q.Client.Del(ctx, q.Key("wait"), q.Key("events"), q.Key("marker"))
 		seedBench(b, q)
 		b.StartTimer()
 	}
@@ -102,7 +103,7 @@ func BenchmarkRetrier(b *testing.B) {
 		pending := make([]replay.Pending, benchJobs)
 		for i := range benchJobs {
 			id := strconv.Itoa(i + 1)
-			m := replay.Message{System: deadletter.BullMQ, RoutingKey: q.ref.Name(), Item: int64(i + 1),
+			m := replay.Message{System: deadletter.BullMQ, RoutingKey: q.Ref.Name(), Item: int64(i + 1),
 				Headers: map[string]any{replay.HeaderReplayRequest: int64(1), replay.HeaderReplayItem: int64(i + 1)},
 				Job:     replay.JobRef{ID: id, Incarnation: strconv.Itoa(1_700_000_000_000+i) + ":2"}}
 			if pending[i], err = r.Publish(ctx, m); err != nil {
@@ -125,7 +126,7 @@ func BenchmarkRetrier(b *testing.B) {
 			go func() {
 				for i := range work {
 					marks, _ := json.Marshal(map[string]any{replay.HeaderReplayRequest: 1, replay.HeaderReplayItem: i + 1})
-					err := script.Run(ctx, q.client, keys(strconv.Itoa(i+1)), strconv.Itoa(i+1), strconv.Itoa(1_700_000_000_000+i), "2",
+					err := script.Run(ctx, q.Client, keys(strconv.Itoa(i+1)), strconv.Itoa(i+1), strconv.Itoa(1_700_000_000_000+i), "2",
 						marks, "1", strconv.Itoa(i+1), bullmq.MarkField, bullmq.SupportedVersion).Err()
 					if err != nil {
 						done <- err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -25,23 +26,23 @@ import (
 // BullMQ's opts (LIFO, priority) as they were. The fourth stays failed.
 func TestNodeBullMQReplay(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	w := startWorker(t, q)
-	added := w.add(
+	q := bullmqtest.NewQueue(t)
+	w := bullmqtest.StartWorker(t, q)
+	added := w.Add(
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1", "idempotency_key": "expire:r-1:v3"}, "opts": map[string]any{"attempts": 2}},
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-2"}, "opts": map[string]any{"attempts": 2, "lifo": true}},
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-3"}, "opts": map[string]any{"attempts": 2, "priority": 4}},
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-4"}, "opts": map[string]any{"attempts": 2}},
 	)
-	waitFailed(t, q, 4)
-	if n := len(w.seen("failing")); n != 8 {
+	q.WaitFailed(t, 4)
+	if n := len(w.Seen("failing")); n != 8 {
 		t.Errorf("the worker ran %d failing attempts, want 8 (4 jobs, 2 attempts each)", n)
 	}
 
 	// The live worker's stalled-job check writes its own keys meanwhile.
-	before := q.digest(t, "stalled-check", "stalled")
+	before := q.Digest(t, "stalled-check", "stalled")
 	jobs := captured(t, q, 4)
-	if q.digest(t, "stalled-check", "stalled") != before {
+	if q.Digest(t, "stalled-check", "stalled") != before {
 		t.Error("capture changed Redis")
 	}
 	for i, id := range added {
@@ -74,8 +75,7 @@ func TestNodeBullMQReplay(t *testing.T) {
 		t.Errorf("opts %q, priority %q", jobs[added[1]].Native["opts"], jobs[added[2]].Native["priority"])
 	}
 
-	w.send(map[string]any{"cmd": "succeed"})
-	w.await("succeeding", "")
+	w.Succeed()
 	r := newRetrier(t)
 	replayed := added[:3]
 	for range 2 { // the second time as a run resumed after a crash
@@ -85,10 +85,10 @@ func TestNodeBullMQReplay(t *testing.T) {
 			}
 		}
 	}
-	w.waitSeen("completed", replayed...)
+	w.WaitSeen("completed", replayed...)
 	time.Sleep(time.Second) // long enough to see a second run
 	completed := map[string]int{}
-	for _, e := range w.seen("completed") {
+	for _, e := range w.Seen("completed") {
 		completed[e.ID]++
 		if e.FailedReason != nil || e.FinishedOn != nil {
 			t.Errorf("job %s ran with failedReason %v, finishedOn %v: a retry resets them", e.ID, e.FailedReason, e.FinishedOn)
@@ -105,25 +105,24 @@ func TestNodeBullMQReplay(t *testing.T) {
 	if !maps.Equal(completed, want) {
 		t.Errorf("the worker completed %v, want each replayed job once: %v", completed, want)
 	}
-	if ids := q.client.ZRange(t.Context(), q.key("failed"), 0, -1).Val(); !slices.Equal(ids, []string{added[3]}) {
+	if ids := q.Client.ZRange(t.Context(), q.Key("failed"), 0, -1).Val(); !slices.Equal(ids, []string{added[3]}) {
 		t.Errorf("failed set %v, want only the job not replayed", ids)
 	}
 	for i, id := range replayed {
-		h := q.hash(t, id)
+		h := q.Hash(t, id)
 		if !strings.Contains(h[bullmq.MarkField], `"x-replay-item":`+strconv.Itoa(i+1)) {
 			t.Errorf("job %s after completion: marks %q", id, h[bullmq.MarkField])
 		}
 	}
-	counts, err := q.ref.Counts(t.Context(), q.client)
+	counts, err := q.Ref.Counts(t.Context(), q.Client)
 	if err != nil || counts.Completed != 3 || counts.Failed != 1 || !counts.Exists {
 		t.Errorf("Counts = %+v, %v", counts, err)
 	}
-	workers, err := q.ref.Workers(t.Context(), q.client)
+	workers, err := q.Ref.Workers(t.Context(), q.Client)
 	if err != nil || len(workers) == 0 {
 		t.Errorf("Workers = %v, %v, want the node worker", workers, err)
 	}
-	w.send(map[string]any{"cmd": "quit"})
-	w.await("closed", "")
+	w.Quit()
 }
 
 // TestNodeJobMovedOnBetweenCaptureAndReplay: a job BullMQ itself removed
@@ -132,19 +131,17 @@ func TestNodeBullMQReplay(t *testing.T) {
 // new letter, which is.
 func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	w := startWorker(t, q)
-	added := w.add(
+	q := bullmqtest.NewQueue(t)
+	w := bullmqtest.StartWorker(t, q)
+	added := w.Add(
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}},
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-2"}, "opts": map[string]any{"attempts": 2}},
 	)
-	waitFailed(t, q, 2)
+	q.WaitFailed(t, 2)
 	jobs := captured(t, q, 2)
 
-	w.send(map[string]any{"cmd": "remove", "id": added[0]})
-	w.await("removed", added[0])
-	w.send(map[string]any{"cmd": "retry", "id": added[1]})
-	w.await("retried", added[1])
+	w.Remove(added[0])
+	w.Retry(added[1])
 
 	r := newRetrier(t)
 	var moved *replay.JobMovedOnError
@@ -160,9 +157,9 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	// The retried job fails once more (its budget is spent): a new
 	// incarnation, captured as a new letter and retried.
 	deadline := time.Now().Add(10 * time.Second)
-	for q.hash(t, added[1])["atm"] != "3" || q.client.ZScore(t.Context(), q.key("failed"), added[1]).Err() != nil {
+	for q.Hash(t, added[1])["atm"] != "3" || q.Client.ZScore(t.Context(), q.Key("failed"), added[1]).Err() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s did not fail again: %v", added[1], q.hash(t, added[1]))
+			t.Fatalf("job %s did not fail again: %v", added[1], q.Hash(t, added[1]))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -173,12 +170,11 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	if len(again.Headers["x-attempt-history"].([]any)) != 3 {
 		t.Errorf("history %v, want the three attempts", again.Headers["x-attempt-history"])
 	}
-	w.send(map[string]any{"cmd": "succeed"})
-	w.await("succeeding", "")
+	w.Succeed()
 	if err := publish(t, r, replayOf(again, 6, 3)); err != nil {
 		t.Fatalf("the new letter: %v", err)
 	}
-	w.waitSeen("completed", added[1])
+	w.WaitSeen("completed", added[1])
 }
 
 // TestSeedIsBullMQsShape holds the tests' seed to a job a real BullMQ
@@ -186,17 +182,17 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 // about reading and retrying holds for BullMQ's own jobs.
 func TestSeedIsBullMQsShape(t *testing.T) {
 	t.Parallel()
-	real := newQueue(t)
-	w := startWorker(t, real)
-	id := w.add(map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}})[0]
-	waitFailed(t, real, 1)
-	seeded := newQueue(t)
-	seeded.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
-	got, want := slices.Sorted(maps.Keys(seeded.hash(t, "1"))), slices.Sorted(maps.Keys(real.hash(t, id)))
+	real := bullmqtest.NewQueue(t)
+	w := bullmqtest.StartWorker(t, real)
+	id := w.Add(map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}})[0]
+	real.WaitFailed(t, 1)
+	seeded := bullmqtest.NewQueue(t)
+	seed(t, seeded, bullmq.TestedVersion, failedJob{ID: "1"})
+	got, want := slices.Sorted(maps.Keys(seeded.Hash(t, "1"))), slices.Sorted(maps.Keys(real.Hash(t, id)))
 	if !slices.Equal(got, want) {
 		t.Errorf("seeded job fields %v, BullMQ's %v", got, want)
 	}
-	meta := real.client.HGetAll(t.Context(), real.key("meta")).Val()
+	meta := real.Client.HGetAll(t.Context(), real.Key("meta")).Val()
 	if meta["version"] != bullmq.TestedVersion {
 		t.Errorf("BullMQ wrote version %q, the driver is tested as %q", meta["version"], bullmq.TestedVersion)
 	}

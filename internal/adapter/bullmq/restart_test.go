@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 )
 
 // ownRedis is a redis-server of the test's own, on a free port, whose
@@ -87,15 +88,15 @@ func (r *ownRedis) stop() {
 func TestSourceWaitsOutARedisRestart(t *testing.T) {
 	t.Parallel()
 	server := startOwnRedis(t)
-	q := newQueue(t, server.addr())
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: time.Now().UnixMilli()})
+	q := bullmqtest.NewQueueOn(t, server.addr())
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: time.Now().UnixMilli()})
 	src := openSource(t, q, bullmq.SourceOptions{LostAfter: 3 * time.Second, Poll: 50 * time.Millisecond})
 	receive(t, src, 1)
 
 	server.stop()
 	time.Sleep(500 * time.Millisecond) // polls fail meanwhile
 	server.start()
-	q.seed(t, "", failedJob{ID: "2", FinishedOn: time.Now().UnixMilli()})
+	seed(t, q, "", failedJob{ID: "2", FinishedOn: time.Now().UnixMilli()})
 	if got := ids(receive(t, src, 1)); got[0] != "2" {
 		t.Errorf("after the restart delivered %v, want 2", got)
 	}

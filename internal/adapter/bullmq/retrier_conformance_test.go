@@ -6,6 +6,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/replay/brokertest"
 )
@@ -15,42 +16,39 @@ import (
 // the retry, so the job stays waiting; someone else's retry is BullMQ's
 // own Job.retry() from a Queue with no Worker.
 func TestRetrierConformance(t *testing.T) {
-	nodeDir(t)
+	bullmqtest.RequireNode(t)
 	brokertest.RunJobStore(t, func(t *testing.T) brokertest.JobStoreHarness {
-		q := newQueue(t)
-		missing := newQueue(t)
-		var queue *nodeWorker
+		q := bullmqtest.NewQueue(t)
+		missing := bullmqtest.NewQueue(t)
+		var queue *bullmqtest.Worker
 		return brokertest.JobStoreHarness{
-			Broker: newRetrier(t), System: deadletter.BullMQ, Queue: q.ref.Name(), MissingQueue: missing.ref.Name(),
+			Broker: newRetrier(t), System: deadletter.BullMQ, Queue: q.Ref.Name(), MissingQueue: missing.Ref.Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {
-				w := startWorker(t, q)
+				w := bullmqtest.StartWorker(t, q)
 				id := failWithBullMQ(t, q, w, [][]byte{payload})[0]
-				w.send(map[string]any{"cmd": "quit"})
-				w.await("closed", "")
+				w.Quit()
 				m := captured(t, q, 1)[id]
 				return replay.JobRef{ID: id, Incarnation: m.Native[deadletter.NativeIncarnation]}
 			},
-			State:   func(t *testing.T, id string) string { return q.state(t, id) },
+			State:   func(t *testing.T, id string) string { return q.State(t, id) },
 			Waiting: "waiting",
 			Marks: func(t *testing.T, id string) map[string]any {
-				return bullmq.Marks(q.hash(t, id))
+				return bullmq.Marks(q.Hash(t, id))
 			},
 			Remove: func(t *testing.T, id string) {
 				if queue == nil {
-					queue = startQueue(t, q)
+					queue = bullmqtest.StartQueue(t, q)
 				}
-				queue.send(map[string]any{"cmd": "remove", "id": id})
-				queue.await("removed", id)
+				queue.Remove(id)
 			},
 			RetryElsewhere: func(t *testing.T, id string) {
 				if queue == nil {
-					queue = startQueue(t, q)
+					queue = bullmqtest.StartQueue(t, q)
 				}
-				queue.send(map[string]any{"cmd": "retry", "id": id})
-				queue.await("retried", id)
+				queue.Retry(id)
 			},
 			Runs: func(t *testing.T, id string) int {
-				n, _ := strconv.Atoi(q.hash(t, id)["ats"])
+				n, _ := strconv.Atoi(q.Hash(t, id)["ats"])
 				return n
 			},
 		}

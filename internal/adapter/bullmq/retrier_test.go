@@ -12,6 +12,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -48,7 +49,7 @@ func publish(t testing.TB, r *bullmq.Retrier, m replay.Message) error {
 }
 
 // captured reads q's failed jobs as capture does, by id.
-func captured(t *testing.T, q testQueue, n int) map[string]deadletter.Message {
+func captured(t *testing.T, q bullmqtest.Queue, n int) map[string]deadletter.Message {
 	t.Helper()
 	src := openSource(t, q, bullmq.SourceOptions{})
 	out := map[string]deadletter.Message{}
@@ -66,9 +67,9 @@ func captured(t *testing.T, q testQueue, n int) map[string]deadletter.Message {
 // announced as waiting from failed.
 func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.client.RPush(t.Context(), q.key("wait"), "w1")
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
+	q := bullmqtest.NewQueue(t)
+	q.Client.RPush(t.Context(), q.Key("wait"), "w1")
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
 		failedJob{ID: "3", Priority: 5, Opts: `{"attempts":2,"priority":5}`})
 	jobs := captured(t, q, 3)
 	r := newRetrier(t)
@@ -78,24 +79,24 @@ func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	if n := q.client.ZCard(ctx, q.key("failed")).Val(); n != 0 {
+	if n := q.Client.ZCard(ctx, q.Key("failed")).Val(); n != 0 {
 		t.Errorf("%d jobs still failed", n)
 	}
 	// Workers take from the right: FIFO jobs go left, LIFO right.
-	if got := q.client.LRange(ctx, q.key("wait"), 0, -1).Val(); strings.Join(got, ",") != "1,w1,2" {
+	if got := q.Client.LRange(ctx, q.Key("wait"), 0, -1).Val(); strings.Join(got, ",") != "1,w1,2" {
 		t.Errorf("wait = %v, want [1 w1 2]", got)
 	}
-	if s, err := q.client.ZScore(ctx, q.key("prioritized"), "3").Result(); err != nil || int64(s)>>32 != 5 {
+	if s, err := q.Client.ZScore(ctx, q.Key("prioritized"), "3").Result(); err != nil || int64(s)>>32 != 5 {
 		t.Errorf("prioritized score of 3 = %v, %v, want priority 5 in the high bits", s, err)
 	}
-	if q.client.Get(ctx, q.key("pc")).Val() != "1" {
-		t.Errorf("the priority counter is %q, want 1", q.client.Get(ctx, q.key("pc")).Val())
+	if q.Client.Get(ctx, q.Key("pc")).Val() != "1" {
+		t.Errorf("the priority counter is %q, want 1", q.Client.Get(ctx, q.Key("pc")).Val())
 	}
-	if q.client.ZScore(ctx, q.key("marker"), "0").Err() != nil {
+	if q.Client.ZScore(ctx, q.Key("marker"), "0").Err() != nil {
 		t.Error("no marker for a worker to wake on")
 	}
 	for _, id := range []string{"1", "2", "3"} {
-		h := q.hash(t, id)
+		h := q.Hash(t, id)
 		for _, gone := range []string{"finishedOn", "processedOn", "failedReason"} {
 			if _, ok := h[gone]; ok {
 				t.Errorf("job %s keeps %s", id, gone)
@@ -108,11 +109,11 @@ func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 			t.Errorf("job %s marks %q", id, h[bullmq.MarkField])
 		}
 	}
-	events := q.client.XRange(ctx, q.key("events"), "-", "+").Val()
+	events := q.Client.XRange(ctx, q.Key("events"), "-", "+").Val()
 	if len(events) != 3 || events[0].Values["event"] != "waiting" || events[0].Values["prev"] != "failed" || events[0].Values["jobId"] != "1" {
 		t.Errorf("events %v", events)
 	}
-	if d, exists, err := r.QueueDepth(ctx, q.ref.Name()); d != 4 || !exists || err != nil {
+	if d, exists, err := r.QueueDepth(ctx, q.Ref.Name()); d != 4 || !exists || err != nil {
 		t.Errorf("QueueDepth = %d, %v, %v, want 4 (wait 3, prioritized 1)", d, exists, err)
 	}
 	if ok, _ := r.ExchangeExists(ctx, ""); !ok {
@@ -124,17 +125,17 @@ func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 // list, with no marker, as BullMQ does it.
 func TestRetrierIntoAPausedQueue(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
-	q.client.HSet(t.Context(), q.key("meta"), "paused", "1")
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
+	q.Client.HSet(t.Context(), q.Key("meta"), "paused", "1")
 	jobs := captured(t, q, 1)
 	if err := publish(t, newRetrier(t), replayOf(jobs["1"], 7, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if got := q.client.LRange(t.Context(), q.key("paused"), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+	if got := q.Client.LRange(t.Context(), q.Key("paused"), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
 		t.Errorf("paused = %v", got)
 	}
-	if q.client.Exists(t.Context(), q.key("marker"), q.key("wait")).Val() != 0 {
+	if q.Client.Exists(t.Context(), q.Key("marker"), q.Key("wait")).Val() != 0 {
 		t.Error("a marker or wait list for a paused queue")
 	}
 }
@@ -144,8 +145,8 @@ func TestRetrierIntoAPausedQueue(t *testing.T) {
 // again, though it is no longer failed; another request is refused.
 func TestRetrierResumedRunRetriesOnce(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
 	r := newRetrier(t)
 	m := replayOf(jobs["1"], 7, 1)
@@ -154,10 +155,10 @@ func TestRetrierResumedRunRetriesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := q.client.LRange(t.Context(), q.key("wait"), 0, -1).Val(); len(got) != 1 {
+	if got := q.Client.LRange(t.Context(), q.Key("wait"), 0, -1).Val(); len(got) != 1 {
 		t.Errorf("wait = %v, want the job once", got)
 	}
-	if n := q.client.XLen(t.Context(), q.key("events")).Val(); n != 1 {
+	if n := q.Client.XLen(t.Context(), q.Key("events")).Val(); n != 1 {
 		t.Errorf("%d events, want one waiting", n)
 	}
 	var moved *replay.JobMovedOnError
@@ -170,22 +171,22 @@ func TestRetrierResumedRunRetriesOnce(t *testing.T) {
 // failed again since its capture is skipped with what it is now.
 func TestRetrierJobMovedOn(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: 1000}, failedJob{ID: "2", FinishedOn: 2000}, failedJob{ID: "3", FinishedOn: 3000},
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: 1000}, failedJob{ID: "2", FinishedOn: 2000}, failedJob{ID: "3", FinishedOn: 3000},
 		failedJob{ID: "4", FinishedOn: 4000})
 	jobs := captured(t, q, 4)
 	ctx := t.Context()
-	q.client.Del(ctx, q.key("1"))
-	q.client.ZRem(ctx, q.key("failed"), "1")
+	q.Client.Del(ctx, q.Key("1"))
+	q.Client.ZRem(ctx, q.Key("failed"), "1")
 	// 2 retried and now running.
-	q.client.ZRem(ctx, q.key("failed"), "2")
-	q.client.LPush(ctx, q.key("active"), "2")
+	q.Client.ZRem(ctx, q.Key("failed"), "2")
+	q.Client.LPush(ctx, q.Key("active"), "2")
 	// 3 retried and failed again.
-	q.seed(t, "", failedJob{ID: "3", FinishedOn: 3500, Attempts: 3})
+	seed(t, q, "", failedJob{ID: "3", FinishedOn: 3500, Attempts: 3})
 	// 4 retried and completed.
-	q.client.ZRem(ctx, q.key("failed"), "4")
-	q.client.ZAdd(ctx, q.key("completed"), redis.Z{Score: 4100, Member: "4"})
-	before := q.digest(t)
+	q.Client.ZRem(ctx, q.Key("failed"), "4")
+	q.Client.ZAdd(ctx, q.Key("completed"), redis.Z{Score: 4100, Member: "4"})
+	before := q.Digest(t)
 
 	r := newRetrier(t)
 	for id, want := range map[string]string{"1": "deleted", "2": "active", "3": "failed again at finishedOn 3500 after 3 attempts", "4": "completed"} {
@@ -195,7 +196,7 @@ func TestRetrierJobMovedOn(t *testing.T) {
 			t.Errorf("job %s: %v, want moved on (%s)", id, err, want)
 		}
 	}
-	if q.digest(t) != before {
+	if q.Digest(t) != before {
 		t.Error("a refused retry changed Redis")
 	}
 }
@@ -204,17 +205,17 @@ func TestRetrierJobMovedOn(t *testing.T) {
 // reason and is not written; so does a message that is not BullMQ's.
 func TestRetrierRefusals(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
-	q.client.HSet(t.Context(), q.key("meta"), "version", "bullmq:6.7.6")
-	before := q.digest(t)
+	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:6.7.6")
+	before := q.Digest(t)
 	r := newRetrier(t)
 	var failure *replay.PublishFailure
 	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "bullmq:6.7.6") {
 		t.Errorf("a BullMQ 6 queue: %v, want the item failed naming the version", err)
 	}
-	if q.digest(t) != before {
+	if q.Digest(t) != before {
 		t.Error("a BullMQ 6 queue was written")
 	}
 	m := replayOf(jobs["1"], 7, 1)
@@ -227,7 +228,7 @@ func TestRetrierRefusals(t *testing.T) {
 	if err := publish(t, r, m); !errors.As(err, &failure) {
 		t.Errorf("no incarnation: %v", err)
 	}
-	if _, exists, err := r.QueueDepth(t.Context(), "bullmq://"+redisAddr()+"/0/none/"+strconv.Itoa(int(time.Now().UnixNano()))); exists || err != nil {
+	if _, exists, err := r.QueueDepth(t.Context(), "bullmq://"+bullmqtest.Addr()+"/0/none/"+strconv.Itoa(int(time.Now().UnixNano()))); exists || err != nil {
 		t.Errorf("a queue nobody opened: exists %v, %v", exists, err)
 	}
 }
@@ -237,8 +238,8 @@ func TestRetrierRefusals(t *testing.T) {
 func TestRetrierLostRedis(t *testing.T) {
 	t.Parallel()
 	server := startOwnRedis(t)
-	q := newQueue(t, server.addr())
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	q := bullmqtest.NewQueueOn(t, server.addr())
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
 	r := newRetrier(t)
 	server.stop()

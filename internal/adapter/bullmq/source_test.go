@@ -10,15 +10,16 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 )
 
 // openSource opens a source on q with short polls, closed in cleanup.
-func openSource(t *testing.T, q testQueue, opts bullmq.SourceOptions) *bullmq.Source {
+func openSource(t *testing.T, q bullmqtest.Queue, opts bullmq.SourceOptions) *bullmq.Source {
 	t.Helper()
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
 	}
-	src, err := bullmq.OpenSource(t.Context(), q.client, q.ref, opts)
+	src, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +75,9 @@ func ids(ds []deadletter.Delivery) []string {
 // key for key.
 func TestSourceReadsFailedJobs(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	base := time.Now().Add(-time.Hour).UnixMilli()
-	q.seed(t, bullmq.TestedVersion,
+	seed(t, q, bullmq.TestedVersion,
 		failedJob{ID: "7", FinishedOn: base + 30, Attempts: 3, Opts: `{"attempts":3,"backoff":{"type":"fixed","delay":10}}`,
 			Traces: []string{"Error: one\n at a", "Error: two\n at b", "Error: three\n at c"}, Reason: "three",
 			Extra: map[string]string{"parentKey": "bull:parent:1", "expiryctl": `{"x-replay-request":41,"x-replay-item":9,"x-replayed-by":"alice"}`}},
@@ -84,7 +85,7 @@ func TestSourceReadsFailedJobs(t *testing.T) {
 		failedJob{ID: "10", FinishedOn: base + 20},
 		failedJob{ID: "2", FinishedOn: base + 20},
 	)
-	before := q.digest(t)
+	before := q.Digest(t)
 	src := openSource(t, q, bullmq.SourceOptions{})
 	got := receive(t, src, 4)
 	if want := []string{"3", "10", "2", "7"}; fmt.Sprint(ids(got)) != fmt.Sprint(want) {
@@ -94,12 +95,12 @@ func TestSourceReadsFailedJobs(t *testing.T) {
 	if n, err := src.Ready(); err != nil || n != 0 {
 		t.Errorf("Ready = %d, %v after everything was delivered, want 0", n, err)
 	}
-	if after := q.digest(t); after != before {
+	if after := q.Digest(t); after != before {
 		t.Error("reading the failed jobs changed Redis")
 	}
 
 	m := got[3].Message
-	if m.System != deadletter.BullMQ || m.Queue != q.ref.Name() || m.Type != "expire" || m.ContentType != "application/json" {
+	if m.System != deadletter.BullMQ || m.Queue != q.Ref.Name() || m.Type != "expire" || m.ContentType != "application/json" {
 		t.Errorf("message %+v", m)
 	}
 	if !bytes.Equal(m.Body, []byte(`{"reservation_id":"r-7"}`)) {
@@ -143,9 +144,9 @@ func TestSourceReadsFailedJobs(t *testing.T) {
 // byte and capture calls it malformed; it is not dropped.
 func TestSourceKeepsDataAsStored(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	raw := []byte("not json \xff\x00 {")
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", Data: raw})
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1", Data: raw})
 	got := receive(t, openSource(t, q, bullmq.SourceOptions{}), 1)
 	if !bytes.Equal(got[0].Message.Body, raw) {
 		t.Errorf("body %q, want %q", got[0].Message.Body, raw)
@@ -163,9 +164,9 @@ func TestSourceKeepsDataAsStored(t *testing.T) {
 // Ready does not wait for it.
 func TestSourceSkipsAFailedIdWithoutItsHash(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: 1000}, failedJob{ID: "2", FinishedOn: 2000}, failedJob{ID: "3", FinishedOn: 3000})
-	q.client.Del(t.Context(), q.key("2"))
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: 1000}, failedJob{ID: "2", FinishedOn: 2000}, failedJob{ID: "3", FinishedOn: 3000})
+	q.Client.Del(t.Context(), q.Key("2"))
 	src := openSource(t, q, bullmq.SourceOptions{})
 	if got := ids(receive(t, src, 2)); fmt.Sprint(got) != "[1 3]" {
 		t.Errorf("delivered %v", got)
@@ -181,17 +182,17 @@ func TestSourceSkipsAFailedIdWithoutItsHash(t *testing.T) {
 func TestSourceRefusesUnknownVersions(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"bullmq:6.7.6", "bullmq:4.17.0", "bullmq-pro:7.21.0", "bullmq:5", ""} {
-		q := newQueue(t)
-		q.seed(t, v, failedJob{ID: "1"})
-		_, err := bullmq.OpenSource(t.Context(), q.client, q.ref, bullmq.SourceOptions{})
+		q := bullmqtest.NewQueue(t)
+		seed(t, q, v, failedJob{ID: "1"})
+		_, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, bullmq.SourceOptions{})
 		var unsupported *bullmq.UnsupportedVersionError
 		if !errors.As(err, &unsupported) || unsupported.Version != v {
 			t.Errorf("version %q: %v, want an *UnsupportedVersionError", v, err)
 		}
 	}
-	q := newQueue(t)
-	q.seed(t, "bullmq:5.0.0")
-	if _, err := bullmq.OpenSource(t.Context(), q.client, q.ref, bullmq.SourceOptions{}); err != nil {
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, "bullmq:5.0.0")
+	if _, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, bullmq.SourceOptions{}); err != nil {
 		t.Errorf("bullmq:5.0.0: %v", err)
 	}
 }
@@ -200,11 +201,11 @@ func TestSourceRefusesUnknownVersions(t *testing.T) {
 // under a capture ends it with the reason.
 func TestSourceStopsWhenTheVersionChanges(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1"})
+	q := bullmqtest.NewQueue(t)
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	src := openSource(t, q, bullmq.SourceOptions{})
 	receive(t, src, 1)
-	q.client.HSet(t.Context(), q.key("meta"), "version", "bullmq:6.0.0")
+	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:6.0.0")
 	select {
 	case _, ok := <-src.Deliveries():
 		if ok {
@@ -223,13 +224,13 @@ func TestSourceStopsWhenTheVersionChanges(t *testing.T) {
 // acknowledgement; acknowledging makes room, and changes nothing in Redis.
 func TestSourcePrefetch(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	var jobs []failedJob
 	for i := range 10 {
 		jobs = append(jobs, failedJob{ID: strconv.Itoa(i + 1), FinishedOn: int64(1000 + i)})
 	}
-	q.seed(t, bullmq.TestedVersion, jobs...)
-	before := q.digest(t)
+	seed(t, q, bullmq.TestedVersion, jobs...)
+	before := q.Digest(t)
 	src := openSource(t, q, bullmq.SourceOptions{Prefetch: 3, Page: 4})
 	var got []deadletter.Delivery
 	for range 3 {
@@ -254,7 +255,7 @@ func TestSourcePrefetch(t *testing.T) {
 	if fmt.Sprint(ids(got)) != "[1 2 3 4 5 6 7 8 9 10]" {
 		t.Errorf("delivered %v", ids(got))
 	}
-	if q.digest(t) != before {
+	if q.Digest(t) != before {
 		t.Error("acknowledging changed Redis")
 	}
 }
@@ -263,13 +264,13 @@ func TestSourcePrefetch(t *testing.T) {
 // holds; each is delivered once.
 func TestSourceManyJobsAtOneScore(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	var jobs []failedJob
 	for i := range 25 {
 		jobs = append(jobs, failedJob{ID: strconv.Itoa(i + 1), FinishedOn: 5000})
 	}
 	jobs = append(jobs, failedJob{ID: "late", FinishedOn: 6000})
-	q.seed(t, bullmq.TestedVersion, jobs...)
+	seed(t, q, bullmq.TestedVersion, jobs...)
 	src := openSource(t, q, bullmq.SourceOptions{Page: 4})
 	got := receive(t, src, 26)
 	seen := map[string]bool{}
@@ -287,24 +288,24 @@ func TestSourceManyJobsAtOneScore(t *testing.T) {
 // after a retry is a new delivery, and nothing is delivered twice.
 func TestSourceFollow(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	now := time.Now().UnixMilli()
-	q.seed(t, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: now - 1000}, failedJob{ID: "2", FinishedOn: now})
+	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1", FinishedOn: now - 1000}, failedJob{ID: "2", FinishedOn: now})
 	src := openSource(t, q, bullmq.SourceOptions{Window: 5 * time.Second})
 	receive(t, src, 2)
 	quiet(t, src, 100*time.Millisecond)
 
-	q.seed(t, "", failedJob{ID: "3", FinishedOn: now + 500})
+	seed(t, q, "", failedJob{ID: "3", FinishedOn: now + 500})
 	if got := ids(receive(t, src, 1)); got[0] != "3" {
 		t.Errorf("delivered %v, want the new failure 3", got)
 	}
 	// A worker whose clock is two seconds behind.
-	q.seed(t, "", failedJob{ID: "4", FinishedOn: now - 2000})
+	seed(t, q, "", failedJob{ID: "4", FinishedOn: now - 2000})
 	if got := ids(receive(t, src, 1)); got[0] != "4" {
 		t.Errorf("delivered %v, want 4, which failed behind the cursor", got)
 	}
 	// Job 1 retried and failed again: a new incarnation.
-	q.seed(t, "", failedJob{ID: "1", FinishedOn: now + 900, Attempts: 3})
+	seed(t, q, "", failedJob{ID: "1", FinishedOn: now + 900, Attempts: 3})
 	d := receive(t, src, 1)[0]
 	if d.Message.MessageID != "1" || d.Message.Native[deadletter.NativeIncarnation] != strconv.FormatInt(now+900, 10)+":3" {
 		t.Errorf("delivered %s %s, want job 1's new incarnation", d.Message.MessageID, d.Message.Native[deadletter.NativeIncarnation])
@@ -319,12 +320,12 @@ func TestSourceFollow(t *testing.T) {
 // delivered while the first read is under way, not the delivered one.
 func TestSourceReadyCountsUndelivered(t *testing.T) {
 	t.Parallel()
-	q := newQueue(t)
+	q := bullmqtest.NewQueue(t)
 	var jobs []failedJob
 	for i := range 5 {
 		jobs = append(jobs, failedJob{ID: strconv.Itoa(i + 1), FinishedOn: int64(1000 + i)})
 	}
-	q.seed(t, bullmq.TestedVersion, jobs...)
+	seed(t, q, bullmq.TestedVersion, jobs...)
 	src := openSource(t, q, bullmq.SourceOptions{Prefetch: 1})
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -53,12 +53,15 @@ func handlerFields(d replay.Detail, st Styles, field func(name, value string)) {
 }
 
 // targetFields says where the letters go: back to the queue each failed
-// in, or, with --via-exchange, through the original exchange to every
+// in (a job store's jobs retried where they are, with no exchange in
+// between), or, with --via-exchange, through the original exchange to every
 // queue bound there, which it lists as the broker routes them now.
 func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 	switch {
 	case d.System() == deadletter.SQS:
 		field("publishes to", "the SQS queue each letter came from (or the one the request names), by SendMessage")
+	case d.System().RetriesInPlace():
+		field("publishes to", "nothing: each failed job is retried where it is, as the queue system's own retry does; no copy is sent")
 	case d.ViaExchange:
 		field("publishes to", st.Warn("THROUGH THE ORIGINAL EXCHANGE (--via-exchange): every queue bound there gets a copy"))
 	default:

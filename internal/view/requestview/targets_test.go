@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -23,6 +24,13 @@ func TestTargetLines(t *testing.T) {
 	}
 	if strings.Contains(view, "copies to") {
 		t.Errorf("default request lists copies:\n%s", view)
+	}
+
+	inPlace := replay.Detail{Request: replay.Request{Kind: replay.KindReplay,
+		Targets: []replay.Target{{RoutingKey: "bullmq://127.0.0.1:6379/0/bull/reservation-expiry", Letters: 4, System: deadletter.BullMQ}}}}
+	view = Render(inPlace, Styles{}, "")
+	if want := "nothing: each failed job is retried where it is"; !strings.Contains(view, want) || strings.Contains(view, "exchange") {
+		t.Errorf("BullMQ request: want %q and no exchange in\n%s", want, view)
 	}
 
 	via := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, ViaExchange: true,
