@@ -107,7 +107,10 @@ func openBullMQStore(ctx context.Context, cfg *config, n int) (*jobStore, error)
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return bullmq.OpenDialed(ctx, ref, bullmq.SourceOptions{Prefetch: prefetch})
 		},
-		bareRead:     func(ctx context.Context, n int) error { return bullmqBareRead(ctx, ref, key("failed"), key, n) },
+		openBareRead: func(context.Context) (bareRead, func(), error) {
+			c := bullmq.Dial(ref)
+			return func(ctx context.Context, n int) error { return bullmqBareRead(ctx, c, key, n) }, func() { _ = c.Close() }, nil
+		},
 		bareReadName: "ZRANGE + pipelined HGETALL",
 		fail:         fail,
 		retried: func(ctx context.Context) (int, error) {
@@ -129,16 +132,14 @@ func openBullMQStore(ctx context.Context, cfg *config, n int) (*jobStore, error)
 }
 
 // bullmqBareRead is the BullMQ baseline: the reads the source makes and
-// nothing else, on a client of its own as the source dials its own: pages
-// of bullmqPage failed job ids from the failed set (ZRANGE, by rank where
-// the source reads by score), each page's hashes in one pipeline of
-// HGETALLs.
-func bullmqBareRead(ctx context.Context, ref bullmq.Ref, failed string, key func(string) string, n int) error {
-	client := bullmq.Dial(ref)
-	defer client.Close()
+// nothing else, on a client of the phase's own as the source dials its
+// own: pages of bullmqPage failed job ids from the failed set (ZRANGE, by
+// rank where the source reads by score), each page's hashes in one
+// pipeline of HGETALLs.
+func bullmqBareRead(ctx context.Context, client *redis.Client, key func(string) string, n int) error {
 	got := 0
 	for {
-		ids, err := client.ZRange(ctx, failed, int64(got), int64(got+bullmqPage-1)).Result()
+		ids, err := client.ZRange(ctx, key("failed"), int64(got), int64(got+bullmqPage-1)).Result()
 		if err != nil {
 			return err
 		}

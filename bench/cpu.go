@@ -158,6 +158,15 @@ func (m *cpuMonitor) use(machineEnd int64) cpuUse {
 	return u
 }
 
+// add sums o into u: the CPU of a phase timed in rounds, the work between
+// them left out.
+func (u *cpuUse) add(o cpuUse) {
+	for g, v := range o.Groups {
+		u.Groups[g] += v
+	}
+	u.Machine += o.Machine
+}
+
 // cpuGroups are the groups takeCPU names, in the order the notes list them.
 var cpuGroups = []string{"rabbitmq", "goaws", "redis", "jobs-pg", "postgres", "bench", "expiryctl"}
 

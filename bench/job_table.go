@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -93,7 +92,9 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return jobtable.OpenSource(ctx, db.URL, jobTableMapping, jobtable.SourceOptions{Prefetch: prefetch})
 		},
-		bareRead:     func(ctx context.Context, n int) error { return jobTableBareRead(ctx, db.URL, n) },
+		openBareRead: func(ctx context.Context) (bareRead, func(), error) {
+			return pgBareRead(ctx, db.URL, jobTableBareSelect, jobTableMapping.FailedStates)
+		},
 		bareReadName: "SELECT of the failed rows' mapped columns",
 		fail: func(ctx context.Context) error {
 			// As the team's poller fails a job for good: a new failed_at
@@ -125,22 +126,10 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 	}, nil
 }
 
-// jobTableBareRead is the jobs table's baseline: one SELECT, on a
-// connection of its own, of the columns the mapping names for the rows in
-// a failed state, in capture's order, each row decoded by pgx and nothing
-// more. The source reads a page of keys, then those rows by id with their
+// jobTableBareSelect is the jobs table's baseline: one SELECT of the
+// columns the mapping names for the rows in a failed state, in capture's
+// order. The source reads a page of keys, then those rows by id with their
 // incarnation, in read-only transactions, and turns each into a letter.
-func jobTableBareRead(ctx context.Context, dbURL string, n int) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id, payload, attempt_count, last_error, status, run_at, failed_at, expiryctl_marks,
-		reservation_id, hold_until, idempotency_key
-		FROM public.reservation_expiry_jobs WHERE status = ANY($1) ORDER BY failed_at, id`, jobTableMapping.FailedStates)
-	if err != nil {
-		return err
-	}
-	return countRows(rows, n)
-}
+const jobTableBareSelect = `SELECT id, payload, attempt_count, last_error, status, run_at, failed_at, expiryctl_marks,
+	reservation_id, hold_until, idempotency_key
+	FROM public.reservation_expiry_jobs WHERE status = ANY($1) ORDER BY failed_at, id`

@@ -90,7 +90,9 @@ func riverStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobStore
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return riverjobs.OpenSource(ctx, ref, riverjobs.SourceOptions{Prefetch: prefetch})
 		},
-		bareRead:     func(ctx context.Context, n int) error { return riverBareRead(ctx, db.URL, n) },
+		openBareRead: func(ctx context.Context) (bareRead, func(), error) {
+			return pgBareRead(ctx, db.URL, riverBareSelect, riverQueue)
+		},
 		bareReadName: "SELECT of the discarded jobs' columns",
 		fail: func(ctx context.Context) error {
 			// As River's completer discards a job that ran out of
@@ -139,24 +141,31 @@ func riverRef(dbURL, queue string) (riverjobs.Ref, error) {
 	return riverjobs.ParseRef(r.String())
 }
 
-// riverBareRead is the River baseline: one SELECT, on a connection of its
-// own as the source opens its own, of every column the source reads of the
-// discarded jobs, in its order, each row decoded by pgx and nothing more.
-// The source reads pages of 500 in read-only transactions and turns each
-// row into a letter; the ratio is what that costs.
-func riverBareRead(ctx context.Context, dbURL string, n int) error {
+// riverBareSelect is the River baseline: one SELECT of every column the
+// source reads of the discarded jobs, in its order. The source reads pages
+// of 500 in read-only transactions and turns each row into a letter; the
+// ratio is what that costs.
+const riverBareSelect = `SELECT id, kind, args, attempt, max_attempts, errors, finalized_at, queue, state::text,
+	priority, created_at, scheduled_at, attempted_at, tags, metadata, attempted_by, unique_key
+	FROM river_job WHERE state = 'discarded' AND queue = $1 ORDER BY finalized_at, id`
+
+// pgBareRead opens a connection to dbURL for a phase of bare reads: each
+// runs query with args and decodes every row with pgx, nothing more. One
+// connection serves the phase's rounds, closed after its CPU was read: a
+// backend that ends between two of the monitor's samples is not counted.
+func pgBareRead(ctx context.Context, dbURL, query string, args ...any) (bareRead, func(), error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id, kind, args, attempt, max_attempts, errors, finalized_at, queue, state::text,
-		priority, created_at, scheduled_at, attempted_at, tags, metadata, attempted_by, unique_key
-		FROM river_job WHERE state = 'discarded' AND queue = $1 ORDER BY finalized_at, id`, riverQueue)
-	if err != nil {
-		return err
+	read := func(ctx context.Context, n int) error {
+		rows, err := conn.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		return countRows(rows, n)
 	}
-	return countRows(rows, n)
+	return read, func() { _ = conn.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 // countRows decodes every row and checks that there were n.
