@@ -53,7 +53,7 @@ func openBullMQStore(ctx context.Context, cfg *config, n int) (*jobStore, error)
 	client := bullmq.Dial(ref)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("Redis is not reachable at %s (%w): start it with scripts/services.sh or set -redis-addr", cfg.RedisAddr, err)
+		return nil, fmt.Errorf("no Redis answers at %s (%w): start it with scripts/services.sh or set -redis-addr", cfg.RedisAddr, err)
 	}
 	key := func(name string) string { return ref.Prefix + ":" + ref.Queue + ":" + name }
 	cleanup := func() {

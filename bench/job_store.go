@@ -233,8 +233,12 @@ func benchJobStoreReplay(ctx context.Context, cfg *config, rep *report, kind job
 			if err != nil {
 				return 0, 0, fmt.Errorf("%s: %w", name, err)
 			}
-			if got, err := st.retried(ctx); err != nil || got != n {
-				return 0, 0, fmt.Errorf("after %s, %d of %d jobs are runnable again (%v)", name, got, n, err)
+			got, err := st.retried(ctx)
+			if err != nil {
+				return 0, 0, fmt.Errorf("count the jobs retried by %s: %w", name, err)
+			}
+			if got != n {
+				return 0, 0, fmt.Errorf("after %s, %d of %d jobs are runnable again", name, got, n)
 			}
 			rounds++
 		}

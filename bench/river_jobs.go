@@ -47,7 +47,7 @@ func openRiverStore(ctx context.Context, cfg *config, n int) (*jobStore, error) 
 func riverStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobStore, error) {
 	migrator, err := rivermigrate.New(riverpgxv5.New(db.Pool), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, fmt.Errorf("River's migrator: %w", err)
+		return nil, fmt.Errorf("a migrator of River's schema: %w", err)
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return nil, fmt.Errorf("migrate %s to River's schema: %w", db.Name, err)
