@@ -33,12 +33,12 @@ type cpuUse struct {
 }
 
 // takeCPU reads /proc for the benchmark process and its children, RabbitMQ's
-// Erlang VM, the SQS server (when an SQS scenario found it on this machine,
-// see watchSQSServer) and the PostgreSQL processes working for the
-// benchmark. Other processes count only in the machine total, so that
+// Erlang VM, Redis, the SQS server (when an SQS scenario found it on this
+// machine, see watchSQSServer) and the PostgreSQL processes working for the
+// benchmark, those on a job store's database apart. Other processes count only in the machine total, so that
 // "other" shows load the benchmark did not cause (the other engineers'
-// tests on a shared machine). RabbitMQ's and goaws's shares are the whole
-// server's, whoever else uses it.
+// tests on a shared machine). RabbitMQ's, Redis's and goaws's shares are the
+// whole server's, whoever else uses it.
 func takeCPU() cpuSnapshot {
 	return takeCPUCached(nil)
 }
@@ -75,8 +75,12 @@ func takeCPUCached(groups map[int]string) cpuSnapshot {
 		case known:
 		case pid == self:
 			group = "bench"
+		case comm == "postgres" && servesJobStore(pid):
+			group = "jobs-pg"
 		case comm == "postgres" && servesBench(pid):
 			group = "postgres"
+		case comm == "redis-server":
+			group = "redis"
 		case comm == "beam.smp" && isRabbitServer(pid):
 			group = "rabbitmq"
 		case sqsServer.pids[pid]:
@@ -154,8 +158,17 @@ func (m *cpuMonitor) use(machineEnd int64) cpuUse {
 	return u
 }
 
+// add sums o into u: the CPU of a phase timed in rounds, the work between
+// them left out.
+func (u *cpuUse) add(o cpuUse) {
+	for g, v := range o.Groups {
+		u.Groups[g] += v
+	}
+	u.Machine += o.Machine
+}
+
 // cpuGroups are the groups takeCPU names, in the order the notes list them.
-var cpuGroups = []string{"rabbitmq", "goaws", "postgres", "bench", "expiryctl"}
+var cpuGroups = []string{"rabbitmq", "goaws", "redis", "jobs-pg", "postgres", "bench", "expiryctl"}
 
 // known is the CPU of the processes the benchmark involves, in seconds.
 func (u cpuUse) known() float64 {
@@ -241,6 +254,15 @@ func servesBench(pid int) bool {
 		}
 	}
 	return false
+}
+
+// servesJobStore tells the backends on a job store's database (River's, a
+// jobs table's; createEmptyDB with jobStorePurpose) from the archive's, so
+// that what reading or retrying the jobs costs PostgreSQL shows apart from
+// what storing letters and bookkeeping a run cost it.
+func servesJobStore(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.Contains(b, []byte(" expiryctl_bench_"+runID+"_"+jobStorePurpose+"_"))
 }
 
 // isRabbitServer tells the broker's VM from rabbitmqctl's, which is also a

@@ -71,6 +71,25 @@ func (d *benchDB) login(ctx context.Context, person string, groups ...string) (*
 // that two benchmark runs (or a run and the tests) never share one, and
 // migrates it with store.Migrate, the code path `expiryctl migrate` takes.
 func createDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
+	db, err := createEmptyDB(ctx, adminURL, purpose)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Migrate(ctx, db.Pool); err != nil {
+		_ = db.drop()
+		return nil, fmt.Errorf("migrate %s: %w", db.Name, err)
+	}
+	return db, nil
+}
+
+// jobStorePurpose starts the purpose of a job store's own database (River's,
+// a team's jobs table's), which holds nothing of expiryctl's: takeCPU counts
+// its backends apart from the archive's.
+const jobStorePurpose = "jobs"
+
+// createEmptyDB is createDB without expiryctl's schema, for a database that
+// plays a job store's.
+func createEmptyDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
 	name := "expiryctl_bench_" + runID + "_" + purpose + "_" + randomSuffix()
 	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
@@ -85,10 +104,6 @@ func createDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
 	if err != nil {
 		_ = db.drop()
 		return nil, err
-	}
-	if _, err := store.Migrate(ctx, db.Pool); err != nil {
-		_ = db.drop()
-		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	return db, nil
 }

@@ -21,12 +21,18 @@
 // receive-and-delete loop that brackets it), sqs-replay (replay.Runner
 // sending an approved cohort back to SQS through sqsqueue.Publisher vs a
 // bare SendMessageBatch publisher that brackets it, and a bare
-// SendMessage one). Each scenario uses its own databases and queues and
+// SendMessage one), and for each job-store driver (River, BullMQ, a
+// team's jobs table) NAME-ingest (deadletter.Ingest through the driver's
+// source vs the bare reads of the same failed jobs, before and after) and
+// NAME-replay (the driver's retrier retrying captured jobs as the runner
+// publishes to it vs the store's bare retry call with the retrier's
+// concurrency, before and after). Each scenario uses its own databases and queues and
 // removes them at the end. Audit rows are written as the commands write
 // them: they are part of the cost.
 //
 // Under the table, notes say where the CPU went during each timed ingest
-// phase (RabbitMQ, goaws, the benchmark's PostgreSQL backends, this
+// phase (RabbitMQ, goaws, Redis, the benchmark's PostgreSQL backends, a
+// job store's database apart as jobs-pg, this
 // process, the binary, and everything else), and warn when other processes
 // took enough of the machine to make a ratio unreliable. Use -cpuprofile
 // to see inside the in-process subjects.
@@ -66,6 +72,8 @@ type config struct {
 	Bin      string
 	// SQSEndpoint is the SQS-compatible server of the sqs-* scenarios.
 	SQSEndpoint string
+	// RedisAddr is the Redis of the bullmq-* scenarios, HOST:PORT.
+	RedisAddr string
 
 	IngestN  int
 	SmallN   int
@@ -80,6 +88,9 @@ type config struct {
 	SQSIngestN int
 	// SQSReplayN is the letters the sqs-replay scenario replays.
 	SQSReplayN int
+	// JobStoreN is the failed jobs each river-*, bullmq-* and jobtable-*
+	// scenario seeds, captures or retries.
+	JobStoreN int
 
 	// Batch is passed to Ingest and `dlq ingest --batch`; 0 keeps the
 	// product's default.
@@ -91,7 +102,8 @@ type config struct {
 	start time.Time
 }
 
-var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui", "sqs-ingest", "sqs-replay"}
+var scenarios = []string{"ingest", "list", "summary", "export", "audit", "replay", "outcomes", "tui", "sqs-ingest", "sqs-replay",
+	"river-ingest", "river-replay", "bullmq-ingest", "bullmq-replay", "jobtable-ingest", "jobtable-replay"}
 
 // Main runs the benchmark with the command line's arguments (without the
 // program name), prints the report on stdout and progress on stderr, and
@@ -111,11 +123,14 @@ func Main(args []string, stdout io.Writer) int {
 		broker.DefaultURL), "RabbitMQ URL (env EXPIRYCTL_TEST_AMQP_URL or EXPIRYCTL_AMQP_URL)")
 	flags.StringVar(&cfg.SQSEndpoint, "sqs-endpoint", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_SQS_ENDPOINT"), "http://127.0.0.1:4100"),
 		"SQS-compatible server of the sqs-* scenarios (env EXPIRYCTL_TEST_SQS_ENDPOINT)")
+	flags.StringVar(&cfg.RedisAddr, "redis-addr", firstNonEmpty(os.Getenv("EXPIRYCTL_TEST_REDIS"), "127.0.0.1:6379"),
+		"Redis of the bullmq-* scenarios, HOST:PORT (env EXPIRYCTL_TEST_REDIS)")
 	flags.StringVar(&cfg.Bin, "bin", firstNonEmpty(os.Getenv("EXPIRYCTL_BIN"), "./bin/expiryctl"),
 		"the built expiryctl binary (env EXPIRYCTL_BIN)")
 	flags.IntVar(&cfg.IngestN, "ingest-n", 0, "letters per queue in the ingest scenario (default 100000, -quick 10000)")
 	flags.IntVar(&cfg.SQSIngestN, "sqs-ingest-n", 0, "letters per queue in the sqs-ingest scenario (default 20000, -quick 5000)")
 	flags.IntVar(&cfg.SQSReplayN, "sqs-replay-n", 0, "letters replayed in the sqs-replay scenario (default 10000, -quick 3000)")
+	flags.IntVar(&cfg.JobStoreN, "jobstore-n", 0, "failed jobs in each river-*, bullmq-* and jobtable-* scenario (default 5000, -quick 1000)")
 	flags.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
 	flags.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
 	flags.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
@@ -229,6 +244,18 @@ func Main(args []string, stdout io.Writer) int {
 			rep.failed("sqs-replay", err)
 		}
 	}
+	for _, kind := range jobStoreKinds {
+		for _, s := range []struct {
+			scenario string
+			run      func(context.Context, *config, *report, jobStoreKind) error
+		}{{kind.name + "-ingest", benchJobStoreIngest}, {kind.name + "-replay", benchJobStoreReplay}} {
+			if ctx.Err() == nil && cfg.selected(s.scenario) {
+				if err := s.run(ctx, cfg, rep, kind); err != nil {
+					rep.failed(s.scenario, err)
+				}
+			}
+		}
+	}
 	if ctx.Err() == nil && cfg.selected("audit") {
 		if err := benchAudit(ctx, cfg, rep); err != nil {
 			rep.failed("audit", err)
@@ -278,6 +305,10 @@ func (c *config) defaults() {
 	// 1,300-3,500 a second here: 10k takes 3-8 s a run, the scenario
 	// about 20 s.
 	pick(&c.SQSReplayN, 10_000, 3_000, 200)
+	// A job store is read or retried at thousands of jobs a second: 5k
+	// keeps a phase near a second, and the six scenarios' smoke runs
+	// to a few seconds each, mostly making and dropping databases.
+	pick(&c.JobStoreN, 5_000, 1_000, 200)
 	pick(&c.LargeN, 1_000_000, 10_000, 10_000)
 	pick(&c.SmallN, 10_000, 1_000, 1_000)
 	pick(&c.Runs, 31, 9, 3)

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSmoke runs every scenario at a tiny size against the machine's
-// PostgreSQL, RabbitMQ and goaws. It checks that each still runs and
+// PostgreSQL, RabbitMQ, goaws and Redis. It checks that each still runs and
 // measures, not how fast: a scenario that errors is "could not be
 // measured" and exits 2.
 func TestSmoke(t *testing.T) {
@@ -31,7 +31,8 @@ func TestSmoke(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench -smoke exited %d, want 0:\n%s", code, report)
 	}
-	for _, scenario := range []string{"1 ingest", "1 ingest ceiling", "5 replay ceiling", "5 replay broker limit", "2 list", "3 summary", "3 metrics", "4 list --limit 0", "5 replay", "5 audit", "6 tui", "7 sqs-ingest", "7 sqs-ingest ceiling", "8 sqs-replay"} {
+	for _, scenario := range []string{"1 ingest", "1 ingest ceiling", "5 replay ceiling", "5 replay broker limit", "2 list", "3 summary", "3 metrics", "4 list --limit 0", "5 replay", "5 audit", "6 tui", "7 sqs-ingest", "7 sqs-ingest ceiling", "8 sqs-replay",
+		"9 river-ingest", "9 river-replay", "10 bullmq-ingest", "10 bullmq-replay", "11 jobtable-ingest", "11 jobtable-replay"} {
 		if !strings.Contains(report, "\n"+scenario) {
 			t.Errorf("the report has no %q line:\n%s", scenario, report)
 		}
