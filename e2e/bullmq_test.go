@@ -64,7 +64,10 @@ func TestBullMQIncident(t *testing.T) {
 	before := digest()
 
 	db := pgtest.New(t)
-	shortCanary(t, db)
+	// The run watches its retried jobs for 3 s after the last: long enough
+	// for its capture of the failed set, which polls every second, to see
+	// the poisoned job fail again.
+	setPolicy(t, db, "canary_window=3s")
 	ingester := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "")
 	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
 	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
@@ -184,10 +187,12 @@ func TestBullMQIncident(t *testing.T) {
 	w.Retry(ids[1])
 	w.WaitSeen("completed", ids[1])
 
+	// The run sees the poisoned job fail again: one of the three it
+	// retried, above the policy's re-dead ratio of 0.2, halts it.
 	var summary replaySummary
-	decodeJSON(t, alice.ok(t, "replay", "run", id, "-o", "json"), &summary)
-	if summary.Status != "completed" || summary.Confirmed != n-1 || summary.Skipped != 1 {
-		t.Errorf("replay run %d: %+v, want completed with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
+	decodeJSON(t, alice.exits(t, 8, "replay", "run", id, "-o", "json"), &summary)
+	if summary.Status != "halted" || summary.HaltCondition != "redead-ratio" || summary.Confirmed != n-1 || summary.Skipped != 1 {
+		t.Errorf("replay run %d: %+v, want halted by the re-dead ratio with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
 	}
 	state, why := replayItem(t, db, req.ID, letterOf[ids[1]])
 	if state != "skipped" || !strings.Contains(why, "completed") {

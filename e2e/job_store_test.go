@@ -38,11 +38,17 @@ type jobShown struct {
 // workers take the retried jobs at once.
 func shortCanary(t *testing.T, db *pgtest.Database) {
 	t.Helper()
-	changes, err := replay.ParsePolicyChanges([]string{"canary_window=300ms"})
+	setPolicy(t, db, "canary_window=300ms")
+}
+
+// setPolicy applies changes to the test's policy as its owner.
+func setPolicy(t *testing.T, db *pgtest.Database, changes ...string) {
+	t.Helper()
+	parsed, err := replay.ParsePolicyChanges(changes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", changes); err != nil {
+	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", parsed); err != nil {
 		t.Fatal(err)
 	}
 }

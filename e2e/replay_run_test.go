@@ -305,6 +305,8 @@ type replaySummary struct {
 	Republished int     `json:"republished"`
 	Elapsed     float64 `json:"elapsed_seconds"`
 	HaltReason  string  `json:"halt_reason"`
+	// HaltCondition names the stop condition that halted the run.
+	HaltCondition string `json:"halt_condition"`
 }
 
 func itemStates(t *testing.T, pool *pgxpool.Pool, request int64) map[string]int {

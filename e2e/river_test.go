@@ -175,7 +175,10 @@ func TestRiverIncident(t *testing.T) {
 	before := digest()
 
 	db := pgtest.New(t)
-	shortCanary(t, db)
+	// The run watches its retried jobs for 3 s after the last: long
+	// enough for its capture of River's queue, which polls every 500 ms,
+	// to see the poisoned job discarded again.
+	setPolicy(t, db, "canary_window=3s")
 	riverLogin := func(c *cli) *cli {
 		c.env = append(c.env, "EXPIRYCTL_RIVER_USER=postgres")
 		return c
@@ -245,10 +248,13 @@ func TestRiverIncident(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the job retried elsewhere to complete", func() bool { return w.runsAfter(jobs[1]) == 1 })
 
+	// The run sees the poisoned job discarded again: one of the three it
+	// retried, above the policy's re-dead ratio of 0.2, halts it.
+	run := alice.exits(t, 8, "replay", "run", id, "-o", "json")
 	var summary replaySummary
-	decodeJSON(t, alice.ok(t, "replay", "run", id, "-o", "json"), &summary)
-	if summary.Status != "completed" || summary.Confirmed != n-1 || summary.Skipped != 1 {
-		t.Errorf("replay run %d: %+v, want completed with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
+	decodeJSON(t, run, &summary)
+	if summary.Status != "halted" || summary.HaltCondition != "redead-ratio" || summary.Confirmed != n-1 || summary.Skipped != 1 {
+		t.Errorf("replay run %d: %+v, want halted by the re-dead ratio with %d confirmed and the job retried elsewhere skipped", req.ID, summary, n-1)
 	}
 	state, why := replayItem(t, db, req.ID, letterOf[strconv.FormatInt(jobs[1], 10)])
 	if state != "skipped" || !strings.Contains(why, "no longer the failed job captured") {
