@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -103,7 +104,19 @@ Every command, reads included, leaves a row in the audit trail.`,
 	root.SetCompletionCommandGroupID("setup")
 	argumentsAreUsage(root)
 	completeIDs(root, f)
+	flagNoticesToStderr(root, f.IO.ErrOut)
 	return root
+}
+
+// flagNoticesToStderr sends what pflag says while parsing (a deprecated
+// flag's notice) to stderr: cobra prints it to the command's output, which
+// is stdout here, so `audit export --format ndjson | jq` would read the
+// notice as the first row.
+func flagNoticesToStderr(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().SetOutput(w)
+	for _, sub := range cmd.Commands() {
+		flagNoticesToStderr(sub, w)
+	}
 }
 
 // argumentsAreUsage makes a wrong argument a usage error everywhere in the

@@ -70,3 +70,21 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	}
 	walk(NewCmdRoot(f))
 }
+
+// TestDeprecatedFlagNoticeGoesToStderr: a deprecated flag's notice is
+// status, not data; on stdout it would be the first line of an export.
+func TestDeprecatedFlagNoticeGoesToStderr(t *testing.T) {
+	t.Parallel()
+	f, out, errOut := testFactory(t)
+	// A terminal on stdout makes audit export stop before it connects.
+	f.IO.StdoutTTY = true
+	root := NewCmdRoot(f)
+	root.SetArgs([]string{"audit", "export", "--format", "ndjson"})
+	_ = root.Execute()
+	if strings.Contains(out.String(), "deprecated") {
+		t.Errorf("stdout has the deprecation notice: %q", out.String())
+	}
+	if !strings.Contains(errOut.String(), "Flag --format has been deprecated, use -o/--output") {
+		t.Errorf("stderr = %q, want the deprecation notice", errOut.String())
+	}
+}
