@@ -328,7 +328,7 @@ func TestAuditExportToStdoutAndUnwritableOut(t *testing.T) {
 func withoutAdvisory(stderr string) string {
 	var kept []string
 	for _, line := range strings.SplitAfter(stderr, "\n") {
-		if !strings.HasPrefix(line, "warning: connected as ") {
+		if !strings.HasPrefix(line, "warning: ") || !strings.Contains(line, "governance is advisory") {
 			kept = append(kept, line)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +96,9 @@ type Factory struct {
 	// --amqp-heartbeat (timeouts.go).
 	DBTimeoutFlag     durationSetting
 	AMQPHeartbeatFlag durationSetting
+	// Governed is set for the commands that governance binds (root.go's
+	// governedCommands): only they say that it is advisory for the login.
+	Governed bool
 	// migrating leaves statement_timeout and lock_timeout unset on the
 	// pool, for `migrate` (store.Options.ServerTimeouts).
 	migrating bool
@@ -249,15 +253,27 @@ func (f *Factory) DB(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // warnAdvisory says, on stderr, when this connection's login is a superuser
-// or the schema's owner: the rules are the database's, and such a login can
-// change the database.
+// or the schema's owner and the command is one that governance binds: the
+// rules are the database's, and such a login can change the database. A
+// read is not governed, so it is not told (it was, on every command, which
+// buried the line that mattered).
 func (f *Factory) warnAdvisory(ctx context.Context, pool *pgxpool.Pool) {
+	if !f.Governed {
+		return
+	}
 	standing, err := store.LoginStanding(ctx, pool)
 	if err != nil || standing.Governed() {
 		return
 	}
-	fmt.Fprintf(f.IO.ErrOut, "warning: connected as %s, %s: governance is advisory for this connection (four-eyes, frozen cohorts and the policy bind only logins that are neither); connect with your own login\n",
-		standing.Login, standing.What())
+	fmt.Fprintln(f.IO.ErrOut, advisoryLine(standing))
+}
+
+// advisoryLine is the warning in one line that fits 80 columns for a
+// common login name; `expiryctl access list` and docs/governance.md say
+// what each bypass allows.
+func advisoryLine(s store.Standing) string {
+	return fmt.Sprintf("warning: %s (%s): governance is advisory; use your own login",
+		s.Login, strings.Join(s.Kinds(), ", "))
 }
 
 // AMQP connects to RabbitMQ, once while the connection lasts: after the

@@ -99,7 +99,10 @@ Every command, reads included, leaves a row in the audit trail.`,
 		}
 		return cmd.Help()
 	}
-	root.PersistentPreRun = func(*cobra.Command, []string) { f.warnPasswordsInArgs() }
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		f.Governed = governedCommands[strings.TrimPrefix(cmd.CommandPath(), "expiryctl ")] || cmd == root
+		f.warnPasswordsInArgs()
+	}
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
 	argumentsAreUsage(root)
@@ -117,6 +120,19 @@ func flagNoticesToStderr(cmd *cobra.Command, w io.Writer) {
 	for _, sub := range cmd.Commands() {
 		flagNoticesToStderr(sub, w)
 	}
+}
+
+// governedCommands are the commands that governance binds, named by their
+// path below the root: they request, decide, run or change what four-eyes,
+// frozen cohorts and the policy guard (the TUI, and the bare root that
+// opens it, does all of these). Only they warn that governance is advisory
+// for a superuser's or owner's login; a read is not governed.
+var governedCommands = map[string]bool{
+	"replay request": true, "replay approve": true, "replay reject": true, "replay run": true, "replay cancel": true,
+	"dlq discard": true, "dlq purge": true,
+	"policy set": true, "policy approve": true, "policy reject": true,
+	"access grant": true, "access revoke": true,
+	"tui": true,
 }
 
 // argumentsAreUsage makes a wrong argument a usage error everywhere in the

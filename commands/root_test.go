@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestWrongCommandsAreUsageErrors: a mistyped command, at any depth, says
@@ -86,5 +88,36 @@ func TestDeprecatedFlagNoticeGoesToStderr(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "Flag --format has been deprecated, use -o/--output") {
 		t.Errorf("stderr = %q, want the deprecation notice", errOut.String())
+	}
+}
+
+// TestAdvisoryWarningOnlyWhereGovernanceBinds: the warning that governance
+// is advisory is one line that fits 80 columns, and only the commands that
+// governance binds say it; every one named exists, so a rename cannot
+// silently drop it.
+func TestAdvisoryWarningOnlyWhereGovernanceBinds(t *testing.T) {
+	t.Parallel()
+	line := advisoryLine(store.Standing{Login: "expiryctl_owner", Owner: true})
+	if len(line) > 80 || strings.Contains(line, "\n") || !strings.Contains(line, "governance is advisory") {
+		t.Errorf("advisory line is %d columns: %q", len(line), line)
+	}
+	f, _, _ := testFactory(t)
+	root := NewCmdRoot(f)
+	for path := range governedCommands {
+		cmd, _, err := root.Find(strings.Fields(path))
+		if err != nil || cmd.CommandPath() != "expiryctl "+path {
+			t.Errorf("governed command %q is not in the tree", path)
+		}
+	}
+	for args, want := range map[string]bool{"dlq list": false, "audit list": false, "replay show 1": false,
+		"replay approve 1": true, "dlq discard --id 1": true} {
+		f, _, _ := testFactory(t)
+		root := NewCmdRoot(f)
+		root.SetArgs(append(strings.Fields(args), "--help"))
+		cmd, _, _ := root.Find(strings.Fields(args))
+		root.PersistentPreRun(cmd, nil)
+		if f.Governed != want {
+			t.Errorf("%s: Governed = %v, want %v", args, f.Governed, want)
+		}
 	}
 }

@@ -60,9 +60,9 @@ type result struct {
 	advisory bool
 }
 
-// advisoryPrefix starts the line a command prints when its login is a
-// superuser or the schema's owner.
-const advisoryPrefix = "warning: connected as "
+// advisoryPrefix starts the line a governed command prints when its login
+// is a superuser or the schema's owner.
+const advisoryPrefix = "warning: "
 
 // splitAdvisory takes the advisory line out of stderr.
 func splitAdvisory(stderr string) (string, bool) {

@@ -34,7 +34,10 @@ func TestGovernanceAsPeople(t *testing.T) {
 	}
 
 	super := newCLI(db.URL, "")
-	if r := super.ok(t, "policy", "show"); !r.advisory {
+	if r := super.ok(t, "policy", "show"); r.advisory {
+		t.Errorf("a read was told governance is advisory, which binds only what it governs: %s", r)
+	}
+	if r := super.exits(t, 3, "replay", "cancel", "999", "--why", "none such"); !r.advisory {
 		t.Errorf("a superuser's connection was not told governance is advisory: %s", r)
 	}
 	owner := newCLI(pgtest.WithUser(db.URL, pgtest.Owner), "")
@@ -73,7 +76,7 @@ func TestGovernanceAsPeople(t *testing.T) {
 		if _, err := db.Pool.Exec(context.Background(), strings.ReplaceAll(grant, "%s", pgx.Identifier{l.Name}.Sanitize())); err != nil {
 			t.Fatal(err)
 		}
-		if r := newCLI(l.URL, "").ok(t, "audit", "list", "--limit", "1"); !r.advisory {
+		if r := newCLI(l.URL, "").run(t, "replay", "cancel", "999", "--why", "none such"); !r.advisory {
 			t.Errorf("a login holding %s was not told governance is advisory for it: %s", named, r)
 		}
 	}
