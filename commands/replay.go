@@ -67,6 +67,9 @@ func (s *selectionFlags) register(cmd *cobra.Command) {
 
 func (s *selectionFlags) resolve(now time.Time) (replay.Selection, error) {
 	usesFilter := len(s.Reasons) > 0 || s.Queue != "" || s.Since != "" || s.Until != "" || s.Search != ""
+	if s.Max < 0 {
+		return replay.Selection{}, flagErrorf("invalid --max %d: it counts letters, so use 1 or more (at most the policy's max_cohort)", s.Max)
+	}
 	if len(s.IDs) > 0 && (usesFilter || s.Max > 0) {
 		return replay.Selection{}, flagErrorf("use either --id or a filter (--reason, --queue, --since, --until, --search with --max), not both")
 	}
@@ -169,8 +172,10 @@ approver sees it.
 			if strings.TrimSpace(opts.Why) == "" {
 				return flagErrorf("--why is required: name the incident or ticket, e.g. --why INC-4211")
 			}
-			if opts.Rate < 0 {
-				return flagErrorf("invalid --rate %g: use a positive number of replays per second", opts.Rate)
+			// An unset rate is the policy's max_rate; a 0 given on purpose
+			// is a mistake, not a request for the fastest rate there is.
+			if cmd.Flags().Changed("rate") && !(opts.Rate > 0) {
+				return flagErrorf("invalid --rate %g: use a number of replays per second above 0, or leave --rate out for the policy's max_rate", opts.Rate)
 			}
 			if (opts.ToExchange == "") != (opts.RoutingKey == "") && opts.RoutingKey == "" {
 				return flagErrorf("--to-exchange needs --routing-key (use --to-exchange \"\" --routing-key QUEUE for a queue)")

@@ -56,7 +56,8 @@ func TestReplayRequestFlags(t *testing.T) {
 		{name: "ids and max", args: []string{"--id", "1", "--max", "5", "--why", "x"}, wantErr: "use either --id or a filter"},
 		{name: "nothing chosen", args: []string{"--why", "x"}, wantErr: "choose letters: --id ID"},
 		{name: "a filter without max", args: []string{"--reason", "validation", "--why", "x"}, wantErr: "a filter needs --max N"},
-		{name: "a negative max", args: []string{"--queue", "q", "--max", "-5", "--why", "x"}, wantErr: "a filter needs --max N"},
+		{name: "a negative max is not a count", args: []string{"--queue", "q", "--max", "-5", "--why", "x"},
+			wantErr: "invalid --max -5: it counts letters, so use 1 or more"},
 		{name: "an unknown reason", args: []string{"--reason", "timeout", "--max", "5", "--why", "x"}, wantErr: "valid categories are"},
 		{name: "a bad since", args: []string{"--since", "yesterday", "--max", "5", "--why", "x"}, wantErr: "invalid --since"},
 		{name: "not before, from now", args: []string{"--id", "1", "--not-before", "30m", "--why", "x"}, check: func(t *testing.T, nr replay.NewRequest) {
@@ -85,6 +86,8 @@ func TestReplayRequestFlags(t *testing.T) {
 			}
 		}},
 		{name: "a negative rate", args: []string{"--id", "1", "--rate", "-1", "--why", "x"}, wantErr: "invalid --rate -1"},
+		{name: "a zero rate is no ceiling", args: []string{"--id", "1", "--rate", "0", "--why", "x"},
+			wantErr: "invalid --rate 0: use a number of replays per second above 0, or leave --rate out for the policy's max_rate"},
 		{name: "exchange and routing key", args: []string{"--id", "1", "--to-exchange", "reservations", "--routing-key", "reservation.expire", "--why", "x"},
 			check: func(t *testing.T, nr replay.NewRequest) {
 				if nr.ToExchange != "reservations" || nr.ToRoutingKey != "reservation.expire" {
