@@ -7,6 +7,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/reconcile"
 	"github.com/expiryctl/expiryctl/replay"
@@ -51,7 +52,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &flagErr), errors.As(err, new(*audit.VerifierKeyError)):
+	case errors.As(err, &flagErr), errors.As(err, new(*audit.VerifierKeyError)), errors.As(err, new(*dsn.InvalidError)):
 		return ExitUsage
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled

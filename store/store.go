@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -62,7 +61,8 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("invalid database URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
+		return nil, dsn.Invalid("database", url, err,
+			"postgres://USER@HOST:5432/DATABASE (or key=value pairs: host=HOST user=USER dbname=DATABASE)")
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second

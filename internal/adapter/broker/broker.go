@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -47,7 +46,7 @@ func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
 	})
 	if err != nil {
 		if isURIError(url) {
-			return nil, fmt.Errorf("invalid AMQP URL %s: %s", dsn.Redact(url), dsn.RedactTextFor(err.Error(), url))
+			return nil, dsn.Invalid("AMQP", url, err, "amqp://USER@HOST:5672/VHOST (amqps:// with TLS)")
 		}
 		var frameErr *amqp.Error
 		if socket != nil && socket.broken() != nil && errors.As(err, &frameErr) && frameErr.Code == amqp.FrameError {
