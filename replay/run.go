@@ -246,9 +246,19 @@ func (e *InterruptedError) Error() string {
 	if e.Unsent > 0 {
 		doubt += fmt.Sprintf("; %d marked publishing but never sent will go out then", e.Unsent)
 	}
+	if e.Interrupted() {
+		// Said for whoever pressed Ctrl-C at 3 a.m.: a stop they asked for
+		// must not read as the request being cancelled or anything lost.
+		return fmt.Sprintf("replay request %d is still running, but no runner publishes it now: this run was interrupted. Nothing was lost: nothing was marked confirmed without the broker's ack, %s. Resume it with `expiryctl replay run %d` (no new approval needed)",
+			e.RequestID, doubt, e.RequestID)
+	}
 	return fmt.Sprintf("replay request %d stopped before finishing: %v; nothing was marked confirmed without the broker's ack, %s: run `expiryctl replay run %d` again to resume (no new approval needed)",
 		e.RequestID, e.Err, doubt, e.RequestID)
 }
+
+// Interrupted reports whether the run stopped because its caller asked it
+// to (Ctrl-C, SIGTERM, a TUI's stop), not because a server failed.
+func (e *InterruptedError) Interrupted() bool { return errors.Is(e.Err, context.Canceled) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
