@@ -538,7 +538,7 @@ func (r *Runner) report(st *runState, phase string) {
 		return
 	}
 	st.phase, st.lastReport = phase, now
-	st.waits.observe(phase, now)
+	st.waits.observe(phase, now, st.published)
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes,
@@ -550,7 +550,7 @@ func (r *Runner) report(st *runState, phase string) {
 	if st.pace != nil {
 		p.Pace, p.PaceWhy = st.pace.rate, st.pace.why
 	}
-	p.Rate = publishRate(st.published, now.Sub(st.start), st.waits.total(now))
+	p.Rate = publishRate(st.published, st.waits.stretches(st.published), burstFor(st.req.Rate), now.Sub(st.start), st.waits.total(now))
 	if st.req.Kind == KindReplay {
 		pace := p.Pace
 		if pace <= 0 {
