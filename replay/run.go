@@ -432,11 +432,14 @@ type runState struct {
 	// numbers them).
 	maxOrdinal int
 
-	phase         string
-	waits         runWaits
-	lastReport    time.Time
-	inFlight      int
-	canaryLeft    time.Duration
+	phase      string
+	waits      runWaits
+	lastReport time.Time
+	inFlight   int
+	canaryLeft time.Duration
+	// canarySent counts the canary's publishes by this run, for its
+	// readings.
+	canarySent    int
 	haltReason    string
 	haltCondition string
 	failedItems   []ItemOutcome
