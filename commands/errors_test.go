@@ -1,9 +1,11 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -39,5 +41,41 @@ func TestLostConnectionsExitUnavailable(t *testing.T) {
 	}
 	if code := ExitCode(errors.New("exchange \"x\" routing key \"k\": returned unroutable")); code != ExitError {
 		t.Errorf("an ordinary failure: exit %d, want %d", code, ExitError)
+	}
+}
+
+// TestInterruptedRunSaysItStillRuns: Ctrl-C on `replay run` leaves the
+// request running, so the words must not read as a cancel (the on-call
+// engineer would start over) and must name the command that resumes it.
+func TestInterruptedRunSaysItStillRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		err        error
+		want, dont []string
+	}{
+		{"replay run", fmt.Errorf("run: %w", &replay.InterruptedError{RequestID: 5, Unconfirmed: 2, Err: context.Canceled}),
+			[]string{"interrupted: replay request 5 is still running", "Nothing was lost", "`expiryctl replay run 5`", "no new approval"},
+			[]string{"cancel", "stopped before finishing: context canceled"}},
+		{"another command", fmt.Errorf("read letters: %w", context.Canceled), []string{"interrupted\n"}, []string{"cancel"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, _, errOut := testFactory(t)
+			if code := reportError(f, nil, tc.err); code != ExitCancelled {
+				t.Errorf("exit code %d, want %d", code, ExitCancelled)
+			}
+			got := errOut.String()
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("stderr %q should say %q", got, w)
+				}
+			}
+			for _, d := range tc.dont {
+				if strings.Contains(got, d) {
+					t.Errorf("stderr %q should not say %q", got, d)
+				}
+			}
+		})
 	}
 }

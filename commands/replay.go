@@ -552,7 +552,14 @@ func listRequests(streams *IOStreams, output *outputFormat, now time.Time, reqs 
 	t := newTable(streams, "ID", "KIND", "STATUS", "ITEMS", "RATE", "REQUESTED-BY", "REVIEWED-BY", "CREATED", "OUTCOMES", "WHY").
 		truncatable("WHY", "REVIEWED-BY", "REQUESTED-BY")
 	for _, r := range reqs {
-		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), string(r.Status), strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
+		// On a terminal a running request nobody runs reads as such in
+		// its row, not only in the note below; piped, STATUS stays the
+		// status that scripts match on.
+		status := string(r.Status)
+		if streams.StdoutTTY {
+			status = requestview.StatusLabel(r)
+		}
+		t.addRow(strconv.FormatInt(r.ID, 10), string(r.Kind), status, strconv.Itoa(r.Items), fmt.Sprintf("%g/s", r.Rate),
 			r.RequestedBy, r.ReviewedBy, formatTime(streams, r.CreatedAt, now), requestview.FatesCell(r.Fates), r.Why)
 	}
 	if err := t.render(); err != nil {

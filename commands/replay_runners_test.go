@@ -66,9 +66,9 @@ func TestReplayShowSaysWhetherARunnerHoldsIt(t *testing.T) {
 	}
 }
 
-// `replay list` keeps STATUS as the status, for scripts, and says below
-// the list, on stderr, which running request no runner holds and how to
-// resume it.
+// `replay list` piped keeps STATUS as the status, for scripts, and says
+// below the list, on stderr, which running request no runner holds and
+// how to resume it; on a terminal the row says it too.
 func TestReplayListNamesRunsWithoutARunner(t *testing.T) {
 	t.Parallel()
 	f, out, errOut := testFactory(t)
@@ -86,6 +86,26 @@ func TestReplayListNamesRunsWithoutARunner(t *testing.T) {
 	want := "replay request 8 is running, but no runner holds it: nothing is being published; resume it with `expiryctl replay run 8`\n"
 	if errOut.String() != want {
 		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+
+	f, out, _ = testFactory(t)
+	f.IO.StdoutTTY = true
+	if err := runCmd(NewCmdReplayList(f, func(ctx context.Context, o *ReplayListOptions) error {
+		o.Requests = serve[service.Requests](requests)
+		return replayListRun(ctx, o)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	for _, tc := range []struct{ id, want string }{{"8 ", "running (no runner)"}, {"9 ", "running "}} {
+		for _, l := range lines {
+			if strings.HasPrefix(l, tc.id) && !strings.Contains(l, tc.want) {
+				t.Errorf("on a terminal, request %sreads %q, want %q", tc.id, l, tc.want)
+			}
+		}
+	}
+	if strings.Count(out.String(), "no runner") != 1 {
+		t.Errorf("on a terminal, only request 8 has no runner:\n%s", out)
 	}
 }
 

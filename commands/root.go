@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/dsn"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // Main runs expiryctl with the process's arguments and returns its exit code.
@@ -25,12 +26,25 @@ func Main() int {
 
 	root := NewCmdRoot(f)
 	cmd, err := root.ExecuteContextC(ctx)
+	return reportError(f, cmd, err)
+}
+
+// reportError prints err, returned by cmd, and returns the exit code.
+func reportError(f *Factory, cmd *cobra.Command, err error) int {
 	if err == nil {
 		return ExitOK
 	}
 	code := ExitCode(err)
 	if code == ExitCancelled && errors.Is(err, context.Canceled) {
-		fmt.Fprintln(f.IO.ErrOut, "cancelled")
+		// "cancelled" would read as a replay request cancelled for good:
+		// an interrupted run says its request still runs and how to
+		// resume it; anything else was only interrupted.
+		var run *replay.InterruptedError
+		if errors.As(err, &run) {
+			fmt.Fprintln(f.IO.ErrOut, "interrupted:", run)
+		} else {
+			fmt.Fprintln(f.IO.ErrOut, "interrupted")
+		}
 		return code
 	}
 	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.connectionURLs()...))

@@ -59,6 +59,11 @@ func tuiProgress(p replay.Progress, req replay.Request) tui.RunProgress {
 		Canary: tuiCanary(s.Canary), Checked: s.Checked, FailureRatio: s.FailureRatio, Attempted: s.Attempted,
 		FailedRun: s.FailedRun, QueueDepth: s.QueueDepth, DepthQueue: s.DepthQueue, RedeadRatio: s.RedeadRatio,
 		Redead: s.Redead, ConfirmedRun: s.ConfirmedRun, Stop: req.Stop, Halted: s.Halted, Elapsed: p.Elapsed}
+	if s.CanarySent > 0 && s.Canary != replay.CanaryPublishing {
+		// The letters that went out, not the request's canary size: a
+		// canary that halted at 3 of 4 must not say it sent 4.
+		out.CanaryItems = s.CanarySent
+	}
 	switch p.Phase {
 	case "canary-wait":
 		out.Note = "waiting " + p.CanaryLeft.Round(1e9).String() + " for the canary's letters to come back"

@@ -95,3 +95,23 @@ func TestTUIServicesRunAndAudit(t *testing.T) {
 		t.Fatalf("%d audit rows for the screen's reads (%v), want 2", reads, err)
 	}
 }
+
+// TestTUICanarySaysWhatWentOut: a canary that halted after 3 of its 4
+// letters went out says 3 on the run screen, not the request's 4.
+func TestTUICanarySaysWhatWentOut(t *testing.T) {
+	t.Parallel()
+	req := replay.Request{ID: 7, Kind: replay.KindReplay, Canary: 4, Rate: 5}
+	for _, tc := range []struct {
+		name  string
+		stops replay.Readings
+		want  int
+	}{
+		{"halted mid-canary", replay.Readings{Canary: replay.CanaryFailed, CanarySent: 3}, 3},
+		{"going out", replay.Readings{Canary: replay.CanaryPublishing, CanarySent: 1}, 4},
+		{"sent by an earlier run", replay.Readings{Canary: replay.CanaryWaiting}, 4},
+	} {
+		if got := tuiProgress(replay.Progress{Stops: tc.stops}, req).CanaryItems; got != tc.want {
+			t.Errorf("%s: canary of %d letters, want %d", tc.name, got, tc.want)
+		}
+	}
+}

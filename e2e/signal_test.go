@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/replay"
 )
 
 // publisher keeps publishing distinct worker letters to a queue until
@@ -142,5 +144,57 @@ func TestIngestSignalCommitsOrNothing(t *testing.T) {
 			}
 			t.Logf("%v: %d published, %d stored, %d left queued", sig, published, stored, queued)
 		})
+	}
+}
+
+// TestReplayRunInterruptedSaysItResumes presses Ctrl-C on `replay run`
+// mid-way, as an on-call engineer does. The request is not cancelled: the
+// words must say it still runs, that nothing was lost and how to resume
+// it, `replay list` must show that no runner holds it, and the command
+// named must finish the job.
+func TestReplayRunInterruptedSaysItResumes(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	w := newReplayWorld(t, n, "canary_window=300ms")
+	req := w.request(t, replay.NewRequest{Rate: 20, Canary: intRef(2)})
+	w.approve(t, req.ID)
+	w.runWorker(t)
+	id := strconv.FormatInt(req.ID, 10)
+
+	p := w.cli.start(t, "replay", "run", id)
+	waitFor(t, 60*time.Second, "the run to confirm 10 items", func() bool {
+		return itemStates(t, w.db.Pool, req.ID)["confirmed"] >= 10 || p.exited()
+	})
+	p.signal(syscall.SIGINT)
+	res := p.wait(30 * time.Second)
+	if res.code != 130 {
+		t.Fatalf("an interrupted run should exit 130 (docs/exit-codes.md): %s", res)
+	}
+	for _, want := range []string{"interrupted: replay request " + id + " is still running", "Nothing was lost",
+		"Resume it with `expiryctl replay run " + id + "`"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr should say %q: %s", want, res)
+		}
+	}
+	if strings.Contains(res.stderr, "cancelled") {
+		t.Errorf("an interrupted run is not cancelled, and must not say so: %s", res)
+	}
+	if got := w.status(t, req.ID); got != "running" {
+		t.Fatalf("request is %s after Ctrl-C, want running", got)
+	}
+
+	list := w.cli.ok(t, "replay", "list", "-o", "json")
+	if !strings.Contains(list.stdout, `"runner_held": false`) {
+		t.Errorf("replay list -o json should say runner_held false: %s", list)
+	}
+	if table := w.cli.ok(t, "replay", "list"); !strings.Contains(table.stderr, "replay request "+id+" is running, but no runner holds it") {
+		t.Errorf("replay list should say no runner holds request %s: %s", id, table)
+	}
+
+	again := w.cli.ok(t, "replay", "run", id, "-o", "json")
+	var summary replaySummary
+	decodeJSON(t, again, &summary)
+	if summary.Status != "completed" {
+		t.Fatalf("resumed run: %+v, want completed", summary)
 	}
 }

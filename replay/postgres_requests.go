@@ -82,6 +82,18 @@ func (p postgresTables) RequestCountOpen(ctx context.Context) (map[Status]int, e
 	return counts, rows.Err()
 }
 
+// RequestCountRunnersGone reads the status and the lease in one statement:
+// a runner commits its request's end before it lets its lease go, so a
+// run that just ended is not counted as one whose runner is gone.
+func (p postgresTables) RequestCountRunnersGone(ctx context.Context) (int, error) {
+	var n int
+	err := p.q.QueryRow(ctx, `SELECT count(*)::int FROM expiryctl.replay_requests r
+		WHERE r.status = 'running' AND NOT EXISTS (
+			SELECT 1 FROM expiryctl.replay_runner_leases l JOIN pg_stat_activity a ON a.pid = l.pid AND a.usename = l.login
+			 WHERE l.request_id = r.id)`).Scan(&n)
+	return n, err
+}
+
 func (p postgresTables) RequestStatus(ctx context.Context, id int64) (Status, string, error) {
 	var status Status
 	var reason string

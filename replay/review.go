@@ -269,3 +269,10 @@ func (s *Service) List(ctx context.Context, status Status, limit int) ([]Request
 func (s *Service) CountOpen(ctx context.Context) (map[Status]int, error) {
 	return s.tables().RequestCountOpen(ctx)
 }
+
+// CountRunnersGone counts the running requests that no runner holds (see
+// Request.RunnerGone), without writing or auditing, for the same views as
+// CountOpen: a count of running requests alone reads as work in progress.
+func (s *Service) CountRunnersGone(ctx context.Context) (int, error) {
+	return s.tables().RequestCountRunnersGone(ctx)
+}

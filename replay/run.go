@@ -246,9 +246,19 @@ func (e *InterruptedError) Error() string {
 	if e.Unsent > 0 {
 		doubt += fmt.Sprintf("; %d marked publishing but never sent will go out then", e.Unsent)
 	}
+	if e.Interrupted() {
+		// Said for whoever pressed Ctrl-C at 3 a.m.: a stop they asked for
+		// must not read as the request being cancelled or anything lost.
+		return fmt.Sprintf("replay request %d is still running, but no runner publishes it now: this run was interrupted. Nothing was lost: nothing was marked confirmed without the broker's ack, %s. Resume it with `expiryctl replay run %d` (no new approval needed)",
+			e.RequestID, doubt, e.RequestID)
+	}
 	return fmt.Sprintf("replay request %d stopped before finishing: %v; nothing was marked confirmed without the broker's ack, %s: run `expiryctl replay run %d` again to resume (no new approval needed)",
 		e.RequestID, e.Err, doubt, e.RequestID)
 }
+
+// Interrupted reports whether the run stopped because its caller asked it
+// to (Ctrl-C, SIGTERM, a TUI's stop), not because a server failed.
+func (e *InterruptedError) Interrupted() bool { return errors.Is(e.Err, context.Canceled) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -422,11 +432,14 @@ type runState struct {
 	// numbers them).
 	maxOrdinal int
 
-	phase         string
-	waits         runWaits
-	lastReport    time.Time
-	inFlight      int
-	canaryLeft    time.Duration
+	phase      string
+	waits      runWaits
+	lastReport time.Time
+	inFlight   int
+	canaryLeft time.Duration
+	// canarySent counts the canary's publishes by this run, for its
+	// readings.
+	canarySent    int
 	haltReason    string
 	haltCondition string
 	failedItems   []ItemOutcome
@@ -528,7 +541,7 @@ func (r *Runner) report(st *runState, phase string) {
 		return
 	}
 	st.phase, st.lastReport = phase, now
-	st.waits.observe(phase, now)
+	st.waits.observe(phase, now, st.published)
 	p := Progress{RequestID: st.req.ID, Kind: st.req.Kind, Phase: phase, Total: st.req.Items, Done: st.done(),
 		Confirmed: st.confirmed, Skipped: st.skipped, Failed: st.failed, Published: st.published,
 		InFlight: st.inFlight, CanaryLeft: st.canaryLeft, Outcomes: st.outcomes,
@@ -540,7 +553,7 @@ func (r *Runner) report(st *runState, phase string) {
 	if st.pace != nil {
 		p.Pace, p.PaceWhy = st.pace.rate, st.pace.why
 	}
-	p.Rate = publishRate(st.published, now.Sub(st.start), st.waits.total(now))
+	p.Rate = publishRate(st.published, st.waits.stretches(st.published), burstFor(st.req.Rate), now.Sub(st.start), st.waits.total(now))
 	if st.req.Kind == KindReplay {
 		pace := p.Pace
 		if pace <= 0 {

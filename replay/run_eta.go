@@ -21,17 +21,32 @@ type runWaits struct {
 	waited time.Duration
 	// since is when the current wait began; zero while not waiting.
 	since time.Time
+	// ended counts the stretches of publishing that a wait ended, and
+	// publishedAt is the count published when the last of them ended.
+	ended, publishedAt int
 }
 
-// observe notes the run's phase at now.
-func (w *runWaits) observe(phase string, now time.Time) {
+// observe notes the run's phase at now, with published so far.
+func (w *runWaits) observe(phase string, now time.Time, published int) {
 	switch waiting := waitingPhase(phase); {
 	case waiting && w.since.IsZero():
 		w.since = now
+		if published > w.publishedAt {
+			w.ended, w.publishedAt = w.ended+1, published
+		}
 	case !waiting && !w.since.IsZero():
 		w.waited += now.Sub(w.since)
 		w.since = time.Time{}
 	}
+}
+
+// stretches counts the stretches of publishing so far, given published:
+// those a wait ended, and the current one if it published anything.
+func (w *runWaits) stretches(published int) int {
+	if published > w.publishedAt {
+		return w.ended + 1
+	}
+	return w.ended
 }
 
 // total is the time spent waiting up to now.
@@ -42,14 +57,19 @@ func (w *runWaits) total(now time.Time) time.Duration {
 	return w.waited + now.Sub(w.since)
 }
 
-// publishRate is published over the time the run could publish: elapsed
-// less its waits. Zero until that time is known.
-func publishRate(published int, elapsed, waited time.Duration) float64 {
+// publishRate is the rate of published over the time the run could
+// publish: elapsed less its waits. Each of the stretches of publishing
+// between waits starts with a burst that takes no time (the limiter's
+// burst, one publish at least): k publishes span k-burst intervals, not k,
+// so those are left out, or a canary of 3 and 3 more at 5/s would read
+// 7.5/s against a ceiling of 5/s. Zero until it is known.
+func publishRate(published, stretches, burst int, elapsed, waited time.Duration) float64 {
 	publishing := (elapsed - waited).Seconds()
-	if published == 0 || publishing <= 0 {
+	timed := published - stretches*burst
+	if timed <= 0 || publishing <= 0 {
 		return 0
 	}
-	return float64(published) / publishing
+	return float64(timed) / publishing
 }
 
 // estimateETA is the time a run needs for left items: waitLeft, what is

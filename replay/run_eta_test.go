@@ -29,17 +29,17 @@ func TestETACountsDownThroughTheCanaryWait(t *testing.T) {
 	}
 	for _, s := range steps {
 		now = t0.Add(s.at)
-		st.published, st.confirmed, st.canaryLeft = 2, 2, s.canaryLeft
+		st.published, st.confirmed, st.canaryLeft = 3, 3, s.canaryLeft
 		r.report(st, s.phase)
 	}
 	if len(seen) != len(steps) {
 		t.Fatalf("%d reports, want %d", len(seen), len(steps))
 	}
-	// 2 published in the second before the wait: 2/s, 38 items left (at
-	// half a second, 4/s, the request's ceiling).
+	// 3 published in the second before the wait, the first at once: 2/s,
+	// 37 items left (at half a second, 4/s, the request's ceiling).
 	const rate = 2.0
-	publishing := 38 * time.Second / rate
-	for i, want := range []time.Duration{38 * time.Second / 4, 30*time.Second + publishing, 25*time.Second + publishing, 20*time.Second + publishing, publishing} {
+	publishing := 37 * time.Second / rate
+	for i, want := range []time.Duration{37 * time.Second / 4, 30*time.Second + publishing, 25*time.Second + publishing, 20*time.Second + publishing, publishing} {
 		p := seen[i]
 		if p.ETA != want {
 			t.Errorf("report %d (%s, %s): ETA %s, want %s", i, p.Phase, steps[i].at, p.ETA, want)
@@ -84,25 +84,46 @@ func TestRunWaits(t *testing.T) {
 	t0 := runEpoch
 	var w runWaits
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	w.observe("canary", at(0))
-	w.observe("canary-wait", at(1))
+	w.observe("canary", at(0), 0)
+	w.observe("canary-wait", at(1), 3)
 	if got := w.total(at(4)); got != 3*time.Second {
 		t.Errorf("3s into the wait: total %s", got)
 	}
-	w.observe("canary-outcomes", at(5)) // still waiting
-	w.observe("replay", at(6))
-	w.observe("replay", at(9))
+	w.observe("canary-outcomes", at(5), 3) // still waiting
+	w.observe("replay", at(6), 3)
+	w.observe("replay", at(9), 10)
 	if got := w.total(at(10)); got != 5*time.Second {
 		t.Errorf("after a 5s wait: total %s", got)
 	}
-	w.observe("settling", at(12))
+	w.observe("settling", at(12), 20)
 	if got := w.total(at(13)); got != 6*time.Second {
 		t.Errorf("1s into settling: total %s", got)
 	}
-	if got := publishRate(10, 10*time.Second, 5*time.Second); got != 2 {
-		t.Errorf("10 published in 5s of publishing: %g/s", got)
+	if got := w.stretches(20); got != 2 {
+		t.Errorf("a canary and the rest: %d stretches of publishing, want 2", got)
 	}
-	if got := publishRate(0, 10*time.Second, 0); got != 0 {
+	if got := publishRate(11, 1, 1, 10*time.Second, 5*time.Second); got != 2 {
+		t.Errorf("11 published in 5s of publishing: %g/s", got)
+	}
+	if got := publishRate(0, 0, 1, 10*time.Second, 0); got != 0 {
 		t.Errorf("nothing published: %g/s", got)
+	}
+}
+
+// TestAverageRateNeverPassesTheCeiling: a run held to 5/s by a limiter
+// with a burst of one, its canary of 3 and its 3 other letters 0.2 s
+// apart around a 30 s canary window, averages 5/s, not the 7.5/s that
+// counting every publish as an interval made of it.
+func TestAverageRateNeverPassesTheCeiling(t *testing.T) {
+	t.Parallel()
+	var w runWaits
+	at := func(s float64) time.Time { return runEpoch.Add(time.Duration(s * float64(time.Second))) }
+	w.observe("canary", at(0), 1)
+	w.observe("canary-wait", at(0.4), 3)
+	w.observe("replay", at(30.4), 4)
+	const ceiling = 5
+	got := publishRate(6, w.stretches(6), burstFor(ceiling), 30800*time.Millisecond, w.total(at(30.8)))
+	if got > ceiling || got < ceiling-0.01 {
+		t.Errorf("average %g/s, want %d/s: the run published at its ceiling", got, ceiling)
 	}
 }

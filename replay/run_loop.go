@@ -394,6 +394,7 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 	}
 	if x.canaryTarget > 0 {
 		x.canaryPublished++
+		st.canarySent = x.canaryPublished
 	}
 	x.ask()
 	if time.Since(x.lastCheck) >= r.checkInterval() {

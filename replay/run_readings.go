@@ -34,6 +34,11 @@ type Readings struct {
 	// passed) or "stopped" (the run stopped before it passed; a resume
 	// goes on with it).
 	Canary string `json:"canary,omitempty"`
+	// CanarySent counts the canary's publishes by this run: fewer than the
+	// request's canary when the run halted while the canary went out, or
+	// the cohort had fewer letters left to send. Zero when this run sent
+	// none (an earlier run sent them).
+	CanarySent int `json:"canary_sent,omitempty"`
 	// Halted names the stop condition that halted the run; empty while it
 	// runs and when it ended otherwise.
 	Halted string `json:"halted,omitempty"`
@@ -82,7 +87,7 @@ func (st *runState) currentReadings(phase string) Readings {
 	if r.ConfirmedRun > 0 {
 		r.RedeadRatio = float64(r.Redead) / float64(r.ConfirmedRun)
 	}
-	r.Canary = st.canaryState(phase)
+	r.Canary, r.CanarySent = st.canaryState(phase), st.canarySent
 	if st.status == StatusHalted {
 		r.Halted = st.haltCondition
 	}

@@ -48,6 +48,9 @@ func TestRunnerHeldIsSeenByAnotherOperator(t *testing.T) {
 	if d.RunnerHeld == nil || !*d.RunnerHeld || d.RunnerGone() {
 		t.Fatalf("while its runner runs it, request %d reads runner_held=%v to another operator", req.ID, d.RunnerHeld)
 	}
+	if n, err := reader.CountRunnersGone(bg); err != nil || n != 0 {
+		t.Errorf("while its runner runs it: %d running requests counted with no runner (%v), want 0", n, err)
+	}
 	if !strings.Contains(d.Runner, `"expiryctl replay run by runner@`) || !strings.Contains(d.Runner, "of login "+runnerLogin.Name) {
 		t.Errorf("the runner is named %q, want its application name and login", d.Runner)
 	}
@@ -71,6 +74,9 @@ func TestRunnerHeldIsSeenByAnotherOperator(t *testing.T) {
 	}
 	if d.Status != StatusRunning || !d.RunnerGone() || d.Runner != "" {
 		t.Fatalf("after the interruption: status %s, runner_held %v, runner %q; want running with its runner gone", d.Status, d.RunnerHeld, d.Runner)
+	}
+	if n, err := reader.CountRunnersGone(bg); err != nil || n != 1 {
+		t.Errorf("after the interruption: %d running requests counted with no runner (%v), want 1", n, err)
 	}
 	doc, err := json.Marshal(d)
 	if err != nil {

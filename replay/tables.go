@@ -35,6 +35,9 @@ type tables interface {
 	RequestList(ctx context.Context, status Status, limit int) ([]Request, error)
 	// RequestCountOpen counts the open requests by status.
 	RequestCountOpen(ctx context.Context) (map[Status]int, error)
+	// RequestCountRunnersGone counts the running requests whose runner
+	// lease no live session holds.
+	RequestCountRunnersGone(ctx context.Context) (int, error)
 	// RequestTally counts the items of the open requests by request status
 	// and item state, their confirmed ones in Published, and returns the
 	// confirmed items of each ended request not in counted, by request, all

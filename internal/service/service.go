@@ -67,6 +67,14 @@ type OpenCounter interface {
 	CountOpen(ctx context.Context) (map[replay.Status]int, error)
 }
 
+// RunnerGoneCounter is implemented by a Requests service that can count,
+// as cheaply and without writing, the running requests no runner holds;
+// the terminal UI's summary says how many of its running requests those
+// are, since nothing publishes them until someone resumes them.
+type RunnerGoneCounter interface {
+	CountRunnersGone(ctx context.Context) (int, error)
+}
+
 // Runner runs approved requests with replay's runner. Run blocks until the
 // run completes, halts on a stop condition (a *replay.HaltError, with the
 // result filled in), is cancelled or fails; a refusal before it started

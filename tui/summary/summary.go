@@ -79,6 +79,8 @@ type HoldsMsg struct {
 // CountsMsg carries the open requests by status.
 type CountsMsg struct {
 	Counts map[replay.Status]int
+	// RunnersGone counts the running requests that no runner holds.
+	RunnersGone int
 	// Capped is true when more requests exist than were read.
 	Capped bool
 	Err    error
@@ -115,6 +117,7 @@ type Model struct {
 	keys    KeyMap
 	cats    []deadletter.CategorySummary
 	counts  map[replay.Status]int
+	gone    int
 	capped  bool
 	loaded  bool
 	at      time.Time
@@ -178,19 +181,26 @@ func (m Model) Refresh() (Model, tea.Cmd) {
 			defer cancel()
 			if counter, ok := requests.(service.OpenCounter); ok {
 				counts, err := counter.CountOpen(ctx)
-				return CountsMsg{Counts: counts, Err: err}
+				gone := 0
+				if goneCounter, ok := requests.(service.RunnerGoneCounter); ok && err == nil && counts[replay.StatusRunning] > 0 {
+					gone, err = goneCounter.CountRunnersGone(ctx)
+				}
+				return CountsMsg{Counts: counts, RunnersGone: gone, Err: err}
 			}
 			reqs, err := requests.List(ctx, "", requestSample)
 			if err != nil {
 				return CountsMsg{Err: err}
 			}
-			counts := map[replay.Status]int{}
+			counts, gone := map[replay.Status]int{}, 0
 			for _, r := range reqs {
 				if r.Open() {
 					counts[r.Status]++
 				}
+				if r.RunnerGone() {
+					gone++
+				}
 			}
-			return CountsMsg{Counts: counts, Capped: len(reqs) == requestSample}
+			return CountsMsg{Counts: counts, RunnersGone: gone, Capped: len(reqs) == requestSample}
 		},
 	}
 	if minuter, ok := archive.(service.ArrivalMinuter); ok {
@@ -259,7 +269,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	case CountsMsg:
 		m.pending = max(0, m.pending-1)
 		if msg.Err == nil {
-			m.counts, m.capped = msg.Counts, msg.Capped
+			m.counts, m.gone, m.capped = msg.Counts, msg.RunnersGone, msg.Capped
 		}
 	case tea.KeyMsg:
 		switch {
@@ -334,7 +344,12 @@ func (m Model) View() string {
 	lines = append(lines, "", th.Title.Render("Open replay requests"))
 	var parts []string
 	for _, s := range []replay.Status{replay.StatusPending, replay.StatusApproved, replay.StatusRunning, replay.StatusHalted} {
-		parts = append(parts, fmt.Sprintf("%s %d", s, m.counts[s]))
+		part := fmt.Sprintf("%s %d", s, m.counts[s])
+		if s == replay.StatusRunning && m.gone > 0 {
+			// Nothing publishes these: "running" alone reads as progress.
+			part += fmt.Sprintf(" (%d with no runner)", m.gone)
+		}
+		parts = append(parts, part)
 	}
 	more := ""
 	if m.capped {

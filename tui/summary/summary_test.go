@@ -296,3 +296,21 @@ func TestSparklinesFitNarrowFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnersGoneCounted: a running request that no runner holds is not
+// work in progress; the summary's count of running requests says so.
+func TestRunnersGoneCounted(t *testing.T) {
+	t.Parallel()
+	a, _ := fixture()
+	held, gone := true, false
+	running := fakes.Request(5, "alice", 3)
+	running.Status, running.RunnerHeld = replay.StatusRunning, &held
+	orphan := fakes.Request(6, "alice", 3)
+	orphan.Status, orphan.RunnerHeld = replay.StatusRunning, &gone
+	r := fakes.NewRequests("bob", running, orphan)
+	m, first := summary.New(tuitest.Context(80, 24), tuitest.Services(a, r), 0).Refresh()
+	m, _ = tuitest.Drive(t, m, update, first)
+	if v := m.View(); !strings.Contains(v, "running 2 (1 with no runner)") {
+		t.Errorf("the summary should say how many running requests no runner holds:\n%s", v)
+	}
+}

@@ -2,6 +2,7 @@ package requestview
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -48,8 +49,58 @@ func handlerFields(d replay.Detail, st Styles, field func(name, value string)) {
 	case h.Condition != "":
 		field("handler check", st.Warn(fmt.Sprintf("a run would be refused or halt (%s): %s", h.Condition, termsafe.EscapeLine(h.Reason))))
 	default:
-		field("handler check", "passes: every target queue has a consumer on a version the cohort did not fail under")
+		field("handler check", handlerPasses(d.FailedUnder, h.ConsumedNow.Queues, st))
 	}
+}
+
+// handlerPasses is the handler check's line when it passes. The rule
+// judges the target queues together (one consumer on a new version
+// anywhere is enough), so the line names any queue that alone would not
+// pass: a copy routed there waits unhandled or meets the old handler, and
+// the approver should not read "every queue" while the list above shows
+// one with no consumer.
+func handlerPasses(failedUnder []replay.VersionCount, queues []replay.QueueConsumers, st Styles) string {
+	failed := map[string]bool{}
+	for _, v := range failedUnder {
+		failed[v.Version] = true
+	}
+	var none, old []string
+	for _, q := range queues {
+		switch {
+		case len(q.Consumers) == 0:
+			none = append(none, termsafe.EscapeLine(q.Queue))
+		case !slices.ContainsFunc(q.Consumers, func(c replay.Consumer) bool { return c.HandlerVersion != "" && !failed[c.HandlerVersion] }):
+			old = append(old, termsafe.EscapeLine(q.Queue))
+		}
+	}
+	if len(none) == 0 && len(old) == 0 {
+		return "passes: every target queue has a consumer on a version the cohort did not fail under"
+	}
+	var gaps []string
+	if len(none) > 0 {
+		gaps = append(gaps, fmt.Sprintf("%s %s %s no consumer, so the copies routed there wait unhandled",
+			queueWord(len(none)), strings.Join(none, ", "), hasHave(len(none))))
+	}
+	if len(old) > 0 {
+		gaps = append(gaps, fmt.Sprintf("%s %s %s only consumers on a version the cohort failed under or advertising none",
+			queueWord(len(old)), strings.Join(old, ", "), hasHave(len(old))))
+	}
+	return st.Warn("passes, as the rule judges the target queues together: some consumer runs a version the cohort did not fail under; but " +
+		strings.Join(gaps, ", and "))
+}
+
+func queueWord(n int) string {
+	if n == 1 {
+		return "queue"
+	}
+	return "queues"
+}
+
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
 }
 
 // targetFields says where the letters go: back to the queue each failed

@@ -106,3 +106,30 @@ func TestFateLines(t *testing.T) {
 		t.Errorf("the --unwatched reason is not shown:\n%s", view)
 	}
 }
+
+// TestHandlerCheckNamesQueuesWithoutANewConsumer: the check passes on one
+// new consumer among the target queues; the line must not then say every
+// queue has one while the list above it shows a queue with none.
+func TestHandlerCheckNamesQueuesWithoutANewConsumer(t *testing.T) {
+	t.Parallel()
+	d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, ViaExchange: true,
+		FailedUnder: []replay.VersionCount{{Version: "v1", Letters: 3}},
+		Targets:     []replay.Target{{Exchange: "reservations", RoutingKey: "reservation.expire", Letters: 3}}},
+		Handler: &replay.HandlerCheck{ConsumedNow: &replay.Observation{Queues: []replay.QueueConsumers{
+			{Queue: "reservation-expiry", Consumers: []replay.Consumer{{HandlerVersion: "v2"}}},
+			{Queue: "billing"},
+			{Queue: "audit-tap", Consumers: []replay.Consumer{{HandlerVersion: "v1"}}}}}}}
+	view := Render(d, Styles{}, "")
+	if strings.Contains(view, "every target queue has a consumer") {
+		t.Errorf("the check says every queue has a consumer, though billing has none:\n%s", view)
+	}
+	for _, want := range []string{"queue billing has no consumer", "queue audit-tap has only consumers on a version the cohort failed under"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("no %q in\n%s", want, view)
+		}
+	}
+	d.Handler.ConsumedNow.Queues = d.Handler.ConsumedNow.Queues[:1]
+	if view := Render(d, Styles{}, ""); !strings.Contains(view, "passes: every target queue has a consumer on a version the cohort did not fail under") {
+		t.Errorf("one queue with a new consumer:\n%s", view)
+	}
+}
