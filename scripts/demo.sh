@@ -41,6 +41,10 @@ drain_work_queue >/dev/null
 "$bin" access grant bob approver
 "$bin" access grant carol approver
 "$bin" access grant audrey auditor
+# Two admins: a jobs table's mapping decides which rows expiryctl may change,
+# so one proposes it and another approves it.
+"$bin" access grant dana admin
+"$bin" access grant erin admin
 # The owner stages the incident (it creates the reservation tables) and
 # captures the dead letters.
 staged=$(mktemp)
@@ -52,7 +56,11 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-"$bin" demo --prefix "$prefix" --sqs --river 2> >(tee "$staged" >&2)
+# The jobs table's capture and replay login is a plain one (scripts/services.sh
+# makes it: the owner has no CREATEROLE), which the demo grants exactly
+# jobtable.GrantSQL's statements on the table it owns.
+jobs_login=expiryctl_demo_jobs_rw
+"$bin" demo --prefix "$prefix" --sqs --river --job-table --job-table-login "$jobs_login" 2> >(tee "$staged" >&2)
 # This run's letters only: the demo database keeps earlier runs', whose
 # queues may have had another prefix.
 run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
@@ -61,6 +69,12 @@ run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
 # (scripts/services.sh creates it for the owner); the demo names its queue.
 river_queue=$(sed -n 's/^  expiryctl worker --river-queue \(river:[^ ]*\).*/\1/p' "$staged")
 [[ -n $river_queue ]] || { echo "demo: could not read the River queue from expiryctl demo" >&2; exit 1; }
+# The jobs table is in database expiryctl_demo_jobs; the demo prints its
+# mapping, its name and its poller's reference.
+job_tables=$(sed -n "s/^  expiryctl policy set job_tables='\(.*\)' --why.*/\1/p" "$staged")
+jobs_table=$(sed -n 's/^  EXPIRYCTL_JOBTABLE_USER=[^ ]* expiryctl dlq ingest --queue \(jobtable:[^ ]*\).*/\1/p' "$staged")
+jobs_poller=$(sed -n 's/^  expiryctl worker --job-table \(jobtable:[^ ]*\).*/\1/p' "$staged")
+[[ -n $job_tables && -n $jobs_table && -n $jobs_poller ]] || { echo "demo: could not read the jobs table from expiryctl demo" >&2; exit 1; }
 echo
 echo "== alice requests a replay of five transient failures"
 # The database failed over and is back: the worker that failed these jobs was
@@ -131,6 +145,36 @@ kill -INT "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=
 as alice replay show "$river_id" | grep -E '^  (items|outcomes) '
+echo
+echo "== a team's own jobs table: its mapping goes through four-eyes, then the same replay"
+# Until two admins approve the mapping, neither capture nor replay may
+# touch the table (rule job-table-mapping).
+out=$(as dana policy set "job_tables=$job_tables" --why "demo: INC-4 capture the reservation_expiry_jobs table")
+change=$(printf '%s' "$out" | sed -n 's/^policy change \([0-9]*\) proposed$/\1/p')
+[[ -n $change ]] || { echo "demo: dana's mapping was not proposed: $out" >&2; exit 1; }
+echo "$out"
+as erin policy approve "$change" --why "checked the columns against the table"
+# Capture and replay reach the table as the login granted only what the
+# mapping names; capture changes nothing there.
+EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice dlq ingest --queue "$jobs_table"
+as alice dlq list --search "$run_id-jobtable"
+# A table shows no workers and no versions: alice says why the poller may
+# take the rows again.
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-jobtable" --max 10 --rate 20 --why "demo: INC-4 jobs database statement timeouts" \
+	--same-handler-ok "INC-4: the timeouts are fixed; a jobs table shows no workers to check" -o json)
+jobs_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$jobs_id" --sample 5
+as bob replay approve "$jobs_id" --why "checked the jobs table cohort"
+# The team's poller works the rows as the table's owner, who may update
+# the columns expiryctl's login may not; alice's run puts the rows back
+# as expiryctl's login.
+"$bin" worker --job-table "$jobs_poller" >/dev/null 2>&1 &
+worker=$!
+EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice replay run "$jobs_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+as alice replay show "$jobs_id" | grep -E '^  (items|outcomes) '
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"
 as audrey audit verify --reconcile
