@@ -50,7 +50,7 @@ drain_work_queue >/dev/null
 staged=$(mktemp)
 # A step that fails ends the demo; a worker it started must not outlive it.
 cleanup() {
-	rm -f "$staged"
+	rm -f "$staged" "${worker_log:-}"
 	if [[ -n ${worker:-} ]]; then
 		kill -INT "$worker" 2>/dev/null || true
 	fi
@@ -175,6 +175,41 @@ kill -INT "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=
 as alice replay show "$jobs_id" | grep -E '^  (items|outcomes) '
+echo
+echo "== the BullMQ incident beside it: a Node.js service's failed jobs, retried in place"
+# The team's Node.js service (e2e/node/demo_bullmq.js, on the packages
+# scripts/node.sh installs) fails its expiry jobs while its database times
+# out. It uses BullMQ's defaults, prefix bull on Redis database 0, as a
+# real service would (and Redis Cluster has no other database); the queue's
+# name keeps the demo apart, as the prefix does on a shared RabbitMQ.
+node_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)
+bull_queue=${prefix:+$prefix-}reservation-expiry
+bullmq=bullmq://127.0.0.1:6379/0/bull/$bull_queue
+node "$node_dir/demo_bullmq.js" stage "$bull_queue" "$run_id"
+as alice dlq ingest --queue "$bullmq"
+as alice dlq list --search "$run_id-bullmq"
+# The fixed service is deployed before the request, so that the request
+# shows its Worker connected (BullMQ names each Worker's connection, but
+# no version: alice says why the handler may take the jobs again).
+worker_log=$(mktemp)
+node "$node_dir/demo_bullmq.js" work "$bull_queue" >/dev/null 2>"$worker_log" &
+worker=$!
+for _ in $(seq 100); do
+	grep -q '^worker working' "$worker_log" && break
+	kill -0 "$worker" 2>/dev/null || { cat "$worker_log" >&2; exit 1; }
+	sleep 0.1
+done
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-bullmq" --max 10 --rate 20 --why "demo: INC-5 BullMQ service database timeouts" \
+	--same-handler-ok "INC-5: the timeouts are fixed; BullMQ workers name no version" -o json)
+bull_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$bull_id" --sample 5
+as bob replay approve "$bull_id" --why "checked the BullMQ cohort"
+as alice replay run "$bull_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+rm -f "$worker_log"
+as alice replay show "$bull_id" | grep -E '^  (items|outcomes) '
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"
 as audrey audit verify --reconcile
