@@ -25,7 +25,7 @@ help: ## list targets
 services: ## start (or install) PostgreSQL and RabbitMQ on this machine
 	$(SERVICES)
 
-node: ## install Node.js and the npm packages of the Node.js interop test (e2e/node)
+node: ## install Node.js and the npm packages of the Node.js interop tests and the demo (e2e/node)
 	$(NODE)
 
 promtool: ## install promtool (from Debian's prometheus package, without its server)
@@ -74,12 +74,14 @@ alerts: promtool ## check docs/alerts' rules and run their promtool unit tests
 # The demo runs governed: the schema's owner (not a superuser) migrates,
 # grants the people their groups and stages the incident; alice requests a
 # replay, bob approves it as shown, alice runs it and audrey verifies the trail.
+# Its BullMQ incident is a Node.js service's (e2e/node/demo_bullmq.js), on
+# the packages scripts/node.sh installs.
 DEMO_DB  := postgres://%s@127.0.0.1:5432/expiryctl_demo?sslmode=disable
 # The demo's queues are named DEMO_PREFIX.reservation-expiry and so on, never
 # the production names on a shared broker; DEMO_PREFIX= (empty) uses them.
 DEMO_PREFIX ?= expiryctl-demo
 
-demo: services build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser); DEMO_PREFIX names its queues
+demo: services node build ## stage an incident, capture it, replay it under four-eyes (as people, not a superuser); DEMO_PREFIX names its queues
 	EXPIRYCTL_DATABASE_URL=$(subst %s,expiryctl_owner,$(DEMO_DB)) DEMO_PREFIX=$(DEMO_PREFIX) bash scripts/demo.sh $(BIN)
 
 # ARCHIVE=10m runs the large-archive scenario alone instead (list, summary,

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
@@ -47,6 +50,14 @@ type DemoOptions struct {
 	// name with _river after it), and captures it.
 	River         bool
 	RiverDatabase string
+	// JobTable also stages an incident on a team's own jobs table
+	// (demo.JobTable), in JobTableDatabase on the demo's server (default:
+	// the demo's database name with _jobs after it), and says how to
+	// approve its mapping and capture it. JobTableLogin, when set, is
+	// granted exactly what expiryctl needs on the table.
+	JobTable         bool
+	JobTableDatabase string
+	JobTableLogin    string
 }
 
 // NewCmdDemo builds `expiryctl demo`.
@@ -72,6 +83,14 @@ missing if the login may): River's migrations are run there, expiry jobs for
 due reservations are inserted, and a River client whose database deadlocks
 fails them until River discards them.
 
+With --job-table it stages one on a team's own jobs table, in a database of
+its own too (--job-table-database): the table is created when missing, expiry
+jobs for due reservations are inserted, and the team's poller, its database
+timing out, marks them failed. It captures nothing: a jobs table is captured
+only once one admin proposed its mapping and a second approved it, so the
+demo prints the mapping to propose and the commands that follow.
+--job-table-login grants a login exactly what capture and replay need.
+
 Running it again is safe: every run uses ids of its own.`,
 		Example: `  expiryctl demo
   expiryctl demo --prefix sandbox   # on queues named sandbox.*
@@ -80,7 +99,10 @@ Running it again is safe: every run uses ids of its own.`,
   AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 AWS_REGION=us-east-1 expiryctl demo --sqs
 
   # and a River incident, in database expiryctl_demo_river beside expiryctl_demo
-  expiryctl demo --river`,
+  expiryctl demo --river
+
+  # and a jobs table's, in expiryctl_demo_jobs, captured as login jobs_rw
+  expiryctl demo --job-table --job-table-login jobs_rw`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.RiverDatabase != "" && !opts.River {
@@ -90,6 +112,9 @@ Running it again is safe: every run uses ids of its own.`,
 				if err := worker.ValidRiverQueue(riverDemoQueue(opts.Prefix)); err != nil {
 					return flagErrorf("invalid --prefix %q for --river: %v", opts.Prefix, err)
 				}
+			}
+			if (opts.JobTableDatabase != "" || opts.JobTableLogin != "") && !opts.JobTable {
+				return flagErrorf("--job-table-database and --job-table-login are for --job-table: add --job-table")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -102,6 +127,11 @@ Running it again is safe: every run uses ids of its own.`,
 	cmd.Flags().BoolVar(&opts.River, "river", false, "also stage an incident on River (queue PREFIX-reservation-expiry) and capture it")
 	cmd.Flags().StringVar(&opts.RiverDatabase, "river-database", "",
 		"River's database for --river, on the demo's server, created when missing (default: the demo's database name + _river)")
+	cmd.Flags().BoolVar(&opts.JobTable, "job-table", false, "also stage an incident on a team's own jobs table ("+demo.JobTable+"), for capture once its mapping is approved")
+	cmd.Flags().StringVar(&opts.JobTableDatabase, "job-table-database", "",
+		"the jobs table's database for --job-table, on the demo's server, created when missing (default: the demo's database name + _jobs)")
+	cmd.Flags().StringVar(&opts.JobTableLogin, "job-table-login", "",
+		"grant this login exactly what expiryctl needs on the jobs table (jobtable.GrantSQL), to capture and replay it as")
 	return cmd
 }
 
@@ -154,6 +184,12 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	var riverQueue string
 	if opts.River {
 		if riverQueue, err = demoRiver(ctx, opts, pool, res.RunID); err != nil {
+			return err
+		}
+	}
+
+	if opts.JobTable {
+		if err := demoJobTable(ctx, opts, pool, res.RunID); err != nil {
 			return err
 		}
 	}
@@ -224,17 +260,7 @@ func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID
 	}
 	// The demo's own login reaches River's database, so that one URL
 	// stages everything; the ref is never shown with its password.
-	u := url.URL{Scheme: "river", Host: net.JoinHostPort(conn.Host, strconv.Itoa(int(conn.Port))),
-		Path: "/" + database + "/" + riverDemoQueue(opts.Prefix)}
-	if conn.User != "" {
-		u.User = url.User(conn.User)
-		if conn.Password != "" {
-			u.User = url.UserPassword(conn.User, conn.Password)
-		}
-	}
-	if conn.TLSConfig == nil {
-		u.RawQuery = "sslmode=disable"
-	}
+	u := sideDatabase(conn, "river", database, riverDemoQueue(opts.Prefix))
 	ref, err := riverjobs.ParseRef(u.String())
 	if err != nil {
 		return "", err
@@ -266,6 +292,80 @@ func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), src.QueueName(), stats.Stored)
 	return src.QueueName(), nil
+}
+
+// sideDatabase is database on the demo's server, reached as the demo's
+// login, named with scheme and path after the database: a job store's
+// reference as the demo's own connection would make it.
+func sideDatabase(conn *pgx.ConnConfig, scheme, database, path string) url.URL {
+	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(conn.Host, strconv.Itoa(int(conn.Port))), Path: "/" + database}
+	if path != "" {
+		u.Path += "/" + path
+	}
+	if conn.User != "" {
+		u.User = url.User(conn.User)
+		if conn.Password != "" {
+			u.User = url.UserPassword(conn.User, conn.Password)
+		}
+	}
+	if conn.TLSConfig == nil {
+		u.RawQuery = "sslmode=disable"
+	}
+	return u
+}
+
+// demoJobTable stages the jobs-table incident in a database of its own on
+// the demo's server. It captures nothing: a jobs table is captured only
+// once two admins approved its mapping, which is the person's step, so it
+// says what to propose and which commands follow.
+func demoJobTable(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID string) error {
+	conn := pool.Config().ConnConfig
+	database := opts.JobTableDatabase
+	if database == "" {
+		database = conn.Database + "_jobs"
+	}
+	if strings.HasPrefix(conn.Host, "/") {
+		return fmt.Errorf("demo --job-table names the jobs table as jobtable://HOST:PORT/…, and the database URL reaches %s through a socket: use a TCP address", conn.Database)
+	}
+	if err := demo.EnsureDatabase(ctx, pool, database, "the jobs table's database"); err != nil {
+		return err
+	}
+	owner := sideDatabase(conn, "postgres", database, "")
+	jobsPool, err := pgxpool.New(ctx, owner.String())
+	if err != nil {
+		return fmt.Errorf("demo: the jobs table's database %s: %w", database, err)
+	}
+	defer jobsPool.Close()
+	if _, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobsPool, Login: opts.JobTableLogin, RunID: runID, Pool: pool, Out: opts.IO.ErrOut}); err != nil {
+		return err
+	}
+	mapping := demo.JobTableMapping()
+	ref := sideDatabase(conn, "jobtable", database, mapping.Table)
+	// The poller is the team's, as the table's owner: it updates columns
+	// expiryctl's login may not. The line shows no password.
+	ref.User = nil
+	if conn.User != "" {
+		ref.User = url.User(conn.User)
+	}
+	name, err := jobtable.ParseRef(ref.String())
+	if err != nil {
+		return err
+	}
+	value, err := json.Marshal(map[string]jobtable.Mapping{name.Name(): mapping})
+	if err != nil {
+		return err
+	}
+	login := opts.JobTableLogin
+	if login == "" {
+		login = conn.User
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "jobs table %s is captured and replayed only once two admins approved its mapping:\n"+
+		"  expiryctl policy set job_tables='%s' --why \"INC\"\n"+
+		"  expiryctl policy approve <ID> --why \"checked the columns\"        # as a second admin\n"+
+		"  %s=%s expiryctl dlq ingest --queue %s\n"+
+		"  expiryctl worker --job-table %s      # the team's poller, for the replayed rows\n\n",
+		name.Name(), value, jobTableUserEnv, login, name.Name(), ref.String())
+	return nil
 }
 
 // demoSQS stages the SQS incident and captures it as `dlq ingest` does.

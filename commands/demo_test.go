@@ -2,12 +2,18 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/internal/sim/demo"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
@@ -101,5 +107,70 @@ func TestDemoRiverFlags(t *testing.T) {
 	if err := runCmd(NewCmdDemo(f, func(_ context.Context, o *DemoOptions) error { got = o; return nil }),
 		"--river", "--prefix", "sandbox", "--river-database", "river_demo"); err != nil || !got.River || got.RiverDatabase != "river_demo" {
 		t.Fatalf("demo --river: %+v (%v)", got, err)
+	}
+}
+
+// TestDemoRunJobTable runs `expiryctl demo --job-table` on real services:
+// beside the RabbitMQ incident it stages a jobs table's in the database
+// --job-table-database names, grants --job-table-login what expiryctl
+// needs, captures nothing (the mapping is not approved yet) and says what
+// to propose, how to capture and which poller takes the replayed rows.
+func TestDemoRunJobTable(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	jobs := pgtest.NewEmpty(t)
+	login := jobs.Login(t, "jobs")
+	t.Cleanup(func() {
+		_, _ = jobs.Pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{login.Name}.Sanitize())
+	})
+	prefix := amqptest.Name(t, "")
+	topo := worker.NewTopology(prefix)
+	amqptest.DeleteOnCleanup(t, topo.Queues(), topo.Exchanges())
+
+	f, _, errOut := auditFactory(t, db, "presenter")
+	f.AMQPURLFlag = amqptest.URL()
+	if err := runCmd(NewCmdDemo(f, nil), "--prefix", prefix, "--job-table", "--job-table-database", jobs.Name, "--job-table-login", login.Name); err != nil {
+		t.Fatalf("demo --job-table: %v\n%s", err, errOut)
+	}
+	name := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.reservation_expiry_jobs", jobs.Name)
+	value := regexp.MustCompile(`(?m)^  expiryctl policy set job_tables='(.*)' --why`).FindStringSubmatch(errOut.String())
+	if value == nil {
+		t.Fatalf("stderr does not say which mapping to propose:\n%s", errOut)
+	}
+	var tables map[string]jobtable.Mapping
+	if err := json.Unmarshal([]byte(value[1]), &tables); err != nil || tables[name].Table != demo.JobTable {
+		t.Errorf("the proposed job_tables %s (%v) does not map %s", value[1], err, name)
+	}
+	for _, want := range []string{
+		"EXPIRYCTL_JOBTABLE_USER=" + login.Name + " expiryctl dlq ingest --queue " + name,
+		fmt.Sprintf("expiryctl worker --job-table jobtable://%s@127.0.0.1:5432/%s/public.reservation_expiry_jobs?sslmode=disable", db.Pool.Config().ConnConfig.User, jobs.Name),
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	var failed int
+	if err := jobs.Pool.QueryRow(context.Background(), `SELECT count(*) FROM public.reservation_expiry_jobs WHERE status = 'failed'`).Scan(&failed); err != nil || failed != 4 {
+		t.Errorf("%d failed jobs staged (%v), want 4", failed, err)
+	}
+	var letters int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM expiryctl.dead_letters WHERE source_queue = $1`, name).Scan(&letters); err != nil || letters != 0 {
+		t.Errorf("%d letters of %s archived before its mapping is approved (%v), want none", letters, name, err)
+	}
+}
+
+func TestDemoJobTableFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--job-table-database", "jobs"}, {"--job-table-login", "jobs_rw"}} {
+		f, _, _ := testFactory(t)
+		err := runCmd(NewCmdDemo(f, func(context.Context, *DemoOptions) error { t.Fatalf("%q ran", args); return nil }), args...)
+		wantExit(t, err, ExitUsage)
+	}
+	f, _, _ := testFactory(t)
+	var got *DemoOptions
+	if err := runCmd(NewCmdDemo(f, func(_ context.Context, o *DemoOptions) error { got = o; return nil }),
+		"--job-table", "--job-table-database", "jobs_demo", "--job-table-login", "jobs_rw"); err != nil ||
+		!got.JobTable || got.JobTableDatabase != "jobs_demo" || got.JobTableLogin != "jobs_rw" {
+		t.Fatalf("demo --job-table: %+v (%v)", got, err)
 	}
 }

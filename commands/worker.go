@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -29,7 +30,11 @@ type WorkerOptions struct {
 	SQSQueue string
 	// RiverQueue, when set, works that River queue
 	// (river://HOST:PORT/DATABASE/QUEUE) instead of RabbitMQ.
-	RiverQueue     string
+	RiverQueue string
+	// JobTable, when set, polls that jobs table
+	// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, shaped as
+	// docs/jobtable.md's example) instead of RabbitMQ.
+	JobTable       string
 	MaxAttempts    int
 	Backoff        worker.Backoff
 	Concurrency    int
@@ -72,13 +77,26 @@ failure cancels the job, and a transient one is left to River's retry policy
 and the job's max_attempts, after which River discards it. It reaches River's
 database as the login the queue names, else EXPIRYCTL_RIVER_USER, with
 EXPIRYCTL_RIVER_PASSWORD; --max-attempts and --backoff-* do not apply. It is
-the demo's worker of retried River jobs.`,
+the demo's worker of retried River jobs.
+
+With --job-table it polls a team's own jobs table instead, shaped as
+docs/jobtable.md's example (id, payload, status, attempt_count, last_error,
+run_at, failed_at): it takes the oldest due 'pending' row with SELECT … FOR
+UPDATE SKIP LOCKED, expires its reservation exactly once and marks the row
+'done'; a job that comes early is made due at its deadline, a permanent failure
+marks the row 'failed', and a transient one is retried after --backoff-* until
+--max-attempts runs have failed (counted after each run, so a replayed row
+whose attempts were kept still runs). It reaches the table's database as the
+login the reference names, else EXPIRYCTL_JOBTABLE_USER, with
+EXPIRYCTL_JOBTABLE_PASSWORD: the team's login, which may update those columns.
+It is the demo's poller of replayed rows.`,
 		Example: `  expiryctl worker
   expiryctl worker --prefix sandbox --max-attempts 3
   expiryctl worker --backoff-base 1s --backoff-cap 1m --backoff-jitter 0.5
   expiryctl worker --handler-version 2026.11.30-fix   # the fixed worker, before a replay
   AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4100 expiryctl worker --sqs-queue sqs://reservation-expiry
-  EXPIRYCTL_RIVER_USER=river_worker expiryctl worker --river-queue river://127.0.0.1:5432/river/reservation-expiry`,
+  EXPIRYCTL_RIVER_USER=river_worker expiryctl worker --river-queue river://127.0.0.1:5432/river/reservation-expiry
+  expiryctl worker --job-table jobtable://jobs@127.0.0.1:5432/jobs/public.reservation_expiry_jobs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.MaxAttempts < 1 {
@@ -108,8 +126,19 @@ the demo's worker of retried River jobs.`,
 					return flagErrorf("invalid --river-queue: %v", err)
 				}
 			}
+			if opts.JobTable != "" {
+				if opts.SQSQueue != "" || opts.RiverQueue != "" {
+					return flagErrorf("--job-table and --sqs-queue or --river-queue name two systems: run a worker for each")
+				}
+				if _, err := jobtable.ParseRef(opts.JobTable); err != nil {
+					return flagErrorf("invalid --job-table: %v", err)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if opts.JobTable != "" {
+				return jobTableWorkerRun(cmd.Context(), f, opts)
 			}
 			if opts.RiverQueue != "" {
 				return riverWorkerRun(cmd.Context(), f, opts)
@@ -123,6 +152,7 @@ the demo's worker of retried River jobs.`,
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "prefix for the exchange and queue names (default: the production names)")
 	cmd.Flags().StringVar(&opts.SQSQueue, "sqs-queue", "", "consume this SQS work queue (sqs://NAME or its URL) instead of RabbitMQ")
 	cmd.Flags().StringVar(&opts.RiverQueue, "river-queue", "", "work this River queue (river://[USER@]HOST[:PORT]/DATABASE/QUEUE) instead of RabbitMQ")
+	cmd.Flags().StringVar(&opts.JobTable, "job-table", "", "poll this jobs table (jobtable://[USER@]HOST[:PORT]/DATABASE/SCHEMA.TABLE) instead of RabbitMQ")
 	opts.Backoff = worker.DefaultBackoff
 	cmd.Flags().IntVar(&opts.MaxAttempts, "max-attempts", 7, "attempts before a transient failure is dead-lettered")
 	cmd.Flags().DurationVar(&opts.Backoff.Base, "backoff-base", worker.DefaultBackoff.Base, "the wait after the first failure; it doubles after each further one")
@@ -217,4 +247,34 @@ func riverWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error 
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "worker %s working River queue %s; Ctrl-C stops it\n", opts.HandlerVersion, ref.Name())
 	return worker.RunRiver(ctx, worker.RiverDeps{Pool: pool, River: riverPool, Queue: ref.Queue, Concurrency: opts.Concurrency, Out: opts.IO.ErrOut})
+}
+
+// jobTableWorkerRun is `expiryctl worker --job-table`.
+func jobTableWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error {
+	ref, err := jobtable.ParseRef(withLogin(f.Getenv, opts.JobTable, jobTableUserEnv))
+	if err != nil {
+		return &FlagError{Err: err}
+	}
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := worker.EnsureSchema(ctx, pool); err != nil {
+		return err
+	}
+	jobs, err := pgxpool.New(ctx, ref.ConnString)
+	if err != nil {
+		return fmt.Errorf("the jobs table %s: %w", ref.Name(), err)
+	}
+	defer jobs.Close()
+	if err := jobs.Ping(ctx); err != nil {
+		return fmt.Errorf("the jobs table %s: %w", ref.Name(), err)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "worker %s polling jobs table %s; Ctrl-C stops it\n", opts.HandlerVersion, ref.Name())
+	err = worker.RunJobTable(ctx, worker.JobTableDeps{Pool: pool, Jobs: jobs, Table: ref.Table, MaxAttempts: opts.MaxAttempts,
+		Backoff: opts.Backoff, Concurrency: opts.Concurrency, Out: opts.IO.ErrOut})
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

@@ -233,3 +233,82 @@ func TestWorkerRunRiver(t *testing.T) {
 		t.Fatal("the River worker did not stop when interrupted")
 	}
 }
+
+// TestWorkerJobTableFlags: a --job-table that names no table, or one given
+// with another system's queue, is a usage error before anything is
+// dialed, and one that names a table reaches the run as given.
+func TestWorkerJobTableFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--job-table", "postgres://127.0.0.1/jobs/public.expiry_jobs"},
+		{"--job-table", "jobtable://127.0.0.1/jobs"},
+		{"--job-table", "jobtable://127.0.0.1/jobs/expiry_jobs"},
+		{"--job-table", "jobtable://127.0.0.1/jobs/public.expiry_jobs", "--sqs-queue", "sqs://expiry"},
+		{"--job-table", "jobtable://127.0.0.1/jobs/public.expiry_jobs", "--river-queue", "river://127.0.0.1/river/expiry"},
+	} {
+		f, _, _ := testFactory(t)
+		f.DatabaseURLFlag = "postgres://nobody@127.0.0.1:1/none?sslmode=disable"
+		err := runCmd(NewCmdWorker(f, nil), args...)
+		wantExit(t, err, ExitUsage)
+	}
+	f, _, _ := testFactory(t)
+	var got string
+	if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.JobTable; return nil }),
+		"--job-table", "jobtable://127.0.0.1/jobs/public.expiry_jobs"); err != nil || got != "jobtable://127.0.0.1/jobs/public.expiry_jobs" {
+		t.Fatalf("worker --job-table: %q (%v)", got, err)
+	}
+}
+
+// TestWorkerRunJobTable runs `expiryctl worker --job-table` on a real jobs
+// table (internal/sim/worker tests what it does with rows): it reaches the
+// table's database as EXPIRYCTL_JOBTABLE_USER, says what it polls, and an
+// interrupt is a clean stop.
+func TestWorkerRunJobTable(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	jobs := pgtest.NewEmpty(t)
+	if _, err := jobs.Pool.Exec(context.Background(), `CREATE TABLE public.expiry_jobs (id bigserial PRIMARY KEY, payload jsonb NOT NULL,
+		status text NOT NULL DEFAULT 'pending', attempt_count int NOT NULL DEFAULT 0, last_error text,
+		run_at timestamptz NOT NULL DEFAULT now(), failed_at timestamptz)`); err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := testFactory(t)
+	errOut := &syncBuffer{}
+	f.IO.ErrOut = errOut
+	f.DatabaseURLFlag = db.URL
+	f.Getenv = func(k string) string {
+		if k == jobTableUserEnv {
+			return "postgres"
+		}
+		return ""
+	}
+	t.Cleanup(f.Close)
+	table := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.expiry_jobs?sslmode=disable", jobs.Name)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--job-table", table) }()
+
+	want := fmt.Sprintf("polling jobs table jobtable://127.0.0.1:5432/%s/public.expiry_jobs; Ctrl-C stops it", jobs.Name)
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(errOut.String(), want) {
+		select {
+		case err := <-done:
+			t.Fatalf("worker stopped before polling: %v\n%s", err, errOut)
+		case <-deadline:
+			t.Fatalf("the worker never said it polls the table:\n%s", errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// A moment of polling the empty table, so that a stop comes mid-poll.
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("an interrupted poller returned %v, want a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the poller did not stop when interrupted")
+	}
+}

@@ -41,18 +41,26 @@ drain_work_queue >/dev/null
 "$bin" access grant bob approver
 "$bin" access grant carol approver
 "$bin" access grant audrey auditor
+# Two admins: a jobs table's mapping decides which rows expiryctl may change,
+# so one proposes it and another approves it.
+"$bin" access grant dana admin
+"$bin" access grant erin admin
 # The owner stages the incident (it creates the reservation tables) and
 # captures the dead letters.
 staged=$(mktemp)
 # A step that fails ends the demo; a worker it started must not outlive it.
 cleanup() {
-	rm -f "$staged"
+	rm -f "$staged" "${worker_log:-}"
 	if [[ -n ${worker:-} ]]; then
 		kill -INT "$worker" 2>/dev/null || true
 	fi
 }
 trap cleanup EXIT
-"$bin" demo --prefix "$prefix" --sqs --river 2> >(tee "$staged" >&2)
+# The jobs table's capture and replay login is a plain one (scripts/services.sh
+# makes it: the owner has no CREATEROLE), which the demo grants exactly
+# jobtable.GrantSQL's statements on the table it owns.
+jobs_login=expiryctl_demo_jobs_rw
+"$bin" demo --prefix "$prefix" --sqs --river --job-table --job-table-login "$jobs_login" 2> >(tee "$staged" >&2)
 # This run's letters only: the demo database keeps earlier runs', whose
 # queues may have had another prefix.
 run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
@@ -61,6 +69,12 @@ run_id=$(sed -n 's/^this run (\([^)]*\)) staged.*/\1/p' "$staged")
 # (scripts/services.sh creates it for the owner); the demo names its queue.
 river_queue=$(sed -n 's/^  expiryctl worker --river-queue \(river:[^ ]*\).*/\1/p' "$staged")
 [[ -n $river_queue ]] || { echo "demo: could not read the River queue from expiryctl demo" >&2; exit 1; }
+# The jobs table is in database expiryctl_demo_jobs; the demo prints its
+# mapping, its name and its poller's reference.
+job_tables=$(sed -n "s/^  expiryctl policy set job_tables='\(.*\)' --why.*/\1/p" "$staged")
+jobs_table=$(sed -n 's/^  EXPIRYCTL_JOBTABLE_USER=[^ ]* expiryctl dlq ingest --queue \(jobtable:[^ ]*\).*/\1/p' "$staged")
+jobs_poller=$(sed -n 's/^  expiryctl worker --job-table \(jobtable:[^ ]*\).*/\1/p' "$staged")
+[[ -n $job_tables && -n $jobs_table && -n $jobs_poller ]] || { echo "demo: could not read the jobs table from expiryctl demo" >&2; exit 1; }
 echo
 echo "== alice requests a replay of five transient failures"
 # The database failed over and is back: the worker that failed these jobs was
@@ -131,6 +145,71 @@ kill -INT "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=
 as alice replay show "$river_id" | grep -E '^  (items|outcomes) '
+echo
+echo "== a team's own jobs table: its mapping goes through four-eyes, then the same replay"
+# Until two admins approve the mapping, neither capture nor replay may
+# touch the table (rule job-table-mapping).
+out=$(as dana policy set "job_tables=$job_tables" --why "demo: INC-4 capture the reservation_expiry_jobs table")
+change=$(printf '%s' "$out" | sed -n 's/^policy change \([0-9]*\) proposed$/\1/p')
+[[ -n $change ]] || { echo "demo: dana's mapping was not proposed: $out" >&2; exit 1; }
+echo "$out"
+as erin policy approve "$change" --why "checked the columns against the table"
+# Capture and replay reach the table as the login granted only what the
+# mapping names; capture changes nothing there.
+EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice dlq ingest --queue "$jobs_table"
+as alice dlq list --search "$run_id-jobtable"
+# A table shows no workers and no versions: alice says why the poller may
+# take the rows again.
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-jobtable" --max 10 --rate 20 --why "demo: INC-4 jobs database statement timeouts" \
+	--same-handler-ok "INC-4: the timeouts are fixed; a jobs table shows no workers to check" -o json)
+jobs_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$jobs_id" --sample 5
+as bob replay approve "$jobs_id" --why "checked the jobs table cohort"
+# The team's poller works the rows as the table's owner, who may update
+# the columns expiryctl's login may not; alice's run puts the rows back
+# as expiryctl's login.
+"$bin" worker --job-table "$jobs_poller" >/dev/null 2>&1 &
+worker=$!
+EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice replay run "$jobs_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+as alice replay show "$jobs_id" | grep -E '^  (items|outcomes) '
+echo
+echo "== the BullMQ incident beside it: a Node.js service's failed jobs, retried in place"
+# The team's Node.js service (e2e/node/demo_bullmq.js, on the packages
+# scripts/node.sh installs) fails its expiry jobs while its database times
+# out. It uses BullMQ's defaults, prefix bull on Redis database 0, as a
+# real service would (and Redis Cluster has no other database); the queue's
+# name keeps the demo apart, as the prefix does on a shared RabbitMQ.
+node_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)
+bull_queue=${prefix:+$prefix-}reservation-expiry
+bullmq=bullmq://127.0.0.1:6379/0/bull/$bull_queue
+node "$node_dir/demo_bullmq.js" stage "$bull_queue" "$run_id"
+as alice dlq ingest --queue "$bullmq"
+as alice dlq list --search "$run_id-bullmq"
+# The fixed service is deployed before the request, so that the request
+# shows its Worker connected (BullMQ names each Worker's connection, but
+# no version: alice says why the handler may take the jobs again).
+worker_log=$(mktemp)
+node "$node_dir/demo_bullmq.js" work "$bull_queue" >/dev/null 2>"$worker_log" &
+worker=$!
+for _ in $(seq 100); do
+	grep -q '^worker working' "$worker_log" && break
+	kill -0 "$worker" 2>/dev/null || { cat "$worker_log" >&2; exit 1; }
+	sleep 0.1
+done
+out=$(as alice replay request --reason transient-exhausted --search "$run_id-bullmq" --max 10 --rate 20 --why "demo: INC-5 BullMQ service database timeouts" \
+	--same-handler-ok "INC-5: the timeouts are fixed; BullMQ workers name no version" -o json)
+bull_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
+as alice replay show "$bull_id" --sample 5
+as bob replay approve "$bull_id" --why "checked the BullMQ cohort"
+as alice replay run "$bull_id"
+kill -INT "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+worker=
+rm -f "$worker_log"
+as alice replay show "$bull_id" | grep -E '^  (items|outcomes) '
 echo
 echo "== audrey verifies the trail, and that the governance tables match it"
 as audrey audit verify --reconcile

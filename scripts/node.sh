@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # scripts/node.sh makes sure the Node.js side of the interop end-to-end tests
 # (e2e/node_interop_test.go, e2e/sqs_node_interop_test.go) and the BullMQ
-# driver's tests against a real BullMQ (internal/adapter/bullmq) can run on
-# this machine (Debian 12):
+# driver's tests against a real BullMQ (internal/adapter/bullmq), and make
+# demo's BullMQ incident (e2e/node/demo_bullmq.js), can run on this machine
+# (Debian 12):
 #
 #   node, npm   from Debian's nodejs and npm packages when node is missing
 #   e2e/node/node_modules   exactly what e2e/node/package-lock.json pins
-#               (amqplib, @aws-sdk/client-sqs, bullmq), installed with `npm ci`
+#               (amqplib, @aws-sdk/client-sqs, bullmq, pg), installed with `npm ci`
 #
 # The AWS SDK for JavaScript supports Node.js 20 and later (package.json's
 # engines). Debian 12's nodejs is 18, on which the tests were seen to pass:
@@ -28,7 +29,7 @@ readonly NODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)"
 readonly STAMP="$NODE_DIR/node_modules/.expiryctl-lockfile.sha256"
 # PACKAGES are the packages the tests load; a node_modules without one of
 # them is installed again whatever the stamp says.
-readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq)
+readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq pg)
 # NODE_MAJOR is the oldest Node.js major version e2e/node/package.json's
 # engines accept.
 readonly NODE_MAJOR=20

@@ -47,6 +47,12 @@ readonly PG_DB_GOVERNED=expiryctl_demo
 # The demo's River incident lives in a database of its own, as River's jobs
 # do beside an expiryctl archive; the owner, who has no CREATEDB, owns it.
 readonly PG_DB_RIVER=expiryctl_demo_river
+# The demo's jobs-table incident lives in a database of its own too, a
+# team's beside the archive, owned by the owner; expiryctl reaches its table
+# as PG_JOBS_LOGIN, a plain login the owner grants only what the table's
+# mapping names (the owner has no CREATEROLE to make it).
+readonly PG_DB_JOBS=expiryctl_demo_jobs
+readonly PG_JOBS_LOGIN=expiryctl_demo_jobs_rw
 # The demo's deployment name: this cluster also serves database $PG_DB and
 # every test's, so the demo's groups are its own (expiryctl_demo_operator, …).
 readonly PG_DEPLOYMENT=demo
@@ -242,10 +248,13 @@ ensure_postgres_role_and_db() {
 # ensure_governed_people creates what a governed deployment has, as
 # docs/governance.md sets one up: the schema's owner, a login that is
 # neither a superuser nor CREATEROLE, owning databases $PG_DB_GOVERNED and
-# $PG_DB_RIVER (where `expiryctl demo --river` runs River), with
+# $PG_DB_RIVER (where `expiryctl demo --river` runs River) and $PG_DB_JOBS
+# (where `expiryctl demo --job-table` keeps a team's jobs table), with
 # ADMIN OPTION on the groups of deployment $PG_DEPLOYMENT from `expiryctl
 # access bootstrap --deployment` (run here as the DBA); and the demo's people as plain logins: alice (requests
-# and runs), bob and carol (approve), audrey (audits). `expiryctl migrate`
+# and runs), bob and carol (approve), audrey (audits), dana and erin
+# (admins, who propose and approve a jobs table's mapping), and
+# $PG_JOBS_LOGIN, the jobs table's capture and replay login. `expiryctl migrate`
 # and `expiryctl access grant`, run as the owner, give them their groups
 # (see `make demo`).
 ensure_governed_people() {
@@ -258,7 +267,7 @@ ensure_governed_people() {
 		  else
 		    alter role $PG_OWNER nocreaterole;
 		  end if;
-		  foreach p in array array['alice', 'bob', 'carol', 'audrey'] loop
+		  foreach p in array array['alice', 'bob', 'carol', 'audrey', 'dana', 'erin', '$PG_JOBS_LOGIN'] loop
 		    if not exists (select 1 from pg_roles where rolname = p) then
 		      execute format('create role %I login nosuperuser nocreaterole nocreatedb', p);
 		    end if;
@@ -278,6 +287,12 @@ ensure_governed_people() {
 			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_RIVER'" | grep -q 1 ||
 			die "could not create database $PG_DB_RIVER"
 	fi
+	if ! psql_admin -c "select 1 from pg_database where datname = '$PG_DB_JOBS'" | grep -q 1; then
+		step "postgresql: creating database $PG_DB_JOBS owned by $PG_OWNER (the demo's jobs table)"
+		psql_admin -c "create database $PG_DB_JOBS owner $PG_OWNER" >/dev/null 2>&1 ||
+			psql_admin -c "select 1 from pg_database where datname = '$PG_DB_JOBS'" | grep -q 1 ||
+			die "could not create database $PG_DB_JOBS"
+	fi
 	local administered
 	administered=$(psql_admin -c "select count(*) from pg_auth_members a join pg_roles g on g.oid = a.roleid
 		join pg_roles m on m.oid = a.member where m.rolname = '$PG_OWNER' and a.admin_option
@@ -289,7 +304,7 @@ ensure_governed_people() {
 			--database-url "postgres://postgres@$PG_HOST:$PG_PORT/postgres?sslmode=disable") >/dev/null ||
 			die "could not bootstrap deployment $PG_DEPLOYMENT's groups for $PG_OWNER"
 	fi
-	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers expiryctl_${PG_DEPLOYMENT}_*, owns $PG_DB_GOVERNED and $PG_DB_RIVER) and logins alice, bob, carol, audrey exist"
+	step "postgresql: owner $PG_OWNER (no CREATEROLE, administers expiryctl_${PG_DEPLOYMENT}_*, owns $PG_DB_GOVERNED, $PG_DB_RIVER and $PG_DB_JOBS) and logins alice, bob, carol, audrey, dana, erin, $PG_JOBS_LOGIN exist"
 }
 
 # ------------------------------------------------------------------ RabbitMQ

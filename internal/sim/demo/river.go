@@ -189,13 +189,19 @@ func contractJob(id string, version int64, due time.Time) string {
 		id, version, due.UTC().Format(time.RFC3339), id, version)
 }
 
-// EnsureRiverDatabase makes sure database name exists on pool's server,
-// creating it as pool's login when it is missing. A login without
-// CREATEDB (a governed deployment's owner has none) is told who can.
+// EnsureRiverDatabase is EnsureDatabase for River's database.
 func EnsureRiverDatabase(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	return EnsureDatabase(ctx, pool, name, "River's database")
+}
+
+// EnsureDatabase makes sure database name (what, in messages: "River's
+// database") exists on pool's server, creating it as pool's login when it
+// is missing. A login without CREATEDB (a governed deployment's owner has
+// none) is told who can.
+func EnsureDatabase(ctx context.Context, pool *pgxpool.Pool, name, what string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("demo: look for River's database %s: %w", name, err)
+		return fmt.Errorf("demo: look for %s %s: %w", what, name, err)
 	}
 	if exists {
 		return nil
@@ -208,10 +214,10 @@ func EnsureRiverDatabase(ctx context.Context, pool *pgxpool.Pool, name string) e
 		return nil
 	case errors.As(err, &pgErr) && pgErr.Code == "42501":
 		user := pool.Config().ConnConfig.User
-		return fmt.Errorf("demo: River's database %s does not exist and %s may not create it: ask a DBA to run "+
-			"`CREATE DATABASE %s OWNER %s` (scripts/services.sh does, for make demo)", name, user, name, user)
+		return fmt.Errorf("demo: %s %s does not exist and %s may not create it: ask a DBA to run "+
+			"`CREATE DATABASE %s OWNER %s` (scripts/services.sh does, for make demo)", what, name, user, name, user)
 	case err != nil:
-		return fmt.Errorf("demo: create River's database %s: %w", name, err)
+		return fmt.Errorf("demo: create %s %s: %w", what, name, err)
 	}
 	return nil
 }
