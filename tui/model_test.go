@@ -333,3 +333,30 @@ func TestApprovedSaysWhoRuns(t *testing.T) {
 		t.Errorf("to an operator: %q", got)
 	}
 }
+
+// TestLettersGolden draws the letter list after a capture and a tick: the
+// new letters are at the top, and the help line says how to reload.
+func TestLettersGolden(t *testing.T) {
+	t.Parallel()
+	for _, size := range []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"200x50", 200, 50}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			archive := fakes.Letters(300)
+			svc := tuitest.Services(archive, fakes.NewRequests("alice"))
+			m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
+			m, _ = tuitest.Drive(t, m, update, m.Init(), tea.WindowSizeMsg{Width: size.w, Height: size.h})
+			m, _ = press(t, m, tuitest.Keys("2", "down")...)
+			archive.Capture(fakes.Letter(301), fakes.Letter(302))
+			m, _ = tuitest.Drive(t, m, update, nil, tickMsg{})
+			view := m.View()
+			if !strings.Contains(view, "ctrl+r reload") || !strings.Contains(view, "letter 4 of 302") {
+				t.Errorf("want the new letters counted and ctrl+r in the help line:\n%s", view)
+			}
+			tuitest.AssertFits(t, view, size.w, size.h)
+			golden.RequireEqual(t, []byte(view))
+		})
+	}
+}
