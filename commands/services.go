@@ -198,6 +198,10 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 	if err != nil {
 		return tui.Services{}, err
 	}
+	self, err := access.SelfOf(ctx, s.pool)
+	if err != nil {
+		return tui.Services{}, fmt.Errorf("read who this login is: %w", err)
+	}
 	return tui.Services{
 		Archive:  s.archive().WithoutListingAudit(),
 		Requests: s.requests(),
@@ -210,6 +214,7 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 		Runner:       &tuiRunner{runner: s.runner(), request: s.request},
 		Audit:        &tuiAudit{reviewer: s.auditReviewer()},
 		Actor:        s.actor,
+		Identity:     tui.Identity{Login: self.Login, Roles: self.Roles, Advisory: len(self.Bypasses) > 0},
 		Now:          s.now,
 	}, nil
 }

@@ -52,7 +52,9 @@ letters not sent go back to pending, and ` + "`replay run`" + ` resumes the requ
 with no new approval). ctrl+c exits 130, as an interrupt does.
 NO_COLOR turns colours and attributes off.`,
 		Example: `  expiryctl tui
-  expiryctl --actor bob tui          # review as bob in a second terminal
+  # review as bob in a second terminal, with his own login: four-eyes
+  # compares database logins, not labels
+  EXPIRYCTL_DATABASE_URL=postgres://bob@127.0.0.1:5432/expiryctl_demo expiryctl tui
   NO_COLOR=1 expiryctl tui --refresh 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/expiryctl/expiryctl/audit"
@@ -117,5 +118,17 @@ func TestTUIAuditAdapter(t *testing.T) {
 	check, err = trail.Verify(context.Background())
 	if err != nil || check.OK || check.BrokenAt != 4 || check.Problem != string(audit.BrokenLink)+": prev_hash differs" {
 		t.Fatalf("broken verify = %+v, %v", check, err)
+	}
+}
+
+// TestTUIExampleReviewsWithOwnLogin: four-eyes goes by the database login,
+// so a second reviewer needs a login of their own; --actor is only a label
+// the database records beside the login, and its approvals are refused.
+func TestTUIExampleReviewsWithOwnLogin(t *testing.T) {
+	t.Parallel()
+	f, _, _ := testFactory(t)
+	ex := NewCmdTUI(f, nil).Example
+	if strings.Contains(ex, "--actor") || !strings.Contains(ex, "postgres://bob@") {
+		t.Errorf("tui --help's example should review with bob's own login, not --actor:\n%s", ex)
 	}
 }

@@ -26,3 +26,21 @@ func (a *Archive) CountMatching(ctx context.Context, f Filter, upTo int) (MatchC
 	}
 	return MatchCount{N: n}, nil
 }
+
+// CountEligible counts, up to upTo, the letters matching f that a request
+// by filter could take now: those the schema's letters_matching selects
+// (waiting for a decision, so not replayed, discarded or in an open
+// request, and not redacted). A cohort form shows it rather than
+// CountMatching, whose count of every status promises letters the request
+// will not get. Like CountMatching it writes no audit row.
+func (a *Archive) CountEligible(ctx context.Context, f Filter, upTo int) (MatchCount, error) {
+	upTo = max(1, upTo)
+	n, err := a.letters.LetterCountEligible(ctx, f, upTo+1)
+	if err != nil {
+		return MatchCount{}, err
+	}
+	if n > upTo {
+		return MatchCount{N: upTo, More: true}, nil
+	}
+	return MatchCount{N: n}, nil
+}

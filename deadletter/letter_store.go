@@ -57,6 +57,11 @@ type letterStore interface {
 	// LetterCount counts the letters matching f, stopping at limit.
 	LetterCount(ctx context.Context, f Filter, limit int) (int, error)
 
+	// LetterCountEligible counts the letters matching f that a request's
+	// filter would take, as the schema's letters_matching selects them
+	// (dead and not redacted), stopping at limit.
+	LetterCountEligible(ctx context.Context, f Filter, limit int) (int, error)
+
 	// LetterCountRedead counts the letters captured with an
 	// x-replay-request header naming requestID.
 	LetterCountRedead(ctx context.Context, requestID int64) (int, error)

@@ -372,6 +372,26 @@ func (s postgresLetters) LetterCount(ctx context.Context, f Filter, limit int) (
 	if f.Status != "" {
 		from = lettersWithStatus
 	}
+	return s.countBounded(ctx, from, where, args, limit)
+}
+
+// LetterCountEligible implements letterStore. letters_matching itself is
+// the schema's, callable only inside its functions; its conditions beyond
+// the filter's are two, kept here beside it.
+func (s postgresLetters) LetterCountEligible(ctx context.Context, f Filter, limit int) (int, error) {
+	if f.Status != "" && f.Status != StatusDead {
+		return 0, nil
+	}
+	// letters_matching reads no replay request: the cohort of a filter
+	// that names one is the filter without it.
+	f.Status, f.ReplayRequest = StatusDead, 0
+	where, args := FilterSQL(f)
+	return s.countBounded(ctx, lettersWithStatus, append(where, "redacted_at IS NULL"), args, limit)
+}
+
+// countBounded counts the rows of from meeting every condition of where,
+// stopping at limit.
+func (s postgresLetters) countBounded(ctx context.Context, from string, where []string, args []any, limit int) (int, error) {
 	sql := "SELECT 1 FROM " + from
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")

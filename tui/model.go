@@ -313,7 +313,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		}
 	case action.DoneMsg:
 		if msg.Err == nil {
-			m = m.setToast(msg.Notice(), toastInfo)
+			m = m.setToast(msg.Notice(m.svc.Identity), toastInfo)
 		}
 	}
 	if o, ok := msg.(frame.Outcome); ok {
@@ -575,11 +575,14 @@ func (m Model) View() string {
 		}
 	}
 	left := strings.Join(parts, " ")
-	right := "expiryctl · " + termsafe.EscapeLine(m.svc.Actor)
-	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	header := left
-	if gap >= 1 {
-		header += strings.Repeat(" ", gap) + th.Dim.Render(right)
+	// Who the window acts as matters more than the product's name: a
+	// narrow terminal drops the name first, then the roles.
+	for _, right := range m.whoAmI() {
+		if gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right); gap >= 1 {
+			header += strings.Repeat(" ", gap) + th.Dim.Render(right)
+			break
+		}
 	}
 	lines := []string{frame.Pad(header, m.width)}
 
@@ -623,6 +626,27 @@ func (m Model) View() string {
 	lines = append(lines, frame.Fit(body, m.width, m.bodyHeight))
 	lines = append(lines, frame.Pad(m.help.View(m.helpKeys()), m.width))
 	return strings.Join(lines, "\n")
+}
+
+// whoAmI is the header's right side, longest first: the actor, the login
+// when it differs from the actor's label, and the login's roles.
+func (m Model) whoAmI() []string {
+	id := m.svc.Identity
+	who := termsafe.EscapeLine(m.svc.Actor)
+	switch {
+	case who == "":
+		who = termsafe.EscapeLine(id.Login)
+	case id.Known() && id.Login != m.svc.Actor:
+		who += " (login " + termsafe.EscapeLine(id.Login) + ")"
+	}
+	if who == "" {
+		return []string{"expiryctl"}
+	}
+	full := who
+	if id.Known() {
+		full += " · " + id.Standing()
+	}
+	return []string{"expiryctl · " + full, full, who}
 }
 
 // stopWait bounds how long Run waits for a run still going to take its stop

@@ -16,6 +16,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/frame"
 	"github.com/expiryctl/expiryctl/tui/internal/tuitest"
 )
@@ -240,7 +241,7 @@ func TestGolden(t *testing.T) {
 	for _, size := range []struct {
 		name string
 		w, h int
-	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+	}{{"80x24", 80, 24}, {"120x40", 120, 40}, {"200x50", 200, 50}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
 			svc := tuitest.Services(fakes.Letters(300), fakes.NewRequests("bob", fakes.Request(1, "alice", 2)))
@@ -285,5 +286,77 @@ func TestFastKeysAreSplit(t *testing.T) {
 	m, _ = press(t, m, tuitest.Key("/"), tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r-1")})
 	if !strings.Contains(m.View(), "/r-1") {
 		t.Errorf("text typed fast into the search was split:\n%s", m.View())
+	}
+}
+
+// TestHeaderSaysWho: alice's and bob's windows side by side differ in
+// their headers: the login, and what its groups let it do; a label given
+// with --actor is shown with the login behind it.
+func TestHeaderSaysWho(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, actor string
+		id          Identity
+		w           int
+		want        string
+	}{
+		{"alice at 80", "", tuitest.Identity("alice"), 80, "alice · ingester+operator"},
+		{"bob at 80", "", tuitest.Identity("bob"), 80, "bob · approver"},
+		{"bob at 200", "", tuitest.Identity("bob"), 200, "expiryctl · bob · approver"},
+		{"a label at 200", "oncall", tuitest.Identity("alice"), 200, "expiryctl · oncall (login alice) · ingester+operator"},
+		{"the superuser", "", Identity{Login: "root", Advisory: true}, 80, "root · advisory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc := tuitest.Services(fakes.Letters(3), fakes.NewRequests(tc.actor))
+			svc.Identity = tc.id
+			m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
+			m, _ = tuitest.Drive(t, m, update, m.Init(), tea.WindowSizeMsg{Width: tc.w, Height: 24})
+			header := strings.TrimRight(strings.SplitN(m.View(), "\n", 2)[0], " ")
+			if !strings.HasSuffix(header, " "+tc.want) {
+				t.Errorf("header %q, want it to end with %q", header, tc.want)
+			}
+		})
+	}
+}
+
+// TestApprovedSaysWhoRuns: an approver who is no operator is told who runs
+// the request, not to press a key that would be refused.
+func TestApprovedSaysWhoRuns(t *testing.T) {
+	t.Parallel()
+	done := action.DoneMsg{Verb: "approve", Request: replay.Request{ID: 7, Kind: replay.KindReplay, RequestedBy: "alice", ReviewedBy: "bob"}}
+	if got := done.Notice(tuitest.Identity("bob")); strings.Contains(got, "press g") || !strings.Contains(got, "an operator runs it (alice requested it)") ||
+		!strings.Contains(got, "`expiryctl replay run 7`") {
+		t.Errorf("to bob: %q", got)
+	}
+	if got := done.Notice(Identity{Login: "dora", Roles: []string{"operator", "approver"}}); !strings.HasSuffix(got, "press g on it to run it") {
+		t.Errorf("to an operator: %q", got)
+	}
+}
+
+// TestLettersGolden draws the letter list after a capture and a tick: the
+// new letters are at the top, and the help line says how to reload.
+func TestLettersGolden(t *testing.T) {
+	t.Parallel()
+	for _, size := range []struct {
+		name string
+		w, h int
+	}{{"80x24", 80, 24}, {"200x50", 200, 50}} {
+		t.Run(size.name, func(t *testing.T) {
+			t.Parallel()
+			archive := fakes.Letters(300)
+			svc := tuitest.Services(archive, fakes.NewRequests("alice"))
+			m := New(svc, WithRenderer(frame.AsciiRenderer()), WithRefresh(0))
+			m, _ = tuitest.Drive(t, m, update, m.Init(), tea.WindowSizeMsg{Width: size.w, Height: size.h})
+			m, _ = press(t, m, tuitest.Keys("2", "down")...)
+			archive.Capture(fakes.Letter(301), fakes.Letter(302))
+			m, _ = tuitest.Drive(t, m, update, nil, tickMsg{})
+			view := m.View()
+			if !strings.Contains(view, "ctrl+r reload") || !strings.Contains(view, "letter 4 of 302") {
+				t.Errorf("want the new letters counted and ctrl+r in the help line:\n%s", view)
+			}
+			tuitest.AssertFits(t, view, size.w, size.h)
+			golden.RequireEqual(t, []byte(view))
+		})
 	}
 }

@@ -34,6 +34,8 @@ type (
 	AuditPage = backend.AuditPage
 	// AuditCheck is the result of a chain verification.
 	AuditCheck = backend.AuditCheck
+	// Identity is the login the TUI is connected as.
+	Identity = backend.Identity
 )
 
 // The canary states, re-exported for runner adapters.

@@ -13,3 +13,11 @@ import (
 type LetterCounter interface {
 	CountMatching(ctx context.Context, f deadletter.Filter, upTo int) (deadletter.MatchCount, error)
 }
+
+// EligibleCounter is implemented by an archive that can count, unaudited,
+// the letters of a filter that a request by that filter could take now
+// (the schema's letters_matching: dead, not redacted), for the terminal
+// UI's cohort form. *deadletter.Archive implements it.
+type EligibleCounter interface {
+	CountEligible(ctx context.Context, f deadletter.Filter, upTo int) (deadletter.MatchCount, error)
+}

@@ -42,8 +42,9 @@ type DoneMsg struct {
 // Outcome makes DoneMsg a frame.Outcome.
 func (m DoneMsg) Outcome() error { return m.Err }
 
-// Notice is the line shown when the action succeeded.
-func (m DoneMsg) Notice() string {
+// Notice is the line shown to who when the action succeeded: the next
+// step is theirs only when their groups allow it.
+func (m DoneMsg) Notice(who backend.Identity) string {
 	r := m.Request
 	switch m.Verb {
 	case "request", "discard":
@@ -54,7 +55,14 @@ func (m DoneMsg) Notice() string {
 		return fmt.Sprintf("%s request %d is %s: %s%s; another approver must approve it (Requests screen, or `expiryctl replay approve %d`)",
 			r.Kind, r.ID, r.Status, phrase.Count(r.Items, "letter", "letters"), of, r.ID)
 	case "approve":
-		return fmt.Sprintf("%s request %d is approved by %s: press g on it to run it", r.Kind, r.ID, termsafe.EscapeLine(r.ReviewedBy))
+		approved := fmt.Sprintf("%s request %d is approved by %s", r.Kind, r.ID, termsafe.EscapeLine(r.ReviewedBy))
+		if who.Known() && who.May("operator") {
+			return approved + ": press g on it to run it"
+		}
+		// An approver is seldom an operator: running it is the
+		// requester's (or another operator's) next step, not theirs.
+		return fmt.Sprintf("%s; an operator runs it (%s requested it): g on the Requests screen, or `expiryctl replay run %d`",
+			approved, termsafe.EscapeLine(r.RequestedBy), r.ID)
 	case "reject":
 		return fmt.Sprintf("%s request %d is rejected; its letters are free again", r.Kind, r.ID)
 	case "cancel":

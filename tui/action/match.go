@@ -18,18 +18,20 @@ const matchBound = 100_000
 // The database resolves the cohort again when the request is made: the
 // line is a guide to max, not the cohort.
 func matchLine(svc backend.Services, sel Selection) string {
-	counter, ok := svc.Archive.(service.LetterCounter)
+	// Only letters waiting for a decision can join a request: a count of
+	// every status would promise the replayed and the discarded too.
+	counter, ok := svc.Archive.(service.EligibleCounter)
 	if len(sel.IDs) > 0 || !ok {
 		return ""
 	}
 	ctx, cancel := frame.Call()
 	defer cancel()
-	n, err := counter.CountMatching(ctx, sel.Filter, matchBound)
+	n, err := counter.CountEligible(ctx, sel.Filter, matchBound)
 	switch {
 	case err != nil:
-		return "could not count the letters it matches now: " + termsafe.EscapeLine(err.Error())
+		return "could not count the letters it could take now: " + termsafe.EscapeLine(err.Error())
 	case n.More:
-		return fmt.Sprintf("more than %d letters match it now; max takes the oldest", n.N)
+		return fmt.Sprintf("more than %d letters waiting for a decision match it now; max takes the oldest", n.N)
 	}
-	return phrase.Count(n.N, "letter matches", "letters match") + " it now; max takes the oldest"
+	return phrase.Count(n.N, "letter waiting for a decision matches", "letters waiting for a decision match") + " it now; max takes the oldest"
 }

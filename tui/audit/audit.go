@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -256,8 +257,10 @@ func (m Model) filterSpec() form.Spec {
 	}
 }
 
+// columns give AT a whole RFC 3339 UTC time, as `audit list` prints it: a
+// reviewer reading a trail months later needs the year and the zone.
 var columns = []frame.Column{
-	{Title: "SEQ", Width: 6}, {Title: "AT", Width: 14}, {Title: "ACTOR", Width: 8, Max: 16, Flex: true},
+	{Title: "SEQ", Width: 6}, {Title: "AT", Width: 20}, {Title: "ACTOR", Width: 8, Max: 16, Flex: true},
 	{Title: "ACTION", Width: 14, Max: 20, Flex: true}, {Title: "TARGET", Width: 10, Max: 24, Flex: true},
 	{Title: "OUTCOME", Width: 7}, {Title: "DETAILS", Width: 0, Flex: true},
 }
@@ -304,7 +307,7 @@ func (m Model) View() string {
 		if !ok {
 			break
 		}
-		lines = append(lines, t.Row(w, []string{strconv.FormatInt(e.Seq, 10), e.At.UTC().Format("01-02 15:04:05"),
+		lines = append(lines, t.Row(w, []string{strconv.FormatInt(e.Seq, 10), e.At.UTC().Format(time.RFC3339),
 			termsafe.EscapeLine(e.Actor), termsafe.EscapeLine(e.Action), termsafe.EscapeLine(e.Target),
 			termsafe.EscapeLine(e.Outcome), termsafe.EscapeLine(e.Details)}, i == m.cursor, false))
 	}

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestGolden(t *testing.T) {
 	for _, size := range []struct {
 		name string
 		w, h int
-	}{{"80x24", 80, 24}, {"120x40", 120, 40}} {
+	}{{"80x24", 80, 24}, {"120x40", 120, 40}, {"200x50", 200, 50}} {
 		t.Run(size.name, func(t *testing.T) {
 			t.Parallel()
 			svc := tuitest.Services(fakes.Letters(1), fakes.NewRequests("alice"))
@@ -107,7 +108,13 @@ func TestGolden(t *testing.T) {
 			}
 			view := tm.FinalModel(t).View()
 			tuitest.AssertFits(t, view, size.w, size.h)
+			if !rfc3339.MatchString(view) {
+				t.Errorf("no time in RFC 3339 UTC, as `audit list` prints it:\n%s", view)
+			}
 			golden.RequireEqual(t, []byte(view))
 		})
 	}
 }
+
+// rfc3339 is a whole UTC time, year and zone included.
+var rfc3339 = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z\b`)

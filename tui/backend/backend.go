@@ -12,6 +12,8 @@ package backend
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/expiryctl/expiryctl/internal/service"
@@ -182,8 +184,43 @@ type Services struct {
 	Policy func(ctx context.Context) (replay.Policy, error)
 	Runner Runner
 	Audit  AuditTrail
-	// Actor is who the services act as, shown in the header.
-	Actor string
+	// Actor is the label the services act as (--actor), empty for the
+	// login itself; Identity is the login behind it. The header shows
+	// both, so that two people's windows side by side never look alike.
+	Actor    string
+	Identity Identity
 	// Now is the clock for ages and toasts (time.Now when nil).
 	Now func() time.Time
+}
+
+// Identity is the database login the TUI is connected as and what its
+// groups let it do: the identity four-eyes compares. A zero Identity is
+// unknown, and the TUI then says only what any login may be told.
+type Identity struct {
+	// Login is the session's login.
+	Login string
+	// Roles are the roles of the deployment's groups the login is in:
+	// operator, approver and so on.
+	Roles []string
+	// Advisory is set for a login above the rules (a superuser, the
+	// schema's owner): governance is advisory for it.
+	Advisory bool
+}
+
+// Known reports whether the login was read.
+func (i Identity) Known() bool { return i.Login != "" }
+
+// May reports whether the login holds role, or is above the rules.
+func (i Identity) May(role string) bool { return i.Advisory || slices.Contains(i.Roles, role) }
+
+// Standing names the login's roles for the header: "operator+approver",
+// "advisory" above the rules, "no group" in none.
+func (i Identity) Standing() string {
+	switch {
+	case i.Advisory:
+		return "advisory"
+	case len(i.Roles) == 0:
+		return "no group"
+	}
+	return strings.Join(i.Roles, "+")
 }

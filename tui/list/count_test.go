@@ -91,7 +91,32 @@ func TestCohortFormSaysHowManyMatch(t *testing.T) {
 			lines = o.Spec.Lines
 		}
 	}
-	if !slices.Contains(lines, "11 letters match it now; max takes the oldest") {
+	if !slices.Contains(lines, "11 letters waiting for a decision match it now; max takes the oldest") {
+		t.Errorf("the cohort form's lines: %q", lines)
+	}
+}
+
+// TestCohortFormCountsOnlyEligible: of 80 letters, 40 already replayed, a
+// request by filter can take 40, and the form says 40, not 80.
+func TestCohortFormCountsOnlyEligible(t *testing.T) {
+	t.Parallel()
+	var rows []deadletter.Row
+	for i := range 80 {
+		r := fakes.Letter(i + 1)
+		if i < 40 {
+			r.Status = deadletter.StatusReplayed
+		}
+		rows = append(rows, r)
+	}
+	m, _ := setup(t, fakes.NewArchive(rows...))
+	_, msgs := tuitest.Drive(t, m, update, nil, tuitest.Key("R"))
+	var lines []string
+	for _, msg := range msgs {
+		if o, ok := msg.(form.OpenMsg); ok {
+			lines = o.Spec.Lines
+		}
+	}
+	if !slices.Contains(lines, "40 letters waiting for a decision match it now; max takes the oldest") {
 		t.Errorf("the cohort form's lines: %q", lines)
 	}
 }

@@ -45,6 +45,9 @@ type PageMsg struct {
 	Req  Request
 	Page deadletter.Page
 	Err  error
+	// Keep is the letter the cursor was on when a refresh asked for the
+	// page, to stay on once the page replaces the rows.
+	Keep int64
 }
 
 // Outcome makes PageMsg a frame.Outcome.
@@ -86,7 +89,7 @@ func DefaultKeyMap() KeyMap {
 
 // ShortHelp is the list's keys for the help line.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Open, k.Mark, k.Replay, k.Search, k.Status, k.Queue}
+	return []key.Binding{k.Open, k.Mark, k.Replay, k.Search, k.Reload, k.Status, k.Queue}
 }
 
 // FullHelp is the list's keys for the full help.
@@ -196,13 +199,33 @@ func (m Model) Show(f deadletter.Filter) (Model, tea.Cmd) {
 	return m.reload()
 }
 
-// Refresh retries a failed fetch; a list that is fine is left alone so that
-// rows do not move under the cursor.
+// Refresh retries a failed fetch, or, at the head of the list, fetches the
+// first page again and recounts, so that letters captured since show up
+// as the summary's do; the cursor stays on its letter. Scrolled past the
+// first page the rows are left alone, not moved under the reader: ctrl+r
+// reloads.
 func (m Model) Refresh() tea.Cmd {
 	if r, ok := m.win.Retry(); ok {
 		return m.fetch(r)
 	}
-	return nil
+	if m.searching || m.cursor >= PageSize/2 {
+		return nil
+	}
+	r, ok := m.win.Head()
+	if !ok {
+		return nil
+	}
+	fetch := m.fetch(r)
+	if sel, ok := m.Selected(); ok {
+		inner := fetch
+		fetch = func() tea.Msg {
+			msg := inner().(PageMsg)
+			msg.Keep = sel.ID
+			return msg
+		}
+	}
+	// The old total stands until the new one arrives, under the same gen.
+	return tea.Batch(fetch, m.count(m.filter, m.countGen, false))
 }
 
 func (m Model) reload() (Model, tea.Cmd) {
@@ -274,6 +297,11 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 			if r.SourceQueue != "" && !slices.Contains(m.queues, r.SourceQueue) {
 				m.queues = append(m.queues, r.SourceQueue)
 				slices.Sort(m.queues)
+			}
+		}
+		if msg.Keep != 0 {
+			if i := slices.IndexFunc(msg.Page.Rows, func(r deadletter.Row) bool { return r.ID == msg.Keep }); i >= 0 {
+				m.cursor = i
 			}
 		}
 		return m.move(m.cursor)

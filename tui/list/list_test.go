@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +278,31 @@ func TestQueueCellNamesTheSystem(t *testing.T) {
 		if got := list.Cells(tc.row, func() string { return "" })[7]; got != tc.want {
 			t.Errorf("queueCell(%q, %s) = %q, want %q", tc.row.SourceQueue, tc.row.System, got, tc.want)
 		}
+	}
+}
+
+// TestRefreshShowsNewCaptures: at the head of the list a refresh brings in
+// the letters captured since, keeps the cursor on its letter and recounts.
+func TestRefreshShowsNewCaptures(t *testing.T) {
+	t.Parallel()
+	archive := fakes.Letters(30)
+	m, _ := setup(t, archive)
+	m, _ = tuitest.Drive(t, m, update, nil, tuitest.Keys("down", "down")...)
+	if r, _ := m.Selected(); r.ID != 28 {
+		t.Fatalf("cursor on %d, want 28", r.ID)
+	}
+	archive.Capture(fakes.Letter(31), fakes.Letter(32), fakes.Letter(33))
+	m, _ = tuitest.Drive(t, m, update, m.Refresh())
+	if top, _ := m.Window().Row(0); top.ID != 33 {
+		t.Errorf("top row %d after the refresh, want the new letter 33", top.ID)
+	}
+	if r, _ := m.Selected(); r.ID != 28 {
+		t.Errorf("cursor on %d after the refresh, want it still on 28", r.ID)
+	}
+	if total, ok := m.Total(); !ok || total.N != 33 {
+		t.Errorf("total %+v, want 33", total)
+	}
+	if !strings.Contains(m.View(), "letter 6 of 33") {
+		t.Errorf("view:\n%s", m.View())
 	}
 }

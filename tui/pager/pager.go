@@ -24,6 +24,9 @@ type Request[C any] struct {
 	Gen   int
 	After *C
 	Front bool
+	// Head asks the first page again, to replace what is loaded: rows
+	// that arrived since the listing started show up at its head.
+	Head bool
 }
 
 type loaded[R, C any] struct {
@@ -138,6 +141,20 @@ func (w *Window[R, C]) Want(cursor, margin int) (Request[C], bool) {
 	return Request[C]{}, false
 }
 
+// Head returns the request that fetches the first page again, to replace
+// what is loaded by it (Apply), when the window is at the head of the
+// listing and holds its first page only: further down, replacing would
+// move rows under a reader who scrolled. ok is false otherwise, or when
+// a fetch is under way or failed.
+func (w *Window[R, C]) Head() (Request[C], bool) {
+	if w.pending != nil || w.failed != nil || len(w.pages) != 1 || w.base != 0 {
+		return Request[C]{}, false
+	}
+	r := Request[C]{Gen: w.gen, Head: true}
+	w.pending = &r
+	return r, true
+}
+
 // Retry returns the request that failed last, to try it again.
 func (w *Window[R, C]) Retry() (Request[C], bool) {
 	if w.failed == nil || w.pending != nil {
@@ -162,6 +179,10 @@ func (w *Window[R, C]) Apply(r Request[C], p Page[R, C], err error) bool {
 	}
 	w.failed = nil
 	page := loaded[R, C]{after: r.After, rows: p.Rows, next: p.Next}
+	if r.Head {
+		w.pages, w.dropped, w.base = []loaded[R, C]{page}, nil, 0
+		return true
+	}
 	if r.Front {
 		w.dropped = w.dropped[:len(w.dropped)-1]
 		w.base -= len(p.Rows)

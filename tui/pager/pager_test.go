@@ -129,3 +129,29 @@ func TestWindowIgnoresStaleAndRetriesFailed(t *testing.T) {
 		t.Errorf("rows after retry = %v", got)
 	}
 }
+
+// TestWindowHeadReplacesTheFirstPage: at the head of a listing, the first
+// page fetched again replaces what is loaded, new rows first; scrolled past
+// it, the window is left alone.
+func TestWindowHeadReplacesTheFirstPage(t *testing.T) {
+	t.Parallel()
+	w := New[int, int](4, 2)
+	answer(w, w.Reset(), 20)
+	r, ok := w.Head()
+	if !ok || !r.Head || r.After != nil {
+		t.Fatalf("Head = %+v, %v; want the first page again", r, ok)
+	}
+	if _, again := w.Head(); again {
+		t.Fatal("Head asked again while its fetch is under way")
+	}
+	// Two rows arrived at the head since: the listing now starts at -1.
+	w.Apply(r, Page[int, int]{Rows: []int{-1, 0, 1, 2}, Next: new(int)}, nil)
+	if got := rows(w); !slices.Equal(got, []int{-1, 0, 1, 2}) {
+		t.Errorf("rows after Head = %v", got)
+	}
+	next, _ := w.Want(3, 2)
+	answer(w, next, 20)
+	if _, ok := w.Head(); ok {
+		t.Error("Head offered with two pages loaded: rows would move under the reader")
+	}
+}

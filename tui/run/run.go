@@ -99,8 +99,24 @@ func New(ctx frame.Context, svc backend.Services) Model {
 	return Model{ctx: ctx, svc: svc, keys: DefaultKeyMap()}
 }
 
-// Keys returns the run screen's key map.
-func (m Model) Keys() KeyMap { return m.keys }
+// Keys returns the run screen's key map as the run stands: no cancel
+// without a request, or once it completed or was cancelled (the database
+// refuses both); a halted request still holds its letters until it is
+// approved again or cancelled, so there cancel says what it is for.
+func (m Model) Keys() KeyMap {
+	k := m.keys
+	status := replay.StatusRunning
+	if m.summary != nil {
+		status = m.summary.Status
+	}
+	switch {
+	case m.id == 0, status == replay.StatusCompleted, status == replay.StatusCancelled:
+		k.Cancel.SetEnabled(false)
+	case status == replay.StatusHalted:
+		k.Cancel.SetHelp("c", "cancel request (frees its letters)")
+	}
+	return k
+}
 
 // Capturing is false: the screen has no text input.
 func (m Model) Capturing() bool { return false }
@@ -252,13 +268,11 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 		return m, tea.Batch(frame.Send(frame.RefreshMsg{}),
 			frame.Send(frame.NoticeMsg{Text: fmt.Sprintf("replay request %d %s", msg.ID, ended(s))}))
 	case tea.KeyMsg:
+		keys := m.Keys()
 		switch {
-		case key.Matches(msg, m.keys.Back):
+		case key.Matches(msg, keys.Back):
 			return m, frame.Send(frame.BackMsg{})
-		case key.Matches(msg, m.keys.Cancel):
-			if m.id == 0 {
-				return m, nil
-			}
+		case key.Matches(msg, keys.Cancel):
 			r := replay.Request{ID: m.id, Kind: replay.KindReplay, Status: replay.StatusRunning}
 			if m.req != nil {
 				r = *m.req

@@ -133,3 +133,59 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelKeyAsTheRunStands: the help line offers cancel only where the
+// database would take it, and says what it does for a halted request.
+func TestCancelKeyAsTheRunStands(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		status replay.Status
+		stop   bool
+		want   string
+	}{
+		{name: "completed", status: replay.StatusCompleted},
+		{name: "cancelled", status: replay.StatusCancelled},
+		{name: "halted", status: replay.StatusHalted, want: "cancel request (frees its letters)"},
+		{name: "stopped, resumable", stop: true, want: "cancel request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &tuitest.Runner{Steps: []backend.RunProgress{halfway},
+				Summary: backend.RunSummary{Status: tc.status, Final: halfway}}
+			if tc.stop {
+				r.Hold, r.Stopped = make(chan struct{}), backend.RunSummary{Final: halfway}
+			}
+			m, cmd := run.New(tuitest.Context(80, 21), services(r)).Start(2)
+			if tc.stop {
+				m = m.StopRun()
+			}
+			m, _ = tuitest.Drive(t, m, update, cmd)
+			c := m.Keys().Cancel
+			got := ""
+			if c.Enabled() {
+				got = c.Help().Desc
+			}
+			if got != tc.want {
+				t.Errorf("cancel offered as %q, want %q", got, tc.want)
+			}
+			_, msgs := tuitest.Drive(t, m, update, nil, tuitest.Key("c"))
+			opened := false
+			for _, msg := range msgs {
+				if _, ok := msg.(form.OpenMsg); ok {
+					opened = true
+				}
+			}
+			if opened != (tc.want != "") {
+				t.Errorf("c opened the cancel form: %v, want %v", opened, tc.want != "")
+			}
+		})
+	}
+}
+
+func TestNoCancelWithoutARun(t *testing.T) {
+	t.Parallel()
+	if run.New(tuitest.Context(80, 21), services(nil)).Keys().Cancel.Enabled() {
+		t.Error("cancel offered with no request on the screen")
+	}
+}

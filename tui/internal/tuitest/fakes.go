@@ -86,10 +86,21 @@ func (a *Audit) List(_ context.Context, f backend.AuditFilter, before int64, lim
 // Verify returns Check.
 func (a *Audit) Verify(context.Context) (backend.AuditCheck, error) { return a.Check, nil }
 
-// Services returns services over the fakes, acting as actor.
+// people are the fakes' people and their roles, as the demo grants them.
+var people = map[string][]string{"alice": {"ingester", "operator"}, "bob": {"approver"}, "carol": {"approver"}, "audrey": {"auditor"}}
+
+// Identity is person's login as the demo grants it: alice an operator,
+// bob and carol approvers, audrey an auditor.
+func Identity(person string) backend.Identity {
+	return backend.Identity{Login: person, Roles: people[person]}
+}
+
+// Services returns services over the fakes, acting as requests' actor
+// with that person's login.
 func Services(archive service.Archive, requests *fakes.Requests) backend.Services {
 	return backend.Services{
 		Archive: archive, Requests: requests, Actor: requests.Actor, Now: fakes.Now,
+		Identity: Identity(requests.Actor),
 		Policy: func(context.Context) (replay.Policy, error) {
 			return replay.Policy{Approvers: []string{"alice", "bob"}, MaxCohort: 500, MaxRate: 50}, nil
 		},
