@@ -221,8 +221,8 @@ func reconcileIfAsked(ctx context.Context, opts *AuditVerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "reconciled %d requests and the policy with %d governance events: every state has an event behind it\n",
-		rep.Requests, rep.Events)
+	_, err = fmt.Fprintf(opts.IO.Out, "reconciled %s and the policy with %s: every state has an event behind it\n",
+		phrase.Count(rep.Requests, "request", "requests"), phrase.Count(rep.Events, "governance event", "governance events"))
 	return err
 }
 

@@ -449,8 +449,8 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 	live := st.dim.Render(fmt.Sprintf("unavailable (%s): the archive's signals are complete, the broker's are missing",
 		termsafe.EscapeLine(q.Unavailable)))
 	if q.Unavailable == "" {
-		live = fmt.Sprintf("%s: %d ready, %d in flight (%d consumers) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
-			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), deref(q.Consumers), deref(q.Scheduled), deref(q.Isolated))
+		live = fmt.Sprintf("%s: %d ready, %d in flight (%s) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
+			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), phrase.Count(deref(q.Consumers), "consumer", "consumers"), deref(q.Scheduled), deref(q.Isolated))
 		if deref(q.Consumers) == 0 && deref(q.Ready) > 0 {
 			live = st.warn.Render(live)
 		}

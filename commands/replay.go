@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/requestview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -245,7 +246,7 @@ func replayRequestRun(ctx context.Context, opts *ReplayRequestOptions) error {
 		return writeJSON(opts.IO.Out, created.Request)
 	}
 	r := created.Request
-	fmt.Fprintf(opts.IO.Out, "replay request %d is %s: %d letters", r.ID, r.Status, r.Items)
+	fmt.Fprintf(opts.IO.Out, "replay request %d is %s: %s", r.ID, r.Status, phrase.Count(r.Items, "letter", "letters"))
 	if created.Matched > r.Items {
 		fmt.Fprintf(opts.IO.Out, " (the oldest %d of %d matching)", r.Items, created.Matched)
 	}
@@ -727,8 +728,8 @@ func replayReviewRun(ctx context.Context, opts *ReplayReviewOptions) error {
 				return err
 			}
 			review.CohortHash = shown.CohortHash
-			fmt.Fprintf(opts.IO.ErrOut, "approving %s request %d as shown: %d letters, cohort hash %s, requested by %s (%s)\n",
-				shown.Kind, shown.ID, shown.Items, shown.CohortHash, termsafe.EscapeLine(shown.RequestedBy), shown.RequestedDBRole)
+			fmt.Fprintf(opts.IO.ErrOut, "approving %s request %d as shown: %s, cohort hash %s, requested by %s (%s)\n",
+				shown.Kind, shown.ID, phrase.Count(shown.Items, "letter", "letters"), shown.CohortHash, termsafe.EscapeLine(shown.RequestedBy), shown.RequestedDBRole)
 			printReviewFlags(opts.IO, shown)
 		}
 		r, err = svc.Approve(ctx, opts.ID, review)

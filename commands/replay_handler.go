@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -41,7 +42,7 @@ func printReviewFlags(streams *IOStreams, d replay.Detail) {
 		fmt.Fprintf(streams.ErrOut, "  the requester allows the handler that failed the letters to take them again: %s\n", termsafe.EscapeLine(d.SameHandlerWhy))
 	}
 	if d.IncludePermanent || d.PermanentCount > 0 {
-		fmt.Fprintf(streams.ErrOut, "  it includes %d letters that failed for good (conflict, validation, malformed, not-found)\n", d.PermanentCount)
+		fmt.Fprintf(streams.ErrOut, "  it includes %s that failed for good (conflict, validation, malformed, not-found)\n", phrase.Count(d.PermanentCount, "letter", "letters"))
 	}
 	if d.Handler != nil && !d.Handler.Allowed && d.Handler.Condition != "" {
 		fmt.Fprintf(streams.ErrOut, "  as things stand its run would be refused (%s): %s\n", d.Handler.Condition, termsafe.EscapeLine(d.Handler.Reason))

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -148,7 +149,7 @@ func renderPlan(streams *IOStreams, p replay.Plan) error {
 	t.addRow("planning_bound", planNumber(p.PlanningBound), "R·(1−p^(n+1))/(1−p), attempts/s")
 	ack := "management: acknowledgements on the work queue"
 	if p.Consumers != nil && p.Ready != nil {
-		ack += fmt.Sprintf(" (%d consumers, %d ready)", *p.Consumers, *p.Ready)
+		ack += fmt.Sprintf(" (%s, %d ready)", phrase.Count(*p.Consumers, "consumer", "consumers"), *p.Ready)
 	}
 	t.addRow("ack_rate", planNumber(p.AckRate), ack)
 	suggested := "-"

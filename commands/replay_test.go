@@ -186,6 +186,13 @@ func TestReplayRequestRun(t *testing.T) {
 			t.Fatalf("created %+v", requests.Created[0])
 		}
 	})
+	t.Run("one letter is a letter", func(t *testing.T) {
+		t.Parallel()
+		out, _, err := request(t, fakes.NewRequests("alice"), "--id", "42", "--why", "INC-4211")
+		if err != nil || !strings.HasPrefix(out, "replay request 1 is pending: 1 letter, rate") {
+			t.Fatalf("stdout %q (%v)", out, err)
+		}
+	})
 	t.Run("a filter that matched more says so", func(t *testing.T) {
 		t.Parallel()
 		out, _, err := request(t, matchingRequests{fakes.NewRequests("alice"), 350}, "--reason", "validation", "--max", "200", "--why", "INC-1")

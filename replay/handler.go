@@ -232,7 +232,11 @@ func FailedUnderText(versions []VersionCount) string {
 	}
 	parts := make([]string, len(versions))
 	for i, v := range versions {
-		parts[i] = fmt.Sprintf("%s (%d letters)", versionName(v.Version, "(none named)"), v.Letters)
+		letters := "letters"
+		if v.Letters == 1 {
+			letters = "letter"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", versionName(v.Version, "(none named)"), v.Letters, letters)
 	}
 	return strings.Join(parts, ", ")
 }
