@@ -41,7 +41,10 @@ same job dead-lettered before or after).
 
 Payloads are pretty-printed when they are JSON and hex-dumped when binary.
 Every control character and terminal escape sequence is shown escaped
-(\x1b, \u009b, …), so a hostile message cannot drive your terminal. Use
+(\x1b, \u009b, …), so a hostile message cannot drive your terminal. A JSON
+payload is shown as the JSON that was sent, re-indented, with such a
+character written as the JSON escape of itself (\u202e). Header values are
+quoted as Go quotes them, so a quote or backslash inside reads once. Use
 --save-payload to get the exact bytes. Viewing a payload is audited.
 
 On a terminal, a view taller than the screen goes through $EXPIRYCTL_PAGER,

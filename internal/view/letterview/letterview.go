@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
@@ -291,11 +292,19 @@ func writePayload(b *strings.Builder, st Styles, opts Options, payload []byte) {
 	case termsafe.IsText(payload) && json.Valid(payload):
 		var pretty bytes.Buffer
 		_ = json.Indent(&pretty, payload, "  ", "  ")
-		text = pretty.String()
+		text = strings.TrimRight(pretty.String(), " \t\r\n")
 		if limit > 0 && len(text) > limit {
-			text, truncated = text[:limit], true
+			// Cut on a rune boundary, so that the cut does not show as
+			// a stray \xHH the payload never held.
+			cut := limit
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text, truncated = text[:cut], true
 		}
-		text = "  " + termsafe.Escape(text)
+		// JSON, not Escape: the payload shown is the JSON that was sent,
+		// its backslashes not doubled.
+		text = "  " + termsafe.JSON(text)
 	case termsafe.IsText(shown):
 		text = "  " + strings.ReplaceAll(termsafe.Escape(string(shown)), "\n", "\n  ")
 	default:
