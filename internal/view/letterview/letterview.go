@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
@@ -38,6 +39,11 @@ type Options struct {
 	// TruncatedHint follows a cut payload; it is given the bytes shown and
 	// the payload's size, and says how to see the rest.
 	TruncatedHint func(shown, size int) string
+	// Width, when above 0, wraps a line wider than it at spaces, its next
+	// lines under its value, rather than leave the terminal to break it at
+	// the last column, mid-word. The payload is not wrapped: it is shown as
+	// it was sent.
+	Width int
 }
 
 // Render returns the view of d: identity, why it died, where a replay sends
@@ -47,10 +53,18 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	st = st.withDefaults()
 	var b strings.Builder
 	esc := termsafe.EscapeLine
-	section := func(title string) { fmt.Fprintf(&b, "\n%s\n", st.Section(title)) }
+	wrap := opts.wrapper()
+	section := func(title string) {
+		// Styled line by line: a style given lines pads them to one width.
+		lines := strings.Split(wrap(title, 0), "\n")
+		for i, l := range lines {
+			lines[i] = st.Section(l)
+		}
+		fmt.Fprintf(&b, "\n%s\n", strings.Join(lines, "\n"))
+	}
 	field := func(name, value string) {
 		if value != "" {
-			fmt.Fprintf(&b, "  %-17s %s\n", name, value)
+			b.WriteString(wrap(fmt.Sprintf("  %-17s %s", name, value), 20) + "\n")
 		}
 	}
 
@@ -110,7 +124,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if ev.Error != "" {
 			line += "  " + esc(ev.Error)
 		}
-		b.WriteString(line + "\n")
+		b.WriteString(wrap(line, 8) + "\n")
 		// A trace is many lines; each is indented under its attempt, and
 		// escaped, since a job's trace is whatever its worker threw.
 		for _, tl := range strings.Split(strings.TrimRight(ev.Trace, "\n"), "\n") {
@@ -127,22 +141,22 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 			for j, k := range death.RoutingKeys {
 				keys[j] = esc(k)
 			}
-			fmt.Fprintf(&b, "  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s\n", i+1,
+			b.WriteString(wrap(fmt.Sprintf("  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s", i+1,
 				esc(death.Reason), death.Count, esc(death.Queue), esc(death.Exchange), strings.Join(keys, ","),
-				timeOrUnknown(death.Time))
+				timeOrUnknown(death.Time)), 6) + "\n")
 		}
 	}
 
 	if d.System.OrRabbitMQ() == deadletter.RabbitMQ {
 		section("Properties")
-		writeProperties(&b, d.Properties)
+		writeProperties(&b, d.Properties, wrap)
 	} else {
 		section(systemName(d.System) + nativeTitle(d.System))
 		writeNative(&b, d.Native)
 	}
 
 	section("Headers")
-	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
+	writeHeaders(&b, d.Headers, len(d.Deaths) > 0, wrap)
 
 	ct := esc(d.ContentType)
 	if ct == "" {
@@ -160,10 +174,19 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if r.ID < d.ID {
 			rel = "earlier"
 		}
-		fmt.Fprintf(&b, "  %-7s #%d  %s  %s  %s  %s\n", rel, r.ID, r.DeadLetteredAt.UTC().Format(time.RFC3339),
-			r.Category, r.Status, esc(r.ErrorClass))
+		b.WriteString(wrap(fmt.Sprintf("  %-7s #%d  %s  %s  %s  %s", rel, r.ID, r.DeadLetteredAt.UTC().Format(time.RFC3339),
+			r.Category, r.Status, esc(r.ErrorClass)), 12) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// wrapper returns how a line of the view is wrapped: at spaces, its next
+// lines from column indent on, when o has a width; not at all otherwise.
+func (o Options) wrapper() func(line string, indent int) string {
+	if o.Width <= 0 {
+		return func(line string, _ int) string { return line }
+	}
+	return func(line string, indent int) string { return linewrap.Hanging(line, o.Width, indent) }
 }
 
 func (st Styles) withDefaults() Styles {
@@ -248,9 +271,9 @@ func writeNative(b *strings.Builder, native map[string]string) {
 	}
 }
 
-func writeProperties(b *strings.Builder, p *deadletter.Properties) {
+func writeProperties(b *strings.Builder, p *deadletter.Properties, wrap func(string, int) string) {
 	if p == nil {
-		b.WriteString("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)\n")
+		b.WriteString(wrap("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)", 3) + "\n")
 		return
 	}
 	lines := PropertyLines(*p)
@@ -258,11 +281,11 @@ func writeProperties(b *strings.Builder, p *deadletter.Properties) {
 		b.WriteString("  (none)\n")
 	}
 	for _, l := range lines {
-		fmt.Fprintf(b, "  %s: %s\n", l.Key, l.Value)
+		b.WriteString(wrap("  "+l.Key+": "+l.Value, 4) + "\n")
 	}
 }
 
-func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
+func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool, wrap func(string, int) string) {
 	lines, err := HeaderLines(raw)
 	if err != nil || len(lines) == 0 {
 		b.WriteString("  (none)\n")
@@ -273,7 +296,7 @@ func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
 			fmt.Fprintf(b, "  %s: (decoded above)\n", h.Key)
 			continue
 		}
-		fmt.Fprintf(b, "  %s: %s\n", h.Key, h.Value)
+		b.WriteString(wrap("  "+h.Key+": "+h.Value, 4) + "\n")
 	}
 }
 
