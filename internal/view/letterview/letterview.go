@@ -83,7 +83,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	if d.PayloadProblem != "" {
 		field("unreadable body", st.Warn(esc(d.PayloadProblem)))
 	}
-	field("attempts", strconv.Itoa(d.Attempts))
+	field("attempts", strconv.Itoa(d.Attempts)+attemptsSource(d))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
 	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
@@ -201,6 +201,39 @@ func (st Styles) withDefaults() Styles {
 		st.Warn = plain
 	}
 	return st
+}
+
+// attemptsSource says where a letter's attempts were counted from when the
+// number would mislead otherwise: a quorum queue that dead-letters at its
+// delivery limit writes an x-death entry per death, and RabbitMQ 3.10
+// writes no x-delivery-count, so the count is of deaths while each death
+// followed the queue's x-delivery-limit + 1 deliveries, a limit the letter
+// does not carry. SQS's delivery_limit count is the receive count, the
+// deliveries themselves, and needs no note.
+func attemptsSource(d deadletter.Detail) string {
+	if d.System.OrRabbitMQ() != deadletter.RabbitMQ {
+		return ""
+	}
+	var limitDeaths, counted int64
+	for _, death := range d.Deaths {
+		switch death.Reason {
+		case "delivery_limit":
+			limitDeaths += max(death.Count, 0)
+			counted += max(death.Count, 0)
+		case "rejected":
+			counted += max(death.Count, 0)
+		}
+	}
+	if limitDeaths == 0 || counted != int64(d.Attempts) {
+		return ""
+	}
+	if headers, err := deadletter.DecodeHeaders(d.Headers); err == nil {
+		if _, ok := headers["x-delivery-count"]; ok {
+			return ""
+		}
+	}
+	return fmt.Sprintf(" (%s in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)",
+		phrase.Count(limitDeaths, "delivery_limit death", "delivery_limit deaths"))
 }
 
 // timeOrUnknown formats t, or says "unknown" for the zero time, which is how

@@ -190,3 +190,33 @@ func TestRenderQuoting(t *testing.T) {
 		t.Errorf("the payload shown decodes to %v, the one sent to %v", shown, sent)
 	}
 }
+
+// TestRenderAttemptsFromDeliveryLimit: a quorum queue's delivery-limit
+// letter that carries no x-delivery-count (RabbitMQ 3.10 adds none) has
+// its attempts counted from x-death, one per death, though each death
+// followed x-delivery-limit + 1 deliveries: the view says so, rather than
+// show the 1 as if it were the deliveries. With the header, or from SQS,
+// whose receive count is the deliveries, it says nothing.
+func TestRenderAttemptsFromDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	letter := func(headers map[string]any, system deadletter.System) string {
+		var d deadletter.Detail
+		d.DeadLetteredAt, d.IngestedAt, d.System, d.Attempts = at, at, system, 1
+		d.Deaths = []deadletter.Death{{Count: 1, Reason: "delivery_limit", Queue: "expiry.quorum", Time: at}}
+		d.Headers = deadletter.EncodeHeaders(headers)
+		return Render(d, Styles{}, Options{Now: at})
+	}
+	const note = "  attempts          1 (1 delivery_limit death in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)\n"
+	if out := letter(map[string]any{}, ""); !strings.Contains(out, note) {
+		t.Errorf("want %q in\n%s", note, out)
+	}
+	for name, out := range map[string]string{
+		"with x-delivery-count": letter(map[string]any{"x-delivery-count": int64(1)}, ""),
+		"from SQS":              letter(map[string]any{}, deadletter.SQS),
+	} {
+		if !strings.Contains(out, "  attempts          1\n") {
+			t.Errorf("%s: attempts annotated:\n%s", name, out)
+		}
+	}
+}
