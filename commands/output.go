@@ -189,6 +189,11 @@ func (t *table) columns(widths []int, width int, fits bool) []bool {
 		widest := -1
 		for _, i := range t.shrink {
 			floor := max(ansi.StringWidth(t.headers[i]), 5)
+			if i < len(t.ends) && t.ends[i] {
+				// An identifier cut shorter than this keeps too little
+				// of either end to tell it from its siblings.
+				floor = max(floor, idFloor)
+			}
 			if widths[i] > floor && (widest < 0 || widths[i] > widths[widest]) {
 				widest = i
 			}
@@ -245,6 +250,12 @@ func alignRow(cells []string, widths []int, shown, ends []bool) string {
 	}
 	return b.String()
 }
+
+// idFloor is the narrowest a keepEnds column shrinks to before the table
+// leaves columns out: cut in the middle, 5 columns of the start and 12 of
+// the end ("replay_request:40" fits whole, "queue:…-dead-letter-queue" is
+// still told apart).
+const idFloor = 18
 
 // cutMiddle shortens s to width columns with an ellipsis in the middle,
 // keeping twice as much of its end as of its beginning: the end of an
