@@ -117,7 +117,10 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 			return nil
 		}
 		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS").
-			truncatable("DETAILS", "DB-ROLE", "TARGET", "ACTOR")
+			// TARGET is what a row is looked up by (replay_request:7):
+			// it gives way last, and is cut in the middle, keeping the
+			// id at its end, never as `replay_r…`.
+			truncatable("DETAILS", "DB-ROLE", "ACTOR", "TARGET").keepEnds("TARGET")
 		for _, r := range page.Rows {
 			at := audit.FormatTime(r.At)
 			if opts.IO.StdoutTTY {

@@ -178,7 +178,7 @@ func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
 			fmt.Fprintln(opts.IO.ErrOut, "no dead letters match")
 			return nil
 		}
-		t := newTable(opts.IO, listHeaders...).truncatable(listTruncatable...)
+		t := newTable(opts.IO, listHeaders...).truncatable(listTruncatable...).keepEnds("QUEUE", "MESSAGE-ID")
 		for _, r := range page.Rows {
 			t.addRow(listCells(opts.IO, r, opts.Now())...)
 		}
@@ -264,7 +264,7 @@ func streamListTo(ctx context.Context, archive service.Archive, opts *DLQListOpt
 	default:
 		streams := *opts.IO
 		streams.Out = out
-		t := newTable(&streams, listHeaders...).truncatable(listTruncatable...)
+		t := newTable(&streams, listHeaders...).truncatable(listTruncatable...).keepEnds("QUEUE", "MESSAGE-ID")
 		err := archive.Stream(ctx, opts.Filter, opts.Cursor, func(r deadletter.Row) error {
 			t.addRow(listCells(opts.IO, r, opts.Now())...)
 			if len(t.rows) >= 1000 {

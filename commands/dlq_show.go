@@ -41,7 +41,10 @@ same job dead-lettered before or after).
 
 Payloads are pretty-printed when they are JSON and hex-dumped when binary.
 Every control character and terminal escape sequence is shown escaped
-(\x1b, \u009b, …), so a hostile message cannot drive your terminal. Use
+(\x1b, \u009b, …), so a hostile message cannot drive your terminal. A JSON
+payload is shown as the JSON that was sent, re-indented, with such a
+character written as the JSON escape of itself (\u202e). Header values are
+quoted as Go quotes them, so a quote or backslash inside reads once. Use
 --save-payload to get the exact bytes. Viewing a payload is audited.
 
 On a terminal, a view taller than the screen goes through $EXPIRYCTL_PAGER,
@@ -100,14 +103,21 @@ func dlqShowRun(ctx context.Context, opts *DLQShowOptions) error {
 		return writeJSON(opts.IO.Out, d)
 	}
 	return opts.Pager.show(opts.IO, func(streams *IOStreams) error {
-		return renderDetail(streams.Out, styles(streams), d, opts.PayloadLimit, opts.Now())
+		// On a terminal the view wraps its lines at spaces itself, so
+		// that the terminal does not break a word at its last column.
+		width, _, ok := streams.terminal()
+		if !ok {
+			width = 0
+		}
+		return renderDetail(streams.Out, styles(streams), d, opts.PayloadLimit, opts.Now(), width)
 	})
 }
 
-// renderDetail writes the human view of a dead letter (see letterview).
-func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit int, now time.Time) error {
+// renderDetail writes the human view of a dead letter (see letterview),
+// wrapped to width when it is above 0.
+func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit int, now time.Time, width int) error {
 	view := letterview.Render(d, letterview.Styles{Title: st.header.Render, Section: st.title.Render, Warn: st.warn.Render},
-		letterview.Options{Now: now, PayloadLimit: payloadLimit, TruncatedHint: func(shown, size int) string {
+		letterview.Options{Now: now, PayloadLimit: payloadLimit, Width: width, TruncatedHint: func(shown, size int) string {
 			return fmt.Sprintf("  … truncated: showing %d of %d bytes (--payload-limit 0 shows all, --save-payload FILE saves the exact bytes)", shown, size)
 		}})
 	_, err := io.WriteString(w, view+"\n")

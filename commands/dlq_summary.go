@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -18,6 +17,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/internal/view/letterview"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -499,11 +499,12 @@ func holdsText(st styleSet, h holdsAtSource) string {
 
 // headline writes one labelled line of the summary's head. On a terminal
 // narrower than the line it wraps at spaces, under the text rather than
-// under the label, so that a word is never cut in two.
+// under the label, so that a word is never cut in two — nor a flag at its
+// hyphen, which ansi.Wordwrap would (--/outcome-url).
 func headline(b *strings.Builder, streams *IOStreams, label, text string) {
 	const indent = "           " // the label's nine columns and two spaces
 	if width, _, ok := streams.terminal(); ok && width > len(indent)+20 {
-		text = strings.ReplaceAll(ansi.Wordwrap(text, width-len(indent), ""), "\n", "\n"+indent)
+		text = strings.ReplaceAll(linewrap.Words(text, width-len(indent)), "\n", "\n"+indent)
 	}
 	fmt.Fprintf(b, "%s  %s\n", label, text)
 }
@@ -600,7 +601,7 @@ func classTable(streams *IOStreams, classes []deadletter.ErrorClassSignals) *tab
 }
 
 func queueTable(streams *IOStreams, q liveQueues) *table {
-	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE").truncatable("QUEUE")
+	t := newTable(streams, "QUEUE", "STATE", "READY", "IN FLIGHT", "CONSUMERS", "HEAD AGE").truncatable("QUEUE").keepEnds("QUEUE")
 	states := map[deadletter.QueueRole]string{deadletter.RoleWork: "ready / in flight", deadletter.RoleRetry: "scheduled", deadletter.RoleDeadLetter: "isolated"}
 	for _, l := range q.Queues {
 		state := states[l.Role]

@@ -13,6 +13,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
 
@@ -75,6 +76,8 @@ type table struct {
 	headers []string
 	rows    [][]string
 	shrink  []int
+	// ends marks the columns of identifiers, cut in the middle.
+	ends []bool
 }
 
 func newTable(streams *IOStreams, headers ...string) *table {
@@ -93,6 +96,26 @@ func (t *table) truncatable(headers ...string) *table {
 			panic(fmt.Sprintf("table has no column %q to truncate (columns: %s)", h, strings.Join(t.headers, ", ")))
 		}
 		t.shrink = append(t.shrink, i)
+	}
+	return t
+}
+
+// keepEnds names the truncatable columns that hold identifiers, such as
+// queue names, whose cells are cut in the middle rather than at the end
+// when the column gives up width: names in a family share their beginning
+// (reservation-expiry.retry.1000, reservation-expiry.retry.5000) and differ
+// at the end, which a cut at the end would make identical. A header the
+// table does not have is a programming error, as in truncatable.
+func (t *table) keepEnds(headers ...string) *table {
+	if t.ends == nil {
+		t.ends = make([]bool, len(t.headers))
+	}
+	for _, h := range headers {
+		i := slices.Index(t.headers, h)
+		if i < 0 {
+			panic(fmt.Sprintf("table has no column %q to cut in the middle (columns: %s)", h, strings.Join(t.headers, ", ")))
+		}
+		t.ends[i] = true
 	}
 	return t
 }
@@ -131,7 +154,7 @@ func (t *table) render() error {
 	shown := t.columns(widths, width, fits)
 	var b strings.Builder
 	for _, r := range append([][]string{t.headers}, t.rows...) {
-		line := strings.TrimRight(alignRow(r, widths, shown), " ")
+		line := strings.TrimRight(alignRow(r, widths, shown, t.ends), " ")
 		// Should the columns that may shrink not be enough, the row is cut
 		// at the right edge rather than wrapped into the next one.
 		if fits {
@@ -166,6 +189,11 @@ func (t *table) columns(widths []int, width int, fits bool) []bool {
 		widest := -1
 		for _, i := range t.shrink {
 			floor := max(ansi.StringWidth(t.headers[i]), 5)
+			if i < len(t.ends) && t.ends[i] {
+				// An identifier cut shorter than this keeps too little
+				// of either end to tell it from its siblings.
+				floor = max(floor, idFloor)
+			}
 			if widths[i] > floor && (widest < 0 || widths[i] > widths[widest]) {
 				widest = i
 			}
@@ -186,9 +214,9 @@ func (t *table) columns(widths []int, width int, fits bool) []bool {
 }
 
 // alignRow pads each shown cell to its column's width, cutting a cell wider
-// than that with an ellipsis; the last cell is not padded, so that no line
-// ends in spaces.
-func alignRow(cells []string, widths []int, shown []bool) string {
+// than that with an ellipsis, in the middle in the columns ends marks; the
+// last cell is not padded, so that no line ends in spaces.
+func alignRow(cells []string, widths []int, shown, ends []bool) string {
 	last := -1
 	for i := range cells {
 		if i < len(shown) && shown[i] {
@@ -209,7 +237,11 @@ func alignRow(cells []string, widths []int, shown []bool) string {
 		}
 		first = false
 		if ansi.StringWidth(c) > widths[i] {
-			c = ansi.Truncate(c, widths[i], "…")
+			if i < len(ends) && ends[i] {
+				c = cutMiddle(c, widths[i])
+			} else {
+				c = ansi.Truncate(c, widths[i], "…")
+			}
 		}
 		b.WriteString(c)
 		if i < last {
@@ -219,6 +251,29 @@ func alignRow(cells []string, widths []int, shown []bool) string {
 	return b.String()
 }
 
+// idFloor is the narrowest a keepEnds column shrinks to before the table
+// leaves columns out: cut in the middle, 5 columns of the start and 12 of
+// the end ("replay_request:40" fits whole, "queue:…-dead-letter-queue" is
+// still told apart).
+const idFloor = 18
+
+// cutMiddle shortens s to width columns with an ellipsis in the middle,
+// keeping twice as much of its end as of its beginning: the end of an
+// identifier is what tells it from its siblings, the beginning which family
+// it belongs to.
+func cutMiddle(s string, width int) string {
+	n := ansi.StringWidth(s)
+	if n <= width {
+		return s
+	}
+	if width < 3 {
+		return ansi.Truncate(s, width, "…")
+	}
+	head := (width - 1) / 3
+	tail := width - 1 - head
+	return ansi.Cut(s, 0, head) + "…" + ansi.Cut(s, n-tail, n)
+}
+
 // wrapFields wraps each line of a labelled view (a label, then its value
 // from column indent on) that is wider than the terminal, the rest of the
 // value on the lines below under its start, so that the terminal wraps
@@ -226,18 +281,10 @@ func alignRow(cells []string, widths []int, shown []bool) string {
 // the value some room, the view is as it was.
 func wrapFields(streams *IOStreams, view string, indent int) string {
 	width, _, ok := streams.terminal()
-	if !ok || width < indent+20 {
+	if !ok {
 		return view
 	}
-	lines := strings.Split(view, "\n")
-	for i, l := range lines {
-		if ansi.StringWidth(l) <= width {
-			continue
-		}
-		value := ansi.Wrap(ansi.Cut(l, indent, ansi.StringWidth(l)), width-indent, "")
-		lines[i] = ansi.Cut(l, 0, indent) + strings.ReplaceAll(value, "\n", "\n"+strings.Repeat(" ", indent))
-	}
-	return strings.Join(lines, "\n")
+	return linewrap.Hanging(view, width, indent)
 }
 
 // csvWriter writes rows as RFC 4180 CSV. Cells are written as stored: CSV is

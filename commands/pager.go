@@ -69,6 +69,11 @@ func (p *pager) show(streams *IOStreams, render func(*IOStreams) error) error {
 	var view bytes.Buffer
 	buffered := *streams
 	buffered.Out = &view
+	// The buffer is no terminal, but the view is for the one it goes to:
+	// it is laid out to that terminal's width.
+	if width, height, ok := streams.terminal(); ok {
+		buffered.TerminalSize = func() (int, int, bool) { return width, height, true }
+	}
 	err := render(&buffered)
 	if _, height, ok := streams.terminal(); ok && bytes.Count(view.Bytes(), []byte("\n")) < height {
 		return errors.Join(err, writeAll(streams.Out, view.Bytes()))

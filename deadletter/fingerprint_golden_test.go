@@ -20,7 +20,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/fingerprints.gol
 
 // goldenMessages are letters of every header shape the archive has met:
 // the reference worker's, the fuzz seeds', every AMQP wire type, and narrow
-// integers, whose fingerprint hashes the encoding from before their tags.
+// integers. A letter with a narrow header hashes its wire types (v2); every
+// other keeps the v1 fingerprint it was archived with.
 func goldenMessages() map[string]Message {
 	msgs := map[string]Message{
 		"bench worker letter": benchMessage(7),

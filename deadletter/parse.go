@@ -890,6 +890,18 @@ func firstNonEmpty(s ...string) string {
 // fingerprint covers cannot collide with fingerprints already stored.
 const fingerprintVersion = "expiryctl dead-letter fingerprint v1"
 
+// fingerprintVersionTyped is hashed first instead for a letter with a
+// narrow header (an int8, int16, int32, their unsigned kinds, or a
+// float32). v1 hashed headers as encoded before wire types were kept, so
+// an int8 5 and an int32 5 made one fingerprint and the second copy was
+// lost, though the contract keeps copies that differ. v2 hashes the wire
+// types. A letter without a narrow header, which is every header the
+// broker writes, hashes as under v1, so its redelivery after an upgrade
+// still finds the copy captured before; a letter with one, archived under
+// v1 and delivered again after the upgrade, is stored once more, once
+// (docs/message-contract.md).
+const fingerprintVersionTyped = "expiryctl dead-letter fingerprint v2 (wire types)"
+
 // volatileHeaders change between copies of what is one dead-lettering, so
 // the fingerprint leaves them out: a quorum queue increments
 // x-delivery-count on every redelivery of the same DLQ message, and a worker
@@ -907,7 +919,11 @@ var volatileHeaders = map[string]bool{headerDeliveryCount: true, headerLastError
 func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent) [32]byte {
 	byWorker := workerPublished(m.Headers)
 	h := sha256.New()
-	writeField(h, []byte(fingerprintVersion))
+	version, headers := []byte(fingerprintVersion), joinUntypedEntries(entries, volatileHeaders)
+	if narrowHeader(entries, volatileHeaders) && !m.System.RetriesInPlace() {
+		version, headers = []byte(fingerprintVersionTyped), joinHeaderEntries(entries, volatileHeaders)
+	}
+	writeField(h, version)
 	if m.System.RetriesInPlace() {
 		// A job store keeps one row per job: its id and the incarnation
 		// (when it failed for good) are the dead-lettering. Reading it
@@ -952,7 +968,7 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	}
 	writeField(h, ts)
 	writeField(h, m.Body)
-	writeField(h, joinUntypedEntries(entries, volatileHeaders))
+	writeField(h, headers)
 	for _, e := range workerHistory {
 		writeField(h, []byte(e.ErrorClass))
 	}
@@ -967,6 +983,17 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+// narrowHeader reports whether an entry that skip does not leave out holds
+// a narrow wire type, which is when its untyped encoding was kept.
+func narrowHeader(entries []headerEntry, skip map[string]bool) bool {
+	for _, e := range entries {
+		if e.untyped != nil && !skip[e.key] {
+			return true
+		}
+	}
+	return false
 }
 
 func writeField(h hash.Hash, b []byte) {

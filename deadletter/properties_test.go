@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,21 +83,45 @@ func TestParseRecordsEveryProperty(t *testing.T) {
 	}
 }
 
-// TestFingerprintIgnoresHeaderWidth: the fingerprint hashes headers as they
-// were encoded before wire types were kept, so a copy captured before an
-// upgrade still collapses with its redelivery captured after.
-func TestFingerprintIgnoresHeaderWidth(t *testing.T) {
+// TestFingerprintKeepsHeaderWidth: copies that differ only in a header's
+// wire type differ on the wire, and the contract keeps copies that differ
+// as separate rows, so their fingerprints differ; a redelivery, which
+// RabbitMQ hands over with every wire type as published (see
+// TestIngestKeepsWhatTheBrokerDelivered), keeps its fingerprint. A letter
+// with no narrow header keeps the v1 fingerprint it always had
+// (TestFingerprintsAreStable), so its redelivery after an upgrade still
+// collapses with the copy captured before.
+func TestFingerprintKeepsHeaderWidth(t *testing.T) {
 	t.Parallel()
-	narrow := deadletter.Message{Queue: "q", Body: []byte(`{}`), MessageID: "m",
-		Headers: map[string]any{"n": int8(3), "t": amqp.Table{"f": float32(0.5)}, "a": []any{uint16(9)}}}
-	wide := narrow
-	wide.Headers = map[string]any{"n": int64(3), "t": amqp.Table{"f": float64(0.5)}, "a": []any{int64(9)}}
-	ln, lw := deadletter.Parse(narrow, nil, time.Now()), deadletter.Parse(wide, nil, time.Now())
-	if ln.Fingerprint != lw.Fingerprint {
-		t.Error("the fingerprint depends on the headers' wire width")
+	with := func(headers map[string]any) deadletter.Message {
+		return deadletter.Message{Queue: "q", Body: []byte(`{}`), MessageID: "m", Headers: headers}
 	}
-	if string(ln.Headers) == string(lw.Headers) {
-		t.Errorf("stored headers do not keep the wire width: %s", ln.Headers)
+	fp := func(m deadletter.Message) [32]byte { return deadletter.Parse(m, nil, time.Now()).Fingerprint }
+	copies := map[string]deadletter.Message{
+		"int8 5":         with(map[string]any{"n": int8(5)}),
+		"int32 5":        with(map[string]any{"n": int32(5)}),
+		"int64 5":        with(map[string]any{"n": int64(5)}),
+		"nested int16 5": with(map[string]any{"n": amqp.Table{"v": int16(5)}}),
+		"nested int64 5": with(map[string]any{"n": amqp.Table{"v": int64(5)}}),
+		"float32 0.5":    with(map[string]any{"n": float32(0.5)}),
+		"float64 0.5":    with(map[string]any{"n": float64(0.5)}),
+	}
+	seen := map[[32]byte]string{}
+	for _, name := range slices.Sorted(maps.Keys(copies)) {
+		f := fp(copies[name])
+		if other, ok := seen[f]; ok {
+			t.Errorf("copies %q and %q share a fingerprint: one would be lost", other, name)
+		}
+		seen[f] = name
+		if again := fp(copies[name]); again != f {
+			t.Errorf("a redelivery of %q, same wire types, has another fingerprint", name)
+		}
+	}
+	// A volatile header is left out whatever its width.
+	a := with(map[string]any{"n": int64(5), "x-delivery-count": int8(1)})
+	b := with(map[string]any{"n": int64(5), "x-delivery-count": int64(2)})
+	if fp(a) != fp(b) {
+		t.Error("x-delivery-count's width changed the fingerprint")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -208,7 +209,7 @@ func (m Model) bannerLines() []string {
 	if text == "" {
 		return nil
 	}
-	lines := strings.Split(ansi.Wrap(text, max(10, m.width), ""), "\n")
+	lines := strings.Split(linewrap.Words(text, max(10, m.width)), "\n")
 	if len(lines) > 3 {
 		lines = lines[:3]
 	}

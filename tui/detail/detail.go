@@ -6,14 +6,13 @@ package detail
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/tui/action"
 	"github.com/expiryctl/expiryctl/tui/backend"
@@ -133,12 +132,10 @@ func (m *Model) setContent() {
 	if m.detail == nil {
 		return
 	}
-	text := Render(m.ctx.Theme, *m.detail, m.ctx.Now())
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		lines[i] = ansi.Wrap(l, max(10, m.ctx.Width), "")
-	}
-	m.vp.SetContent(strings.Join(lines, "\n"))
+	width := max(10, m.ctx.Width)
+	// The view wraps its fields under their values; what is left wider
+	// (the payload) wraps at spaces, never inside a word.
+	m.vp.SetContent(linewrap.Words(Render(m.ctx.Theme, *m.detail, m.ctx.Now(), width), width))
 }
 
 // Update handles keys and the loaded letter.

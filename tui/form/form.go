@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/tui/frame"
 )
 
@@ -224,7 +225,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 // height; when it does not, only the focused field shows its hint, so
 // that the last field, the error and the keys stay on a small terminal.
 func (m Model) fits() bool {
-	rows := 2 + 1 + len(m.spec.Lines) + 1 + 1 + 1 + 1 // borders, title, lines, blank, blank, error, keys
+	rows := 2 + 1 + len(m.lines()) + 1 + 1 + 1 + 1 // borders, title, lines, blank, blank, error, keys
 	for _, f := range m.spec.Fields {
 		rows++
 		if f.Hint != "" {
@@ -234,13 +235,24 @@ func (m Model) fits() bool {
 	return rows <= m.ctx.Height
 }
 
+// lines are the spec's lines wrapped at spaces to the box: cut at its edge,
+// a warning lost its end and the cohort hash an approver compares its last
+// characters.
+func (m Model) lines() []string {
+	var out []string
+	for _, l := range m.spec.Lines {
+		out = append(out, strings.Split(linewrap.Words(l, m.boxWidth()-4), "\n")...)
+	}
+	return out
+}
+
 // View renders the form as a box, centred in the body.
 func (m Model) View() string {
 	th := m.ctx.Theme
 	inner := m.boxWidth() - 4
 	var b strings.Builder
 	b.WriteString(th.Title.Render(frame.Pad(m.spec.Title, inner)) + "\n")
-	for _, l := range m.spec.Lines {
+	for _, l := range m.lines() {
 		b.WriteString(frame.Pad(l, inner) + "\n")
 	}
 	b.WriteString("\n")

@@ -123,3 +123,23 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestLongLinesWrap: a line wider than the box wraps at spaces instead of
+// being cut at its edge, so that the approve dialog shows the whole cohort
+// hash, whose last characters an approver compares, and every warning ends.
+func TestLongLinesWrap(t *testing.T) {
+	t.Parallel()
+	hash := strings.Repeat("3f9a", 16)
+	s := spec()
+	s.Lines = []string{"cohort hash " + hash + ": you approve exactly these letters",
+		"VIA EXCHANGE: every queue bound to the letters' original exchange gets a copy, not only the queue each failed in."}
+	for _, size := range []struct{ w, h int }{{80, 24}, {200, 50}} {
+		view := form.New(tuitest.Context(size.w, size.h), s).View()
+		for _, want := range []string{hash + ":", "each failed in."} {
+			if !strings.Contains(view, want) {
+				t.Errorf("at %dx%d the form does not show %q whole:\n%s", size.w, size.h, want, view)
+			}
+		}
+		tuitest.AssertFits(t, view, size.w, size.h)
+	}
+}

@@ -13,9 +13,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/requestview"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -236,7 +236,7 @@ func (m *Model) setContent() {
 	}
 	lines := strings.Split(Render(m.ctx.Theme, *m.detail), "\n")
 	for i, l := range lines {
-		lines[i] = ansi.Wrap(l, max(10, m.ctx.Width), "")
+		lines[i] = linewrap.Words(l, max(10, m.ctx.Width))
 	}
 	m.vp.SetContent(strings.Join(lines, "\n"))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -216,7 +217,7 @@ func (m Model) View() string {
 func frameFit(s string, width, height int) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = ansi.Wrap(l, max(10, width), "")
+		lines[i] = linewrap.Words(l, max(10, width))
 	}
 	return frame.Fit(strings.Join(lines, "\n"), width, height)
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -21,8 +24,10 @@ type HeaderLine struct {
 }
 
 // HeaderLines decodes stored headers (EncodeHeaders' form) into display
-// lines sorted by key: strings quoted, byte arrays as text or hex, times in
-// RFC 3339, tables and arrays inline. `dlq show` and the terminal UI print
+// lines sorted by key: strings Go-quoted (termsafe.Quote), so that a quote
+// or backslash inside reads unambiguously; byte arrays as quoted text or hex;
+// decimals as their decimal value; times in RFC 3339; tables and arrays
+// inline. `dlq show` and the terminal UI print
 // them the same way.
 func HeaderLines(raw json.RawMessage) ([]HeaderLine, error) {
 	headers, err := deadletter.DecodeHeaders(raw)
@@ -48,7 +53,7 @@ func PropertyLines(p deadletter.Properties) []HeaderLine {
 	var lines []HeaderLine
 	text := func(key, v string) {
 		if v != "" {
-			lines = append(lines, HeaderLine{Key: key, Value: `"` + termsafe.EscapeLine(v) + `"`})
+			lines = append(lines, HeaderLine{Key: key, Value: termsafe.Quote(v)})
 		}
 	}
 	text("content_type", p.ContentType)
@@ -91,22 +96,26 @@ func headerDisplay(v any) string {
 	case nil:
 		return "null"
 	case string:
-		return `"` + termsafe.EscapeLine(x) + `"`
+		return termsafe.Quote(x)
 	case []byte:
 		if termsafe.IsText(x) {
-			return "bytes " + termsafe.EscapeLine(string(x))
+			return "bytes " + termsafe.Quote(string(x))
 		}
 		return fmt.Sprintf("bytes %x", x)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339)
+	case amqp.Decimal:
+		// Marked like the narrow integers: a decimal 12.345 and a double
+		// 12.345 are different wire types, and a replay keeps which.
+		return decimalText(x) + " (decimal)"
 	case deadletter.SQSAttribute:
 		if x.Binary() {
 			if termsafe.IsText(x.BinaryValue) {
-				return x.DataType + " " + termsafe.EscapeLine(string(x.BinaryValue))
+				return termsafe.EscapeLine(x.DataType) + " " + termsafe.Quote(string(x.BinaryValue))
 			}
 			return fmt.Sprintf("%s %x", termsafe.EscapeLine(x.DataType), x.BinaryValue)
 		}
-		return termsafe.EscapeLine(x.DataType) + ` "` + termsafe.EscapeLine(x.StringValue) + `"`
+		return termsafe.EscapeLine(x.DataType) + " " + termsafe.Quote(x.StringValue)
 	case int8, uint8, int16, uint16, int32, uint32, float32:
 		// Longs and doubles, the types most headers have, go unmarked.
 		return fmt.Sprintf("%v (%T)", x, x)
@@ -131,4 +140,23 @@ func headerDisplay(v any) string {
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
 	return termsafe.EscapeLine(fmt.Sprint(v))
+}
+
+// decimalText writes an AMQP decimal, Value × 10^-Scale, in plain decimal
+// notation with every digit its scale says it has ("1.20" for 120 at scale
+// 2), since a decimal's scale is part of its value on the wire.
+func decimalText(d amqp.Decimal) string {
+	digits := strconv.FormatInt(int64(d.Value), 10)
+	sign := ""
+	if digits[0] == '-' {
+		sign, digits = "-", digits[1:]
+	}
+	scale := int(d.Scale)
+	if scale == 0 {
+		return sign + digits
+	}
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
 }

@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 )
@@ -37,6 +39,11 @@ type Options struct {
 	// TruncatedHint follows a cut payload; it is given the bytes shown and
 	// the payload's size, and says how to see the rest.
 	TruncatedHint func(shown, size int) string
+	// Width, when above 0, wraps a line wider than it at spaces, its next
+	// lines under its value, rather than leave the terminal to break it at
+	// the last column, mid-word. The payload is not wrapped: it is shown as
+	// it was sent.
+	Width int
 }
 
 // Render returns the view of d: identity, why it died, where a replay sends
@@ -46,10 +53,18 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	st = st.withDefaults()
 	var b strings.Builder
 	esc := termsafe.EscapeLine
-	section := func(title string) { fmt.Fprintf(&b, "\n%s\n", st.Section(title)) }
+	wrap := opts.wrapper()
+	section := func(title string) {
+		// Styled line by line: a style given lines pads them to one width.
+		lines := strings.Split(wrap(title, 0), "\n")
+		for i, l := range lines {
+			lines[i] = st.Section(l)
+		}
+		fmt.Fprintf(&b, "\n%s\n", strings.Join(lines, "\n"))
+	}
 	field := func(name, value string) {
 		if value != "" {
-			fmt.Fprintf(&b, "  %-17s %s\n", name, value)
+			b.WriteString(wrap(fmt.Sprintf("  %-17s %s", name, value), 20) + "\n")
 		}
 	}
 
@@ -68,7 +83,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	if d.PayloadProblem != "" {
 		field("unreadable body", st.Warn(esc(d.PayloadProblem)))
 	}
-	field("attempts", strconv.Itoa(d.Attempts))
+	field("attempts", strconv.Itoa(d.Attempts)+attemptsSource(d))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
 	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
@@ -109,7 +124,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if ev.Error != "" {
 			line += "  " + esc(ev.Error)
 		}
-		b.WriteString(line + "\n")
+		b.WriteString(wrap(line, 8) + "\n")
 		// A trace is many lines; each is indented under its attempt, and
 		// escaped, since a job's trace is whatever its worker threw.
 		for _, tl := range strings.Split(strings.TrimRight(ev.Trace, "\n"), "\n") {
@@ -126,22 +141,22 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 			for j, k := range death.RoutingKeys {
 				keys[j] = esc(k)
 			}
-			fmt.Fprintf(&b, "  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s\n", i+1,
+			b.WriteString(wrap(fmt.Sprintf("  #%d  reason=%s count=%d queue=%s exchange=%s routing-keys=[%s] time=%s", i+1,
 				esc(death.Reason), death.Count, esc(death.Queue), esc(death.Exchange), strings.Join(keys, ","),
-				timeOrUnknown(death.Time))
+				timeOrUnknown(death.Time)), 6) + "\n")
 		}
 	}
 
 	if d.System.OrRabbitMQ() == deadletter.RabbitMQ {
 		section("Properties")
-		writeProperties(&b, d.Properties)
+		writeProperties(&b, d.Properties, wrap)
 	} else {
 		section(systemName(d.System) + nativeTitle(d.System))
 		writeNative(&b, d.Native)
 	}
 
 	section("Headers")
-	writeHeaders(&b, d.Headers, len(d.Deaths) > 0)
+	writeHeaders(&b, d.Headers, len(d.Deaths) > 0, wrap)
 
 	ct := esc(d.ContentType)
 	if ct == "" {
@@ -159,10 +174,19 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		if r.ID < d.ID {
 			rel = "earlier"
 		}
-		fmt.Fprintf(&b, "  %-7s #%d  %s  %s  %s  %s\n", rel, r.ID, r.DeadLetteredAt.UTC().Format(time.RFC3339),
-			r.Category, r.Status, esc(r.ErrorClass))
+		b.WriteString(wrap(fmt.Sprintf("  %-7s #%d  %s  %s  %s  %s", rel, r.ID, r.DeadLetteredAt.UTC().Format(time.RFC3339),
+			r.Category, r.Status, esc(r.ErrorClass)), 12) + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// wrapper returns how a line of the view is wrapped: at spaces, its next
+// lines from column indent on, when o has a width; not at all otherwise.
+func (o Options) wrapper() func(line string, indent int) string {
+	if o.Width <= 0 {
+		return func(line string, _ int) string { return line }
+	}
+	return func(line string, indent int) string { return linewrap.Hanging(line, o.Width, indent) }
 }
 
 func (st Styles) withDefaults() Styles {
@@ -177,6 +201,39 @@ func (st Styles) withDefaults() Styles {
 		st.Warn = plain
 	}
 	return st
+}
+
+// attemptsSource says where a letter's attempts were counted from when the
+// number would mislead otherwise: a quorum queue that dead-letters at its
+// delivery limit writes an x-death entry per death, and RabbitMQ 3.10
+// writes no x-delivery-count, so the count is of deaths while each death
+// followed the queue's x-delivery-limit + 1 deliveries, a limit the letter
+// does not carry. SQS's delivery_limit count is the receive count, the
+// deliveries themselves, and needs no note.
+func attemptsSource(d deadletter.Detail) string {
+	if d.System.OrRabbitMQ() != deadletter.RabbitMQ {
+		return ""
+	}
+	var limitDeaths, counted int64
+	for _, death := range d.Deaths {
+		switch death.Reason {
+		case "delivery_limit":
+			limitDeaths += max(death.Count, 0)
+			counted += max(death.Count, 0)
+		case "rejected":
+			counted += max(death.Count, 0)
+		}
+	}
+	if limitDeaths == 0 || counted != int64(d.Attempts) {
+		return ""
+	}
+	if headers, err := deadletter.DecodeHeaders(d.Headers); err == nil {
+		if _, ok := headers["x-delivery-count"]; ok {
+			return ""
+		}
+	}
+	return fmt.Sprintf(" (%s in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)",
+		phrase.Count(limitDeaths, "delivery_limit death", "delivery_limit deaths"))
 }
 
 // timeOrUnknown formats t, or says "unknown" for the zero time, which is how
@@ -247,9 +304,9 @@ func writeNative(b *strings.Builder, native map[string]string) {
 	}
 }
 
-func writeProperties(b *strings.Builder, p *deadletter.Properties) {
+func writeProperties(b *strings.Builder, p *deadletter.Properties, wrap func(string, int) string) {
 	if p == nil {
-		b.WriteString("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)\n")
+		b.WriteString(wrap("  (not recorded: captured before expiryctl kept them; a replay sends content type, message id and persistent delivery only)", 3) + "\n")
 		return
 	}
 	lines := PropertyLines(*p)
@@ -257,11 +314,11 @@ func writeProperties(b *strings.Builder, p *deadletter.Properties) {
 		b.WriteString("  (none)\n")
 	}
 	for _, l := range lines {
-		fmt.Fprintf(b, "  %s: %s\n", l.Key, l.Value)
+		b.WriteString(wrap("  "+l.Key+": "+l.Value, 4) + "\n")
 	}
 }
 
-func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
+func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool, wrap func(string, int) string) {
 	lines, err := HeaderLines(raw)
 	if err != nil || len(lines) == 0 {
 		b.WriteString("  (none)\n")
@@ -272,7 +329,7 @@ func writeHeaders(b *strings.Builder, raw json.RawMessage, decodedDeaths bool) {
 			fmt.Fprintf(b, "  %s: (decoded above)\n", h.Key)
 			continue
 		}
-		fmt.Fprintf(b, "  %s: %s\n", h.Key, h.Value)
+		b.WriteString(wrap("  "+h.Key+": "+h.Value, 4) + "\n")
 	}
 }
 
@@ -291,11 +348,19 @@ func writePayload(b *strings.Builder, st Styles, opts Options, payload []byte) {
 	case termsafe.IsText(payload) && json.Valid(payload):
 		var pretty bytes.Buffer
 		_ = json.Indent(&pretty, payload, "  ", "  ")
-		text = pretty.String()
+		text = strings.TrimRight(pretty.String(), " \t\r\n")
 		if limit > 0 && len(text) > limit {
-			text, truncated = text[:limit], true
+			// Cut on a rune boundary, so that the cut does not show as
+			// a stray \xHH the payload never held.
+			cut := limit
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text, truncated = text[:cut], true
 		}
-		text = "  " + termsafe.Escape(text)
+		// JSON, not Escape: the payload shown is the JSON that was sent,
+		// its backslashes not doubled.
+		text = "  " + termsafe.JSON(text)
 	case termsafe.IsText(shown):
 		text = "  " + strings.ReplaceAll(termsafe.Escape(string(shown)), "\n", "\n  ")
 	default:

@@ -1,10 +1,14 @@
 package letterview
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 )
@@ -133,5 +137,86 @@ func TestRenderStoredJob(t *testing.T) {
 	}
 	if got := QueueLabel(job.Queue); got != "River expiry" {
 		t.Errorf("QueueLabel = %q", got)
+	}
+}
+
+// TestRenderQuoting: a header value is quoted once with its inner quotes and
+// backslashes escaped once, so what is shown reads back as the value; a
+// decimal reads as its decimal value; a JSON payload is shown as the JSON
+// that was sent, its backslashes as they are, and only the characters that
+// could drive a terminal written as JSON escapes of themselves.
+func TestRenderQuoting(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	var d deadletter.Detail
+	d.DeadLetteredAt, d.IngestedAt = at, at
+	d.Headers = deadletter.EncodeHeaders(map[string]any{
+		"x-last-error": `timeout and "nested \"quotes\""`,
+		"x-price":      amqp.Decimal{Scale: 3, Value: 12345},
+		"x-refund":     amqp.Decimal{Scale: 4, Value: -5},
+		"x-blob":       []byte(`say "hi"`),
+	})
+	d.Payload = []byte(`{"path":"C:\\temp","msg":"a \"b\"","rtl":"` + "\u202e" + `21","tag":"` + "\U000e0041" + `"}`)
+	d.PayloadSize = len(d.Payload)
+	out := Render(d, Styles{}, Options{Now: at})
+	for _, want := range []string{
+		`  x-last-error: "timeout and \"nested \\\"quotes\\\"\""` + "\n",
+		"  x-price: 12.345 (decimal)\n",
+		"  x-refund: -0.0005 (decimal)\n",
+		`  x-blob: bytes "say \"hi\""` + "\n",
+		`    "path": "C:\\temp",` + "\n",
+		`    "msg": "a \"b\"",` + "\n",
+		`    "rtl": "\u202e21",` + "\n",
+		`    "tag": "\udb40\udc41"` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+	// The payload as shown is still the JSON that was sent.
+	start := strings.Index(out, "\n  {")
+	end := strings.Index(out, "\n  }")
+	if start < 0 || end < 0 {
+		t.Fatalf("no JSON payload in\n%s", out)
+	}
+	var sent, shown map[string]any
+	if err := json.Unmarshal(d.Payload, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out[start:end+4]), &shown); err != nil {
+		t.Fatalf("the payload shown is not JSON: %v\n%s", err, out[start:end+4])
+	}
+	if !reflect.DeepEqual(sent, shown) {
+		t.Errorf("the payload shown decodes to %v, the one sent to %v", shown, sent)
+	}
+}
+
+// TestRenderAttemptsFromDeliveryLimit: a quorum queue's delivery-limit
+// letter that carries no x-delivery-count (RabbitMQ 3.10 adds none) has
+// its attempts counted from x-death, one per death, though each death
+// followed x-delivery-limit + 1 deliveries: the view says so, rather than
+// show the 1 as if it were the deliveries. With the header, or from SQS,
+// whose receive count is the deliveries, it says nothing.
+func TestRenderAttemptsFromDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
+	letter := func(headers map[string]any, system deadletter.System) string {
+		var d deadletter.Detail
+		d.DeadLetteredAt, d.IngestedAt, d.System, d.Attempts = at, at, system, 1
+		d.Deaths = []deadletter.Death{{Count: 1, Reason: "delivery_limit", Queue: "expiry.quorum", Time: at}}
+		d.Headers = deadletter.EncodeHeaders(headers)
+		return Render(d, Styles{}, Options{Now: at})
+	}
+	const note = "  attempts          1 (1 delivery_limit death in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)\n"
+	if out := letter(map[string]any{}, ""); !strings.Contains(out, note) {
+		t.Errorf("want %q in\n%s", note, out)
+	}
+	for name, out := range map[string]string{
+		"with x-delivery-count": letter(map[string]any{"x-delivery-count": int64(1)}, ""),
+		"from SQS":              letter(map[string]any{}, deadletter.SQS),
+	} {
+		if !strings.Contains(out, "  attempts          1\n") {
+			t.Errorf("%s: attempts annotated:\n%s", name, out)
+		}
 	}
 }

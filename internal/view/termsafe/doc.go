@@ -24,7 +24,12 @@
 // Backslash is doubled so the output is unambiguous: a payload that contains the
 // four characters `\x1b` is shown as `\\x1b`, never as if it held an ESC byte,
 // and the original bytes can always be recovered from what was shown. The cost
-// is that Windows paths and JSON escapes appear with doubled backslashes.
+// is that Windows paths appear with doubled backslashes. A JSON payload goes
+// through JSON instead, which keeps its backslashes (each already begins a
+// JSON escape) and writes a dangerous character as the JSON escape of
+// itself, so that what is shown is still the JSON that was sent. Quote puts
+// EscapeLine's output between double quotes, escaping those inside, as Go
+// would quote it.
 //
 // Everything else — printable ASCII and any other valid Unicode, including
 // combining marks and emoji — passes through unchanged, so ordinary text stays

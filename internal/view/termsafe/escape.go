@@ -3,6 +3,7 @@ package termsafe
 import (
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -204,4 +205,53 @@ func hexRun(s string, n int) bool {
 // already shows a backslash as \\, every escape reads one way.
 func Quote(s string) string {
 	return `"` + strings.ReplaceAll(EscapeLine(s), `"`, `\"`) + `"`
+}
+
+// JSON is Escape for a valid JSON text, such as a payload json.Indent has
+// pretty-printed. Backslashes are kept as they are, since in valid JSON each
+// one already begins an escape and doubling them would show a different
+// document; a character a terminal could act on, which JSON allows raw only
+// inside a string, is written as the JSON escape of itself (\u202e, or a
+// surrogate pair above U+FFFF), so the text shown still decodes to what was
+// sent. A byte that is not valid UTF-8, which a cut payload can end with, is
+// shown as \xHH, as Escape shows it.
+func JSON(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c == '\n' || c == '\t' || c >= 0x20 && c != 0x7f {
+				b.WriteByte(c)
+			} else {
+				writeJSONEscape(&b, rune(c))
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			writeByteEscape(&b, c)
+		case isDangerousRune(r):
+			writeJSONEscape(&b, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func writeJSONEscape(b *strings.Builder, r rune) {
+	if r > 0xffff {
+		hi, lo := utf16.EncodeRune(r)
+		writeJSONEscape(b, hi)
+		writeJSONEscape(b, lo)
+		return
+	}
+	b.WriteString(`\u`)
+	for shift := 12; shift >= 0; shift -= 4 {
+		b.WriteByte(hexDigits[(r>>shift)&0xf])
+	}
 }

@@ -1,7 +1,9 @@
 package termsafe
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -260,5 +262,39 @@ func TestQuote(t *testing.T) {
 		if got := Quote(in); got != want {
 			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestJSON: JSON keeps a JSON text's backslashes and writes what could drive
+// a terminal as a JSON escape of itself, so the text shown still decodes to
+// the value sent.
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"backslashes kept", `{"p":"C:\\temp","q":"a \"b\""}`, `{"p":"C:\\temp","q":"a \"b\""}`},
+		{"escapes kept as escapes", `["\u001b[2J"]`, `["\u001b[2J"]`},
+		{"bidi override", "[\"\u202e21\"]", `["\u202e21"]`},
+		{"C1 control", "[\"\u009b2J\"]", `["\u009b2J"]`},
+		{"tag character as a surrogate pair", "[\"\U000e0041\"]", `["\udb40\udc41"]`},
+		{"indentation kept", "{\n\t\"a\": 1\n}", "{\n\t\"a\": 1\n}"},
+		{"unicode text kept", `["Zürich → 東京"]`, `["Zürich → 東京"]`},
+		{"a cut rune", "[\"\xe6\x9d", `["\xe6\x9d`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := JSON(tt.in)
+			if got != tt.want {
+				t.Fatalf("JSON(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			checkSafe(t, tt.in, got, false)
+			if json.Valid([]byte(tt.in)) {
+				var sent, shown any
+				_ = json.Unmarshal([]byte(tt.in), &sent)
+				if err := json.Unmarshal([]byte(got), &shown); err != nil || !reflect.DeepEqual(sent, shown) {
+					t.Errorf("JSON(%q) = %q decodes to %v (%v), want %v", tt.in, got, shown, err, sent)
+				}
+			}
+		})
 	}
 }
