@@ -336,10 +336,19 @@ func demoJobTable(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, ru
 		return fmt.Errorf("demo: the jobs table's database %s: %w", database, err)
 	}
 	defer jobsPool.Close()
-	if _, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobsPool, Login: opts.JobTableLogin, RunID: runID, Pool: pool, Out: opts.IO.ErrOut}); err != nil {
+	mapping, err := jobtable.ParseMapping([]byte(demo.JobTableMapping))
+	if err != nil {
+		return fmt.Errorf("demo: the jobs table's mapping: %w", err)
+	}
+	var grants []string
+	if opts.JobTableLogin != "" {
+		if grants, err = jobtable.GrantSQL(mapping, opts.JobTableLogin); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	if _, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobsPool, Grants: grants, RunID: runID, Pool: pool, Out: opts.IO.ErrOut}); err != nil {
 		return err
 	}
-	mapping := demo.JobTableMapping()
 	ref := sideDatabase(conn, "jobtable", database, mapping.Table)
 	// The poller is the team's, as the table's owner: it updates columns
 	// expiryctl's login may not. The line shows no password.

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 )
 
@@ -38,28 +37,23 @@ CREATE TABLE IF NOT EXISTS public.reservation_expiry_jobs (
 CREATE INDEX IF NOT EXISTS reservation_expiry_jobs_status ON public.reservation_expiry_jobs (status, run_at);`
 
 // JobTableMapping is the mapping of JobTable that an admin proposes and a
-// second approves before expiryctl may capture or replay it.
-func JobTableMapping() jobtable.Mapping {
-	return jobtable.Mapping{
-		Table: JobTable,
-		Columns: jobtable.Columns{
-			ID: "id", Payload: "payload", Attempts: "attempt_count", LastError: "last_error",
-			Status: "status", DueAt: "run_at", FailedAt: "failed_at", Marks: "expiryctl_marks",
-			Native: []string{"reservation_id", "hold_until", "idempotency_key"},
-		},
-		FailedStates: []string{"failed"},
-		ReplayState:  "pending",
-	}
-}
+// second approves before expiryctl may capture or replay it, in the JSON
+// the policy's job_tables holds (docs/jobtable.md): data, read by the
+// jobs-table driver, which this package, a floor above it, does not import.
+const JobTableMapping = `{"table": "` + JobTable + `",
+ "columns": {"id": "id", "payload": "payload", "attempts": "attempt_count", "last_error": "last_error",
+  "status": "status", "due_at": "run_at", "failed_at": "failed_at", "marks": "expiryctl_marks",
+  "native": ["reservation_id", "hold_until", "idempotency_key"]},
+ "failed_states": ["failed"], "replay_state": "pending"}`
 
 // JobTableDeps is what RunJobTable works with.
 type JobTableDeps struct {
 	// Jobs reaches the team's database, a database of its own, as a login
 	// that may create the table and grant on it (its owner).
 	Jobs *pgxpool.Pool
-	// Login, when set, is granted exactly jobtable.GrantSQL's statements
-	// on the table: the login expiryctl captures and replays it as.
-	Login string
+	// Grants are run on the table once it exists: jobtable.GrantSQL's
+	// statements for the login expiryctl captures and replays it as.
+	Grants []string
 	// RunID is in every reservation id of the run.
 	RunID string
 	// Pool holds the reservations schema, as RiverDeps.Pool does.
@@ -104,15 +98,9 @@ func RunJobTable(ctx context.Context, deps JobTableDeps) (JobTableResult, error)
 	if _, err := deps.Jobs.Exec(ctx, jobTableDDL); err != nil {
 		return JobTableResult{}, fmt.Errorf("demo: create the jobs table %s: %w", JobTable, err)
 	}
-	if deps.Login != "" {
-		grants, err := jobtable.GrantSQL(JobTableMapping(), deps.Login)
-		if err != nil {
-			return JobTableResult{}, fmt.Errorf("demo: %w", err)
-		}
-		for _, g := range grants {
-			if _, err := deps.Jobs.Exec(ctx, g); err != nil {
-				return JobTableResult{}, fmt.Errorf("demo: grant %s what expiryctl needs on %s: %w", deps.Login, JobTable, err)
-			}
+	for _, g := range deps.Grants {
+		if _, err := deps.Jobs.Exec(ctx, g); err != nil {
+			return JobTableResult{}, fmt.Errorf("demo: grant expiryctl's login what it needs on %s: %w", JobTable, err)
 		}
 	}
 

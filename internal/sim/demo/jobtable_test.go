@@ -29,14 +29,22 @@ func TestRunJobTableStagesTheIncident(t *testing.T) {
 		_, _ = jobs.Pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{login.Name}.Sanitize())
 	})
 
-	res, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobs.Pool, Login: login.Name, Pool: db.Pool, RunID: "run1"})
+	mapping, err := jobtable.ParseMapping([]byte(demo.JobTableMapping))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := jobtable.GrantSQL(mapping, login.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobs.Pool, Grants: grants, Pool: db.Pool, RunID: "run1"})
 	if err != nil {
 		t.Fatalf("RunJobTable: %v", err)
 	}
 	if len(res.Jobs) != 4 || res.Attempts != 2 {
 		t.Fatalf("staged %d jobs with %d attempts, want 4 with 2", len(res.Jobs), res.Attempts)
 	}
-	if err := demo.JobTableMapping().Validate(ctx, jobs.Pool); err != nil {
+	if err := mapping.Validate(ctx, jobs.Pool); err != nil {
 		t.Fatalf("the mapping does not fit the table it staged: %v", err)
 	}
 	for _, id := range res.Jobs {
@@ -63,10 +71,6 @@ func TestRunJobTableStagesTheIncident(t *testing.T) {
 	}
 
 	// The login may read the mapped columns, as capture does, and no other.
-	grants, err := jobtable.GrantSQL(demo.JobTableMapping(), login.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var granted int
 	if err := jobs.Pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.column_privileges WHERE grantee = $1`, login.Name).Scan(&granted); err != nil {
 		t.Fatal(err)
@@ -75,7 +79,7 @@ func TestRunJobTableStagesTheIncident(t *testing.T) {
 		t.Errorf("%s holds %d column privileges from %d statements, want GrantSQL's 11 SELECT and 3 UPDATE", login.Name, granted, len(grants))
 	}
 
-	again, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobs.Pool, Login: login.Name, Pool: db.Pool, RunID: "run2"})
+	again, err := demo.RunJobTable(ctx, demo.JobTableDeps{Jobs: jobs.Pool, Grants: grants, Pool: db.Pool, RunID: "run2"})
 	if err != nil || len(again.Jobs) != 4 {
 		t.Fatalf("a second RunJobTable: %d jobs, %v; want 4 more", len(again.Jobs), err)
 	}
