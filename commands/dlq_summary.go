@@ -451,6 +451,11 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 	if q.Unavailable == "" {
 		live = fmt.Sprintf("%s: %d ready, %d in flight (%s) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
 			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), phrase.Count(deref(q.Consumers), "consumer", "consumers"), deref(q.Scheduled), deref(q.Isolated))
+		if deadletter.QueueSystem(q.WorkQueue) == deadletter.RabbitMQ {
+			// The management API's queue statistics are sampled every
+			// few seconds: right after a capture the DLQ still reads full.
+			live += " (RabbitMQ's counts, up to 5 s old)"
+		}
 		if deref(q.Consumers) == 0 && deref(q.Ready) > 0 {
 			live = st.warn.Render(live)
 		}

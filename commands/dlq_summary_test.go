@@ -109,6 +109,9 @@ func TestDLQSummaryRun(t *testing.T) {
 		if !strings.HasPrefix(lines[4], want) {
 			t.Errorf("the fifth line should give the live queue states:\n%s", out)
 		}
+		if !strings.Contains(out, "(RabbitMQ's counts, up to 5 s old)") {
+			t.Errorf("the live queue states should say RabbitMQ's counts lag:\n%s", out)
+		}
 		// Aligned columns, compared here word by word. The category's 10
 		// letters in 5 minutes against its 10 in the hour are ×12; its
 		// attempts were 3, 4 and 5 in turn.
