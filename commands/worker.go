@@ -201,11 +201,8 @@ func sqsWorkerRun(ctx context.Context, opts *WorkerOptions) error {
 	if err != nil {
 		return &FlagError{Err: err}
 	}
-	pool, err := opts.DB(ctx)
+	pool, err := reservationsPool(ctx, opts)
 	if err != nil {
-		return err
-	}
-	if err := worker.EnsureSchema(ctx, pool); err != nil {
 		return err
 	}
 	client, err := sqsqueue.NewClient(ctx, ref)
@@ -226,25 +223,19 @@ func riverWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error 
 	if err != nil {
 		return &FlagError{Err: err}
 	}
-	pool, err := opts.DB(ctx)
+	pool, err := reservationsPool(ctx, opts)
 	if err != nil {
-		return err
-	}
-	if err := worker.EnsureSchema(ctx, pool); err != nil {
 		return err
 	}
 	cfg, err := ref.PoolConfig()
 	if err != nil {
 		return err
 	}
-	riverPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	riverPool, err := answeringPool(ctx, cfg, "the River database "+ref.DatabaseName())
 	if err != nil {
-		return fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
+		return err
 	}
 	defer riverPool.Close()
-	if err := riverPool.Ping(ctx); err != nil {
-		return fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
-	}
 	fmt.Fprintf(opts.IO.ErrOut, "worker %s working River queue %s; Ctrl-C stops it\n", opts.HandlerVersion, ref.Name())
 	return worker.RunRiver(ctx, worker.RiverDeps{Pool: pool, River: riverPool, Queue: ref.Queue, Concurrency: opts.Concurrency, Out: opts.IO.ErrOut})
 }
@@ -255,21 +246,19 @@ func jobTableWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) err
 	if err != nil {
 		return &FlagError{Err: err}
 	}
-	pool, err := opts.DB(ctx)
+	pool, err := reservationsPool(ctx, opts)
 	if err != nil {
 		return err
 	}
-	if err := worker.EnsureSchema(ctx, pool); err != nil {
-		return err
-	}
-	jobs, err := pgxpool.New(ctx, ref.ConnString)
+	cfg, err := pgxpool.ParseConfig(ref.ConnString)
 	if err != nil {
 		return fmt.Errorf("the jobs table %s: %w", ref.Name(), err)
+	}
+	jobs, err := answeringPool(ctx, cfg, "the jobs table "+ref.Name())
+	if err != nil {
+		return err
 	}
 	defer jobs.Close()
-	if err := jobs.Ping(ctx); err != nil {
-		return fmt.Errorf("the jobs table %s: %w", ref.Name(), err)
-	}
 	fmt.Fprintf(opts.IO.ErrOut, "worker %s polling jobs table %s; Ctrl-C stops it\n", opts.HandlerVersion, ref.Name())
 	err = worker.RunJobTable(ctx, worker.JobTableDeps{Pool: pool, Jobs: jobs, Table: ref.Table, MaxAttempts: opts.MaxAttempts,
 		Backoff: opts.Backoff, Concurrency: opts.Concurrency, Out: opts.IO.ErrOut})
@@ -277,4 +266,32 @@ func jobTableWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) err
 		return nil
 	}
 	return err
+}
+
+// reservationsPool is the database whose holds the reference worker
+// expires, its reservations schema made if missing.
+func reservationsPool(ctx context.Context, opts *WorkerOptions) (*pgxpool.Pool, error) {
+	pool, err := opts.DB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := worker.EnsureSchema(ctx, pool); err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
+// answeringPool connects to a job store's database and checks that it
+// answers, so that a wrong address fails before the worker says it works;
+// what names the database in errors.
+func answeringPool(ctx context.Context, cfg *pgxpool.Config, what string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return pool, nil
 }
