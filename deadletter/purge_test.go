@@ -60,7 +60,7 @@ func TestPurgeRedactsOnlyOldLettersAndKeepsIdentity(t *testing.T) {
 	var request int64
 	if err := db.Pool.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('ops', 'discard',
 			jsonb_build_object('ids', ARRAY(SELECT id FROM expiryctl.dead_letters WHERE reservation_id = 'r-0')),
-			0, NULL, '', '', 'old news', false, false)`).Scan(&request); err != nil {
+			NULL, NULL, '', '', 'old news', false, false)`).Scan(&request); err != nil {
 		t.Fatal(err)
 	}
 

@@ -107,10 +107,16 @@ func (p postgresTables) RequestCreate(ctx context.Context, actor string, nr NewR
 		c := int32(min(max(*nr.Canary, 0), 1<<31-1))
 		canary = &c
 	}
+	// A rate of 0 is the Go API's "not given"; the database reads NULL as
+	// the policy's maximum and refuses 0 from anyone who sends it.
+	var rate *float64
+	if nr.Rate != 0 {
+		rate = &nr.Rate
+	}
 	var id int64
 	var matched int
 	err := p.q.QueryRow(ctx, `SELECT request_id, matched FROM expiryctl.replay_request_create($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		actor, string(nr.Kind), string(selection), nr.Rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
+		actor, string(nr.Kind), string(selection), rate, canary, nr.ToExchange, nr.ToRoutingKey, nr.Why,
 		nr.FreshKey, nr.ConfirmEligible, nr.SameHandlerWhy != "", nr.SameHandlerWhy, nr.IncludePermanent, nr.ViaExchange, nr.NotBefore, nr.IncludeNotDue,
 		nullIfEmpty(nr.UnwatchedWhy)).Scan(&id, &matched)
 	return id, matched, databaseError(err)

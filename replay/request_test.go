@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +190,12 @@ func TestPolicyLimitsAreEnforced(t *testing.T) {
 	wantRefusal(t, err, "max-cohort")
 	_, err = b.as("alice").Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: b.letters[:1]}, Rate: 11, Why: "x"})
 	wantRefusal(t, err, "max-rate")
+	_, err = b.as("alice").Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: b.letters[:1]}, Rate: -1, Why: "x"})
+	wantRefusal(t, err, "max-rate")
+	// A rate of 0 would never send; only NULL asks for the policy maximum.
+	for _, rate := range []string{"0", "-0.5"} {
+		wantRefusal(t, b.asDatabaseRefusal(t, `SELECT expiryctl.replay_request_create('alice', 'replay', jsonb_build_object('ids', jsonb_build_array($1::bigint)), `+rate+`, NULL, NULL, NULL, 'x', false, false)`, b.letters[0]), "max-rate")
+	}
 	// The database holds the same limits for a client that skips the Go checks.
 	wantRefusal(t, b.asDatabaseRefusal(t, `INSERT INTO expiryctl.replay_requests (kind, item_count, cohort_hash, rate,
 		stop_failure_ratio, stop_queue_depth, stop_redead_ratio, canary_window, why, requested_by, expires_at)
@@ -206,6 +213,20 @@ func TestLetterJoinsOneOpenRequest(t *testing.T) {
 	created, err := b.as("dave").Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{Max: 10}, Why: "x"})
 	if err != nil || created.Request.Items != 2 {
 		t.Fatalf("filter request: %v, %d items; want the 2 free letters", err, created.Request.Items)
+	}
+	// The refusal names the letters in the number that agrees with them.
+	for _, tc := range []struct {
+		ids  []int64
+		want string
+	}{
+		{b.letters[1:2], fmt.Sprintf("dead letter %d is already in another open request: leave it out,", b.letters[1])},
+		{b.letters[1:3], fmt.Sprintf("dead letters %d, %d are already in another open request: leave them out,", b.letters[1], b.letters[2])},
+	} {
+		_, err := b.as("alice").Create(ctx, replay.NewRequest{Kind: replay.KindReplay, Selection: replay.Selection{IDs: tc.ids}, Why: "x"})
+		wantRefusal(t, err, "one-open-request")
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refusal %q, want it to say %q", err, tc.want)
+		}
 	}
 	// Rejecting the first request frees its letter.
 	if _, err := b.as("bob").Reject(ctx, first.ID, replay.ReviewOptions{Why: "not now"}); err != nil {

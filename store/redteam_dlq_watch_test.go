@@ -75,7 +75,7 @@ func TestRedTeamRunMustWatchItsDLQ(t *testing.T) {
 
 	// A request that says --unwatched starts with nothing watched; the
 	// reason cannot be blank, and cannot be dropped.
-	refused(t, rt.alice.Pool, "dlq-unwatched", `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, '', '', 'INC-2',
+	refused(t, rt.alice.Pool, "dlq-unwatched", `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, NULL, 0, '', '', 'INC-2',
 		false, false, false, NULL, false, false, NULL, false, '   ')`, fmt.Sprintf(`{"ids": [%d]}`, rt.letters[2]))
 	loose, err := (&replay.Service{Pool: rt.alice.Pool}).Create(ctx, replay.NewRequest{
 		Kind: replay.KindReplay, Selection: replay.Selection{IDs: rt.letters[2:3]}, Why: "INC-2", Canary: new(int),

@@ -142,7 +142,7 @@ func TestRedTeamRequestFlags(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
-	create := `SELECT * FROM expiryctl.replay_request_create('', $1, jsonb_build_object('ids', $2::bigint[]), 0, 0, '', '', 'INC-1', false, false, $3, $4, $5)`
+	create := `SELECT * FROM expiryctl.replay_request_create('', $1, jsonb_build_object('ids', $2::bigint[]), NULL, 0, '', '', 'INC-1', false, false, $3, $4, $5)`
 	transient := rt.letters[0:1]
 	// --same-handler-ok with no reason.
 	refused(t, rt.alice.Pool, "same-handler", create, "replay", transient, true, nil, false)
@@ -158,7 +158,7 @@ func TestRedTeamRequestFlags(t *testing.T) {
 	refused(t, rt.alice.Pool, "permanent-letters", create, "replay", malformed, true, "the fix is out", false)
 	// The old ten-argument call cannot include them either.
 	refused(t, rt.alice.Pool, "permanent-letters", `SELECT * FROM expiryctl.replay_request_create('', 'replay',
-		jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1', false, false)`, conflicts)
+		jsonb_build_object('ids', $1::bigint[]), NULL, 0, '', '', 'INC-1', false, false)`, conflicts)
 	// A discard of the same letters needs no flag: deciding "never retry"
 	// is what it is for.
 	var discard int64

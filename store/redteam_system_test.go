@@ -43,7 +43,7 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 		t.Fatalf("stored system %q, %v; want sqs", system, err)
 	}
 
-	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, $2, $3, 'INC-7',
+	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, NULL, 0, $2, $3, 'INC-7',
 		false, false, true, 'SQS shows no consumers', false, $4, NULL, false, 'the red team captures nothing')`
 	refused(t, rt.alice.Pool, "system", create, fmt.Sprintf(`{"ids": [%d, %d]}`, rt.letters[0], id), "", workARN, false)
 	// A filter that matches both systems' letters is refused as ids are.
@@ -104,7 +104,7 @@ func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 	}
 	id := stored.FirstID
 
-	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, $2, $3, 'INC-8',
+	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, NULL, 0, $2, $3, 'INC-8',
 		$5, $5, true, 'River shows no workers', false, $4, NULL, false, 'the red team captures nothing')`
 	ids := fmt.Sprintf(`{"ids": [%d]}`, id)
 	refused(t, rt.alice.Pool, "target", create, ids, "reservations", "reservation.expire", false, false)

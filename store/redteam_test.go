@@ -501,7 +501,7 @@ func TestRedTeamSessionObjects(t *testing.T) {
 		}
 	}
 	var id int64
-	if err := conn.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, 0, 0, '', '', 'x', false, false)`,
+	if err := conn.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay', $1::jsonb, NULL, 0, '', '', 'x', false, false)`,
 		fmt.Sprintf(`{"ids": [%d]}`, rt.letters[0])).Scan(&id); err != nil {
 		t.Fatalf("request in a session with look-alike objects: %v", err)
 	}

@@ -51,12 +51,12 @@ func TestRedTeamTime(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
-	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1',
+	create := `SELECT * FROM expiryctl.replay_request_create('', 'replay', jsonb_build_object('ids', $1::bigint[]), NULL, 0, '', '', 'INC-1',
 		false, false, false, NULL, false, false, $2, $3)`
 	one := []int64{rt.letters[0]}
 	refused(t, rt.alice.Pool, "not-before", create, one, time.Now().Add(-time.Minute), false)
 	refused(t, rt.alice.Pool, "not-before", create, one, time.Now().Add(10*365*24*time.Hour), false)
-	refused(t, rt.alice.Pool, "kind", `SELECT * FROM expiryctl.replay_request_create('', 'discard', jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1',
+	refused(t, rt.alice.Pool, "kind", `SELECT * FROM expiryctl.replay_request_create('', 'discard', jsonb_build_object('ids', $1::bigint[]), NULL, 0, '', '', 'INC-1',
 		false, false, false, NULL, false, false, now() + interval '1 hour', false)`, one)
 
 	// A letter whose Retry-After nobody can read is refused by name, unless
@@ -98,7 +98,7 @@ func TestRedTeamTime(t *testing.T) {
 	// are not cleared for a publish before then, whoever asks.
 	var id int64
 	if err := rt.alice.Pool.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay',
-		jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1', false, false, true, 'test: no consumer', false, false,
+		jsonb_build_object('ids', $1::bigint[]), NULL, 0, '', '', 'INC-1', false, false, true, 'test: no consumer', false, false,
 		now() + interval '1 hour', false)`, rt.letters[1:3]).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestRedTeamSQSDelay(t *testing.T) {
 		t.Helper()
 		var id int64
 		if err := rt.alice.Pool.QueryRow(ctx, `SELECT request_id FROM expiryctl.replay_request_create('', 'replay',
-			jsonb_build_object('ids', $1::bigint[]), 0, 0, '', '', 'INC-1', false, false, true, 'SQS shows no consumers', false, false,
+			jsonb_build_object('ids', $1::bigint[]), NULL, 0, '', '', 'INC-1', false, false, true, 'SQS shows no consumers', false, false,
 			now() + $2::interval, false)`, cohort, ahead).Scan(&id); err != nil {
 			t.Fatal(err)
 		}

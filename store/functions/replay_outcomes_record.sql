@@ -29,8 +29,9 @@ BEGIN
      WHERE i.request_id = request AND i.dead_letter_id = ANY (letters) AND i.state = 'confirmed';
     IF known <> wanted THEN
         PERFORM expiryctl.replay_refuse('confirmed-items', format(
-            '%s of the %s letters are not confirmed items of replay request %s: an outcome belongs to an item the run confirmed',
-            wanted - known, wanted, request));
+            '%s not %s of replay request %s: an outcome belongs to an item the run confirmed',
+            expiryctl.count_word(wanted, 'the letter is', format('%s of the %s letters are', wanted - known, wanted)),
+            expiryctl.count_word(wanted, 'a confirmed item', 'confirmed items'), request));
     END IF;
     INSERT INTO expiryctl.replay_outcomes AS o (request_id, dead_letter_id, approval, published_at, confirmed_at,
                                                 window_ends_at, terminal_at, duplicate)

@@ -1,7 +1,8 @@
 -- replay_request_create is `replay request` and `dlq discard`: it freezes
 -- a cohort and records the request, pending approval. The database picks
 -- the letters (by ids or by the selection, see letters_matching), refuses
--- a cohort over the policy's bound or a rate over its ceiling, a letter
+-- a cohort over the policy's bound, a rate of 0 or less or over the
+-- policy's ceiling (a NULL rate is the ceiling), a letter
 -- already in an open request, redacted or decided, and, for a replay,
 -- letters of permanent categories without include_permanent, a
 -- not_before in the past or past the letters' retention, and, unless
@@ -23,22 +24,22 @@ DECLARE
     c_ids bigint[];
     c_hashes bytea[];
     c_retry timestamptz[];
-    bad_retry text;
-    late_ids text;
+    bad_retry text[];
+    late_ids text[];
     oldest timestamptz;
     bound integer;
     n integer;
-    bad_redacted text;
-    bad_taken text;
-    bad_decided text;
-    bad_changed text;
-    bad_target text;
-    sqs_misrouted text;
+    bad_redacted text[];
+    bad_taken text[];
+    bad_decided text[];
+    bad_changed text[];
+    bad_target text[];
+    sqs_misrouted text[];
     systems integer;
-    sqs_untargeted text;
-    jobs_misrouted text;
+    sqs_untargeted text[];
+    jobs_misrouted text[];
     perm_n integer;
-    perm_ids text;
+    perm_ids text[];
     perm_cats text;
     failed jsonb;
     tgts jsonb;
@@ -76,7 +77,10 @@ BEGIN
     IF cardinality(wanted) = 0 AND coalesce(bound, 0) <= 0 THEN
         PERFORM expiryctl.replay_refuse('bounded-cohort', 'a filter needs --max N: a request is bounded');
     END IF;
-    eff_rate := coalesce(nullif(rate, 0), pol.max_rate);
+    IF rate <= 0 THEN
+        PERFORM expiryctl.replay_refuse('max-rate', format('rate %s/s would never send: ask for a rate above 0, or none for the policy maximum of %s/s', rate, pol.max_rate));
+    END IF;
+    eff_rate := coalesce(rate, pol.max_rate);
     IF eff_rate > pol.max_rate THEN
         PERFORM expiryctl.replay_refuse('max-rate', format('rate %s/s is above the policy maximum of %s/s: lower --rate', eff_rate, pol.max_rate));
     END IF;
@@ -113,35 +117,35 @@ BEGIN
     SELECT array_agg(sha256(d.payload) ORDER BY c.ord) INTO c_hashes
       FROM unnest(c_ids) WITH ORDINALITY AS c(id, ord) JOIN expiryctl.dead_letters d ON d.id = c.id;
 
-    SELECT string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
-           string_agg(d.id || ' (' || s.status || ')', ', ' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
-                                                               AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
+    SELECT array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.redacted_at IS NOT NULL),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE s.status = 'in_request'),
+           array_agg(d.id || ' (' || s.status || ')' ORDER BY d.id) FILTER (WHERE s.status <> 'dead'),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.payload_sha256 <> c.h),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
+                                                        AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
            count(DISTINCT d.source_system),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
-           string_agg(d.id::text, ', ' ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
-                                                               AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
+                                                        AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
-           array_to_string((array_agg(d.id ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10], ', ')
+           (array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10]
       INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                   to_exchange, to_routing_key, via_exchange)) t;
     IF bad_redacted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('redacted', format('dead letters %s were redacted by retention: there is no payload left to replay', bad_redacted));
+        PERFORM expiryctl.replay_refuse('redacted', format('%s redacted by retention: there is no payload left to replay', expiryctl.letters_named(bad_redacted, 'was', 'were')));
     END IF;
     IF bad_taken IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('one-open-request', format('dead letters %s are already in another open request: leave them out, or cancel that request first (`expiryctl replay list --status pending`)', bad_taken));
+        PERFORM expiryctl.replay_refuse('one-open-request', format('%s already in another open request: leave %s out, or cancel that request first (`expiryctl replay list --status pending`)', expiryctl.letters_named(bad_taken, 'is', 'are'), expiryctl.count_word(cardinality(bad_taken), 'it', 'them')));
     END IF;
     IF bad_decided IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('decided', format('dead letters %s were already decided and cannot join a request', bad_decided));
+        PERFORM expiryctl.replay_refuse('decided', format('%s already decided and cannot join a request', expiryctl.letters_named(bad_decided, 'was', 'were')));
     END IF;
     IF bad_changed IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('letter-immutable', format('dead letters %s no longer hash as they did when captured: their payload was changed outside expiryctl', bad_changed));
+        PERFORM expiryctl.replay_refuse('letter-immutable', format('%s when captured: the payload was changed outside expiryctl', expiryctl.letters_named(bad_changed, 'no longer hashes as it did', 'no longer hash as they did')));
     END IF;
     -- A run publishes to one system, the one its letters came from: a
     -- letter goes back to a queue of the system it died in.
@@ -151,23 +155,23 @@ BEGIN
     -- A job store keeps the failed job: a replay retries that job, with its
     -- own payload, in the queue it failed in, and sends no copy anywhere.
     IF kind = 'replay' AND jobs_misrouted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('dead letters %s are jobs of a job store (River, BullMQ, a jobs table), which a replay retries where they are, '
-            || 'with their own payload: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', jobs_misrouted));
+        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('%s of a job store (River, BullMQ, a jobs table), which a replay retries in place, '
+            || 'with the payload the store holds: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', expiryctl.letters_named(jobs_misrouted, 'is a job', 'are jobs')));
     END IF;
     IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and name no queue they came from (SQS says it only of a letter its redrive moved, '
-            || 'as DeadLetterQueueSourceArn, or when one queue alone redrives to the DLQ): name it with --routing-key arn:aws:sqs:REGION:ACCOUNT:NAME', sqs_untargeted));
+        PERFORM expiryctl.replay_refuse('target', format('%s captured from SQS with no word of the queue it came from (SQS says it only of a letter its redrive moved, '
+            || 'as DeadLetterQueueSourceArn, or when one queue alone redrives to the DLQ): name that queue with --routing-key arn:aws:sqs:REGION:ACCOUNT:NAME', expiryctl.letters_named(sqs_untargeted, 'was', 'were')));
     END IF;
     IF kind = 'replay' AND sqs_misrouted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('target', format('dead letters %s were captured from SQS and go back to an SQS queue, named by its ARN: '
-            || '--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME; --to-exchange and --via-exchange are RabbitMQ''s', sqs_misrouted));
+        PERFORM expiryctl.replay_refuse('target', format('%s captured from SQS, and a letter of SQS goes back to an SQS queue, named by its ARN: '
+            || '--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME; --to-exchange and --via-exchange are RabbitMQ''s', expiryctl.letters_named(sqs_misrouted, 'was', 'were')));
     END IF;
     IF kind = 'replay' AND bad_target IS NOT NULL AND via_exchange THEN
-        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', bad_target));
+        PERFORM expiryctl.replay_refuse('target', format('%s no origin (no x-original-exchange, no x-death queue): add --to-exchange and --routing-key', expiryctl.letters_named(bad_target, 'names', 'name')));
     END IF;
     IF kind = 'replay' AND bad_target IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse('target', format('dead letters %s name no queue they failed in (no x-death), so a replay cannot go back to that queue alone: '
-            || 'name it with --routing-key QUEUE, or add --via-exchange to publish through their original exchange, where every queue bound to it gets a copy', bad_target));
+        PERFORM expiryctl.replay_refuse('target', format('%s no queue it failed in (no x-death), so a replay cannot go back to that queue alone: '
+            || 'name it with --routing-key QUEUE, or add --via-exchange to publish through the original exchange, where every queue bound to it gets a copy', expiryctl.letters_named(bad_target, 'names', 'name')));
     END IF;
     IF kind = 'discard' AND (via_exchange OR not_before IS NOT NULL OR include_not_due OR unwatched_why IS NOT NULL) THEN
         PERFORM expiryctl.replay_refuse('kind', 'a discard publishes nothing, so --via-exchange, --not-before, --include-not-due and --unwatched do not apply');
@@ -182,9 +186,10 @@ BEGIN
                   JOIN expiryctl.dead_letters d ON d.id = c.id
                  WHERE d.reason_category = ANY (expiryctl.permanent_categories()) GROUP BY 1) s;
         PERFORM expiryctl.replay_refuse('permanent-letters', format(
-            '%s of the %s letters failed for good (%s: dead letters %s%s): a retry fails the same way. Leave them out (for instance --reason transient-exhausted), '
-            || 'ask for them to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes them worth retrying, add --include-permanent',
-            perm_n, n, perm_cats, perm_ids, CASE WHEN perm_n > 10 THEN ', …' ELSE '' END));
+            '%1$s failed for good (%2$s: %3$s%4$s): a retry fails the same way. Leave %5$s out (for instance --reason transient-exhausted), '
+            || 'ask for %5$s to be discarded with `expiryctl dlq discard` (a second person approves), or, if a fix makes %5$s worth retrying, add --include-permanent',
+            expiryctl.count_word(n, 'the letter', format('%s of the %s letters', perm_n, n)), perm_cats, expiryctl.letters_named(perm_ids, '', ''),
+            CASE WHEN perm_n > 10 THEN ', …' ELSE '' END, expiryctl.count_word(perm_n, 'it', 'them')));
     END IF;
 
     -- Time: no replay is scheduled into the past, or to after retention
@@ -203,19 +208,19 @@ BEGIN
             to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), to_char(oldest AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), pol.retention));
     END IF;
     IF kind = 'replay' AND NOT include_not_due THEN
-        SELECT string_agg(format('%s (%s)', d.id, left(coalesce(d.headers->>'x-retry-after', d.headers->>'retry-after', d.headers->>'Retry-After', '?'), 40)), ', ' ORDER BY d.id)
+        SELECT array_agg(format('%s (%s)', d.id, left(coalesce(d.headers->>'x-retry-after', d.headers->>'retry-after', d.headers->>'Retry-After', '?'), 40)) ORDER BY d.id)
                    FILTER (WHERE c.r = 'infinity'),
-               string_agg(d.id::text, ', ' ORDER BY d.id)
+               array_agg(d.id::text ORDER BY d.id)
                    FILTER (WHERE c.r IS DISTINCT FROM 'infinity' AND greatest(c.r, d.due_at) > d.ingested_at + pol.retention)
           INTO bad_retry, late_ids
           FROM unnest(c_ids, c_retry) AS c(id, r) JOIN expiryctl.dead_letters d ON d.id = c.id;
         IF bad_retry IS NOT NULL THEN
-            PERFORM expiryctl.replay_refuse('retry-after', format('dead letters %s carry a Retry-After that is neither seconds nor an HTTP date, so when they may go again is unknown: '
-                || 'leave them out, or add --include-not-due to publish them without waiting', bad_retry));
+            PERFORM expiryctl.replay_refuse('retry-after', format('%s a Retry-After that is neither seconds nor an HTTP date, so when it may go again is unknown: '
+                || 'leave %s out, or add --include-not-due to publish without waiting', expiryctl.letters_named(bad_retry, 'carries', 'carry'), expiryctl.count_word(cardinality(bad_retry), 'it', 'them')));
         END IF;
         IF late_ids IS NOT NULL THEN
-            PERFORM expiryctl.replay_refuse('not-before', format('dead letters %s are not due (their hold''s deadline or Retry-After) until after retention redacts them: '
-                || 'leave them out, or add --include-not-due to publish them without waiting', late_ids));
+            PERFORM expiryctl.replay_refuse('not-before', format('%s not due (the hold''s deadline or Retry-After) until after retention redacts the letter: '
+                || 'leave %s out, or add --include-not-due to publish without waiting', expiryctl.letters_named(late_ids, 'is', 'are'), expiryctl.count_word(cardinality(late_ids), 'it', 'them')));
         END IF;
     END IF;
 

@@ -198,10 +198,19 @@ func timeFields(d replay.Detail, st Styles, field func(name, value string)) {
 // permanentLine says how many letters of the cohort failed for good.
 func permanentLine(d replay.Detail, st Styles) string {
 	if d.Kind == replay.KindDiscard {
-		return fmt.Sprintf("%d letters failed for good: this discard marks them never to be retried", d.PermanentCount)
+		return phrase.Count(d.PermanentCount, "letter", "letters") + " failed for good: this discard marks " +
+			pronoun(d.PermanentCount) + " never to be retried"
 	}
-	return st.Warn(fmt.Sprintf("INCLUDED (--include-permanent): %d letters failed for good (conflict, validation, malformed, not-found); a retry is likely to fail the same way",
-		d.PermanentCount))
+	return st.Warn("INCLUDED (--include-permanent): " + phrase.Count(d.PermanentCount, "letter", "letters") +
+		" failed for good (conflict, validation, malformed, not-found); a retry is likely to fail the same way")
+}
+
+// pronoun is "it" for one letter and "them" for any other count.
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // writePermanent lists the letters that failed for good apart, with their
