@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -24,6 +27,11 @@ type ConnectError struct {
 	// databaseURLSetting).
 	Setting string
 	Err     error
+	// UsualPortAnswers is the address on the same host and PostgreSQL's
+	// usual port 5432 where a server answered when the address asked for
+	// refused the connection: the port is likely mistyped. Empty when not
+	// probed, or when nothing answered there either.
+	UsualPortAnswers string
 	// cause is Err's message with the URL's password scrubbed, set by Open,
 	// which knows the URL. It is kept instead of the secrets themselves so
 	// that printing the struct cannot show them.
@@ -93,10 +101,33 @@ func (e *ConnectError) diagnosis() (what, next string) {
 		return "cannot reach PostgreSQL",
 			"the host name does not resolve: check the host in " + setting
 	}
+	if e.UsualPortAnswers != "" {
+		return "cannot reach PostgreSQL",
+			"nothing listens on that port, but a server answers at " + e.UsualPortAnswers + ", PostgreSQL's usual port: check the port in " + setting
+	}
 	return "cannot reach PostgreSQL",
 		"check the host and port in " + setting + " and that the server runs and listens there; " +
 			"on a development machine start it with `scripts/services.sh` (or `pg_ctlcluster --skip-systemctl-redirect <version> main start`)"
 }
+
+// usualPortAnswering is host:5432 when err is a refused connection to one
+// host on another port and a server accepts a connection at host:5432
+// within a moment; otherwise "".
+func usualPortAnswering(host string, port uint16, fallbacks int, err error) string {
+	if port == usualPort || fallbacks > 0 || !errors.Is(err, syscall.ECONNREFUSED) {
+		return ""
+	}
+	usual := net.JoinHostPort(host, strconv.Itoa(usualPort))
+	conn, dialErr := net.DialTimeout("tcp", usual, 500*time.Millisecond)
+	if dialErr != nil {
+		return ""
+	}
+	_ = conn.Close()
+	return usual
+}
+
+// usualPort is PostgreSQL's default port.
+const usualPort = 5432
 
 // isTLSFailure says whether err is a TLS handshake or certificate failure,
 // or the server declining TLS.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/store"
 )
@@ -36,8 +37,12 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			"no such database on PostgreSQL at ", "createdb"},
 		{"unknown login", with(func(u *url.URL) { u.User = url.User("expiryctl_nobody") }),
 			"PostgreSQL refused the credentials at ", `user "expiryctl_nobody"`},
-		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }),
-			"cannot reach PostgreSQL at 127.0.0.1:1/", "scripts/services.sh"},
+		// 127.0.0.2 is loopback too, where the local server does not listen.
+		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.2:1" }),
+			"cannot reach PostgreSQL at 127.0.0.2:1/", "scripts/services.sh"},
+		// A mistyped port, while the server runs on its usual one.
+		{"the port is mistyped", with(func(u *url.URL) { u.Host = closedPort(t) }),
+			"cannot reach PostgreSQL at 127.0.0.1:", "a server answers at 127.0.0.1:5432, PostgreSQL's usual port: check the port"},
 		// A primary and its replica, both down: the message names both.
 		{"no host of several listens", with(func(u *url.URL) {
 			u.Host = "127.0.0.1:1,127.0.0.1:2"
@@ -76,6 +81,19 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 	}
 }
 
+// closedPort is an address on 127.0.0.1 where nothing listens: a port the
+// kernel gave and took back.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
 // refusesTLS listens where a PostgreSQL server without TLS would, answering
 // every SSLRequest with "N".
 func refusesTLS(t *testing.T) string {
@@ -101,4 +119,29 @@ func refusesTLS(t *testing.T) string {
 		}
 	}()
 	return l.Addr().String()
+}
+
+// TestOpenNamesAURLOfAnotherScheme: a URL of another server's scheme, or
+// one that does not parse, is named once, redacted, with why; pgx's own
+// copy of it (which reads "//alice@" as a password) is left out.
+func TestOpenNamesAURLOfAnotherScheme(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ url, want string }{
+		{"mysql://alice@db.example:3306/reservations",
+			"invalid database URL mysql://alice@db.example:3306/reservations: mysql:// is not PostgreSQL's scheme"},
+		{"mysql://alice:s3cret@db.example:3306/reservations",
+			"invalid database URL mysql://alice:xxxxx@db.example:3306/reservations: mysql:// is not PostgreSQL's scheme"},
+		{"postgres//alice@localhost/reservations",
+			"invalid database URL postgres//alice@localhost/reservations: failed to parse as keyword/value"},
+	}
+	for _, c := range cases {
+		_, err := store.Open(context.Background(), c.url)
+		var invalid *dsn.InvalidError
+		if !errors.As(err, &invalid) {
+			t.Fatalf("%s: error %T %v, want a *dsn.InvalidError", c.url, err, err)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, c.want) || strings.Contains(msg, "cannot parse") || strings.Contains(msg, "s3cret") {
+			t.Errorf("error:\n%s\nwant it to begin %q, name the URL once and never its password", msg, c.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -61,7 +62,7 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, dsn.Invalid("database", url, err,
+		return nil, dsn.Invalid("database", url, parseFailure(url, err),
 			"postgres://USER@HOST:5432/DATABASE (or key=value pairs: host=HOST user=USER dbname=DATABASE)")
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
@@ -80,15 +81,33 @@ func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, err
 	return pool, nil
 }
 
+// parseFailure is why pgx refused url, without pgx's copy of the URL: the
+// error names the URL already, redacted, and pgx's own redaction reads
+// another scheme's "//user@" as a password ("mysql:xxxxxx@"). A URL of
+// another scheme is named as such: pgx would call it bad key=value pairs.
+func parseFailure(url string, err error) error {
+	if scheme, _, ok := strings.Cut(url, "://"); ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
+		return fmt.Errorf("%s:// is not PostgreSQL's scheme, and expiryctl's database is PostgreSQL", scheme)
+	}
+	var parseErr *pgconn.ParseConfigError
+	if errors.As(err, &parseErr) {
+		if _, reason, ok := strings.Cut(parseErr.Error(), "`: "); ok {
+			return errors.New(reason)
+		}
+	}
+	return err
+}
+
 // connectError reports err, scrubbing the password of url from the address
 // and the message: pgx reads a raw "@" in a password as the end of the
 // userinfo, so the rest of the password becomes the host it names.
 func connectError(url string, cfg *pgxpool.Config, err error) *ConnectError {
 	return &ConnectError{
-		Address: dsn.RedactTextFor(address(cfg), url),
-		User:    dsn.RedactTextFor(cfg.ConnConfig.User, url),
-		Err:     err,
-		cause:   dsn.RedactTextFor(rootCause(err), url),
+		Address:          dsn.RedactTextFor(address(cfg), url),
+		User:             dsn.RedactTextFor(cfg.ConnConfig.User, url),
+		Err:              err,
+		UsualPortAnswers: usualPortAnswering(cfg.ConnConfig.Host, cfg.ConnConfig.Port, len(cfg.ConnConfig.Fallbacks), err),
+		cause:            dsn.RedactTextFor(rootCause(err), url),
 	}
 }
 

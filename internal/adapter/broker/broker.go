@@ -54,7 +54,8 @@ func DialWith(url string, opts DialOptions) (*amqp.Connection, error) {
 			// error, which would read as the broker's refusal.
 			err = socket.broken()
 		}
-		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err, cause: dsn.RedactTextFor(err.Error(), url)}
+		return nil, &ConnectError{Address: dsn.Address(url), User: amqpUser(url), Err: err,
+			UsualPortAnswers: usualPortAnswering(url, err), cause: dsn.RedactTextFor(err.Error(), url)}
 	}
 	if socket != nil {
 		watchSilence(conn, socket)

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -20,6 +23,11 @@ type ConnectError struct {
 	// User is the login the connection was for, when known.
 	User string
 	Err  error
+	// UsualPortAnswers is the address on the same host and the scheme's
+	// usual port (5672, or 5671 for amqps) where a server answered when
+	// the address asked for refused the connection: the port is likely
+	// mistyped. Empty when not probed, or when nothing answered there.
+	UsualPortAnswers string
 	// cause is Err's message with the URL's password scrubbed, set by Dial,
 	// which knows the URL. It is kept instead of the secrets themselves so
 	// that printing the struct cannot show them.
@@ -74,9 +82,37 @@ func (e *ConnectError) diagnosis() (what, next string) {
 		return "cannot reach RabbitMQ",
 			"the host name does not resolve: check the host in --amqp-url / EXPIRYCTL_AMQP_URL"
 	}
+	if e.UsualPortAnswers != "" {
+		return "cannot reach RabbitMQ",
+			"nothing listens on that port, but a server answers at " + e.UsualPortAnswers + ", RabbitMQ's usual port: check the port in --amqp-url / EXPIRYCTL_AMQP_URL"
+	}
 	return "cannot reach RabbitMQ",
 		"check the host and port in --amqp-url / EXPIRYCTL_AMQP_URL and that the broker runs and listens there; " +
 			"on a development machine start it with `scripts/services.sh` (or `rabbitmq-server -detached`)"
+}
+
+// usualPortAnswering is the URL's host at its scheme's usual port when err
+// is a refused connection on another port and a server accepts a
+// connection there within a moment; otherwise "".
+func usualPortAnswering(url string, err error) string {
+	uri, parseErr := amqp.ParseURI(url)
+	if parseErr != nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return ""
+	}
+	usual := 5672
+	if uri.Scheme == "amqps" {
+		usual = 5671
+	}
+	if uri.Port == usual {
+		return ""
+	}
+	addr := net.JoinHostPort(uri.Host, strconv.Itoa(usual))
+	conn, dialErr := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if dialErr != nil {
+		return ""
+	}
+	_ = conn.Close()
+	return addr
 }
 
 // isTLSFailure says whether err is a TLS handshake or certificate failure.

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -33,8 +34,12 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			"RabbitMQ refused the credentials at ", "rabbitmqctl add_user"},
 		{"no such virtual host", with(func(u *url.URL) { u.Path = "/expiryctl-no-such-vhost" }),
 			"RabbitMQ refused the virtual host at ", "set_permissions -p"},
-		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.1:1" }),
-			"cannot reach RabbitMQ at 127.0.0.1:1: ", "scripts/services.sh"},
+		// 127.0.0.2 is loopback too, where the local broker does not listen.
+		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.2:1" }),
+			"cannot reach RabbitMQ at 127.0.0.2:1: ", "scripts/services.sh"},
+		// A mistyped port, while the broker runs on its usual one.
+		{"the port is mistyped", with(func(u *url.URL) { u.Host = closedPort(t) }),
+			"cannot reach RabbitMQ at 127.0.0.1:", "a server answers at 127.0.0.1:5672, RabbitMQ's usual port: check the port"},
 		{"TLS to a plain port", with(func(u *url.URL) { u.Scheme = "amqps" }),
 			"TLS with RabbitMQ failed at ", "5671"},
 		{"no such host", with(func(u *url.URL) { u.Host = "expiryctl-no-such-host.invalid:5672" }),
@@ -62,4 +67,17 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedPort is an address on 127.0.0.1 where nothing listens: a port the
+// kernel gave and took back.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }
