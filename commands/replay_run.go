@@ -58,14 +58,17 @@ The progress line shows the current rate limit and why. Without a management
 API the run keeps the fixed ceiling and says so. It publishes with mandatory routing and
 publisher confirms, and marks an item confirmed only after the broker acked it
 without returning it. The first "canary" items go out alone; the run then waits
-the canary window and halts if they die again. It halts, too, when the share of
+the canary window and halts if they die again (a canary of the whole cohort, as
+for one letter, holds nothing back: that run has no canary phase). It halts,
+too, when the share of
 failed publishes, the depth of the target queue or the share of replayed
 letters dying again passes the request's stop conditions; a halted request
 needs a new approval. The policy's eligibility query, when set, runs before
 each item, against the reservation database of --outcome-url like the
 outcome query; ineligible items are skipped. The run captures the dead-letter
-queues its cohort came from while it runs and for the canary window after,
-so that it sees the jobs that die again without a separate
+queues its cohort came from while it runs and for the canary window after
+(shorter once the outcome query saw every reservation done: a job whose work
+is done is not coming back), so that it sees the jobs that die again without a separate
 ` + "`dlq ingest --follow`" + `; it refuses to start (rule dlq-unwatched) when it
 cannot, unless the request said --unwatched.
 

@@ -14,19 +14,23 @@ func TestCanaryResume(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		size       int
+		items      int
 		passed     bool
 		started    *time.Duration
 		wantTarget int
 		wantWait   *time.Duration
 	}{
-		{name: "no canary", size: 0},
-		{name: "already passed", size: 5, passed: true},
-		{name: "passed wins over a start", size: 5, passed: true, started: &waited},
-		{name: "published by an earlier run", size: 5, started: &waited, wantWait: &waited},
-		{name: "still to publish", size: 5, wantTarget: 5},
+		{name: "no canary", size: 0, items: 50},
+		{name: "already passed", size: 5, items: 50, passed: true},
+		{name: "passed wins over a start", size: 5, items: 50, passed: true, started: &waited},
+		{name: "published by an earlier run", size: 5, items: 50, started: &waited, wantWait: &waited},
+		{name: "still to publish", size: 5, items: 50, wantTarget: 5},
+		{name: "the whole cohort gates nothing", size: 1, items: 1},
+		{name: "a canary past the cohort", size: 8, items: 5},
+		{name: "a whole-cohort canary an earlier run published", size: 1, items: 1, started: &waited, wantWait: &waited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target, wait := canaryResume(tc.size, tc.passed, tc.started)
+			target, wait := canaryResume(tc.size, tc.items, tc.passed, tc.started)
 			if target != tc.wantTarget || (wait == nil) != (tc.wantWait == nil) || (wait != nil && *wait != *tc.wantWait) {
 				t.Fatalf("canaryResume = %d, %v; want %d, %v", target, wait, tc.wantTarget, tc.wantWait)
 			}

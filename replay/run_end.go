@@ -77,7 +77,9 @@ func (x *replayRun) finish(ctx context.Context, stop *stopReason) error {
 // canary window after the run's last publish, as the canary does for its
 // own: a job dies again only after the worker tried it, so the last ones
 // out come back after the loop ended. A run completes only once that
-// window passed with the re-dead ratio under its stop condition. A leg
+// window passed with the re-dead ratio under its stop condition, or once
+// the outcome query saw every reservation the run confirmed reach its
+// terminal state: a job whose work is done is not coming back. A leg
 // that published nothing, resumed after its predecessor's last publish,
 // watches out what is left of that one's window.
 func (x *replayRun) watchAfter(ctx context.Context) *stopReason {
@@ -97,7 +99,7 @@ func (x *replayRun) watchAfter(ctx context.Context) *stopReason {
 		} else if h != nil {
 			return &stopReason{halt: h}
 		}
-		if left <= 0 {
+		if left <= 0 || x.everyOutcomeTerminal() {
 			break
 		}
 		select {
@@ -109,6 +111,16 @@ func (x *replayRun) watchAfter(ctx context.Context) *stopReason {
 	}
 	st.canaryLeft = 0
 	return nil
+}
+
+// everyOutcomeTerminal says whether an outcome query watches the run's
+// confirmed items and saw each of them reach its terminal state.
+func (x *replayRun) everyOutcomeTerminal() bool {
+	if x.watch == nil {
+		return false
+	}
+	s, err := x.watch.snapshot()
+	return err == nil && s.Watched > 0 && s.Terminal == s.Watched
 }
 
 // closePreparer stops the preparer and takes the batches it still sends:

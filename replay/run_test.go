@@ -921,3 +921,46 @@ func TestRunDropTopLevelMatchesAFullDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestOneLetterRunWaitsOnlyForItsOutcome: a canary of the whole cohort
+// gates nothing, so a one-letter run has no canary phase; it watches for
+// the letter coming back until its reservation reaches its terminal state,
+// not for the rest of the window, when an outcome query can say so, and
+// for the whole window when none can.
+func TestOneLetterRunWaitsOnlyForItsOutcome(t *testing.T) {
+	t.Parallel()
+	const window = 30 * time.Second
+	for _, tc := range []struct {
+		name    string
+		policy  []string
+		atLeast time.Duration
+		within  time.Duration
+	}{
+		{"an outcome query sees it done", []string{"canary_window=" + window.String(), "outcome_query=SELECT now(), false", "outcome_window=1m"},
+			0, window / 2},
+		{"no outcome query", []string{"canary_window=2s"}, 2 * time.Second, window},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupRun(t, tc.policy...)
+			req := b.approved(t, NewRequest{}, b.seedN(t, 1, 1))
+			if req.Canary != 1 || req.Items != 1 {
+				t.Fatalf("request canary %d of %d items, want the default canary of 1 for a cohort of 1", req.Canary, req.Items)
+			}
+			r := b.runner(t)
+			r.outcomeEvery = 100 * time.Millisecond
+			start := time.Now()
+			res, err := r.Run(context.Background(), req.ID)
+			took := time.Since(start)
+			if err != nil || res.Status != StatusCompleted || res.Confirmed != 1 {
+				t.Fatalf("run: %+v, %v; want it completed with its one item confirmed", res, err)
+			}
+			if took < tc.atLeast || took > tc.within {
+				t.Errorf("the run took %s, want between %s and %s", took.Round(time.Millisecond), tc.atLeast, tc.within)
+			}
+			if n := b.count(t, `SELECT count(*) FROM expiryctl.audit_log WHERE action LIKE 'replay.canary.%' AND target = $1`, requestTarget(req.ID)); n != 0 {
+				t.Errorf("%d canary audit rows, want none: the cohort was its own canary", n)
+			}
+		})
+	}
+}

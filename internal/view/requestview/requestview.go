@@ -50,12 +50,12 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 	if d.ApprovalExpiresAt != nil && d.Status == replay.StatusApproved {
 		field("approval valid until", d.ApprovalExpiresAt.UTC().Format(stamp))
 	}
-	field("cohort", fmt.Sprintf("%d letters, hash %s", d.Items, d.CohortHash))
+	field("cohort", fmt.Sprintf("%s, hash %s", phrase.Count(d.Items, "letter", "letters"), d.CohortHash))
 	field("selection", esc(string(d.Filter)))
 	field("categories", counts(d.Categories))
 	if d.Kind == replay.KindReplay {
 		field("rate", fmt.Sprintf("at most %g/s", d.Rate))
-		field("canary", fmt.Sprintf("%s first, then wait up to %s for them to come back", phrase.Count(d.Canary, "letter", "letters"), phrase.Duration(d.Stop.CanaryWindow)))
+		field("canary", canaryText(d))
 		field("stop when", fmt.Sprintf("publish failures > %g%%, target queue > %d messages, re-dead-lettered > %g%%",
 			d.Stop.FailureRatio*100, d.Stop.QueueDepth, d.Stop.RedeadRatio*100))
 		targetFields(d, st, field)
@@ -165,4 +165,18 @@ func (st Styles) withDefaults() Styles {
 		st.Warn = plain
 	}
 	return st
+}
+
+// canaryText says what the run sends first and how long it watches for
+// letters coming back. A canary of the whole cohort holds nothing back, so
+// the run has no canary phase and watches after its last publish instead.
+func canaryText(d replay.Detail) string {
+	window := phrase.Duration(d.Stop.CanaryWindow)
+	switch {
+	case d.Canary <= 0:
+		return "none: after the last publish, wait up to " + window + " for letters to come back"
+	case d.Canary >= d.Items:
+		return "the whole cohort, so none apart: after the last publish, wait up to " + window + " for letters to come back"
+	}
+	return fmt.Sprintf("%s first, then wait up to %s for them to come back", phrase.Count(d.Canary, "letter", "letters"), window)
 }

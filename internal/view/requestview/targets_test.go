@@ -133,3 +133,27 @@ func TestHandlerCheckNamesQueuesWithoutANewConsumer(t *testing.T) {
 		t.Errorf("one queue with a new consumer:\n%s", view)
 	}
 }
+
+// TestCanaryLine: the approver reads what goes first, and that a canary of
+// the whole cohort holds nothing back.
+func TestCanaryLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		canary, items int
+		want          string
+	}{
+		{5, 50, "5 letters first, then wait up to 30s for them to come back"},
+		{1, 1, "the whole cohort, so none apart: after the last publish, wait up to 30s for letters to come back"},
+		{0, 3, "none: after the last publish, wait up to 30s for letters to come back"},
+	} {
+		d := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, Canary: tc.canary, Items: tc.items,
+			Stop: replay.StopConditions{CanaryWindow: 30 * time.Second}}}
+		view := Render(d, Styles{}, "")
+		if !strings.Contains(view, "canary               "+tc.want) {
+			t.Errorf("canary %d of %d: no %q in\n%s", tc.canary, tc.items, tc.want, view)
+		}
+		if tc.items == 1 && !strings.Contains(view, "cohort               1 letter,") {
+			t.Errorf("a cohort of one is not \"1 letter\" in\n%s", view)
+		}
+	}
+}
