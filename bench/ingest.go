@@ -21,6 +21,12 @@ import (
 // ingestTarget is the rate capture is held to, against the bare drain.
 const ingestTarget = 0.8
 
+// ingestCPUTarget is the CPU a captured letter may cost, all processes
+// together, against a bare drain plus a bare COPY of the same rows: what
+// capture must at least do. It holds on any number of cores, where the
+// rate target does not.
+const ingestCPUTarget = 1.3
+
 // benchIngest is scenario 1. It fills queues with the same worker dead
 // letters: N into B for the subject, and N into each of A1 and A2 for the
 // baseline, the same length as B because RabbitMQ's CPU per message
@@ -48,7 +54,8 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		cpu     cpuUse
 	}
 	var phases []phase
-	var drainCPU float64 // both drains', every process's, in seconds, for 2n letters
+	var drainCPU float64                // both drains', every process's, in seconds, for 2n letters
+	drainGroups := map[string]float64{} // both drains', per process group
 	drain := func(name string, count int) (time.Duration, error) {
 		q := queues.names[name]
 		cfg.logf("%s: baseline: bare consume-and-ack of %d from %s (prefetch %d, multiple-ack every %d)",
@@ -61,6 +68,9 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		}
 		phases = append(phases, phase{"baseline " + name + ".dlq", count, d, use})
 		drainCPU += use.known()
+		for g, v := range use.Groups {
+			drainGroups[g] += v
+		}
 		cfg.logf("%s: baseline %d msgs in %s = %.0f msg/s", scenario, count, d.Round(time.Millisecond), float64(count)/d.Seconds())
 		return d, nil
 	}
@@ -123,6 +133,16 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 		}
 	} else {
 		rep.note("ingest ceiling: no CPU was measured for the bare drain and COPY: the run was too short")
+	}
+	// CPU per letter, each component against its own floor: the capturing
+	// process against the bare consumer, PostgreSQL against the bare COPY
+	// of the same rows, RabbitMQ against the bare drain (both drains are
+	// 2n letters, so they count half).
+	if bareCPU > 0 {
+		rep.cpuPerItem("1 ingest CPU a letter: the capturing process vs the bare consumer", drainGroups["bench"]/2, subjCPU.Groups["bench"], n, 0)
+		rep.cpuPerItem("1 ingest CPU a letter: PostgreSQL vs the bare COPY", lim.cpu.Groups["postgres"], subjCPU.Groups["postgres"], n, 0)
+		rep.cpuPerItem("1 ingest CPU a letter: RabbitMQ vs the bare drain", drainGroups["rabbitmq"]/2, subjCPU.Groups["rabbitmq"], n, 0)
+		rep.cpuPerItem("1 ingest CPU a letter: all together vs drain + COPY", bareCPU*float64(n), subjCPU.known(), n, ingestCPUTarget)
 	}
 	for _, p := range phases {
 		rep.note("ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(p.letters))

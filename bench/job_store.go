@@ -163,7 +163,7 @@ func benchJobStoreIngest(ctx context.Context, cfg *config, rep *report, kind job
 	}
 	baseRate := float64(read1+read2) / (base1 + base2).Seconds()
 	rep.throughputInfo(fmt.Sprintf("%d %s %s: deadletter.Ingest vs %s", kind.line, scenario, count(n), st.bareReadName), baseRate, subjRate, "jobs/s")
-	jobStoreNotes(rep, scenario, phases)
+	jobStoreNotes(rep, fmt.Sprintf("%d %s", kind.line, scenario), scenario, phases)
 	return nil
 }
 
@@ -266,7 +266,7 @@ func benchJobStoreReplay(ctx context.Context, cfg *config, rep *report, kind job
 	baseRate := float64(retried1+retried2) / (bare1 + bare2).Seconds()
 	subjRate := float64(retried) / subj.Seconds()
 	rep.throughputInfo(fmt.Sprintf("%d %s %s: the retrier vs %s", kind.line, scenario, count(n), st.bareRetryName), baseRate, subjRate, "jobs/s")
-	jobStoreNotes(rep, scenario, phases)
+	jobStoreNotes(rep, fmt.Sprintf("%d %s", kind.line, scenario), scenario, phases)
 	rep.note("%s: the retrier has %d retries in flight of the runner's window of %d, the bare calls as many", scenario,
 		st.retrierConcurrency, jobRetryWindow)
 	return nil
@@ -344,8 +344,11 @@ func publishRetries(ctx context.Context, b replay.Broker, st *jobStore, request 
 // jobStoreNotes says where the CPU went in each phase, per job, and warns
 // when other work took enough of the machine to make the ratio unreliable.
 // phases are baseline, subject, baseline.
-func jobStoreNotes(rep *report, scenario string, phases []jobStorePhase) {
+func jobStoreNotes(rep *report, line, scenario string, phases []jobStorePhase) {
 	bare := (phases[0].cpu.known() + phases[2].cpu.known()) / float64(phases[0].items+phases[2].items)
+	if subject := phases[1]; bare > 0 && subject.items > 0 {
+		rep.cpuPerItem(line+" CPU a job: all together vs the bare client's", bare*float64(subject.items), subject.cpu.known(), subject.items, 0)
+	}
 	rep.note("%s: the subject took %.1f µs of CPU a job, the processes it involves together, the baseline %.1f µs", scenario,
 		1e6*phases[1].cpu.known()/float64(phases[1].items), 1e6*bare)
 	for _, p := range phases {

@@ -163,11 +163,16 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	// speed spreads over both.
 	var subjRates, subjArrivals, shovelRates []float64
 	var shovelErr error
+	subjCPU := cpuUse{Groups: map[string]float64{}} // every round's, for rounds×n items
 	for round, req := range reqs {
-		rate, arrival, err := replayBenchSubject(ctx, conn, db, req, n, qSubject, logf)
+		rate, arrival, use, err := replayBenchSubject(ctx, conn, db, req, n, qSubject, logf)
 		if err != nil {
 			return nil, err
 		}
+		for g, v := range use.Groups {
+			subjCPU.Groups[g] += v
+		}
+		subjCPU.Machine += use.Machine
 		subjRates = append(subjRates, rate)
 		subjArrivals = append(subjArrivals, arrival)
 		if shovelErr != nil {
@@ -204,6 +209,17 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	bareRate := float64(n) / ((bare1 + bare2) / 2).Seconds()
 	logf("baseline (a) again: %s; mean %.0f msg/s", bare2.Round(time.Millisecond), bareRate)
 	rep.atLeast(fmt.Sprintf("5 replay %s: replay.Runner vs bare confirm-window publisher", count(n)), bareRate, subjRate, "msg/s", 0.8)
+	// CPU per item, each component against the bare publisher's: the
+	// runner's process against the publisher's, RabbitMQ against what the
+	// same publishes cost it; PostgreSQL is the replay's own (the bare
+	// publisher records nothing), so it has no floor.
+	if items := len(reqs) * n; bareCPU.known() > 0 && items > 0 {
+		scale := float64(items) / float64(n) // the floor, counted for as many items as the subject
+		rep.cpuPerItem("5 replay CPU an item: the runner's process vs the bare publisher", scale*bareCPU.Groups["bench"], subjCPU.Groups["bench"], items, 0)
+		rep.cpuPerItem("5 replay CPU an item: RabbitMQ vs the bare publisher's", scale*bareCPU.Groups["rabbitmq"], subjCPU.Groups["rabbitmq"], items, 0)
+		rep.cpuPerItem("5 replay CPU an item: PostgreSQL (no floor: the bare publisher records nothing)", 0, subjCPU.Groups["postgres"], items, 0)
+		rep.cpuPerItem("5 replay CPU an item: all together vs the bare publisher", scale*bareCPU.known(), subjCPU.known(), items, 0)
+	}
 	// Whether one channel or the broker is the limit: the same messages
 	// over two channels at once, the window split between them.
 	logf("baseline (a) on 2 channels, window %d each", replayBenchWindow/2)
@@ -317,15 +333,15 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 // end to end (from the Run call to its return) and on the destination clock
 // (messages arriving in queue, as the shovel is timed).
 func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB, req replay.Request, n int, queue string,
-	logf func(string, ...any)) (endToEnd, atDestination float64, err error) {
+	logf func(string, ...any)) (endToEnd, atDestination float64, use cpuUse, err error) {
 	logf("subject: replay.Runner over request %d (%d items, rate ceiling 1e9/s)", req.ID, n)
 	b, err := broker.NewAMQPBroker(conn)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, use, err
 	}
 	clock, err := startDestinationClock(conn, queue, n)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, use, err
 	}
 	defer clock.stop()
 	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
@@ -333,24 +349,25 @@ func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB,
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
 	took := time.Since(start)
-	logf("subject CPU: %s", cpu.Stop())
+	use = cpu.Stop()
+	logf("subject CPU: %s", use)
 	_ = b.Close()
 	if err != nil {
-		return 0, 0, fmt.Errorf("replay run: %w", err)
+		return 0, 0, use, fmt.Errorf("replay run: %w", err)
 	}
 	if res.Status != replay.StatusCompleted || res.Confirmed != n {
-		return 0, 0, fmt.Errorf("replay run ended %s with %d of %d confirmed", res.Status, res.Confirmed, n)
+		return 0, 0, use, fmt.Errorf("replay run ended %s with %d of %d confirmed", res.Status, res.Confirmed, n)
 	}
 	if atDestination, err = clock.rate(ctx, time.Minute); err != nil {
-		return 0, 0, err
+		return 0, 0, use, err
 	}
 	if err := replayBenchExpectDepth(conn, queue, n); err != nil {
-		return 0, 0, err
+		return 0, 0, use, err
 	}
 	replayBenchPurge(conn, queue)
 	endToEnd = float64(n) / took.Seconds()
 	logf("subject: %s = %.0f msg/s end to end; %.0f msg/s arriving in %s", took.Round(time.Millisecond), endToEnd, atDestination, queue)
-	return endToEnd, atDestination, nil
+	return endToEnd, atDestination, use, nil
 }
 
 // fmtRates lists rates as "a, b, c msg/s".

@@ -73,6 +73,27 @@ func (r *report) atMost(scenario string, baseline, subject time.Duration, ceilin
 	r.lines = append(r.lines, line{scenario, fmtDuration(baseline), fmtDuration(subject), fmt.Sprintf("%.2f×", ratio), target, v})
 }
 
+// cpuPerItem records CPU per item, lower is better, against its floor: what
+// the bare baseline of the same run took for the same work. Unlike a rate,
+// it does not depend on how many cores the machine has, so a ceiling on it
+// shows a regression on any machine; ceiling 0 means report only. A floor
+// of 0 (a cost the baseline does not have) has no ratio.
+func (r *report) cpuPerItem(scenario string, floorSeconds, subjectSeconds float64, items int, ceiling float64) {
+	perItem := func(s float64) string { return fmt.Sprintf("%.1f µs", 1e6*s/float64(items)) }
+	ratio, v, target := "-", info, "report only"
+	if floorSeconds > 0 {
+		ratio = fmt.Sprintf("%.2f×", subjectSeconds/floorSeconds)
+		if ceiling > 0 {
+			target = fmt.Sprintf("≤ %.2f×", ceiling)
+			v = pass
+			if !(subjectSeconds/floorSeconds <= ceiling) {
+				v = fail
+			}
+		}
+	}
+	r.lines = append(r.lines, line{scenario, perItem(floorSeconds), perItem(subjectSeconds), ratio, target, v})
+}
+
 // throughputInfo records a throughput ratio without a target.
 func (r *report) throughputInfo(scenario string, baseline, subject float64, unit string) {
 	r.lines = append(r.lines, line{scenario, fmt.Sprintf("%.0f %s", baseline, unit), fmt.Sprintf("%.0f %s", subject, unit),
