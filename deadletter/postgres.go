@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -127,12 +126,9 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	c.errorClasses[i] = nullable(l.ErrorClass)
 	c.lastErrors[i] = nullable(l.LastError)
 	c.attempts[i] = int32(min(l.Attempts, 1<<31-1))
-	history, err := json.Marshal(l.AttemptHistory)
+	history, err := appendAttemptHistory(make([]byte, 0, 128*len(l.AttemptHistory)+2), l.AttemptHistory)
 	if err != nil {
 		return fmt.Errorf("encode attempt history: %w", err)
-	}
-	if l.AttemptHistory == nil {
-		history = []byte("[]")
 	}
 	// The JSON columns travel as bytes: a text parameter takes them as
 	// they are, where a string would copy each.
