@@ -239,10 +239,10 @@ func filledQueues(ctx context.Context, cfg *config, counts map[string]int) (benc
 		names = append(names, q.names[name])
 	}
 	slices.Sort(names)
-	if err := declareQueues(conn, names...); err != nil {
+	if err := declareQueues(conn, cfg.DLQVersion, names...); err != nil {
 		return q, err
 	}
-	cfg.logf("publishing %v letters into %s (confirmed, not timed)", counts, strings.Join(names, ", "))
+	cfg.logf("publishing %v letters into %s (classic queues of version %d, confirmed, not timed)", counts, strings.Join(names, ", "), cfg.DLQVersion)
 	return q, publishAll(ctx, conn, cfg, fill)
 }
 
@@ -259,15 +259,20 @@ func (q benchQueues) delete(cfg *config) {
 	_ = q.conn.Close()
 }
 
-func declareQueues(conn *amqp.Connection, names ...string) error {
+// declareQueues declares durable classic queues of the given version (1 or
+// 2; 0 leaves it to the broker): with persistent messages, what a DLQ is.
+func declareQueues(conn *amqp.Connection, version int, names ...string) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
+	var args amqp.Table
+	if version > 0 {
+		args = amqp.Table{"x-queue-version": int32(version)}
+	}
 	for _, q := range names {
-		// Durable classic queues with persistent messages: what a DLQ is.
-		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
 			return fmt.Errorf("declare %s: %w", q, err)
 		}
 	}

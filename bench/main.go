@@ -79,10 +79,13 @@ type config struct {
 	SmallN   int
 	LargeN   int
 	Prefetch int
-	AckEvery int
-	Window   int
-	Warmup   int
-	Runs     int
+	// DLQVersion is the classic queue version of the capture scenarios'
+	// dead-letter queues.
+	DLQVersion int
+	AckEvery   int
+	Window     int
+	Warmup     int
+	Runs       int
 
 	// SQSIngestN is the letters per queue of the sqs-ingest scenario.
 	SQSIngestN int
@@ -134,6 +137,7 @@ func Main(args []string, stdout io.Writer) int {
 	flags.IntVar(&cfg.LargeN, "large-n", 0, "letters in the large archive (default 1000000, -quick 10000)")
 	flags.IntVar(&cfg.SmallN, "small-n", 0, "letters in the baseline archive (default 10000, -quick 1000)")
 	flags.IntVar(&cfg.Prefetch, "prefetch", 1000, "consumer prefetch for baseline and subject")
+	flags.IntVar(&cfg.DLQVersion, "dlq-queue-version", 2, "classic queue version of the capture scenarios' DLQs: 2, as `dlq ingest` advises, or 1, RabbitMQ 3.10's default")
 	flags.IntVar(&cfg.AckEvery, "bare-ack-every", 100,
 		"the bare consumer acks with multiple=true every this many deliveries (100 drained fastest here, ahead of 500 and of acking each)")
 	flags.IntVar(&cfg.Window, "confirm-window", 2000, "unconfirmed publishes in flight while filling queues")

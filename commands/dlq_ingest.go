@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -35,6 +36,9 @@ type DLQIngestOptions struct {
 	// PingDB, with Follow, checks that PostgreSQL answers again before a
 	// consumer is reopened after an outage.
 	PingDB func(context.Context) error
+	// LiveQueues, when set, reads the DLQ's storage from the broker's
+	// management API, to advise on it before the capture starts.
+	LiveQueues func(context.Context) (service.LiveQueues, error)
 	// Backoff spaces the reconnection tries of Follow (nil:
 	// reconnectWaits).
 	Backoff func() retry.Backoff
@@ -66,7 +70,7 @@ type DLQIngestOptions struct {
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
 func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
 	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner,
-		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv, PingDB: f.PingDB}
+		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv, PingDB: f.PingDB, LiveQueues: f.LiveQueues}
 	cmd := &cobra.Command{
 		Use:   "ingest --queue QUEUE",
 		Short: "Capture a dead-letter queue into the archive",
@@ -219,6 +223,9 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	if opts.progress == nil {
 		opts.progress = newProgressLine(opts.IO.ErrOut)
 	}
+	if advice := dlqStorageAdvice(ctx, opts); advice != "" {
+		opts.progress.say("note: " + advice)
+	}
 	if opts.CheckpointKey != "" {
 		key, err := os.ReadFile(opts.CheckpointKey)
 		if err != nil {
@@ -247,8 +254,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 				return
 			}
 			last = time.Now()
-			opts.progress.show(fmt.Sprintf("ingesting %s: %d stored, %d duplicates, %.0f msgs/s",
-				termsafe.EscapeLine(opts.Queue), s.Stored, s.Duplicates, s.Rate()))
+			opts.progress.show(fmt.Sprintf("ingesting %s: %d stored, %s, %.0f msgs/s",
+				termsafe.EscapeLine(opts.Queue), s.Stored, phrase.Count(s.Duplicates, "duplicate", "duplicates"), s.Rate()))
 		}
 	}
 	lost := func(string) {}
@@ -320,8 +327,8 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	if interrupted {
 		verb = "interrupted: ingested"
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "%s %s from %s: %d stored, %d duplicates, in %s (%.0f msgs/s)\n",
-		verb, phrase.Count(stats.Received, "letter", "letters"), opts.Queue, stats.Stored, stats.Duplicates,
+	fmt.Fprintf(opts.IO.ErrOut, "%s %s from %s: %d stored, %s, in %s (%.0f msgs/s)\n",
+		verb, phrase.Count(stats.Received, "letter", "letters"), opts.Queue, stats.Stored, phrase.Count(stats.Duplicates, "duplicate", "duplicates"),
 		stats.Elapsed.Round(time.Millisecond), stats.Rate())
 	switch {
 	case interrupted && left > 0:
@@ -366,4 +373,31 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.I
 		}
 	}()
 	return counters, func() { cancel(); <-served }, nil
+}
+
+// dlqStorageAdvice is queueVersionAdvice for the queue being captured,
+// when the broker's management API says, within a second, that it is a
+// dead-letter queue (named <work queue>.dlq) of classic queue version 1;
+// otherwise "". It is advice: an API that cannot be read is not mentioned.
+func dlqStorageAdvice(ctx context.Context, opts *DLQIngestOptions) string {
+	work, isDLQ := strings.CutSuffix(opts.Queue, ".dlq")
+	if opts.LiveQueues == nil || !isDLQ || deadletter.QueueSystem(opts.Queue) != deadletter.RabbitMQ {
+		return ""
+	}
+	read, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	queues, err := opts.LiveQueues(read)
+	if err != nil {
+		return ""
+	}
+	report, err := queues.Topology(read, work)
+	if err != nil {
+		return ""
+	}
+	for _, q := range report.Queues {
+		if q.Name == opts.Queue && q.PagesUnderCapture() {
+			return queueVersionAdvice(q.Name)
+		}
+	}
+	return ""
 }

@@ -29,13 +29,14 @@ func TestDLQIngestRun(t *testing.T) {
 		signer   *fakes.Signer
 		queue    string
 		prefetch int
+		live     deadletter.QueueReport
 		out      string
 		errOut   string
 	}
-	ingest := func(t *testing.T, args ...string) (*bundle, error) {
+	ingestBeside := func(t *testing.T, live deadletter.QueueReport, args ...string) (*bundle, error) {
 		t.Helper()
 		f, out, errOut := testFactory(t)
-		b := &bundle{ingester: &fakes.Ingester{Stats: deadletter.IngestStats{Stored: 2, Duplicates: 1, Elapsed: time.Second}},
+		b := &bundle{live: live, ingester: &fakes.Ingester{Stats: deadletter.IngestStats{Stored: 2, Duplicates: 1, Elapsed: time.Second}},
 			source: fakes.NewDLQSource(deadletter.Message{Body: []byte(`{}`)}, deadletter.Message{Body: []byte(`{}`)},
 				deadletter.Message{Body: []byte(`{}`)}),
 			signer: &fakes.Signer{}}
@@ -46,11 +47,34 @@ func TestDLQIngestRun(t *testing.T) {
 				return b.source, nil
 			}
 			o.Signer = serve[service.AuditSigner](b.signer)
+			o.LiveQueues = serve[service.LiveQueues](&queueReport{report: b.live})
 			return dlqIngestRun(ctx, o)
 		}), args...)
 		b.out, b.errOut = out.String(), errOut.String()
 		return b, err
 	}
+	ingest := func(t *testing.T, args ...string) (*bundle, error) {
+		t.Helper()
+		return ingestBeside(t, deadletter.QueueReport{}, args...)
+	}
+
+	t.Run("a DLQ of classic queue version 1 gets the advice to move to 2", func(t *testing.T) {
+		t.Parallel()
+		live := deadletter.QueueReport{Queues: []deadletter.QueueState{
+			{Name: "reservation-expiry.dlq", Role: deadletter.RoleDeadLetter, Ready: 3, ClassicVersion: 1}}}
+		b, err := ingestBeside(t, live, "--queue", "reservation-expiry.dlq")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(b.errOut, "note: the DLQ reservation-expiry.dlq is a classic queue of version 1") ||
+			!strings.Contains(b.errOut, `rabbitmqctl set_policy dlq-v2 '^reservation-expiry\.dlq$'`) {
+			t.Fatalf("stderr %q, want the queue version advice first", b.errOut)
+		}
+		live.Queues[0].ClassicVersion = 2
+		if b, err = ingestBeside(t, live, "--queue", "reservation-expiry.dlq"); err != nil || strings.Contains(b.errOut, "note:") {
+			t.Fatalf("a DLQ of version 2: %v, stderr %q; want no advice", err, b.errOut)
+		}
+	})
 
 	t.Run("drains the queue and says what it stored", func(t *testing.T) {
 		t.Parallel()
@@ -70,7 +94,7 @@ func TestDLQIngestRun(t *testing.T) {
 			t.Fatalf("source acked through %d, closed %v", b.source.Acked, b.source.Closed)
 		}
 		if b.out != "" || !strings.HasPrefix(b.errOut, "capturing reservation-expiry.dlq until it is empty: 3 letters waiting\n"+
-			"ingested 3 letters from reservation-expiry.dlq: 2 stored, 1 duplicates, in 1s") {
+			"ingested 3 letters from reservation-expiry.dlq: 2 stored, 1 duplicate, in 1s") {
 			t.Fatalf("stdout %q, stderr %q", b.out, b.errOut)
 		}
 	})

@@ -41,7 +41,7 @@ var liveTopology = deadletter.QueueReport{Queues: []deadletter.QueueState{
 	{Name: "reservation-expiry", Role: deadletter.RoleWork, Ready: 1840, Unacked: 12, Consumers: 0, PublishRate: rate(31.5)},
 	{Name: "reservation-expiry.retry.1000", Role: deadletter.RoleRetry, Ready: 300},
 	{Name: "reservation-expiry.retry.5000", Role: deadletter.RoleRetry, Ready: 10},
-	{Name: "reservation-expiry.dlq", Role: deadletter.RoleDeadLetter, Ready: 42, HeadAge: func() *time.Duration { d := 95 * time.Second; return &d }()},
+	{Name: "reservation-expiry.dlq", Role: deadletter.RoleDeadLetter, Ready: 42, HeadAge: func() *time.Duration { d := 95 * time.Second; return &d }(), ClassicVersion: 1},
 }}
 
 // incident is an archive whose transient failures arrive faster now than
@@ -108,6 +108,12 @@ func TestDLQSummaryRun(t *testing.T) {
 		want := "Queues     reservation-expiry: 1840 ready, 12 in flight (0 consumers) · 310 scheduled in retry queues · 42 isolated in the DLQ"
 		if !strings.HasPrefix(lines[4], want) {
 			t.Errorf("the fifth line should give the live queue states:\n%s", out)
+		}
+		// The DLQ is a classic queue of version 1: the summary says how to
+		// make it version 2, for that queue alone.
+		wantAdvice := "Storage    the DLQ reservation-expiry.dlq is a classic queue of version 1"
+		if !strings.Contains(out, wantAdvice) || !strings.Contains(squash(out), `rabbitmqctl set_policy dlq-v2 '^reservation-expiry\.dlq$' '{"queue-version":2}' --apply-to queues`) {
+			t.Errorf("the summary should advise version 2 for the DLQ:\n%s", out)
 		}
 		if !strings.Contains(out, "(RabbitMQ's counts, up to 5 s old)") {
 			t.Errorf("the live queue states should say RabbitMQ's counts lag:\n%s", out)

@@ -150,7 +150,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("ingest", func(t *testing.T) {
 		res := c.ok(t, "dlq", "ingest", "--queue", dlq)
 		audited["dlq.ingest"]++
-		if !strings.Contains(res.stderr, fmt.Sprintf("ingested 9 letters from %s: 8 stored, 1 duplicates", dlq)) {
+		if !strings.Contains(res.stderr, fmt.Sprintf("ingested 9 letters from %s: 8 stored, 1 duplicate", dlq)) {
 			t.Errorf("ingest should sum up 9 letters, 8 stored and 1 duplicate: %s", res)
 		}
 		if ready := r.settled(t, dlq); ready != 0 {

@@ -149,7 +149,7 @@ func (m *Management) configure(cfg ManagementConfig) string {
 // object carries its arguments, policy, node, memory and garbage-collection
 // details, several kilobytes each on a broker with many queues.
 var queueColumns = strings.Join([]string{
-	"name", "messages_ready", "messages_unacknowledged", "consumers", "head_message_timestamp",
+	"name", "type", "backing_queue_status.version", "messages_ready", "messages_unacknowledged", "consumers", "head_message_timestamp",
 	"message_stats.publish_details.rate", "message_stats.deliver_get_details.rate", "message_stats.ack_details.rate",
 }, ",")
 
@@ -279,10 +279,16 @@ func (m *Management) redact(text string) string {
 // apiQueue is a queue as the management API lists it, with the columns
 // Topology asks for. A field the broker has not sampled yet is absent.
 type apiQueue struct {
-	Name      string `json:"name"`
-	Ready     int64  `json:"messages_ready"`
-	Unacked   int64  `json:"messages_unacknowledged"`
-	Consumers int    `json:"consumers"`
+	Name string `json:"name"`
+	// Type is classic, quorum or stream; a classic queue's storage
+	// version (1 or 2, RabbitMQ 3.10 on) is in its backing queue's status.
+	Type    string `json:"type"`
+	Backing struct {
+		Version int `json:"version"`
+	} `json:"backing_queue_status"`
+	Ready     int64 `json:"messages_ready"`
+	Unacked   int64 `json:"messages_unacknowledged"`
+	Consumers int   `json:"consumers"`
 	// HeadTimestamp is the timestamp property of the message at the head
 	// of the queue, as the publisher set it (seconds by the AMQP spec).
 	// RabbitMQ 3.10 reports it for classic queues only: a number when the
@@ -331,6 +337,9 @@ func topologyStates(items []apiQueue, workQueue string, now time.Time) []deadlet
 		}
 		r.state.Name = q.Name
 		r.state.Ready, r.state.Unacked, r.state.Consumers = q.Ready, q.Unacked, q.Consumers
+		if q.Type == "classic" {
+			r.state.ClassicVersion = q.Backing.Version
+		}
 		r.state.PublishRate, r.state.DeliverRate, r.state.AckRate = q.Stats.Publish.Rate, q.Stats.DeliverGet.Rate, q.Stats.Ack.Rate
 		r.state.HeadAge = headAge(q.HeadTimestamp, now)
 		if len(q.HeadTimestamp) == 0 {

@@ -95,7 +95,7 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 		case retryShort:
 			args = amqp.Table{"x-message-ttl": int64(600000)}
 		case retryLong:
-			args = amqp.Table{"x-message-ttl": int64(3600000)}
+			args = amqp.Table{"x-message-ttl": int64(3600000), "x-queue-version": int32(2)}
 		}
 		if _, err := ch.QueueDeclare(q, false, false, false, false, args); err != nil {
 			t.Fatalf("declare %s: %v", q, err)
@@ -191,6 +191,18 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 	byName := map[string]deadletter.QueueState{}
 	for _, q := range report.Queues {
 		byName[q.Name] = q
+	}
+	// The classic queues' storage versions: RabbitMQ's default of 1, and
+	// the 2 the long retry queue asked for. A DLQ of version 1 is the one
+	// `dlq summary` advises moving to version 2.
+	if v := byName[work].ClassicVersion; v != 1 {
+		t.Errorf("%s: classic queue version %d, want RabbitMQ 3.10's default 1", work, v)
+	}
+	if v := byName[retryLong].ClassicVersion; v != 2 {
+		t.Errorf("%s: classic queue version %d, want the 2 it was declared with", retryLong, v)
+	}
+	if !byName[dlq].PagesUnderCapture() || byName[work].PagesUnderCapture() {
+		t.Errorf("PagesUnderCapture: DLQ %v, work queue %v; want only the DLQ of version 1", byName[dlq].PagesUnderCapture(), byName[work].PagesUnderCapture())
 	}
 	if age := byName[dlq].HeadAge; age == nil || *age < 89*time.Second || *age > 150*time.Second {
 		t.Errorf("DLQ head age %v, want about 90 s (its head message's timestamp)", fmtAge(age))
