@@ -17,8 +17,15 @@ import (
 // the version comes from the binary's build information.
 var Version = "dev"
 
+// Commit, CommitTime and Modified are set by a release build beside
+// Version (scripts/release.sh), for when Go cannot stamp the VCS
+// information itself (release.Linked says when).
+var Commit, CommitTime, Modified string
+
 // readBuildVersion reads the running binary's build.
-func readBuildVersion() release.Build { return release.Running(Version) }
+func readBuildVersion() release.Build {
+	return release.Running(release.Linked{Version: Version, Commit: Commit, CommitTime: CommitTime, Modified: Modified})
+}
 
 // VersionOptions holds what `expiryctl version` needs.
 type VersionOptions struct {

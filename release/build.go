@@ -40,22 +40,40 @@ type Build struct {
 // stamped.
 const unlinked = "dev"
 
-// Running is the build of the running binary, with linked the version a
-// release build linked in ("dev" when none did).
-func Running(linked string) Build {
+// Linked is what a release build links into the binary with -ldflags -X
+// (scripts/release.sh): the version, and the commit, its time and whether
+// the tree was modified, as git said them. Go's own VCS stamping says the
+// same and wins; the linked values are for when Go cannot read the VCS
+// (it finds a .git directory only, not a git worktree's .git file, nor a
+// source archive's missing one), so that a release build always names its
+// commit.
+type Linked struct {
+	Version    string
+	Commit     string
+	CommitTime string
+	Modified   string
+}
+
+// Running is the build of the running binary, with what a release build
+// linked in (a Version of "dev" when none did).
+func Running(linked Linked) Build {
 	info, _ := debug.ReadBuildInfo()
 	return FromInfo(info, linked)
 }
 
 // FromInfo is the build that info (nil when the binary has none) and the
-// linked-in version say.
-func FromInfo(info *debug.BuildInfo, linked string) Build {
-	b := Build{Version: linked}
+// linked-in values say.
+func FromInfo(info *debug.BuildInfo, linked Linked) Build {
+	b := Build{Version: linked.Version}
+	if linked.Commit != "" {
+		b.Commit, b.CommitTime, b.Modified = linked.Commit, linked.CommitTime, linked.Modified == "true"
+	}
 	if info == nil {
+		b.BuildDate = b.CommitTime
 		return b
 	}
 	b.Go = info.GoVersion
-	if linked == unlinked || linked == "" {
+	if linked.Version == unlinked || linked.Version == "" {
 		b.Version = info.Main.Version
 	}
 	for _, s := range info.Settings {
