@@ -20,7 +20,14 @@ var Version = "dev"
 // Commit, CommitTime and Modified are set by a release build beside
 // Version (scripts/release.sh), for when Go cannot stamp the VCS
 // information itself (release.Linked says when).
-var Commit, CommitTime, Modified string
+var (
+	// Commit is the commit a release build was made from.
+	Commit string
+	// CommitTime is its time, RFC 3339 in UTC.
+	CommitTime string
+	// Modified is "true" when the work tree had changes.
+	Modified string
+)
 
 // readBuildVersion reads the running binary's build.
 func readBuildVersion() release.Build {
