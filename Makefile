@@ -17,7 +17,7 @@ LINT_ARGS ?=
 
 .DEFAULT_GOAL := build
 
-.PHONY: help services node promtool build test faults soak vet alerts demo bench lint docs schema fuzz clean
+.PHONY: help services node promtool build test faults soak vet alerts demo bench lint docs schema fuzz release image clean
 
 help: ## list targets
 	@awk -F':.*## ' '/^[a-z]+:.*## / { printf "  %-9s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -105,6 +105,24 @@ schema: services ## regenerate store/schema.sql and pin new migrations in migrat
 
 fuzz: ## fuzz the dead-letter parser for FUZZTIME (60s)
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime $(FUZZTIME) ./deadletter/
+
+# The release: archives for linux and darwin on amd64 and arm64, a .deb and
+# an .rpm per linux architecture, man pages, completions, a CycloneDX SBOM,
+# SHA256SUMS and its SSH signature, into dist/, offline and reproducibly
+# (scripts/release.sh says how). EXPIRYCTL_RELEASE_KEY names the release
+# key; without it the build is an unsigned snapshot and says so. One
+# platform while developing: make release PLATFORMS=linux/amd64.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+release: ## build dist/: archives, .deb/.rpm, SBOM, SHA256SUMS(.sig); EXPIRYCTL_RELEASE_KEY signs
+	GO=$(GO) PLATFORMS="$(PLATFORMS)" bash scripts/release.sh
+
+# The container image, FROM scratch, from dist/'s linux/amd64 archive (run
+# `make release` first). Needs a docker daemon; CI does not build it.
+IMAGE ?= expiryctl:snapshot
+
+image: ## build the container image IMAGE (expiryctl:snapshot) from dist/ (after make release)
+	IMAGE=$(IMAGE) bash scripts/image.sh
 
 clean: ## remove build outputs
 	rm -rf bin/ dist/ coverage.out coverage.html *.test *.prof

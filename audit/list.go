@@ -32,7 +32,8 @@ type Row struct {
 
 // MarshalJSON writes at as RFC 3339 in UTC with exactly six fractional
 // digits (time.Time's own encoding drops trailing zeros and keeps the zone),
-// keeping the fields in export order.
+// keeping the fields in export order, then the row's build (Build) for
+// people, "" when it names none.
 func (r Row) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Seq      int64           `json:"seq"`
@@ -45,7 +46,23 @@ func (r Row) MarshalJSON() ([]byte, error) {
 		Outcome  string          `json:"outcome"`
 		PrevHash Hash            `json:"prev_hash"`
 		Hash     Hash            `json:"hash"`
-	}{r.Seq, FormatTime(r.At), r.Actor, r.DBRole, r.Action, r.Target, r.Details, r.Outcome, r.PrevHash, r.Hash})
+		Build    string          `json:"build"`
+	}{r.Seq, FormatTime(r.At), r.Actor, r.DBRole, r.Action, r.Target, r.Details, r.Outcome, r.PrevHash, r.Hash, r.Build()})
+}
+
+// Build is the build of expiryctl that wrote the row, as its client named
+// it when it connected ("v1.2.0 (commit 1a2b…, modified)"): the details'
+// "build", which the database sets from the session (docs/audit.md,
+// "Which build wrote a row"). "" when the session named none: a row
+// written before builds were recorded, or by another client.
+func (r Row) Build() string {
+	var d struct {
+		Build string `json:"build"`
+	}
+	if json.Unmarshal(r.Details, &d) != nil {
+		return ""
+	}
+	return d.Build
 }
 
 // Fields returns the values r's hash covers.

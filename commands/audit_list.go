@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,9 +41,14 @@ When more rows match than --limit, the seq to continue from is printed on
 stderr; pass it back with --after. To read the whole trail, or to hand it to
 someone, use ` + "`expiryctl audit export`" + `: its files can be verified.
 
+BUILD is the build of expiryctl that wrote the row (its version and commit),
+as the client named it when it connected; empty for a row whose session
+named none (the column shows when a row of the page names one). It is part
+of the details, so the row's hash covers it.
+
 -o csv writes one row per audit row (seq, at, actor, db_role, action,
-target, outcome, details as JSON, prev_hash, hash); an export, unlike it,
-can be verified.
+target, outcome, details as JSON, prev_hash, hash, build); an export, unlike
+it, can be verified.
 
 Here --actor filters by actor. To name yourself for this command's own audit
 row, set EXPIRYCTL_ACTOR.`,
@@ -88,6 +95,15 @@ func (opts *AuditListOptions) resolve() error {
 	return nil
 }
 
+// fullCommit is a whole commit hash in a build's claim.
+var fullCommit = regexp.MustCompile(`\bcommit ([0-9a-f]{12})[0-9a-f]{28}\b`)
+
+// shortBuild is a build as a table shows it: the commit cut to 12 digits,
+// as `expiryctl version` prints it.
+func shortBuild(build string) string {
+	return fullCommit.ReplaceAllString(build, "commit $1")
+}
+
 func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 	reviewer, err := opts.Reviewer(ctx)
 	if err != nil {
@@ -116,17 +132,29 @@ func auditListRun(ctx context.Context, opts *AuditListOptions) error {
 			fmt.Fprintln(opts.IO.ErrOut, "no audit rows match")
 			return nil
 		}
-		t := newTable(opts.IO, "SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS").
-			// TARGET is what a row is looked up by (replay_request:7):
-			// it gives way last, and is cut in the middle, keeping the
-			// id at its end, never as `replay_r…`.
-			truncatable("DETAILS", "DB-ROLE", "ACTOR", "TARGET").keepEnds("TARGET")
+		// BUILD shows only on a page that has a row naming its build: a
+		// trail written before builds were recorded keeps its width.
+		showBuild := slices.ContainsFunc(page.Rows, func(r audit.Row) bool { return r.Build() != "" })
+		headers := []string{"SEQ", "AT", "ACTOR", "DB-ROLE", "ACTION", "TARGET", "OUTCOME", "DETAILS"}
+		// TARGET is what a row is looked up by (replay_request:7): it
+		// gives way last, and is cut in the middle, keeping the id at its
+		// end, never as `replay_r…`.
+		giving := []string{"DETAILS", "DB-ROLE", "ACTOR", "TARGET"}
+		if showBuild {
+			headers = slices.Insert(headers, 7, "BUILD")
+			giving = slices.Insert(giving, 1, "BUILD")
+		}
+		t := newTable(opts.IO, headers...).truncatable(giving...).keepEnds("TARGET")
 		for _, r := range page.Rows {
 			at := audit.FormatTime(r.At)
 			if opts.IO.StdoutTTY {
 				at = formatTime(opts.IO, r.At, opts.Now())
 			}
-			t.addRow(strconv.FormatInt(r.Seq, 10), at, r.Actor, r.DBRole, r.Action, r.Target, r.Outcome, string(r.Details))
+			cells := []string{strconv.FormatInt(r.Seq, 10), at, r.Actor, r.DBRole, r.Action, r.Target, r.Outcome, string(r.Details)}
+			if showBuild {
+				cells = slices.Insert(cells, 7, shortBuild(r.Build()))
+			}
+			t.addRow(cells...)
 		}
 		if err := t.render(); err != nil {
 			return err

@@ -58,6 +58,26 @@ func TestAuditListRun(t *testing.T) {
 		}
 		assertFits(t, out, 80, []string{"1", "0s ago", "bob", "root", "ok"})
 	})
+	t.Run("the build that wrote a row, in the table, json and csv", func(t *testing.T) {
+		t.Parallel()
+		rows := fakes.AuditRows(1)
+		rows[0].Details = []byte(`{"build": "v1.2.0 (commit 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b, modified)", "n": 1}`)
+		reviewer := &fakes.Reviewer{Rows: rows}
+		out, _, err := list(t, reviewer, false)
+		if err != nil || !strings.HasPrefix(out, "SEQ\tAT\tACTOR\tDB-ROLE\tACTION\tTARGET\tOUTCOME\tBUILD\tDETAILS\n") ||
+			!strings.Contains(out, "\tok\tv1.2.0 (commit 1a2b3c4d5e6f, modified)\t") {
+			t.Fatalf("table = %v:\n%s", err, out)
+		}
+		out, _, err = list(t, reviewer, false, "-o", "json")
+		if err != nil || !strings.Contains(out, `"build": "v1.2.0 (commit 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b, modified)"`) {
+			t.Fatalf("json = %v:\n%s", err, out)
+		}
+		out, _, err = list(t, reviewer, false, "-o", "csv")
+		if err != nil || !strings.HasPrefix(out, "seq,at,actor,db_role,action,target,outcome,details,prev_hash,hash,build\n") ||
+			!strings.Contains(out, `,"v1.2.0 (commit 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b, modified)"`+"\n") {
+			t.Fatalf("csv = %v:\n%s", err, out)
+		}
+	})
 	t.Run("json of nothing is an empty array", func(t *testing.T) {
 		t.Parallel()
 		out, errOut, err := list(t, &fakes.Reviewer{}, false, "-o", "json")

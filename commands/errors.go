@@ -10,6 +10,7 @@ import (
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/reconcile"
+	"github.com/expiryctl/expiryctl/release"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )
@@ -65,7 +66,8 @@ func ExitCode(err error) int {
 		return ExitSchema
 	case errors.As(err, new(*replay.HaltError)):
 		return ExitHalted
-	case errors.As(err, new(*audit.ChainError)), errors.As(err, new(*reconcile.MismatchError)):
+	case errors.As(err, new(*audit.ChainError)), errors.As(err, new(*reconcile.MismatchError)),
+		errors.As(err, new(*release.MismatchError)):
 		return ExitTampered
 	case errors.As(err, &refusal):
 		return ExitRefused

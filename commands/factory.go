@@ -231,6 +231,9 @@ func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
 			f.poolErr = err
 			return
 		}
+		// Every audit row this process writes names the build that
+		// wrote it (the reservation database of Outcomes is not told).
+		opts.Build = readBuildVersion().Claim()
 		f.pool, f.poolErr = store.OpenWith(ctx, f.DatabaseURL(), opts)
 		if f.poolErr == nil {
 			f.warnAdvisory(ctx, f.pool)

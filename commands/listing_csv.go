@@ -60,11 +60,13 @@ func requestCSVCells(r replay.Request) []string {
 	return append(cells, fates...)
 }
 
-var auditCSVHeaders = []string{"seq", "at", "actor", "db_role", "action", "target", "outcome", "details", "prev_hash", "hash"}
+// auditCSVHeaders end with build, after the columns a script may already
+// read by position.
+var auditCSVHeaders = []string{"seq", "at", "actor", "db_role", "action", "target", "outcome", "details", "prev_hash", "hash", "build"}
 
 func auditCSVCells(r audit.Row) []string {
 	return []string{strconv.FormatInt(r.Seq, 10), audit.FormatTime(r.At), r.Actor, r.DBRole, r.Action, r.Target, r.Outcome,
-		string(r.Details), r.PrevHash.String(), r.Hash.String()}
+		string(r.Details), r.PrevHash.String(), r.Hash.String(), r.Build()}
 }
 
 var memberCSVHeaders = []string{"login", "groups", "superuser", "can_login", "bypasses"}

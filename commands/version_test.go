@@ -3,37 +3,40 @@ package commands
 import (
 	"bytes"
 	"encoding/json"
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/expiryctl/expiryctl/release"
 )
 
-func TestVersionComesFromTheBuild(t *testing.T) {
+func TestVersionPrintsTheBuild(t *testing.T) {
 	t.Parallel()
-	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201144759-aa2c770ea888+dirty"},
-		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "aa2c770ea888f00d"}, {Key: "vcs.time", Value: "2026-12-01T14:47:59Z"},
-			{Key: "vcs.modified", Value: "true"}}}
-	v := buildVersionOf(info, "dev")
-	if got, want := v.String(), "v0.0.0-20261201144759-aa2c770ea888+dirty (commit aa2c770ea888, 2026-12-01T14:47:59Z, modified) go1.26.8"; got != want {
-		t.Errorf("version %q, want %q", got, want)
-	}
-	if got := buildVersionOf(info, "v1.4.0").Version; got != "v1.4.0" {
-		t.Errorf("a version linked in with -ldflags gives %q, want it kept", got)
-	}
-	if got := buildVersionOf(nil, "dev").String(); got != "dev" {
-		t.Errorf("without build information: %q", got)
-	}
-
+	v := release.Build{Version: "v1.4.0", Commit: "aa2c770ea888f00d", CommitTime: "2026-12-01T14:47:59Z",
+		BuildDate: "2026-12-01T14:47:59Z", Modified: true, Go: "go1.26.8"}
 	var out bytes.Buffer
 	if err := versionRun(&out, "json", v); err != nil {
 		t.Fatal(err)
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc["commit"] != "aa2c770ea888f00d" || doc["modified"] != true || doc["go"] != "go1.26.8" {
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc["commit"] != "aa2c770ea888f00d" || doc["modified"] != true ||
+		doc["go"] != "go1.26.8" || doc["build_date"] != "2026-12-01T14:47:59Z" {
 		t.Errorf("json %s (%v)", out.String(), err)
 	}
 	out.Reset()
-	if err := versionRun(&out, "text", v); err != nil || !strings.HasPrefix(out.String(), "expiryctl v0.0.0-") {
+	if err := versionRun(&out, "text", v); err != nil || out.String() != "expiryctl v1.4.0 (commit aa2c770ea888, 2026-12-01T14:47:59Z, modified) go1.26.8\n" {
 		t.Errorf("text %q (%v)", out.String(), err)
+	}
+}
+
+func TestVerifyReleaseNeedsItsSigners(t *testing.T) {
+	t.Parallel()
+	f := &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
+	cmd := NewCmdVersion(f)
+	cmd.SetArgs([]string{"--verify-release", t.TempDir()})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.Execute()
+	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--signers") {
+		t.Fatalf("err %v (exit %d), want a usage error naming --signers", err, ExitCode(err))
 	}
 }

@@ -150,8 +150,23 @@ CREATE FUNCTION expiryctl.audit_append(actor text, action text, target text, det
                ELSE expiryctl.refuse_text('audit-action', format(
                    'action %L is not one a client records: the trail takes the actions of docs/audit.md, spelt exactly', action))
            END,
-           coalesce(target, ''), coalesce(details, '{}'), outcome
+           coalesce(target, ''), (coalesce(details, '{}') - 'build') || expiryctl.audit_build(), outcome
     RETURNING audit_log.seq, encode(audit_log.hash, 'hex')
+$$;
+
+
+--
+-- Name: audit_build(); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.audit_build() RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE
+        WHEN coalesce(current_setting('expiryctl.build', true), '') = '' THEN '{}'::jsonb
+        ELSE jsonb_build_object('build', left(current_setting('expiryctl.build', true), 200))
+    END
 $$;
 
 
@@ -512,7 +527,7 @@ CREATE FUNCTION expiryctl.audit_write(actor text, action text, target text, deta
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     INSERT INTO expiryctl.audit_log (actor, action, target, details, outcome)
-    VALUES (actor, action, coalesce(target, ''), coalesce(details, '{}'), outcome)
+    VALUES (actor, action, coalesce(target, ''), (coalesce(details, '{}') - 'build') || expiryctl.audit_build(), outcome)
 $$;
 
 
@@ -4386,6 +4401,13 @@ GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target tex
 GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_approver;
 GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_auditor;
 GRANT ALL ON FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text) TO expiryctl_admin;
+
+
+--
+-- Name: FUNCTION audit_build(); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.audit_build() FROM PUBLIC;
 
 
 --

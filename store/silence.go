@@ -45,6 +45,12 @@ type Options struct {
 	// Setting names where the URL came from, for the advice of a failed
 	// connection (default "--database-url / EXPIRYCTL_DATABASE_URL").
 	Setting string
+	// Build names the client's build ("v1.2.0 (commit …)") to every
+	// session of the pool, as the setting expiryctl.build, which the
+	// schema's functions record in each audit row the session writes
+	// (store/functions/audit_build.sql). Empty sets nothing. It travels in
+	// the startup packet, as statement_timeout does: no extra round trip.
+	Build string
 }
 
 // NotAnsweringError reports that a PostgreSQL server stopped answering: a

@@ -25,6 +25,10 @@ const DefaultURL = "postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable"
 // Schema is the PostgreSQL schema that holds every expiryctl table.
 const Schema = "expiryctl"
 
+// BuildSetting is the session setting through which a client names its
+// build to the database, for the audit rows it writes (Options.Build).
+const BuildSetting = "expiryctl.build"
+
 func rootCause(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -69,6 +73,9 @@ func OpenWith(ctx context.Context, url string, opts Options) (*pgxpool.Pool, err
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"
+	if opts.Build != "" {
+		cfg.ConnConfig.RuntimeParams[BuildSetting] = opts.Build
+	}
 	applyOptions(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +29,31 @@ func TestReferenceIsCurrent(t *testing.T) {
 		if string(got) != string(exp) {
 			t.Fatalf("docs/reference/%s is out of date: run `make docs`", filepath.Base(page))
 		}
+	}
+}
+
+// TestManPagesAreReproducible: two runs on one epoch write the same pages,
+// dated by the epoch in UTC, whatever the machine's clock.
+func TestManPagesAreReproducible(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	for _, dir := range []string{first, second} {
+		if err := generateMan(dir, "expiryctl v1.2.3", "1764547200"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages, _ := filepath.Glob(filepath.Join(first, "*.1"))
+	if len(pages) < 10 {
+		t.Fatalf("%d man pages, want one per command", len(pages))
+	}
+	for _, page := range pages {
+		a, _ := os.ReadFile(page)
+		b, err := os.ReadFile(filepath.Join(second, filepath.Base(page)))
+		if err != nil || string(a) != string(b) {
+			t.Fatalf("%s differs between two runs (%v)", filepath.Base(page), err)
+		}
+	}
+	root, _ := os.ReadFile(filepath.Join(first, "expiryctl.1"))
+	if !strings.Contains(string(root), `"Dec 2025"`) || !strings.Contains(string(root), `"expiryctl v1.2.3"`) {
+		t.Errorf("expiryctl.1's header does not carry the epoch's date and the source:\n%s", string(root)[:min(300, len(root))])
 	}
 }

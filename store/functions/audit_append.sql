@@ -17,6 +17,8 @@
 -- makes the change, in its transaction: so an action that differs from a
 -- reserved one only by case or spaces ('Replay.Approve ', 'OK') is refused,
 -- never recorded as something an auditor might read as the real one.
+-- The details' "build" is the session's (audit_build), never the caller's:
+-- a client names its build once, when it connects, for every row.
 CREATE OR REPLACE FUNCTION expiryctl.audit_append(actor text, action text, target text, details jsonb, outcome text)
 RETURNS TABLE (seq bigint, hash text)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -54,7 +56,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                ELSE expiryctl.refuse_text('audit-action', format(
                    'action %L is not one a client records: the trail takes the actions of docs/audit.md, spelt exactly', action))
            END,
-           coalesce(target, ''), coalesce(details, '{}'), outcome
+           coalesce(target, ''), (coalesce(details, '{}') - 'build') || expiryctl.audit_build(), outcome
     RETURNING audit_log.seq, encode(audit_log.hash, 'hex')
 $$;
 
