@@ -9,8 +9,10 @@
 // allowed_signers file (allowed_signers.go), with the same rules as
 // `ssh-keygen -Y verify`, so that a user who trusts neither expiryctl nor
 // this package can check the same download with ssh-keygen alone. The
-// SSHSIG reader (sshsig.go) takes Ed25519 keys only: a release key is one,
-// and a verifier that accepts less is one that can be fooled less.
+// SSHSIG reader (sshsig.go) leaves SSH's wire format, keys and signature
+// checks to golang.org/x/crypto/ssh, and takes Ed25519 keys only: a
+// release key is one, and a verifier that accepts less is one that can be
+// fooled less.
 //
 // The package imports nothing of expiryctl's: it stands on the lowest
 // floor, so that commands may report and check the build and an

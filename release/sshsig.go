@@ -2,14 +2,13 @@ package release
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/sha512"
-	"encoding/base64"
-	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // Namespace is the SSHSIG namespace of a release's signature: ssh-keygen
@@ -19,50 +18,55 @@ import (
 const Namespace = "expiryctl-release"
 
 // ed25519KeyType is the only key type a release signature may use.
-const ed25519KeyType = "ssh-ed25519"
+const ed25519KeyType = ssh.KeyAlgoED25519
 
+// sigMagic opens both an SSHSIG blob and the data its signature covers
+// (OpenSSH's PROTOCOL.sshsig); sigPEMType is the armor's PEM type.
 const (
 	sigMagic   = "SSHSIG"
 	sigVersion = 1
-	sigBegin   = "-----BEGIN SSH SIGNATURE-----"
-	sigEnd     = "-----END SSH SIGNATURE-----"
+	sigPEMType = "SSH SIGNATURE"
 )
 
-// PublicKey is an Ed25519 key in SSH's wire form.
+// PublicKey is a release key: an Ed25519 key as SSH reads it.
 type PublicKey struct {
-	key ed25519.PublicKey
+	key ssh.PublicKey
 }
 
-// Fingerprint is the key's SHA-256 fingerprint as ssh-keygen -l prints it:
-// "SHA256:" and the unpadded base64 of the hash of its wire form.
-func (k PublicKey) Fingerprint() string {
-	sum := sha256.Sum256(k.wire())
-	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
-}
+// Fingerprint is the key's SHA-256 fingerprint as ssh-keygen -l prints it.
+func (k PublicKey) Fingerprint() string { return ssh.FingerprintSHA256(k.key) }
 
-func (k PublicKey) wire() []byte {
-	var b []byte
-	b = appendString(b, []byte(ed25519KeyType))
-	return appendString(b, k.key)
-}
-
-func (k PublicKey) equal(o PublicKey) bool { return bytes.Equal(k.key, o.key) }
+func (k PublicKey) equal(o PublicKey) bool { return bytes.Equal(k.key.Marshal(), o.key.Marshal()) }
 
 // parsePublicKey reads a key's wire form (the base64 field of an
 // authorized_keys or allowed_signers line, decoded).
 func parsePublicKey(wire []byte) (PublicKey, error) {
-	kind, rest, ok := readString(wire)
-	if !ok {
-		return PublicKey{}, errors.New("the key is cut short")
+	key, err := ssh.ParsePublicKey(wire)
+	if err != nil {
+		return PublicKey{}, fmt.Errorf("the key is malformed: %w", err)
 	}
-	if string(kind) != ed25519KeyType {
-		return PublicKey{}, fmt.Errorf("the key is %s: a release key is %s", kind, ed25519KeyType)
+	if key.Type() != ed25519KeyType {
+		return PublicKey{}, fmt.Errorf("the key is %s: a release key is %s", key.Type(), ed25519KeyType)
 	}
-	key, rest, ok := readString(rest)
-	if !ok || len(rest) != 0 || len(key) != ed25519.PublicKeySize {
-		return PublicKey{}, errors.New("the ssh-ed25519 key is malformed")
-	}
-	return PublicKey{key: ed25519.PublicKey(key)}, nil
+	return PublicKey{key: key}, nil
+}
+
+// sshsigBlob is an SSHSIG after its magic, in SSH's wire form.
+type sshsigBlob struct {
+	Version   uint32
+	PublicKey []byte
+	Namespace string
+	Reserved  []byte
+	HashAlg   string
+	Signature []byte
+}
+
+// signedData is what an SSHSIG's signature covers, after the magic.
+type signedData struct {
+	Namespace string
+	Reserved  []byte
+	HashAlg   string
+	Hash      []byte
 }
 
 // signature is a parsed SSHSIG.
@@ -70,55 +74,36 @@ type signature struct {
 	key       PublicKey
 	namespace string
 	hashAlg   string
-	sig       []byte
+	sig       *ssh.Signature
 }
 
 // parseSignature reads an armored SSHSIG, as ssh-keygen -Y sign writes it.
 func parseSignature(armored []byte) (signature, error) {
-	text := strings.TrimSpace(string(armored))
-	body, ok := strings.CutPrefix(text, sigBegin)
+	block, _ := pem.Decode(armored)
+	if block == nil || block.Type != sigPEMType {
+		return signature{}, errors.New("it is not an SSH signature (no -----BEGIN " + sigPEMType + "----- block)")
+	}
+	rest, ok := bytes.CutPrefix(block.Bytes, []byte(sigMagic))
 	if !ok {
-		return signature{}, errors.New("it is not an SSH signature (no " + sigBegin + " line)")
+		return signature{}, errors.New("the SSH signature does not start with " + sigMagic)
 	}
-	body, ok = strings.CutSuffix(body, sigEnd)
-	if !ok {
-		return signature{}, errors.New("the SSH signature has no " + sigEnd + " line")
+	var blob sshsigBlob
+	if err := ssh.Unmarshal(rest, &blob); err != nil {
+		return signature{}, fmt.Errorf("the SSH signature is malformed: %w", err)
 	}
-	blob, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(body), ""))
-	if err != nil {
-		return signature{}, fmt.Errorf("the SSH signature is not base64: %w", err)
+	if blob.Version != sigVersion {
+		return signature{}, fmt.Errorf("the SSH signature is version %d, not %d", blob.Version, sigVersion)
 	}
-	rest, ok := bytes.CutPrefix(blob, []byte(sigMagic))
-	if !ok || len(rest) < 4 {
-		return signature{}, errors.New("the SSH signature does not start with SSHSIG")
-	}
-	if v := binary.BigEndian.Uint32(rest); v != sigVersion {
-		return signature{}, fmt.Errorf("the SSH signature is version %d, not %d", v, sigVersion)
-	}
-	rest = rest[4:]
-	var fields [5][]byte
-	for i := range fields {
-		if fields[i], rest, ok = readString(rest); !ok {
-			return signature{}, errors.New("the SSH signature is cut short")
-		}
-	}
-	if len(rest) != 0 {
-		return signature{}, errors.New("the SSH signature has bytes after its end")
-	}
-	key, err := parsePublicKey(fields[0])
+	key, err := parsePublicKey(blob.PublicKey)
 	if err != nil {
 		return signature{}, err
 	}
-	s := signature{key: key, namespace: string(fields[1]), hashAlg: string(fields[3])}
-	// fields[2] is reserved, and ignored as ssh-keygen ignores it.
-	kind, raw, ok := readString(fields[4])
-	if !ok || string(kind) != ed25519KeyType {
-		return signature{}, fmt.Errorf("the SSH signature is not an %s signature", ed25519KeyType)
+	sig := new(ssh.Signature)
+	if err := ssh.Unmarshal(blob.Signature, sig); err != nil {
+		return signature{}, fmt.Errorf("the SSH signature's signature is malformed: %w", err)
 	}
-	if s.sig, rest, ok = readString(raw); !ok || len(rest) != 0 || len(s.sig) != ed25519.SignatureSize {
-		return signature{}, errors.New("the ssh-ed25519 signature is malformed")
-	}
-	return s, nil
+	// Reserved is ignored, as ssh-keygen ignores it.
+	return signature{key: key, namespace: blob.Namespace, hashAlg: blob.HashAlg, sig: sig}, nil
 }
 
 // verifies reports whether s signs message in namespace.
@@ -137,31 +122,9 @@ func (s signature) verifies(message []byte, namespace string) error {
 	default:
 		return fmt.Errorf("the signature's hash %q is not sha512 or sha256", s.hashAlg)
 	}
-	signed := []byte(sigMagic)
-	signed = appendString(signed, []byte(s.namespace))
-	signed = appendString(signed, nil)
-	signed = appendString(signed, []byte(s.hashAlg))
-	signed = appendString(signed, digest)
-	if !ed25519.Verify(s.key.key, signed, s.sig) {
+	signed := append([]byte(sigMagic), ssh.Marshal(signedData{Namespace: s.namespace, HashAlg: s.hashAlg, Hash: digest})...)
+	if err := s.key.key.Verify(signed, s.sig); err != nil {
 		return errors.New("the signature does not match the file's bytes: the file changed after it was signed")
 	}
 	return nil
-}
-
-// readString reads one SSH wire string: a 4-byte big-endian length, then
-// that many bytes.
-func readString(b []byte) (s, rest []byte, ok bool) {
-	if len(b) < 4 {
-		return nil, nil, false
-	}
-	n := binary.BigEndian.Uint32(b)
-	if uint64(n) > uint64(len(b)-4) {
-		return nil, nil, false
-	}
-	return b[4 : 4+n], b[4+n:], true
-}
-
-func appendString(b, s []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
-	return append(b, s...)
 }
