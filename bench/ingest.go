@@ -138,12 +138,10 @@ func benchIngest(ctx context.Context, cfg *config, rep *report) error {
 	// process against the bare consumer, PostgreSQL against the bare COPY
 	// of the same rows, RabbitMQ against the bare drain (both drains are
 	// 2n letters, so they count half).
-	if bareCPU > 0 {
-		rep.cpuPerItem("1 ingest CPU a letter: the capturing process vs the bare consumer", drainGroups["bench"]/2, subjCPU.Groups["bench"], n, 0)
-		rep.cpuPerItem("1 ingest CPU a letter: PostgreSQL vs the bare COPY", lim.cpu.Groups["postgres"], subjCPU.Groups["postgres"], n, 0)
-		rep.cpuPerItem("1 ingest CPU a letter: RabbitMQ vs the bare drain", drainGroups["rabbitmq"]/2, subjCPU.Groups["rabbitmq"], n, 0)
-		rep.cpuPerItem("1 ingest CPU a letter: all together vs drain + COPY", bareCPU*float64(n), subjCPU.known(), n, ingestCPUTarget)
-	}
+	rep.cpuPerItem("1 ingest CPU a letter: the capturing process vs the bare consumer", drainGroups["bench"]/2, subjCPU.Groups["bench"], n, 0)
+	rep.cpuPerItem("1 ingest CPU a letter: PostgreSQL vs the bare COPY", lim.cpu.Groups["postgres"], subjCPU.Groups["postgres"], n, 0)
+	rep.cpuPerItem("1 ingest CPU a letter: RabbitMQ vs the bare drain", drainGroups["rabbitmq"]/2, subjCPU.Groups["rabbitmq"], n, 0)
+	rep.cpuPerItem("1 ingest CPU a letter: all together vs drain + COPY", bareCPU*float64(n), subjCPU.known(), n, ingestCPUTarget)
 	for _, p := range phases {
 		rep.note("ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(p.letters))
 		if share := p.cpu.OtherShare(p.wall); share > 0.15 {

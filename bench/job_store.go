@@ -346,7 +346,7 @@ func publishRetries(ctx context.Context, b replay.Broker, st *jobStore, request 
 // phases are baseline, subject, baseline.
 func jobStoreNotes(rep *report, line, scenario string, phases []jobStorePhase) {
 	bare := (phases[0].cpu.known() + phases[2].cpu.known()) / float64(phases[0].items+phases[2].items)
-	if subject := phases[1]; bare > 0 && subject.items > 0 {
+	if subject := phases[1]; subject.items > 0 {
 		rep.cpuPerItem(line+" CPU a job: all together vs the bare client's", bare*float64(subject.items), subject.cpu.known(), subject.items, 0)
 	}
 	rep.note("%s: the subject took %.1f µs of CPU a job, the processes it involves together, the baseline %.1f µs", scenario,

@@ -213,7 +213,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	// runner's process against the publisher's, RabbitMQ against what the
 	// same publishes cost it; PostgreSQL is the replay's own (the bare
 	// publisher records nothing), so it has no floor.
-	if items := len(reqs) * n; bareCPU.known() > 0 && items > 0 {
+	if items := len(reqs) * n; items > 0 {
 		scale := float64(items) / float64(n) // the floor, counted for as many items as the subject
 		rep.cpuPerItem("5 replay CPU an item: the runner's process vs the bare publisher", scale*bareCPU.Groups["bench"], subjCPU.Groups["bench"], items, 0)
 		rep.cpuPerItem("5 replay CPU an item: RabbitMQ vs the bare publisher's", scale*bareCPU.Groups["rabbitmq"], subjCPU.Groups["rabbitmq"], items, 0)

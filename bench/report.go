@@ -77,11 +77,13 @@ func (r *report) atMost(scenario string, baseline, subject time.Duration, ceilin
 // the bare baseline of the same run took for the same work. Unlike a rate,
 // it does not depend on how many cores the machine has, so a ceiling on it
 // shows a regression on any machine; ceiling 0 means report only. A floor
-// of 0 (a cost the baseline does not have) has no ratio.
+// of 0 (a cost the baseline does not have, or a baseline too short for
+// the clock's 10 ms ticks) has no ratio.
 func (r *report) cpuPerItem(scenario string, floorSeconds, subjectSeconds float64, items int, ceiling float64) {
 	perItem := func(s float64) string { return fmt.Sprintf("%.1f µs", 1e6*s/float64(items)) }
-	ratio, v, target := "-", info, "report only"
+	ratio, v, target, floor := "-", info, "report only", "-"
 	if floorSeconds > 0 {
+		floor = perItem(floorSeconds)
 		ratio = fmt.Sprintf("%.2f×", subjectSeconds/floorSeconds)
 		if ceiling > 0 {
 			target = fmt.Sprintf("≤ %.2f×", ceiling)
@@ -91,7 +93,7 @@ func (r *report) cpuPerItem(scenario string, floorSeconds, subjectSeconds float6
 			}
 		}
 	}
-	r.lines = append(r.lines, line{scenario, perItem(floorSeconds), perItem(subjectSeconds), ratio, target, v})
+	r.lines = append(r.lines, line{scenario, floor, perItem(subjectSeconds), ratio, target, v})
 }
 
 // throughputInfo records a throughput ratio without a target.

@@ -149,11 +149,9 @@ func benchSQSIngest(ctx context.Context, cfg *config, rep *report) error {
 			perLetter(bare.known()), bare.PerItem(n), perLetter(subjCPU.Groups["postgres"]), runtime.NumCPU(), ceiling, ceiling/baseRate,
 			perLetter(subjCPU.Groups["bench"]), perLetter(bare.Groups["bench"]))
 	}
-	if bare.known() > 0 {
-		rep.cpuPerItem("7 sqs-ingest CPU a letter: the capturing process vs the bare loop's", bare.Groups["bench"], subjCPU.Groups["bench"], n, 0)
-		rep.cpuPerItem("7 sqs-ingest CPU a letter: the SQS server vs under the bare loop", bare.Groups["goaws"], subjCPU.Groups["goaws"], n, 0)
-		rep.cpuPerItem("7 sqs-ingest CPU a letter: PostgreSQL (no floor: the bare loop stores nothing)", 0, subjCPU.Groups["postgres"], n, 0)
-	}
+	rep.cpuPerItem("7 sqs-ingest CPU a letter: the capturing process vs the bare loop's", bare.Groups["bench"], subjCPU.Groups["bench"], n, 0)
+	rep.cpuPerItem("7 sqs-ingest CPU a letter: the SQS server vs under the bare loop", bare.Groups["goaws"], subjCPU.Groups["goaws"], n, 0)
+	rep.cpuPerItem("7 sqs-ingest CPU a letter: PostgreSQL (no floor: the bare loop stores nothing)", 0, subjCPU.Groups["postgres"], n, 0)
 	for _, p := range phases {
 		rep.note("sqs-ingest %s: %s in %s; per letter %s", p.name, p.cpu, fmtDuration(p.wall), p.cpu.PerItem(n))
 		if p.retries > 0 {
