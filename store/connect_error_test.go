@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/internal/fixture/servers"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -41,7 +42,7 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.2:1" }),
 			"cannot reach PostgreSQL at 127.0.0.2:1/", "scripts/services.sh"},
 		// A mistyped port, while the server runs on its usual one.
-		{"the port is mistyped", with(func(u *url.URL) { u.Host = closedPort(t) }),
+		{"the port is mistyped", with(func(u *url.URL) { u.Host = servers.ClosedAddress(t) }),
 			"cannot reach PostgreSQL at 127.0.0.1:", "a server answers at 127.0.0.1:5432, PostgreSQL's usual port: check the port"},
 		// A primary and its replica, both down: the message names both.
 		{"no host of several listens", with(func(u *url.URL) {
@@ -79,19 +80,6 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedPort is an address on 127.0.0.1 where nothing listens: a port the
-// kernel gave and took back.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // refusesTLS listens where a PostgreSQL server without TLS would, answering

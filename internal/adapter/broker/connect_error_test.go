@@ -2,13 +2,13 @@ package broker_test
 
 import (
 	"errors"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
+	"github.com/expiryctl/expiryctl/internal/fixture/servers"
 )
 
 // TestConnectErrorSaysWhatFailed dials the real broker wrongly in each way
@@ -38,7 +38,7 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 		{"nothing listens", with(func(u *url.URL) { u.Host = "127.0.0.2:1" }),
 			"cannot reach RabbitMQ at 127.0.0.2:1: ", "scripts/services.sh"},
 		// A mistyped port, while the broker runs on its usual one.
-		{"the port is mistyped", with(func(u *url.URL) { u.Host = closedPort(t) }),
+		{"the port is mistyped", with(func(u *url.URL) { u.Host = servers.ClosedAddress(t) }),
 			"cannot reach RabbitMQ at 127.0.0.1:", "a server answers at 127.0.0.1:5672, RabbitMQ's usual port: check the port"},
 		{"TLS to a plain port", with(func(u *url.URL) { u.Scheme = "amqps" }),
 			"TLS with RabbitMQ failed at ", "5671"},
@@ -67,17 +67,4 @@ func TestConnectErrorSaysWhatFailed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedPort is an address on 127.0.0.1 where nothing listens: a port the
-// kernel gave and took back.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
