@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -376,12 +375,12 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.I
 }
 
 // dlqStorageAdvice is queueVersionAdvice for the queue being captured,
-// when the broker's management API says, within a second, that it is a
-// dead-letter queue (named <work queue>.dlq) of classic queue version 1;
-// otherwise "". It is advice: an API that cannot be read is not mentioned.
+// when the broker's management API says, within a second, that it is the
+// dead-letter queue of its topology (<work queue>.dlq) and a classic queue
+// of version 1; otherwise "". It is advice: an API that cannot be read is
+// not mentioned.
 func dlqStorageAdvice(ctx context.Context, opts *DLQIngestOptions) string {
-	work, isDLQ := strings.CutSuffix(opts.Queue, ".dlq")
-	if opts.LiveQueues == nil || !isDLQ || deadletter.QueueSystem(opts.Queue) != deadletter.RabbitMQ {
+	if opts.LiveQueues == nil || deadletter.QueueSystem(opts.Queue) != deadletter.RabbitMQ {
 		return ""
 	}
 	read, cancel := context.WithTimeout(ctx, time.Second)
@@ -390,7 +389,7 @@ func dlqStorageAdvice(ctx context.Context, opts *DLQIngestOptions) string {
 	if err != nil {
 		return ""
 	}
-	report, err := queues.Topology(read, work)
+	report, err := queues.Topology(read, replay.WorkQueueOf(opts.Queue))
 	if err != nil {
 		return ""
 	}

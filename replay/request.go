@@ -160,6 +160,11 @@ func (r Request) System() deadletter.System {
 	return deadletter.RabbitMQ
 }
 
+// CanaryGates reports whether the request's canary holds anything back:
+// a canary of none, or of the whole cohort, gates nothing, so a run has no
+// canary phase and watches for letters coming back after its last publish.
+func (r Request) CanaryGates() bool { return r.Canary > 0 && r.Canary < r.Items }
+
 // Open reports whether the request still holds its letters.
 func (r Request) Open() bool {
 	switch r.Status {

@@ -24,7 +24,7 @@ func (x *replayRun) initCanary(ctx context.Context) error {
 		}
 	}
 	x.st.canaryPassed = passed
-	x.canaryTarget, x.canaryWaitFrom = canaryResume(req.Canary, req.Items, passed, started)
+	x.canaryTarget, x.canaryWaitFrom = canaryResume(req.Canary, req.CanaryGates(), passed, started)
 	return nil
 }
 
@@ -114,17 +114,16 @@ func recordCanary(ctx context.Context, r *Runner, request int64, passed bool, de
 // earlier run published it and died in its window, how long ago that was.
 // target is how many items the canary publishes (0: no canary phase);
 // waitFrom, when set, is the part of the window already waited: the run
-// waits out the rest and publishes no second canary. A canary of the whole
-// cohort (items) gates nothing, since nothing is left to hold back: the
-// run publishes it as the replay, and the watch after the last publish
-// looks for its letters coming back.
-func canaryResume(size, items int, passed bool, started *time.Duration) (target int, waitFrom *time.Duration) {
+// waits out the rest and publishes no second canary. A canary that gates
+// nothing (Request.CanaryGates) is published as the replay, and the watch
+// after the last publish looks for its letters coming back.
+func canaryResume(size int, gates, passed bool, started *time.Duration) (target int, waitFrom *time.Duration) {
 	switch {
 	case size <= 0 || passed:
 		return 0, nil
 	case started != nil:
 		return 0, started
-	case size >= items:
+	case !gates:
 		return 0, nil
 	}
 	return size, nil

@@ -30,7 +30,7 @@ func TestCanaryResume(t *testing.T) {
 		{name: "a whole-cohort canary an earlier run published", size: 1, items: 1, started: &waited, wantWait: &waited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			target, wait := canaryResume(tc.size, tc.items, tc.passed, tc.started)
+			target, wait := canaryResume(tc.size, Request{Canary: tc.size, Items: tc.items}.CanaryGates(), tc.passed, tc.started)
 			if target != tc.wantTarget || (wait == nil) != (tc.wantWait == nil) || (wait != nil && *wait != *tc.wantWait) {
 				t.Fatalf("canaryResume = %d, %v; want %d, %v", target, wait, tc.wantTarget, tc.wantWait)
 			}

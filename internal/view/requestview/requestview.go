@@ -175,7 +175,7 @@ func canaryText(d replay.Detail) string {
 	switch {
 	case d.Canary <= 0:
 		return "none: after the last publish, wait up to " + window + " for letters to come back"
-	case d.Canary >= d.Items:
+	case !d.CanaryGates():
 		return "the whole cohort, so none apart: after the last publish, wait up to " + window + " for letters to come back"
 	}
 	return fmt.Sprintf("%s first, then wait up to %s for them to come back", phrase.Count(d.Canary, "letter", "letters"), window)
