@@ -207,30 +207,39 @@ func TestWorkerRunRiver(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	queue := fmt.Sprintf("river://127.0.0.1:5432/%s/reservation-expiry?sslmode=disable", riverDB.Name)
+	runWorkerUntilInterrupted(t, f, errOut,
+		fmt.Sprintf("working River queue river://127.0.0.1:5432/%s/reservation-expiry; Ctrl-C stops it", riverDB.Name), 0,
+		"--river-queue", queue)
+}
+
+// runWorkerUntilInterrupted runs `expiryctl worker args…` until it says
+// want on stderr, lets it run for settle more, then interrupts it and
+// expects a clean stop.
+func runWorkerUntilInterrupted(t *testing.T, f *Factory, errOut *syncBuffer, want string, settle time.Duration, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--river-queue", queue) }()
-
-	want := fmt.Sprintf("working River queue river://127.0.0.1:5432/%s/reservation-expiry; Ctrl-C stops it", riverDB.Name)
+	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), args...) }()
 	deadline := time.After(30 * time.Second)
 	for !strings.Contains(errOut.String(), want) {
 		select {
 		case err := <-done:
-			t.Fatalf("worker stopped before working: %v\n%s", err, errOut)
+			t.Fatalf("worker stopped before saying %q: %v\n%s", want, err, errOut)
 		case <-deadline:
-			t.Fatalf("the worker never said it works the queue:\n%s", errOut)
+			t.Fatalf("the worker never said %q:\n%s", want, errOut)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	time.Sleep(settle)
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("an interrupted River worker returned %v, want a clean stop", err)
+			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the River worker did not stop when interrupted")
+		t.Fatal("the worker did not stop when interrupted")
 	}
 }
 
@@ -284,31 +293,8 @@ func TestWorkerRunJobTable(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	table := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.expiry_jobs?sslmode=disable", jobs.Name)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- runCmdContext(ctx, NewCmdWorker(f, nil), "--job-table", table) }()
-
-	want := fmt.Sprintf("polling jobs table jobtable://127.0.0.1:5432/%s/public.expiry_jobs; Ctrl-C stops it", jobs.Name)
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(errOut.String(), want) {
-		select {
-		case err := <-done:
-			t.Fatalf("worker stopped before polling: %v\n%s", err, errOut)
-		case <-deadline:
-			t.Fatalf("the worker never said it polls the table:\n%s", errOut)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	// A moment of polling the empty table, so that a stop comes mid-poll.
-	time.Sleep(200 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("an interrupted poller returned %v, want a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the poller did not stop when interrupted")
-	}
+	// A moment of polling the empty table, so that the stop comes mid-poll.
+	runWorkerUntilInterrupted(t, f, errOut,
+		fmt.Sprintf("polling jobs table jobtable://127.0.0.1:5432/%s/public.expiry_jobs; Ctrl-C stops it", jobs.Name), 200*time.Millisecond,
+		"--job-table", table)
 }
