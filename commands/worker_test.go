@@ -160,18 +160,13 @@ func TestWorkerRunFlagsAndConnections(t *testing.T) {
 // as given.
 func TestWorkerRiverQueueFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
+	wantWorkerUsageErrors(t, [][]string{
 		{"--river-queue", "postgres://127.0.0.1/river/expiry"},
 		{"--river-queue", "river://127.0.0.1/river"},
 		{"--river-queue", "river://127.0.0.1/river/expiry?sslmode=maybe"},
 		{"--river-queue", "river://127.0.0.1/river/Reservation.Expiry"},
 		{"--river-queue", "river://127.0.0.1/river/expiry", "--sqs-queue", "sqs://expiry"},
-	} {
-		f, _, _ := testFactory(t)
-		f.DatabaseURLFlag = "postgres://nobody@127.0.0.1:1/none?sslmode=disable"
-		err := runCmd(NewCmdWorker(f, nil), args...)
-		wantExit(t, err, ExitUsage)
-	}
+	})
 	f, _, _ := testFactory(t)
 	var got string
 	if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.RiverQueue; return nil }),
@@ -212,6 +207,18 @@ func TestWorkerRunRiver(t *testing.T) {
 		"--river-queue", queue)
 }
 
+// wantWorkerUsageErrors runs `expiryctl worker` with each of argsList and
+// wants a usage error, before anything is dialed.
+func wantWorkerUsageErrors(t *testing.T, argsList [][]string) {
+	t.Helper()
+	for _, args := range argsList {
+		f, _, _ := testFactory(t)
+		f.DatabaseURLFlag = "postgres://nobody@127.0.0.1:1/none?sslmode=disable"
+		err := runCmd(NewCmdWorker(f, nil), args...)
+		wantExit(t, err, ExitUsage)
+	}
+}
+
 // runWorkerUntilInterrupted runs `expiryctl worker args…` until it says
 // want on stderr, lets it run for settle more, then interrupts it and
 // expects a clean stop.
@@ -248,18 +255,13 @@ func runWorkerUntilInterrupted(t *testing.T, f *Factory, errOut *syncBuffer, wan
 // dialed, and one that names a table reaches the run as given.
 func TestWorkerJobTableFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
+	wantWorkerUsageErrors(t, [][]string{
 		{"--job-table", "postgres://127.0.0.1/jobs/public.expiry_jobs"},
 		{"--job-table", "jobtable://127.0.0.1/jobs"},
 		{"--job-table", "jobtable://127.0.0.1/jobs/expiry_jobs"},
 		{"--job-table", "jobtable://127.0.0.1/jobs/public.expiry_jobs", "--sqs-queue", "sqs://expiry"},
 		{"--job-table", "jobtable://127.0.0.1/jobs/public.expiry_jobs", "--river-queue", "river://127.0.0.1/river/expiry"},
-	} {
-		f, _, _ := testFactory(t)
-		f.DatabaseURLFlag = "postgres://nobody@127.0.0.1:1/none?sslmode=disable"
-		err := runCmd(NewCmdWorker(f, nil), args...)
-		wantExit(t, err, ExitUsage)
-	}
+	})
 	f, _, _ := testFactory(t)
 	var got string
 	if err := runCmd(NewCmdWorker(f, func(_ context.Context, o *WorkerOptions) error { got = o.JobTable; return nil }),
