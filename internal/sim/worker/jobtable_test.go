@@ -77,30 +77,9 @@ func TestRunJobTableExpiresEachJobOnce(t *testing.T) {
 		}
 		return s
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		settled := true
-		for name, s := range want {
-			settled = settled && status(name) == s
-		}
-		if settled {
-			break
-		}
-		if time.Now().After(deadline) {
-			for name := range want {
-				t.Errorf("job %s: %s, want %s", name, status(name), want[name])
-			}
-			t.Fatalf("the jobs did not settle:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitJobsSettle(t, want, status, &out)
 
-	var expired, releases int
-	if err := db.Pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM reservations.reservations WHERE status = 'expired'),
-			(SELECT count(*) FROM reservations.capacity_releases)`).Scan(&expired, &releases); err != nil {
-		t.Fatal(err)
-	}
+	expired, releases := expiredAndReleased(t, db.Pool)
 	if expired != 4 || releases != 4 {
 		t.Errorf("%d reservations expired and %d releases, want 4 and 4 (ok, dup once, early, replayed)", expired, releases)
 	}
@@ -116,12 +95,5 @@ func TestRunJobTableExpiresEachJobOnce(t *testing.T) {
 	}
 
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("an interrupted poller returned %v, want a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the poller did not stop when interrupted")
-	}
+	wantCleanStop(t, done)
 }

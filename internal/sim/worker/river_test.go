@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -90,30 +91,9 @@ func TestRunRiverExpiresEachJobOnce(t *testing.T) {
 		}
 		return s
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		settled := true
-		for name, s := range want {
-			settled = settled && state(name) == s
-		}
-		if settled {
-			break
-		}
-		if time.Now().After(deadline) {
-			for name := range want {
-				t.Errorf("job %s: %s, want %s", name, state(name), want[name])
-			}
-			t.Fatalf("the jobs did not settle:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitJobsSettle(t, want, state, &out)
 
-	var expired, releases int
-	if err := db.Pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM reservations.reservations WHERE status = 'expired'),
-			(SELECT count(*) FROM reservations.capacity_releases)`).Scan(&expired, &releases); err != nil {
-		t.Fatal(err)
-	}
+	expired, releases := expiredAndReleased(t, db.Pool)
 	if expired != 3 || releases != 3 {
 		t.Errorf("%d reservations expired and %d releases, want 3 and 3 (ok, dup once, early)", expired, releases)
 	}
@@ -124,14 +104,7 @@ func TestRunRiverExpiresEachJobOnce(t *testing.T) {
 	}
 
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("an interrupted River worker returned %v, want a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the River worker did not stop when interrupted")
-	}
+	wantCleanStop(t, done)
 }
 
 func TestValidRiverQueue(t *testing.T) {
@@ -172,4 +145,54 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// waitJobsSettle waits up to 30 s for each named job's state (as stateOf
+// reads it) to be the one want gives, and fails with every job's state
+// and the worker's lines when they do not.
+func waitJobsSettle(t *testing.T, want map[string]string, stateOf func(string) string, out fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		settled := true
+		for name, s := range want {
+			settled = settled && stateOf(name) == s
+		}
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			for name := range want {
+				t.Errorf("job %s: %s, want %s", name, stateOf(name), want[name])
+			}
+			t.Fatalf("the jobs did not settle:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// expiredAndReleased counts the reservations the worker expired and the
+// capacity it released.
+func expiredAndReleased(t *testing.T, pool *pgxpool.Pool) (expired, releases int) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM reservations.reservations WHERE status = 'expired'),
+			(SELECT count(*) FROM reservations.capacity_releases)`).Scan(&expired, &releases); err != nil {
+		t.Fatal(err)
+	}
+	return expired, releases
+}
+
+// wantCleanStop wants the interrupted worker's Run to return nil within
+// 30 s.
+func wantCleanStop(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop when interrupted")
+	}
 }
