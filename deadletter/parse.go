@@ -374,39 +374,50 @@ func readJob(body []byte) (jobBody, string) {
 	case !utf8.Valid(body):
 		return b, fmt.Sprintf("body is not JSON: %d bytes of binary data", len(body))
 	}
-	// A map rather than a struct: encoding/json matches struct fields case
-	// insensitively, and "Reservation_ID" is not part of the contract.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
-			return b, fmt.Sprintf("body is not JSON: %v (at byte %d of %d)", syntax, syntax.Offset, len(body))
+	members, err := readJobMembers(body)
+	if err != nil {
+		var problem string
+		if members, problem = membersByEncodingJSON(body); problem != "" {
+			return b, problem
 		}
-		return b, fmt.Sprintf("body is JSON but not an object (%d bytes)", len(body))
 	}
-	if fields == nil {
-		return b, "body is JSON null, not an object"
-	}
-	field := func(snake, camel string) json.RawMessage {
-		if v, ok := fields[snake]; ok {
-			return v
-		}
-		return fields[camel]
-	}
-	b.reservationID = jsonText(field("reservation_id", "reservationId"))
-	b.idempotencyKey = jsonText(field("idempotency_key", "idempotencyKey"))
-	if v, ok := jsonInt(field("expected_version", "expectedVersion")); ok {
+	field := members.get
+	b.reservationID = jsonText(field(memberReservationID))
+	b.idempotencyKey = jsonText(field(memberIdempotencyKey))
+	if v, ok := jsonInt(field(memberExpectedVersion)); ok {
 		b.expectedVersion = &v
 	}
 	// notBefore is when a job may run, not the business deadline, so only
 	// hold_until becomes DueAt.
-	if t, ok := jsonTime(field("hold_until", "holdUntil")); ok {
+	if t, ok := jsonTime(field(memberHoldUntil)); ok {
 		b.dueAt = &t
 	}
-	if n, ok := jsonInt(field("attempt", "attempt")); ok && n > 0 {
+	if n, ok := jsonInt(field(memberAttempt)); ok && n > 0 {
 		b.attempt = n
 	}
 	return b, ""
+}
+
+// membersByEncodingJSON reads the members as capture always has, through
+// encoding/json, for a body jsontext did not read as one object: the
+// problem, if any, is worded as operators have seen it since capture began.
+func membersByEncodingJSON(body []byte) (jobMembers, string) {
+	var m jobMembers
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return m, fmt.Sprintf("body is not JSON: %v (at byte %d of %d)", syntax, syntax.Offset, len(body))
+		}
+		return m, fmt.Sprintf("body is JSON but not an object (%d bytes)", len(body))
+	}
+	if fields == nil {
+		return m, "body is JSON null, not an object"
+	}
+	for name, value := range fields {
+		m.set([]byte(strconv.Quote(name)), value)
+	}
+	return m, ""
 }
 
 // jsonText reads a JSON string, or the literal of a JSON number because
