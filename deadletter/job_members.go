@@ -63,17 +63,30 @@ func (m *jobMembers) set(quotedName []byte, value []byte) {
 	}
 }
 
-// memberReader walks a body's top-level members once, without building a
-// map or copying a value: the decoder reads the body where it lies. Reused
-// through a pool, so a letter costs no decoder.
-type memberReader struct {
+// inPlaceReader walks a small JSON document once, without building a map
+// or copying a value: over a bytes.Buffer, the decoder reads the document
+// where it lies, so the names and values it returns are the document's own
+// bytes. Kept in a pool, as capture and replay read one or two documents
+// a letter.
+type inPlaceReader struct {
 	buf bytes.Buffer
 	dec *jsontext.Decoder
 }
 
-var memberReaders = sync.Pool{New: func() any {
-	return &memberReader{dec: jsontext.NewDecoder(bytes.NewBuffer(nil))}
+var inPlaceReaders = sync.Pool{New: func() any {
+	return &inPlaceReader{dec: jsontext.NewDecoder(bytes.NewBuffer(nil))}
 }}
+
+// readInPlace gives read a decoder over doc, with opts, and returns the
+// reader to its pool after.
+func readInPlace[T any](doc []byte, read func(*jsontext.Decoder) (T, error), opts ...jsontext.Options) (T, error) {
+	r := inPlaceReaders.Get().(*inPlaceReader)
+	defer inPlaceReaders.Put(r)
+	r.buf = *bytes.NewBuffer(doc)
+	defer func() { r.buf = bytes.Buffer{} }()
+	r.dec.Reset(&r.buf, opts...)
+	return read(r.dec)
+}
 
 // errNotOneObject says the body is not a single JSON object as jsontext
 // reads it; readJob then words the problem as encoding/json does.
@@ -85,22 +98,19 @@ var errNotOneObject = errors.New("not one JSON object")
 // case sensitive; duplicate names are allowed, the last one winning, as
 // encoding/json has always read them.
 func readJobMembers(body []byte) (jobMembers, error) {
+	return readInPlace(body, readJobMembersFrom, jsontext.AllowDuplicateNames(true))
+}
+
+func readJobMembersFrom(dec *jsontext.Decoder) (jobMembers, error) {
 	var m jobMembers
-	r := memberReaders.Get().(*memberReader)
-	defer memberReaders.Put(r)
-	// Over a bytes.Buffer the decoder parses body where it lies, so the
-	// values it returns are body's own bytes, which the members keep.
-	r.buf = *bytes.NewBuffer(body)
-	defer func() { r.buf = bytes.Buffer{} }()
-	r.dec.Reset(&r.buf, jsontext.AllowDuplicateNames(true))
-	if r.dec.PeekKind() != '{' {
+	if dec.PeekKind() != '{' {
 		return m, errNotOneObject
 	}
-	if _, err := r.dec.ReadToken(); err != nil {
+	if _, err := dec.ReadToken(); err != nil {
 		return m, errNotOneObject
 	}
-	for r.dec.PeekKind() != '}' {
-		name, err := r.dec.ReadValue()
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
 		if err != nil {
 			return m, errNotOneObject
 		}
@@ -112,16 +122,16 @@ func readJobMembers(body []byte) (jobMembers, error) {
 			}
 			name = append(append([]byte{'"'}, unquoted...), '"')
 		}
-		value, err := r.dec.ReadValue()
+		value, err := dec.ReadValue()
 		if err != nil {
 			return m, errNotOneObject
 		}
 		m.set(name, value)
 	}
-	if _, err := r.dec.ReadToken(); err != nil {
+	if _, err := dec.ReadToken(); err != nil {
 		return m, errNotOneObject
 	}
-	if _, err := r.dec.ReadToken(); !errors.Is(err, io.EOF) {
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return m, errNotOneObject
 	}
 	return m, nil

@@ -145,6 +145,16 @@ type storedProperties struct {
 // DecodeProperties reverses EncodeProperties; an unknown property or a
 // value of the wrong type is an error.
 func DecodeProperties(raw []byte) (Properties, error) {
+	// A replay decodes one a message: the plain ones in one pass.
+	if p, err := readPlainProperties(raw); err == nil {
+		return p, nil
+	}
+	return decodePropertiesByEncodingJSON(raw)
+}
+
+// decodePropertiesByEncodingJSON is DecodeProperties for any object: tags,
+// escapes and every error, in encoding/json's words.
+func decodePropertiesByEncodingJSON(raw []byte) (Properties, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var sp storedProperties
