@@ -49,15 +49,10 @@ BEGIN
         GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
         ON CONFLICT (due_hour, reason_category)
         DO UPDATE SET letters = t.letters + excluded.letters;
-
-        INSERT INTO expiryctl.dead_letter_arrival_tallies AS t (dead_hour, reason_category, letters)
-        SELECT date_trunc('hour', dead_lettered_at, 'UTC'), reason_category, sum(delta)
-        FROM (SELECT dead_lettered_at, reason_category, -1 AS delta FROM old_rows
-              UNION ALL
-              SELECT dead_lettered_at, reason_category, 1 FROM new_rows) AS changes
-        GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
-        ON CONFLICT (dead_hour, reason_category)
-        DO UPDATE SET letters = t.letters + excluded.letters;
+        -- No arrival tally moves on an UPDATE: it counts by dead_lettered_at
+        -- and reason_category, which dead_letter_states_frozen refuses to
+        -- change, so summing the old and new rows (a time zone conversion
+        -- each, for every replayed or requested letter) only ever gave 0.
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO expiryctl.dead_letter_class_tallies AS t (reason_category, error_class, status, attempts, letters)
         SELECT reason_category, coalesce(error_class, ''), status, attempts, -count(*)
