@@ -209,6 +209,16 @@ func jsonbSafe(s string) bool {
 // JSON null decodes to a nil table. Anything else that EncodeHeaders cannot
 // have produced, such as an unknown tag or bad base64, is an error.
 func DecodeHeaders(raw json.RawMessage) (map[string]any, error) {
+	// A replay decodes one a message: the plain ones in one pass.
+	if h, err := readPlainHeaders(raw); err == nil {
+		return h, nil
+	}
+	return decodeHeadersByEncodingJSON(raw)
+}
+
+// decodeHeadersByEncodingJSON is DecodeHeaders for any table: tags, numbers
+// with their wire types, nesting and every error, in encoding/json's words.
+func decodeHeadersByEncodingJSON(raw json.RawMessage) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var tree any

@@ -90,9 +90,11 @@ func replayHeaders(stored json.RawMessage, req Request, actor string, item int64
 	if err != nil {
 		return nil, err
 	}
-	h := make(map[string]any, len(orig)+5)
-	for k, v := range orig {
-		h[k] = v
+	// DecodeHeaders' table is the item's own, fresh each call: the
+	// replay's headers go into it rather than into a copy.
+	h := orig
+	if h == nil {
+		h = make(map[string]any, 6+len(moved))
 	}
 	h[HeaderReplayRequest] = req.ID
 	h[HeaderReplayCount] = int64(replayCount) + 1
