@@ -77,15 +77,44 @@ var inPlaceReaders = sync.Pool{New: func() any {
 	return &inPlaceReader{dec: jsontext.NewDecoder(bytes.NewBuffer(nil))}
 }}
 
-// readInPlace gives read a decoder over doc, with opts, and returns the
-// reader to its pool after.
-func readInPlace[T any](doc []byte, read func(*jsontext.Decoder) (T, error), opts ...jsontext.Options) (T, error) {
+// readObjectInPlace walks the members of doc, which must be one JSON object,
+// and gives member each one's quoted name, its kind and its raw value, all
+// doc's own bytes. Duplicate names are passed on as they come. It returns
+// errNotOneObject when doc is anything else, or member's error.
+func readObjectInPlace(doc []byte, member func(name []byte, kind jsontext.Kind, value []byte) error) error {
 	r := inPlaceReaders.Get().(*inPlaceReader)
 	defer inPlaceReaders.Put(r)
 	r.buf = *bytes.NewBuffer(doc)
 	defer func() { r.buf = bytes.Buffer{} }()
-	r.dec.Reset(&r.buf, opts...)
-	return read(r.dec)
+	dec := r.dec
+	dec.Reset(&r.buf, jsontext.AllowDuplicateNames(true))
+	if dec.PeekKind() != '{' {
+		return errNotOneObject
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return errNotOneObject
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return errNotOneObject
+		}
+		kind := dec.PeekKind()
+		value, err := dec.ReadValue()
+		if err != nil {
+			return errNotOneObject
+		}
+		if err := member(name, kind, value); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return errNotOneObject
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return errNotOneObject
+	}
+	return nil
 }
 
 // errNotOneObject says the body is not a single JSON object as jsontext
@@ -98,41 +127,18 @@ var errNotOneObject = errors.New("not one JSON object")
 // case sensitive; duplicate names are allowed, the last one winning, as
 // encoding/json has always read them.
 func readJobMembers(body []byte) (jobMembers, error) {
-	return readInPlace(body, readJobMembersFrom, jsontext.AllowDuplicateNames(true))
-}
-
-func readJobMembersFrom(dec *jsontext.Decoder) (jobMembers, error) {
 	var m jobMembers
-	if dec.PeekKind() != '{' {
-		return m, errNotOneObject
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return m, errNotOneObject
-	}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
-		if err != nil {
-			return m, errNotOneObject
-		}
+	err := readObjectInPlace(body, func(name []byte, _ jsontext.Kind, value []byte) error {
 		if bytes.IndexByte(name, '\\') >= 0 {
 			// A name spelled with escapes is the name it decodes to.
 			unquoted, err := jsontext.AppendUnquote(nil, name)
 			if err != nil {
-				return m, errNotOneObject
+				return errNotOneObject
 			}
 			name = append(append([]byte{'"'}, unquoted...), '"')
 		}
-		value, err := dec.ReadValue()
-		if err != nil {
-			return m, errNotOneObject
-		}
 		m.set(name, value)
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return m, errNotOneObject
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return m, errNotOneObject
-	}
-	return m, nil
+		return nil
+	})
+	return m, err
 }

@@ -3,7 +3,6 @@ package deadletter
 import (
 	"bytes"
 	"errors"
-	"io"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -25,57 +24,39 @@ const (
 
 // errNotPlainProperties sends DecodeProperties to encoding/json: the
 // object holds something the one-pass reading leaves to it (a tag, an
-// escape, a null, an unknown member, a number of the wrong kind, or
-// broken JSON), and encoding/json's reading, or its error, is the one that
-// counts.
+// escape, a null, an unknown member, a number of the wrong kind), and
+// encoding/json's reading, or its error, is the one that counts.
 var errNotPlainProperties = errors.New("not plain properties")
 
 // readPlainProperties reads the properties EncodeProperties writes for
 // nearly every message (strings without escapes, small integers) in one
-// pass; anything else gives errNotPlainProperties.
+// pass; anything else gives an error, errNotOneObject for broken JSON.
 func readPlainProperties(raw []byte) (Properties, error) {
-	return readInPlace(raw, readPlainPropertiesFrom, jsontext.AllowDuplicateNames(true))
-}
-
-func readPlainPropertiesFrom(dec *jsontext.Decoder) (Properties, error) {
 	var p Properties
 	strs := [...]*string{&p.ContentType, &p.ContentEncoding, &p.CorrelationID, &p.ReplyTo, &p.Expiration,
 		&p.MessageID, &p.Type, &p.UserID, &p.AppID}
-	if dec.PeekKind() != '{' {
-		return p, errNotPlainProperties
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return p, errNotPlainProperties
-	}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
-		if err != nil {
-			return p, errNotPlainProperties
-		}
+	err := readObjectInPlace(raw, func(name []byte, kind jsontext.Kind, value []byte) error {
 		member, known := propertyMembers[string(name)]
-		kind := dec.PeekKind()
-		value, err := dec.ReadValue()
-		if err != nil || !known {
-			return p, errNotPlainProperties
-		}
 		switch {
+		case !known:
+			return errNotPlainProperties
 		case member < len(strs):
 			if kind != '"' || bytes.IndexByte(value, '\\') >= 0 {
-				return p, errNotPlainProperties
+				return errNotPlainProperties
 			}
 			*strs[member] = string(value[1 : len(value)-1])
 		case kind != '0':
-			return p, errNotPlainProperties
+			return errNotPlainProperties
 		case member == propertyTimestamp:
 			t, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil {
-				return p, errNotPlainProperties
+				return errNotPlainProperties
 			}
 			p.Timestamp = &t
 		default:
 			n, err := strconv.ParseUint(string(value), 10, 8)
 			if err != nil {
-				return p, errNotPlainProperties
+				return errNotPlainProperties
 			}
 			if member == propertyDeliveryMode {
 				p.DeliveryMode = uint8(n)
@@ -83,12 +64,7 @@ func readPlainPropertiesFrom(dec *jsontext.Decoder) (Properties, error) {
 				p.Priority = uint8(n)
 			}
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return p, errNotPlainProperties
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return p, errNotPlainProperties
-	}
-	return p, nil
+		return nil
+	})
+	return p, err
 }

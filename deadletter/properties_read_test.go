@@ -9,29 +9,14 @@ import (
 // properties to encoding/json's: whatever it reads, encoding/json reads
 // the same, without an error.
 func FuzzPlainPropertiesAsEncodingJSON(f *testing.F) {
-	for _, raw := range []string{
+	holdOnePassToEncodingJSON(f, []string{
 		`{"content_type":"application/json","delivery_mode":2,"message_id":"expire:r-1:v3","timestamp":1796040000}`,
 		`{"priority":9,"type":"t","user_id":"guest","app_id":"a","reply_to":"r","correlation_id":"c","expiration":"60000","content_encoding":"gzip"}`,
 		`{"content_type":"a","content_type":"b"}`,
 		`{"delivery_mode":256}`, `{"delivery_mode":-1}`, `{"delivery_mode":2.0}`, `{"timestamp":1e9}`,
 		`{"content_type":null}`, `{"content_type":{"$string":"AA=="}}`, `{"content_type":"caf\u00e9"}`,
 		`{"unknown":"x"}`, `{"content_type":"x"} {}`, `{}`, `null`, `{"Content_Type":"x"}`,
-	} {
-		f.Add([]byte(raw))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		fast, err := readPlainProperties(raw)
-		if err != nil {
-			return
-		}
-		slow, err := decodePropertiesByEncodingJSON(raw)
-		if err != nil {
-			t.Fatalf("readPlainProperties read %q, encoding/json says %v", raw, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("properties of %q: one pass read %+v, encoding/json %+v", raw, fast, slow)
-		}
-	})
+	}, readPlainProperties, decodePropertiesByEncodingJSON)
 }
 
 // TestPlainPropertiesReadInOnePass pins that what EncodeProperties writes
