@@ -88,14 +88,7 @@ func TestWorkerRun(t *testing.T) {
 		}
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not stop when interrupted")
-	}
+	wantWorkerCleanStop(t, done)
 }
 
 func TestWorkerRunFlagsAndConnections(t *testing.T) {
@@ -240,14 +233,7 @@ func runWorkerUntilInterrupted(t *testing.T, f *Factory, errOut *syncBuffer, wan
 	}
 	time.Sleep(settle)
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not stop when interrupted")
-	}
+	wantWorkerCleanStop(t, done)
 }
 
 // TestWorkerJobTableFlags: a --job-table that names no table, or one given
@@ -299,4 +285,18 @@ func TestWorkerRunJobTable(t *testing.T) {
 	runWorkerUntilInterrupted(t, f, errOut,
 		fmt.Sprintf("polling jobs table jobtable://127.0.0.1:5432/%s/public.expiry_jobs; Ctrl-C stops it", jobs.Name), 200*time.Millisecond,
 		"--job-table", table)
+}
+
+// wantWorkerCleanStop wants the interrupted worker command to return nil
+// within 30 s.
+func wantWorkerCleanStop(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("an interrupted worker returned %v, want a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop when interrupted")
+	}
 }
