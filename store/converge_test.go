@@ -15,7 +15,7 @@ import (
 // TestMigrationConvergesTheEarlyReplaySchema builds a database as the first
 // shipped migrations 00001-00003 left it (after today's 00004-00006): no
 // statement trigger guarding item states, two extra indexes, no fillfactor.
-// Migrating brings it to today's schema, and an item of a pending request
+// Migrating brings it to today's schema (the fillfactor 00040 sets), and an item of a pending request
 // can no longer move.
 func TestMigrationConvergesTheEarlyReplaySchema(t *testing.T) {
 	t.Parallel()
@@ -47,8 +47,8 @@ func TestMigrationConvergesTheEarlyReplaySchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if triggers != 1 || extraIndexes != 0 || len(options) != 1 || options[0] != "fillfactor=70" {
-		t.Errorf("after migrating: %d state guard triggers, %d extra indexes, options %v; want 1, 0, [fillfactor=70]", triggers, extraIndexes, options)
+	if triggers != 1 || extraIndexes != 0 || len(options) != 1 || options[0] != "fillfactor=50" {
+		t.Errorf("after migrating: %d state guard triggers, %d extra indexes, options %v; want 1, 0, [fillfactor=50]", triggers, extraIndexes, options)
 	}
 
 	var request int64

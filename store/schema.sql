@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00039, then the files of store/functions/) leaves an empty database, dumped
+-- 00040, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -3265,7 +3265,7 @@ CREATE TABLE expiryctl.replay_items (
     CONSTRAINT replay_items_publish_bound CHECK (((sends >= 0) AND (sends <= 3))),
     CONSTRAINT replay_items_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'publishing'::text, 'confirmed'::text, 'failed'::text, 'skipped'::text])))
 )
-WITH (fillfactor='70');
+WITH (fillfactor='50');
 
 
 --
