@@ -536,13 +536,15 @@ $$;
 --
 
 CREATE FUNCTION expiryctl.caller_in(VARIADIC groups text[]) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT expiryctl.caller_is_owner()
+BEGIN
+    RETURN expiryctl.caller_is_owner()
         OR EXISTS (SELECT 1 FROM unnest(groups) g
                    WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = g)
-                     AND pg_has_role(session_user, g, 'MEMBER'))
+                     AND pg_has_role(session_user, g, 'MEMBER'));
+END
 $$;
 
 
@@ -551,11 +553,14 @@ $$;
 --
 
 CREATE FUNCTION expiryctl.caller_is_owner() RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT pg_has_role(session_user, n.nspowner, 'MEMBER')
-      FROM pg_namespace n WHERE n.nspname = 'expiryctl'
+BEGIN
+    -- PL/pgSQL for the plan kept across calls, as caller_in.
+    RETURN (SELECT pg_has_role(session_user, n.nspowner, 'MEMBER')
+              FROM pg_namespace n WHERE n.nspname = 'expiryctl');
+END
 $$;
 
 

@@ -4,9 +4,12 @@
 -- governance is advisory for them, and the audit trail records their
 -- login.
 CREATE OR REPLACE FUNCTION expiryctl.caller_is_owner() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT pg_has_role(session_user, n.nspowner, 'MEMBER')
-      FROM pg_namespace n WHERE n.nspname = 'expiryctl'
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- PL/pgSQL for the plan kept across calls, as caller_in.
+    RETURN (SELECT pg_has_role(session_user, n.nspowner, 'MEMBER')
+              FROM pg_namespace n WHERE n.nspname = 'expiryctl');
+END
 $$;
 
 REVOKE ALL ON FUNCTION expiryctl.caller_is_owner() FROM PUBLIC;
