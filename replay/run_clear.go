@@ -51,16 +51,27 @@ type clearance struct {
 }
 
 // clear clears the next group of queued items for publishing, unless one
-// clearance is under way already, clearLimit items wait cleared, or none
-// waits uncleared. The clearance runs on a goroutine of its own and its answer
-// comes on clearedC. It does not take the run's context, as marking does
-// not: a clearance started is finished, never left half known.
+// clearance is under way already, clearLimit items wait cleared, none
+// waits uncleared, or the group would be under half a clearance while the
+// publisher still has cleared items to go on with. The clearance runs on a
+// goroutine of its own and its answer comes on clearedC. It does not take
+// the run's context, as marking does not: a clearance started is finished,
+// never left half known.
+//
+// The half is what keeps each commit's fixed cost (the role, the lease,
+// the request's lock, the commit itself) spread over hundreds of items at
+// full speed: topping up as soon as a clearance returns cleared only what
+// the publisher had sent meanwhile, a few dozen items a commit. It moves
+// no bound: at most clearLimit items wait cleared either way.
 func (x *replayRun) clear() {
 	limit := x.clearLimit()
 	if x.clearing > 0 || x.cleared >= limit || len(x.queue) <= x.cleared {
 		return
 	}
 	n := min(x.clearN, limit-x.cleared)
+	if x.cleared > 0 && 2*n < min(x.clearN, limit) {
+		return
+	}
 	group := x.queue[x.cleared:min(len(x.queue), x.cleared+n)]
 	ids := make([]int64, len(group))
 	lo, hi := group[0].ordinal, group[0].ordinal
