@@ -33,6 +33,21 @@ type Source interface {
 	Ready() (int, error)
 }
 
+// DeliveryStopper is a Source that can end its deliveries for certain: a
+// push consumer whose broker may have sent letters that are still on
+// their way through the client. StopDeliveries tells the broker to send
+// no more and returns once every letter already sent is in Deliveries,
+// which then closes; acknowledging them still works.
+//
+// Without it, an ingest that found the queue empty could not tell a
+// letter still on its way from no letter: Ready counts only the letters
+// not yet handed to a consumer, and a process short of CPU for a linger
+// ended with delivered letters unread (left unacknowledged, so back in
+// the queue, but the run stopped short of emptying it).
+type DeliveryStopper interface {
+	StopDeliveries() error
+}
+
 // IngestOptions tunes one ingest run.
 type IngestOptions struct {
 	// Actor is recorded on the audit rows.
@@ -244,11 +259,15 @@ func withIngestDefaults(opts IngestOptions) IngestOptions {
 }
 
 // collect groups deliveries into batches. Without Follow it stops once the
-// queue is empty and everything received has been handed on.
+// queue is empty and everything received has been handed on: a source
+// that is a DeliveryStopper is stopped then, and read to its end.
 func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- batch) error {
 	deliveries := src.Deliveries()
 	var current batch
 	var bytes int
+	// stopped: the source was told to stop, and its deliveries closing is
+	// the end of the run rather than a lost consumer.
+	stopped := false
 	linger := time.NewTimer(opts.Linger)
 	defer linger.Stop()
 
@@ -277,6 +296,9 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 				if !flush() {
 					return nil
 				}
+				if stopped {
+					return nil
+				}
 				if lost, ok := src.(interface{ Err() error }); ok && lost.Err() != nil {
 					return fmt.Errorf("%w: %w; letters not yet stored stay in the queue", ErrSourceLost, lost.Err())
 				}
@@ -298,7 +320,7 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 				return nil
 			}
 			linger.Reset(opts.Linger)
-			if opts.Follow {
+			if opts.Follow || stopped {
 				continue
 			}
 			ready, err := src.Ready()
@@ -308,7 +330,14 @@ func collect(ctx context.Context, src Source, opts IngestOptions, out chan<- bat
 				return fmt.Errorf("%w: checking whether the queue is empty: %w; letters not yet stored stay in the queue", ErrSourceLost, err)
 			}
 			if ready == 0 && len(deliveries) == 0 {
-				return nil
+				stopper, ok := src.(DeliveryStopper)
+				if !ok {
+					return nil
+				}
+				if err := stopper.StopDeliveries(); err != nil {
+					return fmt.Errorf("%w: stopping the consumer at the end of the queue: %w; letters not yet stored stay in the queue", ErrSourceLost, err)
+				}
+				stopped = true
 			}
 		}
 	}

@@ -39,7 +39,7 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 		ch.Close()
 		return nil, fmt.Errorf("set prefetch %d: %w", prefetch, err)
 	}
-	raw, err := ch.Consume(queue, "", false, false, false, false, nil)
+	raw, err := ch.Consume(queue, dlqConsumerTag, false, false, false, false, nil)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("consume %q: %w", queue, err)
@@ -56,6 +56,20 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 		}
 	}()
 	return s, nil
+}
+
+// dlqConsumerTag names a DLQSource's consumer on its own channel, where
+// it is the only one, so that StopDeliveries can cancel it.
+const dlqConsumerTag = "expiryctl-dlq"
+
+// StopDeliveries implements deadletter.DeliveryStopper with a basic.cancel
+// on the consuming channel. The broker sends cancel-ok after every
+// delivery it sent before, on the same channel, and amqp091 hands the
+// consumer's buffered deliveries on before closing it: once this returns,
+// every letter the broker sent is in Deliveries or on its way there, and
+// Deliveries closes after the last. The channel stays open for the acks.
+func (s *DLQSource) StopDeliveries() error {
+	return s.silentOr(s.ch.Cancel(dlqConsumerTag, false))
 }
 
 // Err says why the deliveries ended when the connection did: the broker
