@@ -16,12 +16,13 @@ import (
 // count close to the truth: a run that dies leaves only what it cleared
 // and had not yet sent counted as sent, three fiftieths of a second's
 // worth at most on a healthy server, where counting at the mark counted
-// the two or three seconds marked ahead. A clearance is one commit, so
-// this is about 50 of them a second at any rate up to 50,000/s. On a slow
-// server (a round trip of half a second) a fiftieth of a second's worth
-// per round trip would hold the publisher to a few items a second: the
-// group grows to cover the round trip, counting more in doubt if the run
-// dies, never more than a chunk.
+// the two or three seconds marked ahead. A clearance is one commit, and
+// clear waits for at least half a group, so this is 50 to 100 of them a
+// second at any rate up to 50,000/s. On a slow server (a round trip of
+// half a second) a fiftieth of a second's worth per round trip would hold
+// the publisher to a few items a second: the group grows to cover the
+// round trip, counting more in doubt if the run dies, never more than a
+// chunk.
 func clearFor(r float64, took time.Duration) int {
 	span := math.Max(1.0/50, 2*took.Seconds())
 	return int(math.Max(1, math.Min(math.Ceil(r*span), float64(chunkFor(r)))))
