@@ -51,29 +51,42 @@ type clearance struct {
 	err     error
 }
 
-// clear clears the next group of queued items for publishing, unless one
-// clearance is under way already, clearLimit items wait cleared, none
-// waits uncleared, or the group would be under half a clearance while the
-// publisher still has cleared items to go on with. The clearance runs on a
-// goroutine of its own and its answer comes on clearedC. It does not take
-// the run's context, as marking does not: a clearance started is finished,
-// never left half known.
+// clearGroup is how many of the queued items the next clearance covers,
+// 0 when it should wait: none while limit items wait cleared (cleared of
+// queued are), none while none waits uncleared, and none while the group
+// would be under half a clearance (clearN, or the limit while a leg
+// starts) and the publisher still has cleared items to go on with.
 //
 // The half is what keeps each commit's fixed cost (the role, the lease,
 // the request's lock, the commit itself) spread over hundreds of items at
 // full speed: topping up as soon as a clearance returns cleared only what
 // the publisher had sent meanwhile, a few dozen items a commit. It moves
-// no bound: at most clearLimit items wait cleared either way.
+// no bound: at most limit items wait cleared either way.
+func clearGroup(cleared, queued, limit, clearN int) int {
+	if cleared >= limit || queued <= cleared {
+		return 0
+	}
+	n := min(clearN, limit-cleared)
+	if cleared > 0 && 2*n < min(clearN, limit) {
+		return 0
+	}
+	return min(n, queued-cleared)
+}
+
+// clear clears the next group of queued items for publishing (clearGroup),
+// unless one clearance is under way already. The clearance runs on a
+// goroutine of its own and its answer comes on clearedC. It does not take
+// the run's context, as marking does not: a clearance started is finished,
+// never left half known.
 func (x *replayRun) clear() {
-	limit := x.clearLimit()
-	if x.clearing > 0 || x.cleared >= limit || len(x.queue) <= x.cleared {
+	if x.clearing > 0 {
 		return
 	}
-	n := min(x.clearN, limit-x.cleared)
-	if x.cleared > 0 && 2*n < min(x.clearN, limit) {
+	n := clearGroup(x.cleared, len(x.queue), x.clearLimit(), x.clearN)
+	if n == 0 {
 		return
 	}
-	group := x.queue[x.cleared:min(len(x.queue), x.cleared+n)]
+	group := x.queue[x.cleared : x.cleared+n]
 	ids := make([]int64, len(group))
 	lo, hi := group[0].ordinal, group[0].ordinal
 	for i, m := range group {

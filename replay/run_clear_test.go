@@ -28,6 +28,34 @@ func TestClearFor(t *testing.T) {
 	}
 }
 
+func TestClearGroup(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name                           string
+		cleared, queued, limit, clearN int
+		want                           int
+	}{
+		{"a leg's first item", 0, 3000, 1, 1000, 1},
+		{"a leg doubling, nothing left cleared", 0, 3000, 8, 1000, 8},
+		{"a leg doubling, half its limit left cleared", 4, 3000, 8, 1000, 4},
+		{"a leg doubling, waits for half its limit", 5, 3000, 8, 1000, 0},
+		{"full speed, a clearance's worth left", 1000, 3000, 2000, 1000, 1000},
+		{"full speed, half a clearance to clear", 1500, 3000, 2000, 1000, 500},
+		{"full speed, waits for half a clearance", 1911, 3000, 2000, 1000, 0},
+		{"full speed, nothing left cleared", 0, 3000, 2000, 1000, 1000},
+		{"the queue's last items, however few", 0, 7, 2000, 1000, 7},
+		{"room for half a clearance, only seven queued", 1400, 1407, 2000, 1000, 7},
+		{"all the limit cleared", 2000, 3000, 2000, 1000, 0},
+		{"nothing queued uncleared", 300, 300, 2000, 1000, 0},
+		{"a slow rate, one item a clearance", 0, 10, 2, 1, 1},
+		{"a slow rate, one cleared and one to clear", 1, 10, 2, 1, 1},
+	} {
+		if got := clearGroup(tt.cleared, tt.queued, tt.limit, tt.clearN); got != tt.want {
+			t.Errorf("%s: clearGroup(%d, %d, %d, %d) = %d, want %d", tt.name, tt.cleared, tt.queued, tt.limit, tt.clearN, got, tt.want)
+		}
+	}
+}
+
 // unansweredBroker publishes through Broker, waits for the copy to reach
 // the broker, then says the channel went before the confirm came: every
 // item is left publishing, in doubt, as a runner killed after its publishes
