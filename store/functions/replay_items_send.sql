@@ -44,26 +44,6 @@ BEGIN
     IF cardinality(items) = 0 THEN
         RETURN st;
     END IF;
-    -- One pass over the items counts the sends of those on time and within
-    -- the bound; only when it moved fewer than asked do the look-ups below
-    -- find which rule refused. A refusal rolls the count back.
-    -- A job store's item sent again keeps its count at the bound, which
-    -- the table's replay_items_publish_bound holds every item to.
-    UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
-      FROM expiryctl.replay_requests r, expiryctl.dead_letters d
-     CROSS JOIN LATERAL expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
-                                                   r.to_exchange, r.to_routing_key, r.via_exchange) g
-     WHERE r.id = request AND d.id = i.dead_letter_id
-       AND i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND i.state = 'publishing'
-       AND (i.sends < bound OR d.source_system IN ('river', 'bullmq', 'jobtable'))
-       AND NOT coalesce(expiryctl.replay_item_not_before(r.not_before, r.include_not_due, i.retry_after, d.due_at)
-                        > now() + CASE WHEN delayed AND d.source_system = 'sqs' AND g.rk NOT LIKE '%.fifo'
-                                       THEN interval '900 seconds' ELSE interval '0' END, false);
-    GET DIAGNOSTICS moved = ROW_COUNT;
-    IF moved = cardinality(items) THEN
-        RETURN st;
-    END IF;
     SELECT i.dead_letter_id AS id, t.not_before INTO early
       FROM expiryctl.replay_items i JOIN expiryctl.replay_requests r ON r.id = i.request_id
       JOIN expiryctl.dead_letters d ON d.id = i.dead_letter_id
@@ -79,16 +59,27 @@ BEGIN
             'item %s of replay request %s may not be published before %s (the request''s --not-before, its letter''s Retry-After or its hold''s deadline): it was not cleared',
             early.id, request, to_char(early.not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')));
     END IF;
-    SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
+    -- A job store's item sent again keeps its count at the bound, which
+    -- the table's replay_items_publish_bound holds every item to.
+    UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
-       AND i.state = 'publishing' AND i.sends >= bound
-     ORDER BY i.ordinal LIMIT 1;
-    IF FOUND THEN
-        PERFORM expiryctl.replay_refuse('publish-bound', format(
-            'item %s of replay request %s was sent to the broker %s times already without a recorded answer, the most one request may: it is not published again; make a new request with `expiryctl replay request` to send its letter',
-            spent, request, bound));
+       AND i.state = 'publishing'
+       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d
+                                        WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable')));
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved <> cardinality(items) THEN
+        SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
+         WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
+           AND i.state = 'publishing' AND i.sends >= bound
+         ORDER BY i.ordinal LIMIT 1;
+        IF FOUND THEN
+            PERFORM expiryctl.replay_refuse('publish-bound', format(
+                'item %s of replay request %s was sent to the broker %s times already without a recorded answer, the most one request may: it is not published again; make a new request with `expiryctl replay request` to send its letter',
+                spent, request, bound));
+        END IF;
+        RAISE EXCEPTION 'cleared % of % items of replay request % for publishing: the items changed under the runner (each must be marked publishing)', moved, cardinality(items), request;
     END IF;
-    RAISE EXCEPTION 'cleared % of % items of replay request % for publishing: the items changed under the runner (each must be marked publishing)', moved, cardinality(items), request;
+    RETURN st;
 END
 $$;
 
