@@ -32,9 +32,10 @@ const replayBenchWindow = 1000
 //
 //	(a) a bare amqp091 publisher of the same messages, mandatory, streaming
 //	    confirms through the runner's window (target ≥ 0.8×, issue 17),
-//	    and once more on two channels with half the window each, the
-//	    faster of the two being what the broker accepts into the queue
-//	    (report only),
+//	    and on two channels with half the window each, the faster of the
+//	    two (each the mean of a run before and after the subject) being
+//	    what the broker accepts into the queue: the replay's arriving rate
+//	    against it, target ≥ 0.9× (issue 36),
 //	(b) a publisher that waits for each confirm before the next publish
 //	    (target ≥ 3×),
 //	(c) RabbitMQ's shovel plugin moving N messages between two queues with
@@ -158,6 +159,16 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		return nil, fmt.Errorf("bare publisher: %w", err)
 	}
 	logf("baseline (a): %s = %.0f msg/s", bare1.Round(time.Millisecond), float64(n)/bare1.Seconds())
+	// Whether one channel or the broker is the limit: the same messages
+	// over two channels at once, the window split between them. Measured
+	// around the subject too, as (a) is: the broker limit judges the
+	// replay's arriving rate, and one run of it swung by a fifth.
+	logf("baseline (a) on 2 channels, window %d each", replayBenchWindow/2)
+	twoBefore, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow/2, 2)
+	if err != nil {
+		return nil, fmt.Errorf("bare publisher on 2 channels: %w", err)
+	}
+	logf("baseline (a) on 2 channels: %s = %.0f msg/s", twoBefore.Round(time.Millisecond), float64(n)/twoBefore.Seconds())
 
 	// The subject and the shovel take turns, so that drift in the machine's
 	// speed spreads over both.
@@ -220,15 +231,12 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		rep.cpuPerItem("5 replay CPU an item: PostgreSQL (no floor: the bare publisher records nothing)", 0, subjCPU.Groups["postgres"], items, 0)
 		rep.cpuPerItem("5 replay CPU an item: all together vs the bare publisher", scale*bareCPU.known(), subjCPU.known(), items, 0)
 	}
-	// Whether one channel or the broker is the limit: the same messages
-	// over two channels at once, the window split between them.
-	logf("baseline (a) on 2 channels, window %d each", replayBenchWindow/2)
-	twoChannels, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow/2, 2)
+	twoAfter, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow/2, 2)
 	if err != nil {
 		return nil, fmt.Errorf("bare publisher on 2 channels: %w", err)
 	}
-	twoRate := float64(n) / twoChannels.Seconds()
-	logf("baseline (a) on 2 channels: %s = %.0f msg/s", twoChannels.Round(time.Millisecond), twoRate)
+	twoRate := float64(n) / ((twoBefore + twoAfter) / 2).Seconds()
+	logf("baseline (a) on 2 channels again: %s; mean %.0f msg/s", twoAfter.Round(time.Millisecond), twoRate)
 
 	logf("baseline (b): wait for each confirm, %d messages", waitEachN)
 	waitDur, err := replayBenchBare(ctx, conn, exchange, "wait", qWait, msgs[:waitEachN], 1, 1)
