@@ -260,8 +260,8 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		// bounds any replay to it however little the replay adds.
 		brokerLimit := max(bareRate, twoRate)
 		// Issue 36: a replay's bookkeeping (three writes an item, in
-		// PostgreSQL on the same cores) may cost at most a tenth of what
-		// the broker takes in.
+		// PostgreSQL on the same cores) may take at most a tenth off the
+		// rate the broker accepts.
 		rep.atLeast(fmt.Sprintf("5 replay %s: replay.Runner arriving vs the broker limit, medians of %d", count(n), rounds),
 			brokerLimit, subjArrival, "msg/s", 0.9)
 		rep.throughputInfo("5 replay broker limit: the bare publisher (the faster of 1 and 2 channels) vs shovel",
