@@ -39,7 +39,13 @@ const replayBenchWindow = 1000
 //	(b) a publisher that waits for each confirm before the next publish
 //	    (target ≥ 3×),
 //	(c) RabbitMQ's shovel plugin moving N messages between two queues with
-//	    ack-mode on-confirm (target ≥ 1.2×, issue 17).
+//	    ack-mode on-confirm (target ≥ 1.2×, issue 17),
+//	(d) the replay floor (replay_floor.go): the bare publisher with the
+//	    least bookkeeping a replay that keeps its items in PostgreSQL
+//	    must do, a run before and after the subject; its PostgreSQL and
+//	    process CPU an item are the floors of the runner's, and its
+//	    arriving rate against the broker limit is what the cores leave
+//	    any such replay (report only).
 //
 // For (a) and (b) the runner is timed end to end, from the Run call to its
 // return, against publishers timed from their first publish to their last
@@ -85,7 +91,8 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	prefix := "expiryctl-bench-replay-" + randomSuffix()
 	exchange := prefix + ".x"
 	qSubject, qBare, qWait, qSrc, qDst := prefix+".subject", prefix+".bare", prefix+".wait", prefix+".shovel-src", prefix+".shovel-dst"
-	queues := []string{qSubject, qBare, qWait, qSrc, qDst}
+	qFloor := prefix + ".floor"
+	queues := []string{qSubject, qBare, qWait, qSrc, qDst, qFloor}
 	if err := replayBenchTopology(conn, exchange, queues); err != nil {
 		return nil, err
 	}
@@ -143,6 +150,10 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	for i := range msgs {
 		msgs[i] = replayBenchMessage(i, exchange, reqs[0].ID)
 	}
+	// The floor runs twice, around the subject, as the broker limit does.
+	if err := replayFloorSetup(ctx, db.Pool, n, 2); err != nil {
+		return nil, err
+	}
 	if err := db.settle(ctx, logf); err != nil {
 		return nil, err
 	}
@@ -169,6 +180,11 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		return nil, fmt.Errorf("bare publisher on 2 channels: %w", err)
 	}
 	logf("baseline (a) on 2 channels: %s = %.0f msg/s", twoBefore.Round(time.Millisecond), float64(n)/twoBefore.Seconds())
+	floorBefore, floorCPU, err := replayFloorRun(ctx, conn, db.Pool, 1, n, exchange, "floor", qFloor, msgs)
+	if err != nil {
+		return nil, err
+	}
+	logf("replay floor: %.0f msg/s arriving; CPU %s", floorBefore, floorCPU)
 
 	// The subject and the shovel take turns, so that drift in the machine's
 	// speed spreads over both.
@@ -228,7 +244,6 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		scale := float64(items) / float64(n) // the floor, counted for as many items as the subject
 		rep.cpuPerItem("5 replay CPU an item: the runner's process vs the bare publisher", scale*bareCPU.Groups["bench"], subjCPU.Groups["bench"], items, 0)
 		rep.cpuPerItem("5 replay CPU an item: RabbitMQ vs the bare publisher's", scale*bareCPU.Groups["rabbitmq"], subjCPU.Groups["rabbitmq"], items, 0)
-		rep.cpuPerItem("5 replay CPU an item: PostgreSQL (no floor: the bare publisher records nothing)", 0, subjCPU.Groups["postgres"], items, 0)
 		rep.cpuPerItem("5 replay CPU an item: all together vs the bare publisher", scale*bareCPU.known(), subjCPU.known(), items, 0)
 	}
 	twoAfter, err := replayBenchBare(ctx, conn, exchange, "bare", qBare, msgs, replayBenchWindow/2, 2)
@@ -237,6 +252,22 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 	}
 	twoRate := float64(n) / ((twoBefore + twoAfter) / 2).Seconds()
 	logf("baseline (a) on 2 channels again: %s; mean %.0f msg/s", twoAfter.Round(time.Millisecond), twoRate)
+	floorAfter, floorCPU2, err := replayFloorRun(ctx, conn, db.Pool, 2, n, exchange, "floor", qFloor, msgs)
+	if err != nil {
+		return nil, err
+	}
+	logf("replay floor again: %.0f msg/s arriving; CPU %s", floorAfter, floorCPU2)
+	floorRate := (floorBefore + floorAfter) / 2
+	for g, v := range floorCPU2.Groups {
+		floorCPU.Groups[g] += v
+	}
+	if items := len(reqs) * n; items > 0 {
+		scale := float64(items) / float64(2*n) // the floor's two runs, counted for as many items as the subject
+		rep.cpuPerItem("5 replay CPU an item: the runner's process vs the replay floor's", scale*floorCPU.Groups["bench"], subjCPU.Groups["bench"], items, 0)
+		rep.cpuPerItem("5 replay CPU an item: PostgreSQL vs the replay floor's (read, mark, record; nothing governed)",
+			scale*floorCPU.Groups["postgres"], subjCPU.Groups["postgres"], items, 0)
+		rep.cpuPerItem("5 replay CPU an item: all together vs the replay floor", scale*floorCPU.known(), subjCPU.known(), items, 0)
+	}
 
 	logf("baseline (b): wait for each confirm, %d messages", waitEachN)
 	waitDur, err := replayBenchBare(ctx, conn, exchange, "wait", qWait, msgs[:waitEachN], 1, 1)
@@ -266,6 +297,10 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 			brokerLimit, subjArrival, "msg/s", 0.9)
 		rep.throughputInfo("5 replay broker limit: the bare publisher (the faster of 1 and 2 channels) vs shovel",
 			shovelRate, brokerLimit, "msg/s")
+		// What the cores leave a replay that keeps its items in PostgreSQL
+		// at all: the 0.9× above holds only where this does.
+		rep.throughputInfo("5 replay floor (the least bookkeeping, means of 2) arriving vs the broker limit", brokerLimit, floorRate, "msg/s")
+		rep.throughputInfo(fmt.Sprintf("5 replay %s: replay.Runner arriving vs the replay floor", count(n)), floorRate, subjArrival, "msg/s")
 		rep.note("replay broker limit: the bare publisher confirmed %.0f msg/s on one channel and %.0f on two (window %d each) "+
 			"into one durable queue; no replay of these messages publishes faster, so replay vs shovel is at most %.2f× in this run",
 			bareRate, twoRate, replayBenchWindow/2, brokerLimit/shovelRate)
