@@ -44,9 +44,10 @@ func replayFloorSetup(ctx context.Context, pool *pgxpool.Pool, n, rounds int) er
 		return fmt.Errorf("create the replay floor's tables: %w", err)
 	}
 	_, err = pool.Exec(ctx, `
-		WITH l AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS letters FROM expiryctl.dead_letters),
+		WITH l AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k FROM expiryctl.dead_letters),
 		     i AS (SELECT 1 + g / $1::integer AS run, 1 + g % $1::integer AS ordinal, g FROM generate_series(0, $1::integer * $2::integer - 1) g)
-		INSERT INTO bench_floor.items (run, ordinal, dead_letter_id) SELECT i.run, i.ordinal, l.id FROM i JOIN l ON l.k = i.g % l.letters`,
+		INSERT INTO bench_floor.items (run, ordinal, dead_letter_id)
+		SELECT i.run, i.ordinal, l.id FROM i JOIN l ON l.k = i.g % (SELECT count(*) FROM expiryctl.dead_letters)`,
 		n, rounds)
 	if err != nil {
 		return fmt.Errorf("fill the replay floor's items: %w", err)
