@@ -21,8 +21,9 @@ import (
 // arriving rate against the broker limit says how much of that limit the
 // cores leave any such replay on this machine.
 
-// replayFloorChunk and replayFloorRecord are the runner's chunk and
-// recording batch.
+// replayFloorChunk is the runner's window of items read at once;
+// replayFloorRecord about what its recorder writes a commit at these rates
+// (up to 1,000 answers, every 100 ms).
 const (
 	replayFloorChunk  = 1000
 	replayFloorRecord = 500
