@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("bench -smoke exited %d, want 0:\n%s", code, report)
 	}
 	for _, scenario := range []string{"1 ingest", "1 ingest ceiling", "5 replay ceiling", "5 replay broker limit", "5 replay floor", "2 list", "3 summary", "3 metrics", "4 list --limit 0", "5 replay", "5 audit", "6 tui", "7 sqs-ingest", "7 sqs-ingest ceiling", "8 sqs-replay",
-		"9 river-ingest", "9 river-replay", "1 ingest CPU a letter", "5 replay CPU an item", "7 sqs-ingest CPU a letter", "9 river-ingest CPU a job", "10 bullmq-ingest", "10 bullmq-replay", "11 jobtable-ingest", "11 jobtable-replay"} {
+		"9 river-ingest", "9 river-replay", "1 ingest CPU a letter", "5 replay CPU an item", "7 sqs-ingest CPU a letter", "8 sqs-replay CPU a message", "9 river-ingest CPU a job", "10 bullmq-ingest", "10 bullmq-replay", "11 jobtable-ingest", "11 jobtable-replay"} {
 		if !strings.Contains(report, "\n"+scenario) {
 			t.Errorf("the report has no %q line:\n%s", scenario, report)
 		}
