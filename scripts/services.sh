@@ -12,8 +12,10 @@
 #               http://127.0.0.1:15672/ (expiryctl reads the live queues there)
 #   SQS         goaws v0.5.4 (github.com/Admiral-Piett/goaws, an SQS emulator) on
 #               http://127.0.0.1:4100, region us-east-1, account 100010001000;
-#               any credentials are accepted. Built with `go install` into
-#               .cache/goaws/ (git-ignored), with its config and log beside it.
+#               any credentials are accepted. Built from the module's source
+#               into .cache/goaws/ (git-ignored), with its config and log
+#               beside it, mended where it answers SendMessageBatch unlike SQS
+#               (see goaws_mend).
 #               goaws listens on 0.0.0.0 whatever its config says: acceptable
 #               on a development or CI machine, never on a shared one.
 #   Redis       127.0.0.1:6379 (and ::1), no password, nothing persisted
@@ -73,6 +75,10 @@ readonly SQS_WAIT_SECONDS="${SQS_WAIT_SECONDS:-30}"
 # does not name it, so it is asked for by its exact version.
 readonly GOAWS_MODULE=github.com/Admiral-Piett/goaws
 readonly GOAWS_VERSION=v0.5.4
+# GOAWS_BUILD names the build: the version and the mends goaws_mend makes.
+# A change to the mends changes it, which rebuilds goaws and restarts one
+# this script started from an older build.
+readonly GOAWS_BUILD="$GOAWS_VERSION+batch-answers.1"
 readonly GOAWS_DIR="$ROOT/.cache/goaws"
 readonly REDIS_HOST=127.0.0.1
 readonly REDIS_PORT=6379
@@ -545,30 +551,110 @@ sqs_json_probe() {
 	printf '%s\n' "$status"
 }
 
-# ensure_goaws_installed builds goaws $GOAWS_VERSION into $GOAWS_DIR unless the
-# version stamp beside the binary says it is there already. `go install`
-# names the binary after its package directory, app/cmd, so it is built into
-# a scratch directory and moved into place as "goaws"; the stamp is written
-# last, so an interrupted install is redone.
+# sqs_call sends one SQS JSON-protocol call ($1, the operation; $2, its JSON
+# body) as the AWS SDK would, and prints the answer's body.
+sqs_call() {
+	local fd op=$1 body=$2 reply
+	if ! exec {fd}<>"/dev/tcp/$SQS_HOST/$SQS_PORT"; then
+		return
+	fi 2>/dev/null
+	printf 'POST / HTTP/1.0\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.%s\r\nContent-Length: %d\r\n\r\n%s' \
+		"$SQS_HOST" "$SQS_PORT" "$op" "${#body}" "$body" >&"$fd" 2>/dev/null || true
+	reply=$(timeout 5 cat <&"$fd" 2>/dev/null | tr -d '\r') || true
+	exec {fd}>&-
+	printf '%s\n' "${reply#*$'\n\n'}"
+}
+
+# sqs_batch_probe says whether the SQS server answers SendMessageBatch as SQS
+# does, naming its entries Successful (see goaws_mend): "ok" or what it
+# answered.
+sqs_batch_probe() {
+	local q="expiryctl-services-probe-$$" url answer
+	url=$(sqs_call CreateQueue "{\"QueueName\":\"$q\"}" | sed -n 's/.*"QueueUrl":"\([^"]*\)".*/\1/p')
+	if [[ -z $url ]]; then
+		echo "no queue made for the probe"
+		return
+	fi
+	answer=$(sqs_call SendMessageBatch "{\"QueueUrl\":\"$url\",\"Entries\":[{\"Id\":\"0\",\"MessageBody\":\"probe\"}]}")
+	sqs_call DeleteQueue "{\"QueueUrl\":\"$url\"}" >/dev/null
+	if [[ $answer == *'"Successful":[{'* ]]; then
+		echo ok
+	else
+		printf '%s\n' "${answer:-nothing}"
+	fi
+}
+
+# goaws_mend makes goaws's source at $1 answer SendMessageBatch as SQS
+# does, which expiryctl's SQS publisher relies on: in the JSON protocol
+# SQS names the answer's entries Successful and Failed, where goaws v0.5.4
+# uses the Query protocol's names (so the AWS SDK finds no entry answered),
+# and SQS delays an entry by its DelaySeconds, which goaws ignores. Each
+# mend must find its text: a goaws that changed is refused, not built.
+goaws_mend() {
+	local src=$1
+	mend() {
+		local file="$src/$1" from=$2 to=$3
+		grep -qF -- "$from" "$file" || die "goaws_mend: $1 no longer holds '$from': look at the mends again for $GOAWS_VERSION"
+		FROM=$from TO=$to perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$file"
+	}
+	mend app/models/responses.go 'json:"SendMessageBatchResultEntry"' 'json:"Successful"'
+	mend app/models/responses.go 'json:"BatchResultErrorEntry,omitempty"' 'json:"Failed"'
+	mend app/gosqs/send_message_batch.go 'msg.MD5OfMessageBody = utils.GetMD5Hash(sendEntry.MessageBody)' \
+		'msg.MD5OfMessageBody = utils.GetMD5Hash(sendEntry.MessageBody)
+		msg.DelaySecs = models.SyncQueues.Queues[queueName].DelaySeconds
+		if sendEntry.DelaySeconds != 0 {
+			msg.DelaySecs = sendEntry.DelaySeconds
+		}'
+}
+
+# ensure_goaws_installed builds goaws $GOAWS_BUILD into $GOAWS_DIR unless the
+# stamp beside the binary says it is there already: the module's source is
+# downloaded (or read from the module cache), copied, mended (goaws_mend)
+# and built; the stamp is written last, so an interrupted install is redone.
+# It prints "built" when it built.
 ensure_goaws_installed() {
 	local bin="$GOAWS_DIR/goaws" stamp="$GOAWS_DIR/version"
-	if [[ -x $bin && -r $stamp && $(<"$stamp") == "$GOAWS_VERSION" ]]; then
+	if [[ -x $bin && -r $stamp && $(<"$stamp") == "$GOAWS_BUILD" ]]; then
 		return
 	fi
 	command -v go >/dev/null 2>&1 ||
 		die "building goaws needs Go on PATH (under sudo: sudo env PATH=\"\$PATH\" scripts/services.sh)"
-	step "goaws: installing $GOAWS_MODULE $GOAWS_VERSION into $GOAWS_DIR"
+	command -v perl >/dev/null 2>&1 || apt_install perl
+	step "goaws: building $GOAWS_MODULE $GOAWS_BUILD into $GOAWS_DIR"
 	mkdir -p "$GOAWS_DIR"
 	rm -f "$stamp"
-	local tmp
-	tmp=$(mktemp -d "$GOAWS_DIR/install.XXXXXX")
-	if ! GOBIN="$tmp" go install "$GOAWS_MODULE/app/cmd@$GOAWS_VERSION" >&2 </dev/null; then
+	local dir tmp
+	dir=$(go mod download -json "$GOAWS_MODULE@$GOAWS_VERSION" </dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n $dir && -d $dir ]] ||
+		die "go mod download $GOAWS_MODULE@$GOAWS_VERSION failed (no network, and not in the Go module cache?)"
+	tmp=$(mktemp -d "$GOAWS_DIR/build.XXXXXX")
+	cp -R "$dir/." "$tmp/"
+	chmod -R u+w "$tmp"
+	goaws_mend "$tmp"
+	if ! (cd "$tmp" && go build -o "$tmp/goaws.bin" ./app/cmd) >&2 </dev/null; then
 		rm -rf "$tmp"
-		die "go install $GOAWS_MODULE/app/cmd@$GOAWS_VERSION failed (no network, and not in the Go module cache?)"
+		die "building goaws $GOAWS_BUILD failed (its dependencies not in the Go module cache, and no network?)"
 	fi
-	mv -f "$tmp/cmd" "$bin"
+	mv -f "$tmp/goaws.bin" "$bin"
 	rm -rf "$tmp"
-	printf '%s\n' "$GOAWS_VERSION" >"$stamp"
+	printf '%s\n' "$GOAWS_BUILD" >"$stamp"
+	echo built
+}
+
+# stop_stale_goaws stops a goaws this script started whose binary has been
+# replaced since (its /proc exe reads "(deleted)"): it predates the build
+# now in $GOAWS_DIR.
+stop_stale_goaws() {
+	local pid exe
+	for pid in $(pgrep -f "^$GOAWS_DIR/goaws " || true); do
+		exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+		if [[ $exe == *" (deleted)" ]]; then
+			step "goaws: stopping pid $pid, started from an older build"
+			kill "$pid" 2>/dev/null || true
+			local deadline=$((SECONDS + 10))
+			while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+		fi
+	done
 }
 
 # write_goaws_config writes goaws's config beside it, rewriting it only when it
@@ -599,9 +685,10 @@ write_goaws_config() {
 # queues in memory only: a restart loses them, which tests do not mind.
 ensure_sqs_running() {
 	local probe
+	ensure_goaws_installed >/dev/null
+	stop_stale_goaws
 	probe=$(sqs_probe) || true
 	if [[ $probe == down ]]; then
-		ensure_goaws_installed
 		write_goaws_config
 		local bin="$GOAWS_DIR/goaws" cfg="$GOAWS_DIR/goaws.yaml" log="$GOAWS_DIR/goaws.log" pid
 		step "goaws: starting $bin on port $SQS_PORT (log: $log)"
@@ -625,6 +712,11 @@ ensure_sqs_running() {
 	status=$(sqs_json_probe)
 	if [[ $status != "HTTP/1."?" 200"* ]]; then
 		die "the server on $SQS_HOST:$SQS_PORT answers /health but not SQS's JSON protocol (answered '${status:-nothing}'; a goaws older than v0.5?): stop it, and run this script again"
+	fi
+	local batch
+	batch=$(sqs_batch_probe)
+	if [[ $batch != ok ]]; then
+		die "the server on $SQS_HOST:$SQS_PORT does not answer SendMessageBatch as SQS does (answered '$batch'; a goaws not built by this script, without its mends?): stop it, and run this script again"
 	fi
 	step "sqs: goaws answers on http://$SQS_HOST:$SQS_PORT/"
 }
