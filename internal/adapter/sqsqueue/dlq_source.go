@@ -21,7 +21,7 @@ import (
 // SQS's limits on one call.
 const (
 	maxReceive = 10 // messages one ReceiveMessage returns
-	maxBatch   = 10 // entries of one DeleteMessageBatch or ChangeMessageVisibilityBatch
+	maxBatch   = 10 // entries of one SendMessageBatch, DeleteMessageBatch or ChangeMessageVisibilityBatch
 	// longPoll is how long one ReceiveMessage waits for a message: SQS's
 	// longest, so an idle capture costs a call every 20 seconds.
 	longPoll = 20

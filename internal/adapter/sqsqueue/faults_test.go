@@ -4,8 +4,6 @@ package sqsqueue_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/sqstest"
 )
-
-// faultSeed is the seed of a test's fault draws: EXPIRYCTL_FAULT_SEED to
-// replay a run, else a fresh one; logged either way. The draws replay
-// exactly only where requests come in the same order.
-func faultSeed(t *testing.T) uint64 {
-	t.Helper()
-	if s := os.Getenv("EXPIRYCTL_FAULT_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("EXPIRYCTL_FAULT_SEED=%q: %v", s, err)
-		}
-		t.Logf("seed %d (from EXPIRYCTL_FAULT_SEED)", n)
-		return n
-	}
-	n := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (replay with EXPIRYCTL_FAULT_SEED=%d)", n, n)
-	return n
-}
 
 // TestIngestRidesOutThrottlesAnd5xx captures 300 letters while about a
 // third of the calls to SQS are throttled, answered 500 or 503, or cut

@@ -113,3 +113,21 @@ func waitEmpty(t *testing.T, client *sqs.Client, url string, within time.Duratio
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// faultSeed is the seed of a test's fault draws: EXPIRYCTL_FAULT_SEED to
+// replay a run, else a fresh one; logged either way. The draws replay
+// exactly only where requests come in the same order.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("EXPIRYCTL_FAULT_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("EXPIRYCTL_FAULT_SEED=%q: %v", s, err)
+		}
+		t.Logf("seed %d (from EXPIRYCTL_FAULT_SEED)", n)
+		return n
+	}
+	n := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (replay with EXPIRYCTL_FAULT_SEED=%d)", n, n)
+	return n
+}
