@@ -54,20 +54,27 @@ func sendLetters(t *testing.T, client *sqs.Client, url string, n int) {
 	waitVisible(t, client, url, n)
 }
 
-// proxiedSource opens a DLQSource on url through p, with a client built as
-// the CLI builds one (sqsqueue.NewClient) and short polls.
-func proxiedSource(t *testing.T, p *sqstest.FaultProxy, url string, opts sqsqueue.SourceOptions) *sqsqueue.DLQSource {
+// proxiedClient is a client for url's queue through p, built as the CLI
+// builds one (sqsqueue.NewClient), and the queue's reference through p.
+func proxiedClient(t *testing.T, p *sqstest.FaultProxy, url string) (*sqs.Client, sqsqueue.QueueRef) {
 	t.Helper()
-	ctx := context.Background()
 	ref, err := sqsqueue.ParseQueueRef(p.QueueURL(url))
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := sqsqueue.NewClient(ctx, ref)
+	client, err := sqsqueue.NewClient(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue, err := sqsqueue.FindQueue(ctx, client, ref)
+	return client, ref
+}
+
+// proxiedSource opens a DLQSource on url through p, with a client built as
+// the CLI builds one and short polls.
+func proxiedSource(t *testing.T, p *sqstest.FaultProxy, url string, opts sqsqueue.SourceOptions) *sqsqueue.DLQSource {
+	t.Helper()
+	client, ref := proxiedClient(t, p, url)
+	queue, err := sqsqueue.FindQueue(context.Background(), client, ref)
 	if err != nil {
 		t.Fatalf("find the queue through the proxy: %v", err)
 	}

@@ -36,18 +36,12 @@ func TestPublisherBatchSettlesEachByItsAnswer(t *testing.T) {
 	proxy.Inject(sqstest.FaultRule{Ops: []string{"SendMessageBatch"}, Rate: 0.3, Faults: []sqstest.Fault{
 		{Kind: sqstest.Reset}, {Kind: sqstest.Reset, After: true}, {Kind: sqstest.InternalError, After: true}, {Kind: sqstest.Unavailable},
 	}})
-	ref, err := sqsqueue.ParseQueueRef(proxy.QueueURL(url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := sqsqueue.NewClient(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, _ := proxiedClient(t, proxy, url)
 	p := sqsqueue.NewPublisher(client)
 
 	const n = 400
 	pending := make([]replay.Pending, n)
+	var err error
 	for i := range n {
 		if pending[i], err = p.Publish(ctx, replay.Message{System: deadletter.SQS, RoutingKey: arn,
 			Body:       fmt.Appendf(nil, `{"reservation_id":"r-%d"}`, i),
