@@ -290,7 +290,15 @@ type batcher struct {
 	entries chan *entry
 }
 
+// add queues e for the next call. A publisher closed has no batcher
+// reading: its messages settle at once, unsent.
 func (b *batcher) add(ctx context.Context, e *entry) {
+	select {
+	case <-b.p.stop:
+		e.sent.settle(&replay.BrokerLostError{Err: errors.New("the SQS publisher was closed before this message was sent")})
+		return
+	default:
+	}
 	select {
 	case b.entries <- e:
 	case <-ctx.Done():

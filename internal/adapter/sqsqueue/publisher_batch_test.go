@@ -108,3 +108,33 @@ func TestPublisherBatchSettlesEachByItsAnswer(t *testing.T) {
 		t.Errorf("%d confirmed and %d refused: want both, the faults drawn both ways", len(confirmed), len(refused))
 	}
 }
+
+// TestPublishAfterCloseSettles: a message published after Close, with no
+// batcher left to send it, settles at once as unsent rather than waiting
+// for ever.
+func TestPublishAfterCloseSettles(t *testing.T) {
+	client := sqstest.Client(t)
+	_, arn := sqstest.CreateQueue(t, client, sqstest.Name(t, "-work"), nil)
+	p := sqsqueue.NewPublisher(client)
+	publish := func() error {
+		pe, err := p.Publish(context.Background(), replay.Message{System: deadletter.SQS, RoutingKey: arn, Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-pe.Done():
+			return pe.Outcome()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the message did not settle in 10 s")
+			return nil
+		}
+	}
+	if err := publish(); err != nil {
+		t.Fatalf("before Close: %v, want confirmed", err)
+	}
+	_ = p.Close()
+	var lost *replay.BrokerLostError
+	if err := publish(); !errors.As(err, &lost) {
+		t.Errorf("after Close: %v, want a *replay.BrokerLostError", err)
+	}
+}
