@@ -536,33 +536,34 @@ sqs_probe() {
 	esac
 }
 
-# sqs_json_probe sends the SQS JSON protocol's ListQueues, as the AWS SDK
-# would, and prints the status line of the answer. An old goaws (v0.4.x)
-# answers /health but refuses this with 400.
-sqs_json_probe() {
-	local fd status body='{}'
-	if ! exec {fd}<>"/dev/tcp/$SQS_HOST/$SQS_PORT"; then
-		return
-	fi 2>/dev/null
-	printf 'POST / HTTP/1.0\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.ListQueues\r\nContent-Length: %d\r\n\r\n%s' \
-		"$SQS_HOST" "$SQS_PORT" "${#body}" "$body" >&"$fd" 2>/dev/null || true
-	status=$(timeout 5 head -n 1 <&"$fd" 2>/dev/null | tr -d '\r') || true
-	exec {fd}>&-
-	printf '%s\n' "$status"
-}
-
 # sqs_call sends one SQS JSON-protocol call ($1, the operation; $2, its JSON
-# body) as the AWS SDK would, and prints the answer's body.
+# body) as the AWS SDK would, and prints the answer: its status line, its
+# headers, a blank line and its body.
 sqs_call() {
 	local fd op=$1 body=$2 reply
 	if ! exec {fd}<>"/dev/tcp/$SQS_HOST/$SQS_PORT"; then
 		return
 	fi 2>/dev/null
+	# HTTP/1.0: the server closes the connection after its answer.
 	printf 'POST / HTTP/1.0\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS.%s\r\nContent-Length: %d\r\n\r\n%s' \
 		"$SQS_HOST" "$SQS_PORT" "$op" "${#body}" "$body" >&"$fd" 2>/dev/null || true
 	reply=$(timeout 5 cat <&"$fd" 2>/dev/null | tr -d '\r') || true
 	exec {fd}>&-
+	printf '%s\n' "$reply"
+}
+
+# sqs_body is the body of the answer sqs_call printed on stdin.
+sqs_body() {
+	local reply
+	reply=$(cat)
 	printf '%s\n' "${reply#*$'\n\n'}"
+}
+
+# sqs_json_probe sends the SQS JSON protocol's ListQueues, as the AWS SDK
+# would, and prints the status line of the answer. An old goaws (v0.4.x)
+# answers /health but refuses this with 400.
+sqs_json_probe() {
+	sqs_call ListQueues '{}' | head -n 1
 }
 
 # sqs_batch_probe says whether the SQS server answers SendMessageBatch as SQS
@@ -570,12 +571,12 @@ sqs_call() {
 # answered.
 sqs_batch_probe() {
 	local q="expiryctl-services-probe-$$" url answer
-	url=$(sqs_call CreateQueue "{\"QueueName\":\"$q\"}" | sed -n 's/.*"QueueUrl":"\([^"]*\)".*/\1/p')
+	url=$(sqs_call CreateQueue "{\"QueueName\":\"$q\"}" | sqs_body | sed -n 's/.*"QueueUrl":"\([^"]*\)".*/\1/p')
 	if [[ -z $url ]]; then
 		echo "no queue made for the probe"
 		return
 	fi
-	answer=$(sqs_call SendMessageBatch "{\"QueueUrl\":\"$url\",\"Entries\":[{\"Id\":\"0\",\"MessageBody\":\"probe\"}]}")
+	answer=$(sqs_call SendMessageBatch "{\"QueueUrl\":\"$url\",\"Entries\":[{\"Id\":\"0\",\"MessageBody\":\"probe\"}]}" | sqs_body)
 	sqs_call DeleteQueue "{\"QueueUrl\":\"$url\"}" >/dev/null
 	if [[ $answer == *'"Successful":[{'* ]]; then
 		echo ok
@@ -611,7 +612,6 @@ goaws_mend() {
 # stamp beside the binary says it is there already: the module's source is
 # downloaded (or read from the module cache), copied, mended (goaws_mend)
 # and built; the stamp is written last, so an interrupted install is redone.
-# It prints "built" when it built.
 ensure_goaws_installed() {
 	local bin="$GOAWS_DIR/goaws" stamp="$GOAWS_DIR/version"
 	if [[ -x $bin && -r $stamp && $(<"$stamp") == "$GOAWS_BUILD" ]]; then
@@ -638,7 +638,6 @@ ensure_goaws_installed() {
 	mv -f "$tmp/goaws.bin" "$bin"
 	rm -rf "$tmp"
 	printf '%s\n' "$GOAWS_BUILD" >"$stamp"
-	echo built
 }
 
 # stop_stale_goaws stops a goaws this script started whose binary has been
@@ -685,7 +684,7 @@ write_goaws_config() {
 # queues in memory only: a restart loses them, which tests do not mind.
 ensure_sqs_running() {
 	local probe
-	ensure_goaws_installed >/dev/null
+	ensure_goaws_installed
 	stop_stale_goaws
 	probe=$(sqs_probe) || true
 	if [[ $probe == down ]]; then
