@@ -563,7 +563,9 @@ sqs_body() {
 # would, and prints the status line of the answer. An old goaws (v0.4.x)
 # answers /health but refuses this with 400.
 sqs_json_probe() {
-	sqs_call ListQueues '{}' | head -n 1
+	local reply
+	reply=$(sqs_call ListQueues '{}')
+	printf '%s\n' "${reply%%$'\n'*}"
 }
 
 # sqs_batch_probe says whether the SQS server answers SendMessageBatch as SQS
