@@ -31,7 +31,7 @@ var floors = [][]string{
 	{"deadletter", "access"},
 	{"audit", "approval"},
 	{"store"},
-	{"dsn", "release"},
+	{"dsn", "release", "config"},
 }
 
 // TestFoldersImportOnlyDownward reads every package's imports (its code's,
