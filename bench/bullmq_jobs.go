@@ -117,7 +117,14 @@ func openBullMQStore(ctx context.Context, cfg *config, n int) (*jobStore, error)
 			got, err := client.LLen(ctx, key("wait")).Result()
 			return int(got), err
 		},
-		openRetrier: func(context.Context) (replay.Broker, error) { return bullmq.NewRetrier(bullmq.DialEnv), nil },
+		openRetrier: func(context.Context) (replay.Broker, error) {
+			return bullmq.NewRetrier(func(name string) (bullmq.Ref, error) {
+				if name != ref.Name() {
+					return bullmq.Ref{}, fmt.Errorf("the bench retries %s, not %s", ref.Name(), name)
+				}
+				return ref, nil
+			}), nil
+		},
 		bareRetry: func(ctx context.Context, jobs []replay.JobRef) error {
 			return concurrently(ctx, jobs, bullmqRetriers, func(ctx context.Context, job replay.JobRef) error {
 				marks := `{"x-replay-request":1,"x-replay-item":` + job.ID + `}`

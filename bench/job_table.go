@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	connconfig "github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/replay"
@@ -74,10 +75,11 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 	if err := db.settle(ctx, cfg.logf); err != nil {
 		return nil, err
 	}
-	queue, err := jobtable.QueueName(db.URL, jobTableMapping)
+	ref, err := jobtable.RefFor(connconfig.Connection{Name: "bench", URLs: []string{db.URL}}, "", jobTableMapping.Table)
 	if err != nil {
 		return nil, err
 	}
+	queue := ref.Name()
 	poolCfg, err := pgxpool.ParseConfig(db.URL)
 	if err != nil {
 		return nil, err
@@ -90,7 +92,7 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 	return &jobStore{
 		system: deadletter.JobTable, queue: queue,
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
-			return jobtable.OpenSource(ctx, db.URL, jobTableMapping, jobtable.SourceOptions{Prefetch: prefetch})
+			return jobtable.OpenSource(ctx, ref, jobTableMapping, jobtable.SourceOptions{Prefetch: prefetch})
 		},
 		openBareRead: func(ctx context.Context) (bareRead, func(), error) {
 			return pgBareRead(ctx, db.URL, jobTableBareSelect, jobTableMapping.FailedStates)
@@ -109,7 +111,7 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 			return got, err
 		},
 		openRetrier: func(ctx context.Context) (replay.Broker, error) {
-			return jobtable.OpenRetrier(ctx, db.URL, jobTableMapping, jobtable.RetrierOptions{})
+			return jobtable.OpenRetrier(ctx, ref, jobTableMapping, jobtable.RetrierOptions{})
 		},
 		bareRetry: func(ctx context.Context, jobs []replay.JobRef) error {
 			return concurrently(ctx, jobs, jobStoreRetriers, func(ctx context.Context, job replay.JobRef) error {

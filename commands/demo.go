@@ -40,6 +40,10 @@ type DemoOptions struct {
 	Ingester func(context.Context) (service.Ingester, error)
 	Source   func(queue string, prefetch int) (service.DLQSource, error)
 	Archive  func(context.Context) (service.Archive, error)
+	// QueueName resolves a job store's URL to its queue's name as letters
+	// carry it: through the configured connection that reaches its
+	// server, else one of this process named by config.DeriveName.
+	QueueName func(arg string) (string, error)
 
 	Prefix string
 	// SQS also stages an incident on SQS, through the AWS configuration
@@ -63,7 +67,7 @@ type DemoOptions struct {
 // NewCmdDemo builds `expiryctl demo`.
 func NewCmdDemo(f *Factory, runF func(context.Context, *DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{IO: f.IO, DB: f.RawDB, AMQP: f.AMQP,
-		Recorder: f.Recorder, Ingester: f.Ingester, Source: f.DLQSource, Archive: f.Archive}
+		Recorder: f.Recorder, Ingester: f.Ingester, Source: f.DLQSource, Archive: f.Archive, QueueName: f.queueName}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Stage a realistic incident on the local services and capture it",
@@ -229,7 +233,8 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 			"  expiryctl replay request --search %s-river --reason transient-exhausted --max 10 \\\n"+
 			"      --same-handler-ok \"why\" --why \"INC\"          # retried in place: no --routing-key\n"+
 			"  expiryctl worker --river-queue %s      # works the retried jobs\n"+
-			"  (replay run reaches River's database as %s, with EXPIRYCTL_RIVER_PASSWORD)\n", res.RunID, res.RunID, riverQueue, riverUserEnv)
+			"  (replay run reaches River's database through the connection its letters name, in the configuration: docs/configuration.md)\n",
+			res.RunID, res.RunID, riverQueue)
 	}
 	return nil
 }
@@ -245,7 +250,7 @@ func riverDemoQueue(prefix string) string {
 
 // demoRiver stages the River incident in a database of its own on the
 // demo's server and captures it as `dlq ingest` does. It returns the
-// queue's name as letters carry it.
+// queue's URL as a worker reaches it, without a password.
 func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID string) (string, error) {
 	conn := pool.Config().ConnConfig
 	database := opts.RiverDatabase
@@ -281,7 +286,11 @@ func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID
 	if err != nil {
 		return "", err
 	}
-	src, err := opts.Source(u.String(), 1000)
+	name, err := opts.QueueName(u.String())
+	if err != nil {
+		return "", err
+	}
+	src, err := opts.Source(name, 1000)
 	if err != nil {
 		return "", err
 	}
@@ -291,7 +300,10 @@ func demoRiver(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, runID
 		return "", err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "captured %s from %s (%d new)\n\n", phrase.Count(stats.Received, "letter", "letters"), src.QueueName(), stats.Stored)
-	return src.QueueName(), nil
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String(), nil
 }
 
 // sideDatabase is database on the demo's server, reached as the demo's
@@ -356,11 +368,11 @@ func demoJobTable(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, ru
 	if conn.User != "" {
 		ref.User = url.User(conn.User)
 	}
-	name, err := jobtable.ParseRef(ref.String())
+	name, err := opts.QueueName(ref.String())
 	if err != nil {
 		return err
 	}
-	value, err := json.Marshal(map[string]jobtable.Mapping{name.Name(): mapping})
+	value, err := json.Marshal(map[string]jobtable.Mapping{name: mapping})
 	if err != nil {
 		return err
 	}
@@ -368,12 +380,20 @@ func demoJobTable(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, ru
 	if login == "" {
 		login = conn.User
 	}
+	// Captured through the configuration's connection to the table's
+	// server when there is one; else through the URL, as a login of the
+	// environment (and a replay needs the connection in the
+	// configuration).
+	capture := "expiryctl dlq ingest --queue " + name
+	if typed, err := jobtable.ParseRef(ref.String()); err == nil && typed.Name() == name {
+		capture = fmt.Sprintf("%s=%s expiryctl dlq ingest --queue %s", jobTableUserEnv, login, (&url.URL{Scheme: ref.Scheme, Host: ref.Host, Path: ref.Path}).String())
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "jobs table %s is captured and replayed only once two admins approved its mapping:\n"+
 		"  expiryctl policy set job_tables='%s' --why \"INC\"\n"+
 		"  expiryctl policy approve <ID> --why \"checked the columns\"        # as a second admin\n"+
-		"  %s=%s expiryctl dlq ingest --queue %s\n"+
+		"  %s\n"+
 		"  expiryctl worker --job-table %s      # the team's poller, for the replayed rows\n\n",
-		name.Name(), value, jobTableUserEnv, login, name.Name(), ref.String())
+		name, value, capture, ref.String())
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -72,14 +73,17 @@ func TestDemoRunRiver(t *testing.T) {
 	if err := runCmd(NewCmdDemo(f, nil), "--prefix", prefix, "--river", "--river-database", riverDB.Name); err != nil {
 		t.Fatalf("demo --river: %v\n%s", err, errOut)
 	}
-	queue := fmt.Sprintf("river://127.0.0.1:5432/%s/%s-reservation-expiry", riverDB.Name, prefix)
+	// No configuration names River's database: the letters name the
+	// connection the demo's URL is given.
+	queue := fmt.Sprintf("river://%s/%s-reservation-expiry", config.DeriveName("river", "127.0.0.1:5432", riverDB.Name), prefix)
 	if !strings.Contains(errOut.String(), "captured 4 letters from "+queue+" (4 new)") {
 		t.Fatalf("stderr lacks the River capture:\n%s", errOut)
 	}
 	if !strings.Contains(out.String(), queue) {
 		t.Errorf("demo summary lacks the River queue %s:\n%s", queue, out)
 	}
-	if !strings.Contains(errOut.String(), "expiryctl worker --river-queue "+queue) || !strings.Contains(errOut.String(), "-river --reason transient-exhausted") {
+	worker := fmt.Sprintf("expiryctl worker --river-queue river://%s@127.0.0.1:5432/%s/%s-reservation-expiry", db.Pool.Config().ConnConfig.User, riverDB.Name, prefix)
+	if !strings.Contains(errOut.String(), worker) || !strings.Contains(errOut.String(), "-river --reason transient-exhausted") {
 		t.Errorf("stderr does not say how to replay the River letters:\n%s", errOut)
 	}
 	var letters int
@@ -132,7 +136,11 @@ func TestDemoRunJobTable(t *testing.T) {
 	if err := runCmd(NewCmdDemo(f, nil), "--prefix", prefix, "--job-table", "--job-table-database", jobs.Name, "--job-table-login", login.Name); err != nil {
 		t.Fatalf("demo --job-table: %v\n%s", err, errOut)
 	}
-	name := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.reservation_expiry_jobs", jobs.Name)
+	// No configuration names the table's database: the mapping is kept
+	// under the connection the demo's URL is given, and the capture is
+	// told by URL.
+	name := fmt.Sprintf("jobtable://%s/public.reservation_expiry_jobs", config.DeriveName("jobtable", "127.0.0.1:5432", jobs.Name))
+	typed := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.reservation_expiry_jobs", jobs.Name)
 	value := regexp.MustCompile(`(?m)^  expiryctl policy set job_tables='(.*)' --why`).FindStringSubmatch(errOut.String())
 	if value == nil {
 		t.Fatalf("stderr does not say which mapping to propose:\n%s", errOut)
@@ -142,7 +150,7 @@ func TestDemoRunJobTable(t *testing.T) {
 		t.Errorf("the proposed job_tables %s (%v) does not map %s", value[1], err, name)
 	}
 	for _, want := range []string{
-		"EXPIRYCTL_JOBTABLE_USER=" + login.Name + " expiryctl dlq ingest --queue " + name,
+		"EXPIRYCTL_JOBTABLE_USER=" + login.Name + " expiryctl dlq ingest --queue " + typed,
 		fmt.Sprintf("expiryctl worker --job-table jobtable://%s@127.0.0.1:5432/%s/public.reservation_expiry_jobs?sslmode=disable", db.Pool.Config().ConnConfig.User, jobs.Name),
 	} {
 		if !strings.Contains(errOut.String(), want) {

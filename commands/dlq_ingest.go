@@ -42,11 +42,10 @@ type DLQIngestOptions struct {
 	// reconnectWaits).
 	Backoff func() retry.Backoff
 
-	// Queue is the queue as letters name it; sourceRef, when it differs,
-	// is the --queue value that reaches it, login included (a job
-	// store's), which is never printed.
+	// Queue is the queue as letters name it: a job store's URL on the
+	// command line is resolved to its connection's name before the run
+	// (typedQueue), and the Factory keeps how to reach it.
 	Queue       string
-	sourceRef   string
 	Batch       int
 	Prefetch    int
 	Follow      bool
@@ -62,6 +61,11 @@ type DLQIngestOptions struct {
 	MetricsInterval time.Duration
 	Output          *outputFormat
 
+	// Connection names the connection a queue is on, which its letters
+	// record ("" for a job store's, whose queue name says it); nil: the
+	// archive's rule alone.
+	Connection func(queue string) (string, error)
+
 	// progress is the progress line on stderr; nil: newProgressLine.
 	progress *progressLine
 }
@@ -69,7 +73,8 @@ type DLQIngestOptions struct {
 // NewCmdDLQIngest builds `expiryctl dlq ingest`.
 func NewCmdDLQIngest(f *Factory, runF func(context.Context, *DLQIngestOptions) error) *cobra.Command {
 	opts := &DLQIngestOptions{IO: f.IO, Ingester: f.Ingester, Source: f.DLQSource, Signer: f.AuditSigner,
-		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv, PingDB: f.PingDB, LiveQueues: f.LiveQueues}
+		MetricsSource: f.MetricsSource, Recorder: f.Recorder, Getenv: f.Getenv, PingDB: f.PingDB, LiveQueues: f.LiveQueues,
+		Connection: f.connectionOfQueue}
 	cmd := &cobra.Command{
 		Use:   "ingest --queue QUEUE",
 		Short: "Capture a dead-letter queue into the archive",
@@ -93,24 +98,33 @@ back. A refused login, a deleted queue or a refusal of the database ends it.
 Several ingest processes may run on the same queue at once.
 
 The queue is RabbitMQ's unless --queue names an Amazon SQS queue: sqs://NAME
-(in the region and account of the AWS configuration: AWS_REGION, AWS_PROFILE,
-AWS_ENDPOINT_URL_SQS, …) or the queue's URL. From SQS a message is deleted
-only after its batch committed; while the batch is stored its visibility is
-extended, so no other consumer gets it. Throttling and 5xx answers are
-retried with backoff, and a followed capture waits out an SQS that does not
-answer. docs/sqs.md says what is kept of each message.
+(in the region of the context's SQS connection, else of the AWS configuration:
+AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_SQS, …) or the queue's URL, which
+must not name another region than the connection's. From SQS a message is
+deleted only after its batch committed; while the batch is stored its
+visibility is extended, so no other consumer gets it. Throttling and 5xx
+answers are retried with backoff, and a followed capture waits out an SQS
+that does not answer. docs/sqs.md says what is kept of each message.
 
 A job store keeps its failed jobs in place, and capture reads them without
 changing them. Reading a job again stores nothing twice; a job that fails
-again after a replay is a new letter.
-  river://[USER@]HOST[:PORT]/DATABASE/QUEUE   the jobs River discarded in QUEUE
-      (?states=discarded,cancelled for cancelled ones too); the password in
-      EXPIRYCTL_RIVER_PASSWORD (docs/river.md)
-  bullmq://HOST[:PORT][/DB]/QUEUE   the jobs in a BullMQ queue's failed set
-      (?prefix=bull); the password in EXPIRYCTL_REDIS_PASSWORD (docs/bullmq.md)
-  jobtable://[USER@]HOST[:PORT]/DATABASE/SCHEMA.TABLE   the failed rows of a
-      team's jobs table, through the mapping the policy approved for it; the
-      password in EXPIRYCTL_JOBTABLE_PASSWORD (docs/jobtable.md)`,
+again after a replay is a new letter. Its queue is named by a connection of
+the configuration (docs/configuration.md), as its letters carry it:
+  river://CONNECTION/QUEUE   the jobs River discarded in QUEUE (docs/river.md)
+  bullmq://CONNECTION/PREFIX/QUEUE   a BullMQ queue's failed set
+      (docs/bullmq.md)
+  jobtable://CONNECTION/SCHEMA.TABLE   the failed rows of a team's jobs table,
+      through the mapping the policy approved for it (docs/jobtable.md)
+or by a URL:
+  river://USER@HOST[:PORT]/DATABASE/QUEUE[?states=discarded,cancelled]
+  bullmq://HOST[:PORT]/DB/PREFIX/QUEUE
+  jobtable://USER@HOST[:PORT]/DATABASE/SCHEMA.TABLE
+A URL goes through the configuration's connection to the same host, port and
+database, as that connection's login. Without one, the URL's login and the environment
+(EXPIRYCTL_RIVER_USER and EXPIRYCTL_RIVER_PASSWORD, EXPIRYCTL_REDIS_PASSWORD,
+EXPIRYCTL_JOBTABLE_USER and EXPIRYCTL_JOBTABLE_PASSWORD) reach the store, and
+the letters name a connection derived from the server, which stderr gives: a
+replay of them needs it in the configuration.`,
 		Example: `  # capture what is there now
   expiryctl dlq ingest --queue reservation-expiry.dlq
 
@@ -128,11 +142,16 @@ again after a replay is a new letter.
   expiryctl dlq ingest --queue https://sqs.eu-west-1.amazonaws.com/123456789012/reservation-expiry-dlq
   AWS_REGION=eu-west-1 expiryctl dlq ingest --queue sqs://reservation-expiry-dlq --follow
 
-  # capture the jobs River discarded in its queue "expiry"
-  EXPIRYCTL_RIVER_PASSWORD=… expiryctl dlq ingest --queue river://expiryctl_reader@jobs-db:5432/reservations/expiry
+  # capture the jobs River discarded in queue "expiry", through the
+  # configuration's connection "river"
+  expiryctl dlq ingest --queue river://river/expiry
+
+  # the same by URL, when no connection is configured for it
+  export EXPIRYCTL_RIVER_PASSWORD=…
+  expiryctl dlq ingest --queue river://reader@jobs-db/reservations/expiry
 
   # capture the failed jobs of the BullMQ queue "reservation-expiry"
-  expiryctl dlq ingest --queue bullmq://redis.internal:6379/0/reservation-expiry --follow
+  expiryctl dlq ingest --queue bullmq://redis/bull/reservation-expiry --follow
 
   # map your own error classes to categories
   expiryctl dlq ingest --queue reservation-expiry.dlq --classes classes.json`,
@@ -146,16 +165,11 @@ again after a replay is a new letter.
 					return &FlagError{Err: err}
 				}
 			}
-			if s, ok := f.jobStoreOf(opts.Queue); ok {
-				name, password, err := s.name(opts.Queue)
-				if err != nil {
-					return &FlagError{Err: err}
-				}
-				if password {
-					fmt.Fprintf(opts.IO.ErrOut, "warning: --queue carries a password, which every user of this machine can read in the process list while the command runs: give it in %s instead\n", s.passwordEnv)
-				}
-				opts.sourceRef, opts.Queue = opts.Queue, name
+			name, err := f.queueName(opts.Queue)
+			if err != nil {
+				return err
 			}
+			opts.Queue = name
 			if opts.Batch < 1 || opts.Batch > 10000 {
 				return flagErrorf("invalid --batch %d: use 1 to 10000", opts.Batch)
 			}
@@ -291,6 +305,11 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	run := deadletter.IngestOptions{
 		Queue: queue, Batch: opts.Batch, Follow: opts.Follow,
 		Classifier: classifier, Progress: progress,
+	}
+	if opts.Connection != nil {
+		if run.Connection, err = opts.Connection(opts.Queue); err != nil {
+			return err
+		}
 	}
 	var stats deadletter.IngestStats
 	if opts.Follow {

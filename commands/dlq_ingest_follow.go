@@ -153,10 +153,5 @@ func errorLine(err error) string {
 	return termsafe.EscapeLine(line)
 }
 
-// source is the --queue value that reaches the queue.
-func (o *DLQIngestOptions) source() string {
-	if o.sourceRef != "" {
-		return o.sourceRef
-	}
-	return o.Queue
-}
+// source is the queue's name that reaches it, through the Factory.
+func (o *DLQIngestOptions) source() string { return o.Queue }

@@ -125,6 +125,11 @@ queues space-separated): the rest of the summary is not a list.`,
 			if err := opts.resolve(); err != nil {
 				return err
 			}
+			queue, err := f.queueName(opts.WorkQueue)
+			if err != nil {
+				return err
+			}
+			opts.WorkQueue = queue
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -138,7 +143,7 @@ queues space-separated): the rest of the summary is not a list.`,
 		"the reservation database the policy's gap_query reads, a read-only login (or EXPIRYCTL_OUTCOME_URL; default: expiryctl's own database)")
 	// Not --queue: on dlq list and dlq ingest that names a dead-letter queue.
 	fl.StringVar(&opts.WorkQueue, "work-queue", worker.NewTopology("").Queue,
-		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") are shown; a job store's queue (river://…, bullmq://…) shows its jobs by state`)
+		`the work queue whose retry queues ("<work-queue>.retry.<ms>") and DLQ ("<work-queue>.dlq") are shown; a job store's queue, named by a connection of the configuration (river://CONNECTION/QUEUE, bullmq://CONNECTION/PREFIX/QUEUE), shows its jobs by state`)
 	opts.Output = addOutputFlag(cmd, "table", "json", "csv")
 	opts.Watch, opts.UnauditedArchive = addWatchFlag(cmd, f), f.UnauditedArchive
 	return cmd

@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/approval"
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
@@ -79,7 +80,9 @@ type Factory struct {
 	LookupEnv func(string) (string, bool)
 
 	// Values of the global flags; empty means "use the environment, then the
-	// default".
+	// configuration file's context, then the default".
+	ConfigFlag        string
+	ContextFlag       string
 	DatabaseURLFlag   string
 	AMQPURLFlag       string
 	ManagementURLFlag string
@@ -102,6 +105,20 @@ type Factory struct {
 	// migrating leaves statement_timeout and lock_timeout unset on the
 	// pool, for `migrate` (store.Options.ServerTimeouts).
 	migrating bool
+
+	configOnce sync.Once
+	config     *config.Config
+	configErr  error
+
+	// typedRefs are the job-store queues reached by a URL a person typed
+	// on this process's command line, by name (typedQueue); notedTyped
+	// the names a note on stderr has been given for.
+	typedMu    sync.Mutex
+	typedRefs  map[string]storeRef
+	notedTyped map[string]bool
+	// advised are the job-store connections whose login's standing was
+	// said (adviseLogin).
+	advised map[string]bool
 
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
@@ -138,9 +155,36 @@ func (f *Factory) lookupEnv(name string) (string, bool) {
 }
 
 // DatabaseURL resolves --database-url, then EXPIRYCTL_DATABASE_URL, then the
-// default.
+// context's archive (with the password its secret gives), then the
+// default. A configuration that cannot be read is RawDB's error, which
+// then connects to nothing.
 func (f *Factory) DatabaseURL() string {
-	return firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL"), store.DefaultURL)
+	if u := firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL")); u != "" {
+		return u
+	}
+	if x, err := f.Context(); err == nil && x.Archive != nil && len(x.Archive.URLs) > 0 {
+		password, _ := x.Archive.Password.Resolve(x.Archive.Name, f.Getenv)
+		return withPassword(x.Archive.URLs[0], password)
+	}
+	return store.DefaultURL
+}
+
+// archiveSecretError is the error of the context's archive's password
+// source, when DatabaseURL takes the archive from the context and its
+// password cannot be read.
+func (f *Factory) archiveSecretError() error {
+	if firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL")) != "" {
+		return nil
+	}
+	x, err := f.Context()
+	if err != nil {
+		return err
+	}
+	if x.Archive == nil {
+		return nil
+	}
+	_, err = f.secretOf(*x.Archive)
+	return err
 }
 
 // AMQPURL is the first of AMQPURLs: the node whose management API and
@@ -171,11 +215,19 @@ func (f *Factory) ApprovalCheck() (*replay.ApprovalCheck, error) {
 	return check, nil
 }
 
-// OutcomeURL resolves --outcome-url, then EXPIRYCTL_OUTCOME_URL; empty
-// means the outcome query runs against expiryctl's own database. It is
-// never stored: it may carry a password.
+// OutcomeURL resolves --outcome-url, then EXPIRYCTL_OUTCOME_URL, then the
+// context's outcomes (with the password its secret gives); empty means
+// the outcome query runs against expiryctl's own database. It is never
+// stored: it may carry a password.
 func (f *Factory) OutcomeURL() string {
-	return firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL"))
+	if u := firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL")); u != "" {
+		return u
+	}
+	if x, err := f.Context(); err == nil && x.Outcomes != nil && len(x.Outcomes.URLs) > 0 {
+		password, _ := x.Outcomes.Password.Resolve(x.Outcomes.Name, f.Getenv)
+		return withPassword(x.Outcomes.URLs[0], password)
+	}
+	return ""
 }
 
 // connectionURLs are the URLs whose passwords no message may show.
@@ -183,6 +235,13 @@ func (f *Factory) connectionURLs() []string {
 	urls := append(append([]string{f.DatabaseURL()}, f.ManagementURLs()...), f.AMQPURLs()...)
 	if u := f.OutcomeURL(); u != "" {
 		urls = append(urls, u)
+	}
+	x, err := f.Context()
+	if err != nil {
+		return urls
+	}
+	for _, c := range x.Connections {
+		urls = append(urls, c.URLs...)
 	}
 	return urls
 }
@@ -193,9 +252,20 @@ func (f *Factory) connectionURLs() []string {
 // next call tries again, so that `metrics serve` and the terminal UI,
 // started while the reservation database was down, read it once it is up.
 func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
+	if _, err := f.Context(); err != nil {
+		return nil, err
+	}
 	url := f.OutcomeURL()
 	if url == "" {
 		return nil, nil
+	}
+	if !explicitLogin(url, f.Getenv) {
+		return nil, noLogin("the reservation database's URL (--outcome-url, EXPIRYCTL_OUTCOME_URL or the context's outcomes)", url)
+	}
+	if x, _ := f.Context(); firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL")) == "" && x.Outcomes != nil {
+		if _, err := f.secretOf(*x.Outcomes); err != nil {
+			return nil, err
+		}
 	}
 	f.outcomesMu.Lock()
 	defer f.outcomesMu.Unlock()
@@ -226,6 +296,14 @@ func (f *Factory) Actor() string {
 // RawDB connects to PostgreSQL without checking the schema, for `migrate`.
 func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
 	f.poolOnce.Do(func() {
+		if err := f.archiveSecretError(); err != nil {
+			f.poolErr = err
+			return
+		}
+		if !explicitLogin(f.DatabaseURL(), f.Getenv) {
+			f.poolErr = noLogin("the archive's URL (--database-url, EXPIRYCTL_DATABASE_URL or the context's archive)", f.DatabaseURL())
+			return
+		}
 		opts, err := f.storeOptions(!f.migrating)
 		if err != nil {
 			f.poolErr = err
@@ -288,6 +366,9 @@ func (f *Factory) AMQP() (*amqp.Connection, error) {
 	defer f.amqpMu.Unlock()
 	if f.amqpConn != nil && !f.amqpConn.IsClosed() {
 		return f.amqpConn, nil
+	}
+	if _, err := f.RabbitMQConnection(); err != nil {
+		return nil, err
 	}
 	f.amqpDialled = true
 	opts, err := f.dialOptions(nil)

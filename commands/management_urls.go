@@ -14,6 +14,9 @@ func (f *Factory) ManagementURLs() []string {
 	if urls := broker.SplitURLs(firstNonEmpty(f.ManagementURLFlag, f.Getenv("EXPIRYCTL_MANAGEMENT_URL"))); len(urls) > 0 {
 		return urls
 	}
+	if c, err := f.RabbitMQConnection(); err == nil && len(c.ManagementURLs) > 0 {
+		return c.ManagementURLs
+	}
 	var urls []string
 	for _, amqpURL := range f.AMQPURLs() {
 		if u, err := broker.ManagementURLFor(amqpURL); err == nil {

@@ -47,7 +47,7 @@ func reportError(f *Factory, cmd *cobra.Command, err error) int {
 		}
 		return code
 	}
-	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.RedactTextFor(err.Error(), f.connectionURLs()...))
+	fmt.Fprintln(f.IO.ErrOut, "error:", dsn.Scrub(dsn.RedactTextFor(err.Error(), f.connectionURLs()...), f.configSecrets()...))
 	var flagErr *FlagError
 	if errors.As(err, &flagErr) && cmd != nil {
 		fmt.Fprintf(f.IO.ErrOut, "\nUsage:  %s\nRun `%s --help` for examples.\n", cmd.UseLine(), cmd.CommandPath())
@@ -80,8 +80,12 @@ Every command, reads included, leaves a row in the audit trail.`,
 	root.SetFlagErrorFunc(flagError)
 
 	pf := root.PersistentFlags()
+	pf.StringVar(&f.ConfigFlag, "config", "",
+		"the configuration file: contexts naming the archive and each queue system's connections (env EXPIRYCTL_CONFIG; default $XDG_CONFIG_HOME/expiryctl/config.yaml)")
+	pf.StringVar(&f.ContextFlag, "context", "",
+		"the configuration's context to use (env EXPIRYCTL_CONTEXT; default the file's current-context)")
 	pf.StringVar(&f.DatabaseURLFlag, "database-url", "",
-		"PostgreSQL URL (env EXPIRYCTL_DATABASE_URL; default postgres://root@127.0.0.1:5432/expiryctl)")
+		"PostgreSQL URL (env EXPIRYCTL_DATABASE_URL; default the context's archive, else postgres://root@127.0.0.1:5432/expiryctl)")
 	pf.Var(&urlList{target: &f.AMQPURLFlag}, "amqp-url",
 		"RabbitMQ URL, or a cluster's node URLs (repeated or comma-separated), tried in order (env EXPIRYCTL_AMQP_URL, comma-separated; default amqp://guest:***@127.0.0.1:5672/)")
 	pf.Var(&urlList{target: &f.ManagementURLFlag}, "management-url",
@@ -100,7 +104,7 @@ Every command, reads included, leaves a row in the audit trail.`,
 		cmd.GroupID = "governance"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdDemo(f, nil), NewCmdWorker(f, nil), NewCmdVersion(f)} {
+	for _, cmd := range []*cobra.Command{NewCmdMigrate(f, nil), NewCmdConfig(f), NewCmdDemo(f, nil), NewCmdWorker(f, nil), NewCmdVersion(f)} {
 		cmd.GroupID = "setup"
 		root.AddCommand(cmd)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/access"
 	"github.com/expiryctl/expiryctl/audit"
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
@@ -264,8 +265,17 @@ type services struct {
 	// capture of its cohort's queues.
 	dlqSource func(queue string, prefetch int) (service.DLQSource, error)
 	// jobStore finds the driver of a job store's system, for a run of
-	// its letters.
+	// its letters, and jobRef a queue's reference by its name, through
+	// the configuration.
 	jobStore func(deadletter.System) (jobStore, bool)
+	jobRef   func(jobStore, string) (storeRef, error)
+	// adviseLogin says once a connection that a job store's login holds
+	// a way around the store's rules.
+	adviseLogin func(jobStore, storeRef, any)
+	// publishConnection is the connection a publishing system's run goes
+	// through (RabbitMQ's, SQS's), by the flags, the environment and the
+	// configuration.
+	publishConnection func(deadletter.System) (config.Connection, error)
 }
 
 // services connects (checking the schema) and resolves the actor.
@@ -275,7 +285,8 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
-		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource, jobStore: f.jobStoreFor}, nil
+		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource, jobStore: f.jobStoreFor, jobRef: f.jobRef, adviseLogin: f.adviseLogin,
+		publishConnection: f.publishConnection}, nil
 }
 
 func (s *services) archive() *deadletter.Archive { return deadletter.NewArchive(s.pool, s.actor) }
@@ -377,6 +388,11 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 			return nil, nil, err
 		}
 	}
+	if readErr == nil && !req.System().RetriesInPlace() {
+		if runner.Connection, err = r.publishThrough(req); err != nil {
+			return nil, nil, err
+		}
+	}
 	if readErr == nil && req.System() == deadletter.SQS {
 		return r.openSQS(ctx, runner, req)
 	}
@@ -395,6 +411,26 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 		runner.Reconnect = brokers.reconnect
 	}
 	return runner, brokers.close, nil
+}
+
+// publishThrough is the name of the connection a publishing request's
+// letters came from, when it is the one this process reaches for the
+// request's system; any other is refused before anything connects: the
+// configuration, not the letters, says which broker a name is.
+func (r *requestRunner) publishThrough(req replay.Request) (string, error) {
+	c, err := r.publishConnection(req.System())
+	if err != nil {
+		return "", err
+	}
+	for _, t := range req.Targets {
+		if want := t.ConnectionName(); want != c.Name {
+			return "", &replay.Refusal{Rule: "connection-unknown", Message: fmt.Sprintf(
+				"replay request %d publishes through connection %q, where its letters came from, and the %s connection of this context is %q (%s): "+
+					"nothing was dialled; run it with the context that names %q (--context), or add that connection to the configuration (docs/configuration.md)",
+				req.ID, want, req.System(), c.Name, c.Where, want)}
+		}
+	}
+	return c.Name, nil
 }
 
 // runCapturePrefetch is how far ahead the broker may send a run's capture

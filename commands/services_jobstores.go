@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
@@ -24,9 +25,9 @@ import (
 // it holds what expiryctl reads.
 const jobStoreLookup = 30 * time.Second
 
-// riverUserEnv names the login a run reaches a River database with: the
-// letters' queue names carry none (river://HOST:PORT/DATABASE/QUEUE), and
-// the password comes from riverjobs.PasswordEnv.
+// riverUserEnv names the login a River URL typed on the command line
+// reaches its database with when the URL names none; the password comes
+// from riverjobs.PasswordEnv.
 const riverUserEnv = "EXPIRYCTL_RIVER_USER"
 
 // How an outage names a job store's server.
@@ -36,39 +37,61 @@ const (
 	jobTableServer = "the jobs table's database"
 )
 
-// jobTableUserEnv names the login a run reaches a jobs table with.
+// jobTableUserEnv names the login a jobs table's URL typed on the
+// command line reaches its database with.
 const jobTableUserEnv = "EXPIRYCTL_JOBTABLE_USER"
 
-// jobStore is one job-store driver as the commands reach it: how a --queue
-// value names it, and how a capture and a run open it. The drivers share
-// a shape, so a command names none of them.
+// storeRef is a job-store driver's reference to one queue on one
+// connection, with the credentials to reach it: what the drivers' Refs
+// have in common.
+type storeRef interface {
+	// Name is the queue's name as letters carry it:
+	// SYSTEM://CONNECTION/QUEUE, which names no server.
+	Name() string
+	// Server is where it reaches, HOST:PORT/DATABASE.
+	Server() string
+}
+
+// jobStore is one job-store driver as the commands reach it: how a queue
+// is named (as letters name it, and as a URL typed on the command line),
+// and how a capture and a run open it. The drivers share a shape, so a
+// command names none of them.
 type jobStore struct {
 	system deadletter.System
-	// server names what an outage lost; passwordEnv is where its
-	// password is given rather than in a --queue value.
+	// server names what an outage lost; passwordEnv is where the
+	// password of a URL typed on the command line is given rather than
+	// in the URL.
 	server      string
 	passwordEnv string
 	isRef       func(string) bool
-	// name is how letters name the queue ref names, without credentials,
-	// and whether ref carries a password.
-	name func(ref string) (name string, password bool, err error)
+	// parseURL reads a URL typed on the command line into the reference
+	// it reaches, named by config.DeriveName, and the queue's part of it
+	// that refFor takes.
+	parseURL func(arg string) (ref storeRef, queue string, err error)
+	// splitName reads a queue's name as letters carry it into the
+	// connection's name and the queue's part.
+	splitName func(name string) (conn, queue string, err error)
+	// refFor is queue on the connection c, logged in with password.
+	refFor func(c config.Connection, password, queue string) (storeRef, error)
 	// openSource opens the capture of ref's failed jobs.
-	openSource func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error)
-	// server names the server a queue's jobs live on, one retrier each;
-	// openRetrier opens that retrier, reaching it as login says.
-	serverOf    func(queue string) (string, error)
-	openRetrier func(ctx context.Context, queue string) (replay.Broker, error)
-	// topology reads what the queue ref names holds now, by state.
-	topology func(ctx context.Context, ref string) (deadletter.QueueReport, error)
+	openSource func(ctx context.Context, ref storeRef, prefetch int) (service.DLQSource, error)
+	// openRetrier opens the retrier of ref's connection; resolve finds
+	// the reference of each queue a run's message names.
+	openRetrier func(ctx context.Context, ref storeRef, resolve func(name string) (storeRef, error)) (replay.Broker, error)
+	// oneRetrier says a single retrier reaches every connection (it
+	// resolves each message's queue itself).
+	oneRetrier bool
+	// topology reads what ref's queue holds now, by state.
+	topology func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error)
 	// unreachable tells a server that does not answer (to be waited for
 	// by a followed capture) from a refusal.
 	unreachable func(error) bool
 }
 
 // jobStoreEnv is what a job-store driver needs of the command's world:
-// the environment (logins and passwords), and the approved mappings of
-// jobs tables (the policy's job_tables), read only when a jobs table is
-// opened.
+// the environment (logins and passwords of URLs typed on the command
+// line), and the approved mappings of jobs tables (the policy's
+// job_tables), read only when a jobs table is opened.
 type jobStoreEnv struct {
 	getenv    func(string) string
 	jobTables func(context.Context) (map[string]json.RawMessage, error)
@@ -79,70 +102,61 @@ func jobStores(env jobStoreEnv) []jobStore {
 	getenv := env.getenv
 	river := jobStore{
 		system: deadletter.River, server: riverServer, passwordEnv: riverjobs.PasswordEnv, isRef: riverjobs.IsRef,
-		name: func(ref string) (string, bool, error) {
-			r, err := riverjobs.ParseRef(ref)
+		parseURL: func(arg string) (storeRef, string, error) {
+			r, err := riverjobs.ParseRef(withLogin(getenv, arg, riverUserEnv))
 			if err != nil {
-				return "", false, err
+				return nil, "", err
 			}
-			return r.Name(), dsn.HasPassword(ref), nil
+			queue := url.PathEscape(r.Queue)
+			if len(r.States) != 1 || r.States[0] != riverjobs.StateDiscarded {
+				queue += "?states=" + strings.Join(r.States, ",")
+			}
+			return r, queue, nil
 		},
-		openSource: func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error) {
-			r, err := riverjobs.ParseRef(withLogin(getenv, ref, riverUserEnv))
-			if err != nil {
-				return nil, &FlagError{Err: err}
-			}
-			return riverjobs.OpenSource(ctx, r, riverjobs.SourceOptions{Prefetch: prefetch})
+		splitName: riverjobs.SplitName,
+		refFor: func(c config.Connection, password, queue string) (storeRef, error) {
+			return riverjobs.RefFor(c, password, queue)
 		},
-		serverOf: func(queue string) (string, error) {
-			r, err := riverjobs.ParseRef(queue)
-			if err != nil {
-				return "", err
-			}
-			return r.DatabaseName(), nil
+		openSource: func(ctx context.Context, ref storeRef, prefetch int) (service.DLQSource, error) {
+			return riverjobs.OpenSource(ctx, ref.(riverjobs.Ref), riverjobs.SourceOptions{Prefetch: prefetch})
 		},
-		openRetrier: func(ctx context.Context, queue string) (replay.Broker, error) {
-			r, err := riverjobs.ParseRef(withLogin(getenv, queue, riverUserEnv))
-			if err != nil {
-				return nil, err
-			}
-			return riverjobs.OpenRetrier(ctx, r, riverjobs.RetrierOptions{})
+		openRetrier: func(ctx context.Context, ref storeRef, _ func(string) (storeRef, error)) (replay.Broker, error) {
+			return riverjobs.OpenRetrier(ctx, ref.(riverjobs.Ref), riverjobs.RetrierOptions{})
 		},
-		topology: func(ctx context.Context, ref string) (deadletter.QueueReport, error) {
-			r, err := riverjobs.ParseRef(withLogin(getenv, ref, riverUserEnv))
-			if err != nil {
-				return deadletter.QueueReport{}, &FlagError{Err: err}
-			}
-			return riverjobs.Topology(ctx, r)
+		topology: func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error) {
+			return riverjobs.Topology(ctx, ref.(riverjobs.Ref))
 		},
 		unreachable: store.Transient,
 	}
 	bull := jobStore{
 		system: deadletter.BullMQ, server: redisServer, passwordEnv: bullmq.PasswordEnv, isRef: bullmq.IsRef,
-		name: func(ref string) (string, bool, error) {
-			r, err := bullmq.ParseRef(ref)
+		parseURL: func(arg string) (storeRef, string, error) {
+			r, err := bullmq.ParseRef(arg)
 			if err != nil {
-				return "", false, err
+				return nil, "", err
 			}
-			return r.Name(), dsn.HasPassword(ref), nil
+			return r, url.PathEscape(r.Prefix) + "/" + url.PathEscape(r.Queue), nil
 		},
-		openSource: func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error) {
-			r, err := bullmq.ParseRef(ref)
-			if err != nil {
-				return nil, &FlagError{Err: err}
-			}
-			return bullmq.OpenDialed(ctx, r, bullmq.SourceOptions{Prefetch: prefetch})
+		splitName: bullmq.SplitName,
+		refFor: func(c config.Connection, password, queue string) (storeRef, error) {
+			return bullmq.RefFor(c, password, queue)
 		},
-		// One retrier reaches every Redis its letters name.
-		serverOf: func(string) (string, error) { return "", nil },
-		openRetrier: func(context.Context, string) (replay.Broker, error) {
-			return bullmq.NewRetrier(bullmq.DialEnv), nil
+		openSource: func(ctx context.Context, ref storeRef, prefetch int) (service.DLQSource, error) {
+			return bullmq.OpenDialed(ctx, ref.(bullmq.Ref), bullmq.SourceOptions{Prefetch: prefetch})
 		},
-		topology: func(ctx context.Context, ref string) (deadletter.QueueReport, error) {
-			r, err := bullmq.ParseRef(ref)
-			if err != nil {
-				return deadletter.QueueReport{}, &FlagError{Err: err}
-			}
-			return bullmq.Topology(ctx, r)
+		// One retrier reaches every connection its letters name.
+		oneRetrier: true,
+		openRetrier: func(_ context.Context, _ storeRef, resolve func(string) (storeRef, error)) (replay.Broker, error) {
+			return bullmq.NewRetrier(func(name string) (bullmq.Ref, error) {
+				r, err := resolve(name)
+				if err != nil {
+					return bullmq.Ref{}, err
+				}
+				return r.(bullmq.Ref), nil
+			}), nil
+		},
+		topology: func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error) {
+			return bullmq.Topology(ctx, ref.(bullmq.Ref))
 		},
 		unreachable: bullmq.Unreachable,
 	}
@@ -155,7 +169,7 @@ func jobStores(env jobStoreEnv) []jobStore {
 		if err != nil {
 			return jobtable.Mapping{}, err
 		}
-		raw, ok := tables[ref.Name()]
+		raw, ok := approvedMapping(tables, ref)
 		if !ok {
 			return jobtable.Mapping{}, &replay.Refusal{Rule: "job-table-mapping", Message: fmt.Sprintf("jobs table %s has no approved mapping: "+
 				"an admin proposes one with `expiryctl policy set job_tables=…` and a second admin approves it (docs/jobtable.md)", ref.Name())}
@@ -171,38 +185,34 @@ func jobStores(env jobStoreEnv) []jobStore {
 	}
 	table := jobStore{
 		system: deadletter.JobTable, server: jobTableServer, passwordEnv: jobtable.PasswordEnv, isRef: jobtable.IsRef,
-		name: func(ref string) (string, bool, error) {
-			r, err := jobtable.ParseRef(ref)
+		parseURL: func(arg string) (storeRef, string, error) {
+			r, err := jobtable.ParseRef(withLogin(getenv, arg, jobTableUserEnv))
 			if err != nil {
-				return "", false, err
+				return nil, "", err
 			}
-			return r.Name(), dsn.HasPassword(ref), nil
+			return r, r.Table, nil
 		},
-		openSource: func(ctx context.Context, ref string, prefetch int) (service.DLQSource, error) {
-			r, err := jobtable.ParseRef(withLogin(getenv, ref, jobTableUserEnv))
-			if err != nil {
-				return nil, &FlagError{Err: err}
-			}
+		splitName: jobtable.SplitName,
+		refFor: func(c config.Connection, password, queue string) (storeRef, error) {
+			return jobtable.RefFor(c, password, queue)
+		},
+		openSource: func(ctx context.Context, ref storeRef, prefetch int) (service.DLQSource, error) {
+			r := ref.(jobtable.Ref)
 			m, err := mapping(ctx, r)
 			if err != nil {
 				return nil, err
 			}
-			return jobtable.OpenSource(ctx, r.ConnString, m, jobtable.SourceOptions{Prefetch: prefetch})
+			return jobtable.OpenSource(ctx, r, m, jobtable.SourceOptions{Prefetch: prefetch})
 		},
-		// A retrier serves one table.
-		serverOf: func(queue string) (string, error) { return queue, nil },
-		openRetrier: func(ctx context.Context, queue string) (replay.Broker, error) {
-			r, err := jobtable.ParseRef(withLogin(getenv, queue, jobTableUserEnv))
-			if err != nil {
-				return nil, err
-			}
+		openRetrier: func(ctx context.Context, ref storeRef, _ func(string) (storeRef, error)) (replay.Broker, error) {
+			r := ref.(jobtable.Ref)
 			m, err := mapping(ctx, r)
 			if err != nil {
 				return nil, err
 			}
-			return jobtable.OpenRetrier(ctx, r.ConnString, m, jobtable.RetrierOptions{})
+			return jobtable.OpenRetrier(ctx, r, m, jobtable.RetrierOptions{})
 		},
-		topology: func(_ context.Context, ref string) (deadletter.QueueReport, error) {
+		topology: func(context.Context, storeRef) (deadletter.QueueReport, error) {
 			return deadletter.QueueReport{Unavailable: "a jobs table's live states are not read: its mapping names no state but the failed ones and the one a replay sets"}, nil
 		},
 		unreachable: store.Transient,
@@ -210,7 +220,27 @@ func jobStores(env jobStoreEnv) []jobStore {
 	return []jobStore{river, bull, table}
 }
 
-// jobStoreOf is the driver whose --queue form ref has, if any.
+// approvedMapping is the mapping the policy keeps for ref's table: under
+// its name, jobtable://CONNECTION/SCHEMA.TABLE, or under the name of the
+// server it was approved for before connections had names
+// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE), when that server's name
+// derives to ref's connection (migration 00041): two admins approved the
+// mapping, and the server's name in its key is never dialled.
+func approvedMapping(tables map[string]json.RawMessage, ref jobtable.Ref) (json.RawMessage, bool) {
+	if raw, ok := tables[ref.Name()]; ok {
+		return raw, true
+	}
+	for key, raw := range tables {
+		legacy, err := jobtable.ParseRef(key)
+		if err == nil && legacy.Conn == ref.Conn && legacy.Table == ref.Table {
+			return raw, true
+		}
+	}
+	return nil, false
+}
+
+// jobStoreOf is the driver whose queue names or URLs ref has the form of,
+// if any.
 func (f *Factory) jobStoreOf(ref string) (jobStore, bool) {
 	return jobStoreNamed(ref, f.jobStoreEnv())
 }
@@ -231,7 +261,8 @@ func (f *Factory) jobStoreEnv() jobStoreEnv {
 	}}
 }
 
-// jobStoreNamed is the driver whose --queue form ref has, if any.
+// jobStoreNamed is the driver whose queue names or URLs ref has the form
+// of, if any.
 func jobStoreNamed(ref string, env jobStoreEnv) (jobStore, bool) {
 	for _, s := range jobStores(env) {
 		if s.isRef(ref) {
@@ -252,7 +283,8 @@ func (f *Factory) jobStoreFor(system deadletter.System) (jobStore, bool) {
 }
 
 // withLogin puts the login of the environment variable userEnv into ref
-// when ref names none: a letter's queue name carries no credentials.
+// when ref names none: a URL typed on the command line may leave it to
+// the environment, never to the operating system's user.
 func withLogin(getenv func(string) string, ref, userEnv string) string {
 	user := getenv(userEnv)
 	scheme, rest, ok := strings.Cut(ref, "://")
@@ -262,25 +294,189 @@ func withLogin(getenv func(string) string, ref, userEnv string) string {
 	return scheme + "://" + url.User(user).String() + "@" + rest
 }
 
-// jobStoreSource opens the capture of the job store ref names.
-func (f *Factory) jobStoreSource(s jobStore, ref string, prefetch int) (service.DLQSource, error) {
+// typedQueue resolves a job store's queue as a person typed it on the
+// command line (--queue, --work-queue) to its name as letters carry it,
+// SYSTEM://CONNECTION/QUEUE:
+//
+//   - a name whose connection the configuration defines is that
+//     connection's queue;
+//   - a URL (river://USER@HOST:PORT/DATABASE/QUEUE, …) is the queue of the
+//     configured connection whose server it reaches, else of a connection
+//     of this process alone, named by config.DeriveName, which a note on
+//     stderr says a replay will need in the configuration.
+//
+// Only what the person typed is dialled this way: a name that letters or
+// requests carry goes through jobRef, which knows the configuration and
+// what was typed, nothing else.
+func (f *Factory) typedQueue(s jobStore, arg string) (string, error) {
+	conn, named, nameErr := s.splitName(arg)
+	if nameErr == nil {
+		x, err := f.Context()
+		if err != nil {
+			return "", err
+		}
+		if _, ok := x.Connection(conn); ok {
+			// The configured connection, with what the name's query says
+			// of a capture (River's states), kept for this process.
+			c, password, err := f.connectionNamed(s.system, conn)
+			if err != nil {
+				return "", err
+			}
+			ref, err := s.refFor(c, password, named)
+			if err != nil {
+				return "", &FlagError{Err: err}
+			}
+			f.typed(ref)
+			return ref.Name(), nil
+		}
+	}
+	ref, queue, err := s.parseURL(arg)
+	if err != nil && nameErr == nil {
+		// A connection's name the configuration does not define, and no
+		// URL either: say so, as for a letter's.
+		_, _, err = f.connectionNamed(s.system, conn)
+		return "", err
+	}
+	if err != nil {
+		return "", &FlagError{Err: err}
+	}
+	if dsn.HasPassword(arg) {
+		fmt.Fprintf(f.IO.ErrOut, "warning: the queue's URL carries a password, which every user of this machine can read in the process list while the command runs: give it in %s, or name the connection in the configuration\n", s.passwordEnv)
+	}
+	for _, c := range f.configuredOfSystem(s.system) {
+		password, err := f.secretOf(c)
+		if err != nil {
+			return "", err
+		}
+		configured, err := s.refFor(c, password, queue)
+		if err == nil && configured.Server() == ref.Server() {
+			f.typed(configured)
+			return configured.Name(), nil
+		}
+	}
+	f.typed(ref)
+	if !f.notedTyped[ref.Name()] {
+		conn, _, _ := s.splitName(ref.Name())
+		fmt.Fprintf(f.IO.ErrOut, "note: no connection of the configuration reaches %s: its letters name the connection %q, "+
+			"which a replay of them needs in the configuration (docs/configuration.md)\n", ref.Server(), conn)
+		f.notedTyped[ref.Name()] = true
+	}
+	return ref.Name(), nil
+}
+
+// queueName is a --queue or --work-queue value as letters name its queue:
+// a job store's through typedQueue, anything else as it was typed.
+func (f *Factory) queueName(arg string) (string, error) {
+	if s, ok := f.jobStoreOf(arg); ok {
+		return f.typedQueue(s, arg)
+	}
+	return arg, nil
+}
+
+// name is the queue's name as letters carry it, for queue (a part
+// splitName gave, perhaps with a capture's settings) of the connection
+// conn.
+func (s jobStore) name(conn, queue string) string {
+	q, _, _ := strings.Cut(queue, "?")
+	return string(s.system) + "://" + conn + "/" + q
+}
+
+// typed remembers ref, reached by what a person typed on the command
+// line, under its name, for jobRef to find for the rest of the process.
+func (f *Factory) typed(ref storeRef) {
+	f.typedMu.Lock()
+	defer f.typedMu.Unlock()
+	if f.typedRefs == nil {
+		f.typedRefs = map[string]storeRef{}
+		f.notedTyped = map[string]bool{}
+	}
+	f.typedRefs[ref.Name()] = ref
+}
+
+// jobRef is the reference, with the credentials to reach it, of the queue
+// a letter, a request or a resolved flag names (SYSTEM://CONNECTION/QUEUE):
+// the configuration's connection of that name, or one a person typed on
+// this process's command line. Anything else is refused before anything
+// connects, whatever server the name might seem to say.
+func (f *Factory) jobRef(s jobStore, name string) (storeRef, error) {
+	conn, queue, err := s.splitName(name)
+	if err != nil {
+		return nil, &replay.Refusal{Rule: "connection-unknown", Message: err.Error() + "; nothing was dialled"}
+	}
+	f.typedMu.Lock()
+	ref, ok := f.typedRefs[s.name(conn, queue)]
+	f.typedMu.Unlock()
+	if ok {
+		return ref, nil
+	}
+	c, password, err := f.connectionNamed(s.system, conn)
+	if err != nil {
+		return nil, err
+	}
+	return s.refFor(c, password, queue)
+}
+
+// jobStoreSource opens the capture of the job store's queue name names.
+func (f *Factory) jobStoreSource(s jobStore, name string, prefetch int) (service.DLQSource, error) {
+	ref, err := f.jobRef(s, name)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), jobStoreLookup)
 	defer cancel()
-	return s.openSource(ctx, ref, prefetch)
+	src, err := s.openSource(ctx, ref, prefetch)
+	if err == nil {
+		f.adviseLogin(s, ref, src)
+	}
+	return src, err
+}
+
+// loginStander is a job store's source or retrier that says which login
+// it reached its store as, and the ways that login holds around the
+// store's own rules.
+type loginStander interface {
+	LoginStanding() (login string, kinds []string)
+}
+
+// adviseLogin says on stderr, once a connection, that a job store's
+// connection logs in as a superuser or the owner of the store's table,
+// as the advisory line of the archive's login does: such a login may
+// change any job, and the store's docs name the least a login needs.
+func (f *Factory) adviseLogin(s jobStore, ref storeRef, opened any) {
+	stander, ok := opened.(loginStander)
+	if !ok {
+		return
+	}
+	login, kinds := stander.LoginStanding()
+	if len(kinds) == 0 {
+		return
+	}
+	conn, _, _ := s.splitName(ref.Name())
+	f.typedMu.Lock()
+	defer f.typedMu.Unlock()
+	if f.advised == nil {
+		f.advised = map[string]bool{}
+	}
+	if f.advised[conn] {
+		return
+	}
+	f.advised[conn] = true
+	fmt.Fprintf(f.IO.ErrOut, "warning: connection %q logs in as %s (%s): use a login with only the grants docs/%s.md names\n",
+		conn, login, strings.Join(kinds, ", "), s.system)
 }
 
 // openJobStore completes runner for a request whose letters are a job
 // store's: each job is retried where it is, through a retrier for each
-// server the cohort's queues are on, and the run captures those queues to
-// see its jobs fail again. A job store shows no traffic and no handler
-// versions, so such a run is paced by its ceiling and starts only when its
-// request says --same-handler-ok.
+// connection the cohort's queues are on, and the run captures those
+// queues to see its jobs fail again. A job store shows no traffic and no
+// handler versions, so such a run is paced by its ceiling and starts only
+// when its request says --same-handler-ok.
 func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner, req replay.Request) (*replay.Runner, func(), error) {
 	s, ok := r.jobStore(req.System())
 	if !ok {
 		return nil, nil, fmt.Errorf("replay request %d is for %s, which this expiryctl cannot reach", req.ID, req.System())
 	}
-	retriers := &jobRetriers{store: s}
+	retriers := &jobRetriers{store: s, resolve: r.jobRef, advise: r.adviseLogin}
 	for _, t := range req.Targets {
 		if _, err := retriers.forQueue(ctx, t.RoutingKey); err != nil {
 			_ = retriers.Close()
@@ -296,33 +492,42 @@ func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner,
 }
 
 // jobRetriers is the run's replay.Broker over a job store: a retrier for
-// each server its queues are on, opened as a queue first needs it.
+// each connection its queues are on, opened as a queue first needs it.
 type jobRetriers struct {
-	store jobStore
-	mu    sync.Mutex
-	open  map[string]replay.Broker
+	store   jobStore
+	resolve func(s jobStore, name string) (storeRef, error)
+	advise  func(s jobStore, ref storeRef, opened any)
+	mu      sync.Mutex
+	open    map[string]replay.Broker
 }
 
 func (j *jobRetriers) forQueue(ctx context.Context, queue string) (replay.Broker, error) {
-	server, err := j.store.serverOf(queue)
+	ref, err := j.resolve(j.store, queue)
 	if err != nil {
 		return nil, err
 	}
+	key, _, _ := j.store.splitName(ref.Name())
+	if j.store.oneRetrier {
+		key = ""
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if b, ok := j.open[server]; ok {
+	if b, ok := j.open[key]; ok {
 		return b, nil
 	}
 	lookup, cancel := context.WithTimeout(ctx, jobStoreLookup)
 	defer cancel()
-	b, err := j.store.openRetrier(lookup, queue)
+	b, err := j.store.openRetrier(lookup, ref, func(name string) (storeRef, error) { return j.resolve(j.store, name) })
 	if err != nil {
 		return nil, err
+	}
+	if j.advise != nil {
+		j.advise(j.store, ref, b)
 	}
 	if j.open == nil {
 		j.open = map[string]replay.Broker{}
 	}
-	j.open[server] = b
+	j.open[key] = b
 	return b, nil
 }
 

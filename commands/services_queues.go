@@ -15,20 +15,25 @@ import (
 // each report's Unavailable, so that a command still shows the rest.
 // A job store's queue (river://…) is read from the store itself.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv()}, nil
+	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv(), jobRef: f.jobRef}, nil
 }
 
 // systemQueues reads a work queue's topology from the system that holds it.
 type systemQueues struct {
 	rabbitmq *broker.ManagementNodes
 	env      jobStoreEnv
+	jobRef   func(jobStore, string) (storeRef, error)
 }
 
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
 	if s, ok := jobStoreNamed(workQueue, l.env); ok {
+		ref, err := l.jobRef(s, workQueue)
+		if err != nil {
+			return deadletter.QueueReport{Unavailable: err.Error()}, nil
+		}
 		read, cancel := context.WithTimeout(ctx, jobStoreLookup)
 		defer cancel()
-		return s.topology(read, workQueue)
+		return s.topology(read, ref)
 	}
 	return l.rabbitmq.Topology(ctx, workQueue)
 }

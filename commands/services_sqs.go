@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -22,9 +23,13 @@ func (f *Factory) sqsDLQSource(ref string, prefetch int) (service.DLQSource, err
 	if err != nil {
 		return nil, &FlagError{Err: err}
 	}
+	conn, err := f.SQSConnection()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sqsLookup)
 	defer cancel()
-	client, err := sqsqueue.NewClient(ctx, parsed)
+	client, err := sqsqueue.NewConnectionClient(ctx, conn, parsed)
 	if err != nil {
 		return nil, err
 	}
@@ -36,15 +41,21 @@ func (f *Factory) sqsDLQSource(ref string, prefetch int) (service.DLQSource, err
 }
 
 // openSQS completes runner for a request whose letters came from SQS: it
-// publishes through SQS, reaching each target queue in the region its ARN
-// names, and captures the dead-letter queues of its cohort there. SQS
-// shows no consumers and no traffic, so such a run is paced by its
-// ceiling alone and starts only when its request says --same-handler-ok.
+// publishes through the SQS connection of the letters' name, reaching each
+// target queue in the region its ARN names (which the connection's region,
+// when it names one, must be), and captures the dead-letter queues of its
+// cohort there. SQS shows no consumers and no traffic, so such a run is
+// paced by its ceiling alone and starts only when its request says
+// --same-handler-ok.
 func (r *requestRunner) openSQS(_ context.Context, runner *replay.Runner, _ replay.Request) (*replay.Runner, func(), error) {
+	conn, err := r.publishConnection(deadletter.SQS)
+	if err != nil {
+		return nil, nil, err
+	}
 	publisher := sqsqueue.NewRegionalPublisher(func(ctx context.Context, region string) (*sqs.Client, error) {
 		lookup, cancel := context.WithTimeout(ctx, sqsLookup)
 		defer cancel()
-		return sqsqueue.NewClient(lookup, sqsqueue.QueueRef{Region: region})
+		return sqsqueue.NewConnectionClient(lookup, conn, sqsqueue.QueueRef{Name: "of the replay", Region: region})
 	})
 	runner.Broker, runner.Flow, runner.Consumers = publisher, nil, nil
 	runner.OpenDLQ = r.openDLQ

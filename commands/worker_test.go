@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -195,8 +196,11 @@ func TestWorkerRunRiver(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	queue := fmt.Sprintf("river://127.0.0.1:5432/%s/reservation-expiry?sslmode=disable", riverDB.Name)
+	// The worker names the queue as letters would: by the connection a
+	// URL typed on the command line is given.
+	conn := config.DeriveName("river", "127.0.0.1:5432", riverDB.Name)
 	runWorkerUntilInterrupted(t, f, errOut,
-		fmt.Sprintf("working River queue river://127.0.0.1:5432/%s/reservation-expiry; Ctrl-C stops it", riverDB.Name), 0,
+		fmt.Sprintf("working River queue river://%s/reservation-expiry; Ctrl-C stops it", conn), 0,
 		"--river-queue", queue)
 }
 
@@ -282,8 +286,9 @@ func TestWorkerRunJobTable(t *testing.T) {
 	t.Cleanup(f.Close)
 	table := fmt.Sprintf("jobtable://127.0.0.1:5432/%s/public.expiry_jobs?sslmode=disable", jobs.Name)
 	// A moment of polling the empty table, so that the stop comes mid-poll.
+	conn := config.DeriveName("jobtable", "127.0.0.1:5432", jobs.Name)
 	runWorkerUntilInterrupted(t, f, errOut,
-		fmt.Sprintf("polling jobs table jobtable://127.0.0.1:5432/%s/public.expiry_jobs; Ctrl-C stops it", jobs.Name), 200*time.Millisecond,
+		fmt.Sprintf("polling jobs table jobtable://%s/public.expiry_jobs; Ctrl-C stops it", conn), 200*time.Millisecond,
 		"--job-table", table)
 }
 

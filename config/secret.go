@@ -61,7 +61,7 @@ func (s Secret) Resolve(connection string, getenv func(string) string) (string, 
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", fmt.Errorf("connection %q takes its password from %s, which cannot be read: %v", connection, s.File, err)
+			return "", fmt.Errorf("connection %q takes its password from %s, which cannot be read: %w", connection, s.File, err)
 		}
 		line, _, _ := strings.Cut(string(raw), "\n")
 		line = strings.TrimSuffix(line, "\r")

@@ -54,6 +54,10 @@ type IngestOptions struct {
 	Actor string
 	// Queue names the dead-letter queue, for the audit rows.
 	Queue string
+	// Connection names the connection the queue is on, which every letter
+	// records; empty: the archive's rule (a job store's letter's is its
+	// queue name's, otherwise its system's name).
+	Connection string
 	// Batch is the most letters committed in one transaction (default 500).
 	Batch int
 	// BatchBytes caps a batch's payload bytes, so large letters do not make a
@@ -358,6 +362,11 @@ func writeBatch(pool *pgxpool.Pool, b batch, opts IngestOptions) (StoreResult, e
 	var res StoreResult
 	var err error
 	for attempt := 1; ; attempt++ {
+		if opts.Connection != "" {
+			for i := range b.letters {
+				b.letters[i].Connection = opts.Connection
+			}
+		}
 		res, err = InsertAs(ctx, pool, opts.Actor, opts.Queue, b.letters)
 		if err == nil || attempt == maxBatchAttempts || !store.RolledBackForAnother(err) {
 			break

@@ -155,6 +155,11 @@ type Letter struct {
 
 	// System is the queue system the letter was captured from.
 	System System
+	// Connection is the name of the connection it was captured from,
+	// which only the operator's configuration turns into a server; empty:
+	// the archive's rule (a job store's letter's is its queue name's,
+	// otherwise the name of its system).
+	Connection string
 	// Native is the system's own attributes of the message (see
 	// Message.Native) in the JSON the archive stores; nil for none.
 	Native json.RawMessage

@@ -35,11 +35,11 @@ func (s postgresLetters) LetterInsertBatch(ctx context.Context, actor, queue str
 		}
 	}
 	rows, err := s.q.Query(ctx, `SELECT expiryctl.ingest_letters($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
+			$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`,
 		actor, queue, c.fingerprints, c.jobKeys, c.messageIDs, c.reservationIDs, c.idempotencyKeys, c.versions, c.dueAts,
 		c.sourceQueues, c.originQueues, c.exchanges, c.routingKeys, c.categories, c.errorClasses, c.lastErrors, c.attempts,
 		c.histories, c.headers, c.contentTypes, c.payloads, c.deadAts, c.replayRequests, c.replayCounts, c.properties,
-		c.systems, c.natives)
+		c.systems, c.natives, c.connections)
 	if err != nil {
 		return nil, store.AsRefusal(err)
 	}
@@ -76,6 +76,7 @@ type ingestColumns struct {
 	properties      [][]byte
 	systems         []string
 	natives         [][]byte
+	connections     []*string
 }
 
 func newIngestColumns(n int) *ingestColumns {
@@ -105,6 +106,7 @@ func newIngestColumns(n int) *ingestColumns {
 		properties:      make([][]byte, n),
 		systems:         make([]string, n),
 		natives:         make([][]byte, n),
+		connections:     make([]*string, n),
 	}
 }
 
@@ -151,6 +153,7 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	}
 	c.systems[i] = string(l.System.OrRabbitMQ())
 	c.natives[i] = l.Native // nil: NULL
+	c.connections[i] = nullable(l.Connection)
 	return nil
 }
 

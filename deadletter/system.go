@@ -36,10 +36,11 @@ const (
 // Systems lists every system.
 func Systems() []System { return []System{RabbitMQ, SQS, River, BullMQ, JobTable} }
 
-// Queue names of the job-store systems: a letter's queue is its source's
-// reference without credentials, river://HOST:PORT/DATABASE/QUEUE,
-// bullmq://HOST:PORT/DB/PREFIX/QUEUE or
-// jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE.
+// Queue names of the job-store systems: a letter's queue is its
+// connection's name and the queue there, never a server:
+// river://CONNECTION/QUEUE, bullmq://CONNECTION/PREFIX/QUEUE or
+// jobtable://CONNECTION/SCHEMA.TABLE; the operator's configuration says
+// which server a connection's name reaches (package config).
 const (
 	RiverQueuePrefix    = "river://"
 	BullMQQueuePrefix   = "bullmq://"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,11 +69,15 @@ func TestBullMQIncident(t *testing.T) {
 	// for its capture of the failed set, which polls every second, to see
 	// the poisoned job fail again.
 	setPolicy(t, db, "canary_window=3s")
-	ingester := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "")
-	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "")
-	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
+	// Redis is the operator's connection "redis": the capture's URL is
+	// its server's, so the letters name it, and the run reaches it by
+	// that name.
+	config := configFile(t, map[string]connection{"redis": {system: "bullmq", url: fmt.Sprintf("redis://%s/%d", q.Ref.Addr(), q.Ref.DB)}})
+	ingester := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "").withConfig(config)
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "").withConfig(config)
+	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "").withConfig(config)
 
-	name := q.Ref.Name()
+	name := "bullmq://redis/" + url.PathEscape(q.Ref.Prefix) + "/" + url.PathEscape(q.Ref.Queue)
 	captureTwice(t, ingester, q.URL(), n)
 	if digest() != before {
 		t.Error("capture changed Redis")

@@ -40,6 +40,9 @@ func newCLI(dbURL, actor string) *cli {
 		}
 	}
 	env = append(env,
+		// Nor a configuration file of theirs: a test that needs one
+		// names its own (withConfig).
+		"EXPIRYCTL_CONFIG="+os.DevNull,
 		"EXPIRYCTL_DATABASE_URL="+dbURL,
 		"EXPIRYCTL_AMQP_URL="+amqptest.URL(),
 		"EXPIRYCTL_ACTOR="+actor,

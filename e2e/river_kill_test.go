@@ -35,13 +35,9 @@ func TestRiverReplayKilledRetriesEachJobOnce(t *testing.T) {
 	if _, err := replay.SetPolicy(withTimeout(t), db.Pool, "admin", changes); err != nil {
 		t.Fatal(err)
 	}
-	login := func(c *cli) *cli {
-		c.env = append(c.env, "EXPIRYCTL_RIVER_USER=postgres")
-		return c
-	}
-	ingester := login(newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, ""))
-	alice := login(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
-	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
+	ingester := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "").withConfig(rw.config)
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "").withConfig(rw.config)
+	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "").withConfig(rw.config)
 	ingester.ok(t, "dlq", "ingest", "--queue", rw.queue)
 	var req struct {
 		ID    int64 `json:"id"`

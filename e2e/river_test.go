@@ -83,8 +83,9 @@ type riverWorld struct {
 	w      *riverWorker
 	jobs   []int64
 	// queue reaches the River queue as the test's login; name is how
-	// letters name it.
-	queue, name string
+	// letters name it, through the connection "river" of config, the
+	// configuration file that reaches River's database.
+	queue, name, config string
 }
 
 func newRiverWorld(t *testing.T, n int, poison string) *riverWorld {
@@ -123,7 +124,9 @@ func newRiverWorld(t *testing.T, n int, poison string) *riverWorld {
 	})
 	rw := &riverWorld{db: riverDB, client: client, w: w, jobs: make([]int64, n),
 		queue: fmt.Sprintf("river://postgres@127.0.0.1:5432/%s/expiry", riverDB.Name),
-		name:  fmt.Sprintf("river://127.0.0.1:5432/%s/expiry", riverDB.Name)}
+		name:  "river://river/expiry",
+		config: configFile(t, map[string]connection{"river": {system: "river",
+			url: fmt.Sprintf("postgres://postgres@127.0.0.1:5432/%s?sslmode=disable", riverDB.Name)}})}
 	for i := range n {
 		res, err := client.Insert(ctx, riverExpiry{ReservationID: fmt.Sprintf("r-river-%d", i), HoldUntil: "2026-11-30T12:20:00Z",
 			IdempotencyKey: fmt.Sprintf("expire:r-river-%d:v1", i)}, &river.InsertOpts{Queue: "expiry"})
@@ -179,15 +182,16 @@ func TestRiverIncident(t *testing.T) {
 	// enough for its capture of River's queue, which polls every 500 ms,
 	// to see the poisoned job discarded again.
 	setPolicy(t, db, "canary_window=3s")
-	riverLogin := func(c *cli) *cli {
-		c.env = append(c.env, "EXPIRYCTL_RIVER_USER=postgres")
-		return c
-	}
-	ingester := riverLogin(newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, ""))
-	alice := riverLogin(newCLI(db.Login(t, "alice", "expiryctl_operator").URL, ""))
-	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "")
+	ingester := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "").withConfig(rw.config)
+	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "").withConfig(rw.config)
+	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "").withConfig(rw.config)
 
 	captureTwice(t, ingester, queue, n)
+	// The test reaches River's database as a superuser, which the capture
+	// says, as it says it of the archive's login.
+	if again := ingester.ok(t, "dlq", "ingest", "--queue", queue); !strings.Contains(again.stderr, `warning: connection "river" logs in as postgres (superuser)`) {
+		t.Errorf("a capture through a superuser's connection says nothing of it: %s", again)
+	}
 	if after := digest(); after != before {
 		t.Error("capture changed River's jobs")
 	}

@@ -79,7 +79,7 @@ type Policy struct {
 	GapQuery string `json:"gap_query"`
 	// JobTables are the approved mappings of teams' own jobs tables, by
 	// the queue name their letters carry
-	// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE): capture and replay
+	// (jobtable://CONNECTION/SCHEMA.TABLE): capture and replay
 	// read and write such a table only through its mapping
 	// (docs/jobtable.md), and refuse one that has none.
 	JobTables map[string]json.RawMessage `json:"job_tables"`
@@ -129,7 +129,7 @@ var policyKeys = map[string]policyKey{
 	"gap_query": {"gap_query", parseText, "SQL without parameters returning (past_deadline bigint, oldest_deadline timestamptz): " +
 		"the holds past their deadline in the reservation database, run against --outcome-url; empty to disable"},
 	"job_tables": {"job_tables", parseJobTables, `a JSON object of jobs-table mappings by queue name, ` +
-		`{"jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE": {…mapping…}}, merged into those approved; null removes one (docs/jobtable.md)`},
+		`{"jobtable://CONNECTION/SCHEMA.TABLE": {…mapping…}}, merged into those approved; null removes one (docs/jobtable.md)`},
 }
 
 // PolicyKeys lists the keys `policy set` accepts, with what each takes.

@@ -38,6 +38,11 @@ type Runner struct {
 	// Actor runs the request: recorded on the audit rows and sent as
 	// x-replayed-by.
 	Actor string
+	// Connection is the name of the connection Broker publishes through,
+	// which the letters the run's capture of its dead-letter queues
+	// stores record; empty: the archive's rule (a job store's letter's is
+	// its queue name's).
+	Connection string
 	// PublishAs is the RabbitMQ user Broker publishes as. A letter's
 	// user_id is kept only when it names this user, because RabbitMQ
 	// refuses any other; otherwise it travels as x-original-user-id.

@@ -93,7 +93,7 @@ func (r *Runner) watchDLQs(ctx context.Context, queues []string) *dlqWatch {
 // RabbitMQ and PostgreSQL as `dlq ingest --follow` does; an error no wait
 // cures is kept for the run to stop on.
 func (w *dlqWatch) capture(ctx context.Context, r *Runner, queue string, src deadletter.ClosableSource) {
-	opts := deadletter.IngestOptions{Actor: r.Actor, Queue: queue, Follow: true}
+	opts := deadletter.IngestOptions{Actor: r.Actor, Queue: queue, Connection: r.Connection, Follow: true}
 	_, last, err := deadletter.IngestFollowing(ctx, src, opts, deadletter.FollowOptions{
 		Ingest: func(ctx context.Context, src deadletter.Source, opts deadletter.IngestOptions) (deadletter.IngestStats, error) {
 			return deadletter.Ingest(ctx, r.Pool, src, opts)

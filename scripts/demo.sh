@@ -15,6 +15,39 @@ as() { local who=$1; shift; EXPIRYCTL_DATABASE_URL=${owner_url/expiryctl_owner@/
 # starts (goaws); any credentials do for it.
 export AWS_ENDPOINT_URL_SQS=${AWS_ENDPOINT_URL_SQS:-http://127.0.0.1:4100} AWS_REGION=${AWS_REGION:-us-east-1}
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-demo} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-demo} AWS_EC2_METADATA_DISABLED=true
+# The connections everybody's commands reach the queue systems through,
+# by name: a letter records the name of its connection, never a server,
+# and a replay resolves that name here (docs/configuration.md). Each
+# person's own login to the archive is their EXPIRYCTL_DATABASE_URL.
+# River's database is reached as the owner, who owns river_job there
+# (docs/river.md names the least a replay login needs); the jobs table as
+# the login granted only what its mapping names.
+owner_login=${owner_url#*://}
+owner_login=${owner_login%%[:@]*}
+jobs_login=expiryctl_demo_jobs_rw
+demo_db=${owner_url##*/}
+demo_db=${demo_db%%\?*}
+EXPIRYCTL_CONFIG=$(mktemp)
+export EXPIRYCTL_CONFIG
+cat > "$EXPIRYCTL_CONFIG" <<EOF
+current-context: demo
+contexts:
+  demo:
+    connections:
+      river:
+        system: river
+        url: postgres://$owner_login@127.0.0.1:5432/${demo_db}_river?sslmode=disable
+      jobs:
+        system: jobtable
+        url: postgres://$jobs_login@127.0.0.1:5432/${demo_db}_jobs?sslmode=disable
+      redis:
+        system: bullmq
+        url: redis://127.0.0.1:6379/0
+      sqs:
+        system: sqs
+        region: $AWS_REGION
+        endpoint: $AWS_ENDPOINT_URL_SQS
+EOF
 
 # drain_work_queue runs the reference worker until the work queue is empty
 # (at most 60 s), so that the replayed jobs are done and the next demo finds
@@ -50,7 +83,7 @@ drain_work_queue >/dev/null
 staged=$(mktemp)
 # A step that fails ends the demo; a worker it started must not outlive it.
 cleanup() {
-	rm -f "$staged" "${worker_log:-}"
+	rm -f "$staged" "${worker_log:-}" "$EXPIRYCTL_CONFIG"
 	if [[ -n ${worker:-} ]]; then
 		kill -INT "$worker" 2>/dev/null || true
 	fi
@@ -59,7 +92,6 @@ trap cleanup EXIT
 # The jobs table's capture and replay login is a plain one (scripts/services.sh
 # makes it: the owner has no CREATEROLE), which the demo grants exactly
 # jobtable.GrantSQL's statements on the table it owns.
-jobs_login=expiryctl_demo_jobs_rw
 "$bin" demo --prefix "$prefix" --sqs --river --job-table --job-table-login "$jobs_login" 2> >(tee "$staged" >&2)
 # This run's letters only: the demo database keeps earlier runs', whose
 # queues may have had another prefix.
@@ -72,7 +104,7 @@ river_queue=$(sed -n 's/^  expiryctl worker --river-queue \(river:[^ ]*\).*/\1/p
 # The jobs table is in database expiryctl_demo_jobs; the demo prints its
 # mapping, its name and its poller's reference.
 job_tables=$(sed -n "s/^  expiryctl policy set job_tables='\(.*\)' --why.*/\1/p" "$staged")
-jobs_table=$(sed -n 's/^  EXPIRYCTL_JOBTABLE_USER=[^ ]* expiryctl dlq ingest --queue \(jobtable:[^ ]*\).*/\1/p' "$staged")
+jobs_table=$(sed -n 's/^  expiryctl dlq ingest --queue \(jobtable:[^ ]*\).*/\1/p' "$staged")
 jobs_poller=$(sed -n 's/^  expiryctl worker --job-table \(jobtable:[^ ]*\).*/\1/p' "$staged")
 [[ -n $job_tables && -n $jobs_table && -n $jobs_poller ]] || { echo "demo: could not read the jobs table from expiryctl demo" >&2; exit 1; }
 echo
@@ -133,11 +165,10 @@ out=$(as alice replay request --reason transient-exhausted --search "$run_id-riv
 river_id=$(printf '%s' "$out" | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -1)
 as alice replay show "$river_id" --sample 5
 as bob replay approve "$river_id" --why "checked the River cohort"
-# alice's run retries each job in River's database as the owner, who owns
-# river_job there (docs/river.md names the least a replay login needs);
-# the worker works them as the same login.
-river_user=${owner_url#*://}
-export EXPIRYCTL_RIVER_USER=${river_user%%[:@]*}
+# alice's run retries each job in River's database through the connection
+# its letters name (river, as the owner); the worker works them as the
+# same login.
+export EXPIRYCTL_RIVER_USER=$owner_login
 "$bin" worker --river-queue "$river_queue" >/dev/null 2>&1 &
 worker=$!
 as alice replay run "$river_id"
@@ -156,7 +187,7 @@ echo "$out"
 as erin policy approve "$change" --why "checked the columns against the table"
 # Capture and replay reach the table as the login granted only what the
 # mapping names; capture changes nothing there.
-EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice dlq ingest --queue "$jobs_table"
+as alice dlq ingest --queue "$jobs_table"
 as alice dlq list --search "$run_id-jobtable"
 # A table shows no workers and no versions: alice says why the poller may
 # take the rows again.
@@ -170,7 +201,7 @@ as bob replay approve "$jobs_id" --why "checked the jobs table cohort"
 # as expiryctl's login.
 "$bin" worker --job-table "$jobs_poller" >/dev/null 2>&1 &
 worker=$!
-EXPIRYCTL_JOBTABLE_USER=$jobs_login as alice replay run "$jobs_id"
+as alice replay run "$jobs_id"
 kill -INT "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=

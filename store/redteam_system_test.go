@@ -88,13 +88,16 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 // with a fresh key (rules target and fresh-key); the frozen target is the
 // job's own queue. The ingester cannot store a River letter named as
 // another system's queue, nor a RabbitMQ letter named as a River queue,
-// which would make the summary read its system wrong.
+// which would make the summary read its system wrong, nor a job store's
+// letter whose queue names a server rather than a connection, or another
+// connection than the letter records (dead_letters_connection_named): a
+// letter never says which server to dial.
 func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 	t.Parallel()
 	rt := setupRedTeam(t)
 	ctx := context.Background()
 	body := []byte(`{"reservation_id":"r-river","idempotency_key":"expire:r-river:v1"}`)
-	queue := "river://jobs.internal:5432/reservations/expiry"
+	queue := "river://jobs/expiry"
 	letter := deadletter.Letter{System: deadletter.River, Native: []byte(`{"job_id":"42","incarnation":"2026-11-30T03:00:00Z"}`),
 		Fingerprint: sha256.Sum256(body), JobKey: "expire:r-river:v1", IdempotencyKey: "expire:r-river:v1", SourceQueue: queue,
 		Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
@@ -125,14 +128,35 @@ func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 	for _, bad := range []struct {
 		system deadletter.System
 		queue  string
-	}{{deadletter.River, "reservation-expiry.dlq"}, {deadletter.RabbitMQ, "river://jobs.internal:5432/reservations/expiry"},
-		{deadletter.BullMQ, "river://jobs.internal:5432/reservations/expiry"}} {
+	}{{deadletter.River, "reservation-expiry.dlq"}, {deadletter.RabbitMQ, "river://jobs/expiry"},
+		{deadletter.BullMQ, "river://jobs/expiry"}} {
 		l := letter
 		l.System, l.SourceQueue = bad.system, bad.queue
 		l.Fingerprint = sha256.Sum256([]byte(string(bad.system) + bad.queue))
 		_, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", bad.queue, []deadletter.Letter{l})
-		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_system_names_queue" {
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) ||
+			(pgErr.ConstraintName != "dead_letters_system_names_queue" && pgErr.ConstraintName != "dead_letters_connection_named") {
 			t.Errorf("a %s letter named %q: %v, want refused by dead_letters_system_names_queue", bad.system, bad.queue, err)
+		}
+	}
+	for _, forged := range []struct {
+		system            deadletter.System
+		queue, connection string
+	}{
+		{deadletter.River, "river://attacker.example:5432/reservations/expiry", ""},
+		{deadletter.River, "river://alice@jobs/expiry", ""},
+		{deadletter.BullMQ, "bullmq://attacker.example:6379/0/bull/expiry", ""},
+		{deadletter.JobTable, "jobtable://attacker.example:5432/jobs/public.jobs", ""},
+		{deadletter.River, "river://jobs/expiry", "attacker"},
+		{deadletter.BullMQ, "bullmq://redis/bull/expiry", "attacker.example:6379"},
+	} {
+		l := letter
+		l.System, l.SourceQueue, l.Connection = forged.system, forged.queue, forged.connection
+		l.Fingerprint = sha256.Sum256([]byte("forged" + forged.queue + forged.connection))
+		_, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", forged.queue, []deadletter.Letter{l})
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_connection_named" {
+			t.Errorf("the ingester stored a %s letter of queue %q, connection %q: %v; want refused by dead_letters_connection_named",
+				forged.system, forged.queue, forged.connection, err)
 		}
 	}
 }

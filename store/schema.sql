@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00040, then the files of store/functions/) leaves an empty database, dumped
+-- 00041, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -669,141 +669,25 @@ $_$;
 
 
 --
--- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[]); Type: FUNCTION; Schema: expiryctl
---
-
-CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) RETURNS SETOF bigint
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-#variable_conflict use_variable
-DECLARE
-    label text;
-    ids bigint[];
-    trusted boolean;
-    dropped integer;
-BEGIN
-    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
-    label := expiryctl.actor_label(actor);
-    trusted := expiryctl.caller_is_owner();
-    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
-     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
-    WITH stored AS (
-        INSERT INTO expiryctl.dead_letters (
-            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id)
-        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
-            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
-            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_request_id END,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_count ELSE 0 END,
-            CASE WHEN s.job_key IS NOT NULL THEN
-                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
-            END
-        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
-            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
-            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts) WITH ORDINALITY
-            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, ordinal)
-        ORDER BY s.ordinal
-        ON CONFLICT (fingerprint) DO NOTHING
-        RETURNING id)
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
-    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
-        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
-        'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
-    RETURN QUERY SELECT unnest(ids);
-END
-$$;
-
-
---
--- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[], text[]); Type: FUNCTION; Schema: expiryctl
---
-
-CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) RETURNS SETOF bigint
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-#variable_conflict use_variable
-DECLARE
-    label text;
-    ids bigint[];
-    trusted boolean;
-    dropped integer;
-    by_run boolean;
-BEGIN
-    -- Beside the ingester, a run captures its own cohort's queues (rule
-    -- role): it must see its jobs die again (replay_run_captures).
-    by_run := NOT expiryctl.caller_in('expiryctl_ingester');
-    IF by_run AND NOT (expiryctl.caller_in('expiryctl_operator')
-                       AND expiryctl.replay_run_captures(array_append(source_queues, queue))) THEN
-        PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester', 'expiryctl_operator');
-        PERFORM expiryctl.replay_refuse('role', format(
-            'dlq ingest needs membership of expiryctl_ingester, and an operator captures only the dead-letter queues of a replay whose run holds its lease, which %s is not: '
-            || 'ask the schema owner to run `expiryctl access grant %s expiryctl_ingester`',
-            queue, session_user));
-    END IF;
-    label := expiryctl.actor_label(actor);
-    trusted := expiryctl.caller_is_owner();
-    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
-     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
-    WITH stored AS (
-        INSERT INTO expiryctl.dead_letters (
-            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties)
-        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
-            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
-            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_request_id END,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_count ELSE 0 END,
-            CASE WHEN s.job_key IS NOT NULL THEN
-                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
-            END,
-            s.properties::jsonb
-        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
-            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
-            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts, properties) WITH ORDINALITY
-            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, properties, ordinal)
-        ORDER BY s.ordinal
-        ON CONFLICT (fingerprint) DO NOTHING
-        RETURNING id)
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
-    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
-        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
-        'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END
-        || CASE WHEN by_run THEN jsonb_build_object('by_run', true) ELSE '{}' END);
-    RETURN QUERY SELECT unnest(ids);
-END
-$$;
-
-
---
 -- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[], text[], text[], text[]); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) RETURNS SETOF bigint
+CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[] DEFAULT NULL::text[], source_systems text[] DEFAULT NULL::text[], natives text[] DEFAULT NULL::text[]) RETURNS SETOF bigint
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT expiryctl.ingest_letters(actor, queue, fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys,
+        expected_versions, due_ats, source_queues, origin_queues, original_exchanges, original_routing_keys,
+        reason_categories, error_classes, last_errors, attempts, attempt_histories, headers, content_types, payloads,
+        dead_lettered_ats, replay_request_ids, replay_counts, properties, source_systems, natives, NULL::text[])
+$$;
+
+
+--
+-- Name: ingest_letters(text, text, bytea[], text[], text[], text[], text[], bigint[], timestamp with time zone[], text[], text[], text[], text[], text[], text[], text[], integer[], text[], text[], text[], bytea[], timestamp with time zone[], bigint[], integer[], text[], text[], text[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -836,7 +720,7 @@ BEGIN
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
             payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties,
-            source_system, native)
+            source_system, native, connection)
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
@@ -848,15 +732,18 @@ BEGIN
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
-            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb
+            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb,
+            coalesce(s.connection, CASE WHEN s.source_system IN ('river', 'bullmq', 'jobtable')
+                                        THEN split_part(substr(s.source_queue, strpos(s.source_queue, '://') + 3), '/', 1)
+                                        WHEN s.source_system = 'sqs' THEN 'sqs' ELSE 'rabbitmq' END)
         FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
             source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
             last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts, properties, source_systems, natives) WITH ORDINALITY
+            replay_request_ids, replay_counts, properties, source_systems, natives, connections) WITH ORDINALITY
             AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, ordinal)
+            dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, connection, ordinal)
         ORDER BY s.ordinal
         ON CONFLICT (fingerprint) DO NOTHING
         RETURNING id)
@@ -908,6 +795,7 @@ CREATE TABLE expiryctl.dead_letters (
     properties jsonb,
     source_system text DEFAULT 'rabbitmq'::text NOT NULL,
     native jsonb,
+    connection text DEFAULT 'rabbitmq'::text NOT NULL,
     CONSTRAINT dead_letters_reason_category_check CHECK ((reason_category = ANY (ARRAY['transient-exhausted'::text, 'validation'::text, 'not-found'::text, 'conflict'::text, 'malformed'::text, 'broker-expired'::text, 'broker-limit'::text, 'unknown'::text])))
 );
 ALTER TABLE ONLY expiryctl.dead_letters ALTER COLUMN last_error SET COMPRESSION lz4;
@@ -944,6 +832,13 @@ COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the 
 --
 
 COMMENT ON COLUMN expiryctl.dead_letters.native IS 'The source system''s own attributes of the message, by their names there (SQS system attributes); NULL for RabbitMQ, whose are in properties.';
+
+
+--
+-- Name: COLUMN dead_letters.connection; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.dead_letters.connection IS 'The name of the connection the letter was captured from, which the operator''s configuration resolves; never a server.';
 
 
 --
@@ -1021,7 +916,7 @@ $$;
 CREATE FUNCTION expiryctl.policy_apply(changes jsonb, by_label text, OUT before jsonb, OUT after jsonb) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     unknown text;
     bad_tables text;
@@ -1036,13 +931,14 @@ BEGIN
     END IF;
     IF changes ? 'job_tables' THEN
         IF jsonb_typeof(changes->'job_tables') <> 'object' THEN
-            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE)');
+            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://CONNECTION/SCHEMA.TABLE)');
         END IF;
         SELECT string_agg(quote_literal(k), ', ' ORDER BY k) INTO bad_tables FROM jsonb_each(changes->'job_tables') AS t(k, v)
-         WHERE k NOT LIKE 'jobtable://%/%/%' OR jsonb_typeof(v) NOT IN ('object', 'null');
+         WHERE k !~ '^jobtable://[^/?#]+/[^/?#]+\.[^/?#]+$' AND k NOT LIKE 'jobtable://%/%/%'
+            OR jsonb_typeof(v) NOT IN ('object', 'null');
         IF bad_tables IS NOT NULL THEN
             PERFORM expiryctl.replay_refuse('policy-keys', format('job_tables names %s: each key is a jobs table''s queue name, '
-                || 'jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
+                || 'jobtable://CONNECTION/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
         END IF;
     END IF;
     SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;
@@ -1072,7 +968,7 @@ BEGIN
      WHERE singleton;
     SELECT to_jsonb(p) - 'singleton' INTO after FROM expiryctl.policy p WHERE singleton;
 END
-$$;
+$_$;
 
 
 --
@@ -1886,6 +1782,7 @@ DECLARE
     bad_target text[];
     sqs_misrouted text[];
     systems integer;
+    publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
     perm_n integer;
@@ -1975,12 +1872,14 @@ BEGIN
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
                                                         AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
            count(DISTINCT d.source_system),
+           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) > 1
+                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) END,
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
                                                         AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            (array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10]
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -2001,6 +1900,12 @@ BEGIN
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
         PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+    END IF;
+    -- A publishing run reaches one broker: the connection its letters came
+    -- from, which the runner's configuration resolves by name.
+    IF kind = 'replay' AND publish_connections IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('connection', format('the letters come from more than one connection (%s): a replay publishes through one; '
+            || 'request each connection''s letters apart (`expiryctl dlq show ID` names a letter''s connection)', publish_connections));
     END IF;
     -- A job store keeps the failed job: a replay retries that job, with its
     -- own payload, in the queue it failed in, and sends no copy anywhere.
@@ -2078,19 +1983,21 @@ BEGIN
     -- go, frozen with it: replay_run_start judges the consumers the runner
     -- observed against them, and the approver sees both. One more read of
     -- the cohort's letters by id, grouped once for both.
-    -- A target names its system when it is not RabbitMQ's, so that a
+    -- A target names its system when it is not RabbitMQ's, and its
+    -- connection when that is not the one called rabbitmq, so that a
     -- RabbitMQ request's statement reads as it did before there were two.
     WITH g AS (
-        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, count(*) AS k
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, d.connection AS conn, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
          CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                       to_exchange, to_routing_key, via_exchange)) t
-         GROUP BY 1, 2, 3, 4)
+         GROUP BY 1, 2, 3, 4, 5)
     SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
            (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k)
                                       || CASE WHEN sys <> 'rabbitmq' THEN jsonb_build_object('system', sys) ELSE '{}' END
+                                      || CASE WHEN sys <> 'rabbitmq' OR conn <> 'rabbitmq' THEN jsonb_build_object('connection', conn) ELSE '{}' END
                                       ORDER BY k DESC, e, rk), '[]')
-              FROM (SELECT e, rk, sys, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk, sys ORDER BY 4 DESC, 1, 2 LIMIT 20) b)
+              FROM (SELECT e, rk, sys, conn, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk, sys, conn ORDER BY 5 DESC, 1, 2 LIMIT 20) b)
       INTO failed, tgts;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;
@@ -3575,6 +3482,14 @@ ALTER TABLE ONLY expiryctl.dead_letter_tallies
 
 
 --
+-- Name: dead_letters dead_letters_connection_named; Type: CHECK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_connection_named CHECK (((connection ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text) AND ((source_system <> ALL (ARRAY['river'::text, 'bullmq'::text, 'jobtable'::text])) OR (source_queue ~~ (((source_system || '://'::text) || connection) || '/%'::text))))) NOT VALID;
+
+
+--
 -- Name: dead_letters dead_letters_fingerprint_key; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -3931,7 +3846,7 @@ CREATE TRIGGER dead_letter_states_tally_update AFTER UPDATE ON expiryctl.dead_le
 -- Name: dead_letters dead_letters_immutable; Type: TRIGGER; Schema: expiryctl
 --
 
-CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at) OR (new.attempts IS DISTINCT FROM old.attempts) OR (new.source_system IS DISTINCT FROM old.source_system) OR (new.native IS DISTINCT FROM old.native))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
+CREATE TRIGGER dead_letters_immutable BEFORE UPDATE ON expiryctl.dead_letters FOR EACH ROW WHEN (((new.payload IS DISTINCT FROM old.payload) OR (new.headers IS DISTINCT FROM old.headers) OR (new.properties IS DISTINCT FROM old.properties) OR (new.payload_sha256 IS DISTINCT FROM old.payload_sha256) OR (new.fingerprint IS DISTINCT FROM old.fingerprint) OR (new.job_key IS DISTINCT FROM old.job_key) OR (new.message_id IS DISTINCT FROM old.message_id) OR (new.reservation_id IS DISTINCT FROM old.reservation_id) OR (new.idempotency_key IS DISTINCT FROM old.idempotency_key) OR (new.expected_version IS DISTINCT FROM old.expected_version) OR (new.due_at IS DISTINCT FROM old.due_at) OR (new.source_queue IS DISTINCT FROM old.source_queue) OR (new.origin_queue IS DISTINCT FROM old.origin_queue) OR (new.original_exchange IS DISTINCT FROM old.original_exchange) OR (new.original_routing_key IS DISTINCT FROM old.original_routing_key) OR (new.content_type IS DISTINCT FROM old.content_type) OR (new.payload_size IS DISTINCT FROM old.payload_size) OR (new.dead_lettered_at IS DISTINCT FROM old.dead_lettered_at) OR (new.ingested_at IS DISTINCT FROM old.ingested_at) OR (new.reason_category IS DISTINCT FROM old.reason_category) OR (new.error_class IS DISTINCT FROM old.error_class) OR (new.last_error IS DISTINCT FROM old.last_error) OR (new.attempt_history IS DISTINCT FROM old.attempt_history) OR (new.previous_id IS DISTINCT FROM old.previous_id) OR (new.replay_request_id IS DISTINCT FROM old.replay_request_id) OR (new.replay_count IS DISTINCT FROM old.replay_count) OR (new.id IS DISTINCT FROM old.id) OR (new.redacted_at IS DISTINCT FROM old.redacted_at) OR (new.attempts IS DISTINCT FROM old.attempts) OR (new.source_system IS DISTINCT FROM old.source_system) OR (new.native IS DISTINCT FROM old.native) OR (new.connection IS DISTINCT FROM old.connection))) EXECUTE FUNCTION expiryctl.dead_letters_refuse_change();
 
 
 --
@@ -4571,30 +4486,21 @@ REVOKE ALL ON FUNCTION expiryctl.handler_version_of(headers jsonb) FROM PUBLIC;
 
 
 --
--- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]); Type: ACL; Schema: expiryctl
---
-
-REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester;
-GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_operator;
-
-
---
--- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]); Type: ACL; Schema: expiryctl
---
-
-REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester;
-GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_operator;
-
-
---
 -- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]); Type: ACL; Schema: expiryctl
 --
 
 REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_ingester;
 GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_operator;
+
+
+--
+-- Name: FUNCTION ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) TO expiryctl_ingester;
+GRANT ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) TO expiryctl_operator;
 
 
 --
@@ -4807,6 +4713,13 @@ GRANT SELECT(source_system) ON TABLE expiryctl.dead_letters TO expiryctl_auditor
 --
 
 GRANT SELECT(native) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
+
+
+--
+-- Name: COLUMN dead_letters.connection; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT(connection) ON TABLE expiryctl.dead_letters TO expiryctl_auditor;
 
 
 --

@@ -119,3 +119,31 @@ func StandingsOf(ctx context.Context, q Querier) ([]Standing, error) {
 	}
 	return out, rows.Err()
 }
+
+// RelationStanding is what the login of q's session is to a relation of
+// another system's database (River's river_job, a team's jobs table): the
+// ways it holds around that system's own rules, in a word each —
+// superuser, "owner of RELATION" (a member of its owner), and
+// pg_write_all_data. None: the login holds only what was granted to it,
+// which is what docs/river.md and docs/jobtable.md ask of a replay's
+// login. A relation that does not exist is left out of the question.
+func RelationStanding(ctx context.Context, q Querier, relation string) (login string, kinds []string, err error) {
+	var super, owner, writeAll bool
+	err = q.QueryRow(ctx, `SELECT current_user::text, r.rolsuper,
+			coalesce((SELECT pg_has_role(current_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = to_regclass($1)), false),
+			pg_has_role(current_user, 'pg_write_all_data', 'MEMBER')
+		FROM pg_roles r WHERE r.rolname = current_user`, relation).Scan(&login, &super, &owner, &writeAll)
+	if err != nil {
+		return "", nil, err
+	}
+	if super {
+		kinds = append(kinds, "superuser")
+	}
+	if owner && !super {
+		kinds = append(kinds, "owner of "+relation)
+	}
+	if writeAll && !super {
+		kinds = append(kinds, "pg_write_all_data")
+	}
+	return login, kinds, nil
+}

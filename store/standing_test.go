@@ -70,3 +70,52 @@ func TestEveryBypassRoleIsNamed(t *testing.T) {
 		t.Errorf("a plain auditor is listed among the bypassing logins")
 	}
 }
+
+// TestRelationStandingNamesTheWaysAroundAStoresRules reads, in a database
+// of another system's (River's, a team's jobs table's), what a login is
+// to one of its tables: the superuser is that, the table's owner is its
+// owner, a member of pg_write_all_data is that, and a login granted only
+// what a capture needs is none of them.
+func TestRelationStandingNamesTheWaysAroundAStoresRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	if _, err := db.Pool.Exec(ctx, `CREATE TABLE public.jobs (id bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	owner, reader, writer := db.Login(t, "olga"), db.Login(t, "rita"), db.Login(t, "will")
+	t.Cleanup(func() {
+		for _, l := range []*pgtest.Login{owner, reader} {
+			_, _ = db.Pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{l.Name}.Sanitize())
+		}
+	})
+	for _, sql := range []string{
+		"ALTER TABLE public.jobs OWNER TO " + pgx.Identifier{owner.Name}.Sanitize(),
+		"GRANT SELECT ON public.jobs TO " + pgx.Identifier{reader.Name}.Sanitize(),
+		"GRANT pg_write_all_data TO " + pgx.Identifier{writer.Name}.Sanitize(),
+		"GRANT CONNECT ON DATABASE " + pgx.Identifier{db.Name}.Sanitize() + " TO PUBLIC",
+	} {
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		url  string
+		want []string
+	}{
+		{db.URL, []string{"superuser"}},
+		{owner.URL, []string{"owner of public.jobs"}},
+		{writer.URL, []string{"pg_write_all_data"}},
+		{reader.URL, nil},
+	} {
+		conn, err := pgx.Connect(ctx, c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		login, kinds, err := store.RelationStanding(ctx, conn, "public.jobs")
+		_ = conn.Close(ctx)
+		if err != nil || login == "" || !slices.Equal(kinds, c.want) {
+			t.Errorf("%s: login %q, %v (%v); want %v", c.url, login, kinds, err, c.want)
+		}
+	}
+}

@@ -7,8 +7,10 @@
 -- the batch's audit row counts the claims dropped. An ingester captures
 -- any queue; an operator only the queues its run's cohort came from, while
 -- the run holds its lease (replay_run_captures), and the audit row says
--- by_run. Each letter names its queue system (rabbitmq when NULL) and
--- keeps that system's own attributes (native). Returns the ids stored.
+-- by_run. Each letter names its queue system (rabbitmq when NULL), the
+-- connection it came from (the operator's name for it, never a server:
+-- dead_letters_connection_named) and keeps that system's own attributes
+-- (native). Returns the ids stored.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
@@ -16,7 +18,7 @@ CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[],
     last_errors text[], attempts int[], attempt_histories text[], headers text[], content_types text[],
     payloads bytea[], dead_lettered_ats timestamptz[], replay_request_ids bigint[], replay_counts int[],
-    properties text[], source_systems text[], natives text[]
+    properties text[], source_systems text[], natives text[], connections text[]
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
@@ -48,7 +50,7 @@ BEGIN
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
             payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties,
-            source_system, native)
+            source_system, native, connection)
         SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
             s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
             s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
@@ -60,15 +62,18 @@ BEGIN
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
-            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb
+            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb,
+            coalesce(s.connection, CASE WHEN s.source_system IN ('river', 'bullmq', 'jobtable')
+                                        THEN split_part(substr(s.source_queue, strpos(s.source_queue, '://') + 3), '/', 1)
+                                        WHEN s.source_system = 'sqs' THEN 'sqs' ELSE 'rabbitmq' END)
         FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
             source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
             last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts, properties, source_systems, natives) WITH ORDINALITY
+            replay_request_ids, replay_counts, properties, source_systems, natives, connections) WITH ORDINALITY
             AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, ordinal)
+            dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, connection, ordinal)
         ORDER BY s.ordinal
         ON CONFLICT (fingerprint) DO NOTHING
         RETURNING id)
@@ -83,13 +88,18 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_ingester, expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[], connections text[]) TO expiryctl_ingester, expiryctl_operator;
 
--- The form without systems stays for a capture of a release before
--- migration 00035 that is still running when its database is migrated
--- (`dlq ingest --follow` checks the schema only when it starts): its
--- letters are RabbitMQ's, which is all such a release captured.
+-- The forms without connections, without systems and without properties
+-- stay for a capture of a release before migration 00041, 00035 or 00010
+-- that is still running when its database is migrated (`dlq ingest
+-- --follow` checks the schema only when it starts). Each is the form
+-- above with what it lacks left NULL: its letters are RabbitMQ's or SQS's,
+-- from the connection of that system's name; a job store's letter of
+-- such a release names a server, which dead_letters_connection_named
+-- refuses. A letter that names no connection is from the one its system
+-- stands for: a job store's from the one its queue's name gives.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
@@ -97,137 +107,14 @@ CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[],
     last_errors text[], attempts int[], attempt_histories text[], headers text[], content_types text[],
     payloads bytea[], dead_lettered_ats timestamptz[], replay_request_ids bigint[], replay_counts int[],
-    properties text[]
+    properties text[] DEFAULT NULL, source_systems text[] DEFAULT NULL, natives text[] DEFAULT NULL
 ) RETURNS SETOF bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_variable
-DECLARE
-    label text;
-    ids bigint[];
-    trusted boolean;
-    dropped integer;
-    by_run boolean;
-BEGIN
-    -- Beside the ingester, a run captures its own cohort's queues (rule
-    -- role): it must see its jobs die again (replay_run_captures).
-    by_run := NOT expiryctl.caller_in('expiryctl_ingester');
-    IF by_run AND NOT (expiryctl.caller_in('expiryctl_operator')
-                       AND expiryctl.replay_run_captures(array_append(source_queues, queue))) THEN
-        PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester', 'expiryctl_operator');
-        PERFORM expiryctl.replay_refuse('role', format(
-            'dlq ingest needs membership of expiryctl_ingester, and an operator captures only the dead-letter queues of a replay whose run holds its lease, which %s is not: '
-            || 'ask the schema owner to run `expiryctl access grant %s expiryctl_ingester`',
-            queue, session_user));
-    END IF;
-    label := expiryctl.actor_label(actor);
-    trusted := expiryctl.caller_is_owner();
-    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
-     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
-    WITH stored AS (
-        INSERT INTO expiryctl.dead_letters (
-            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id, properties)
-        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
-            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
-            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_request_id END,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_count ELSE 0 END,
-            CASE WHEN s.job_key IS NOT NULL THEN
-                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
-            END,
-            s.properties::jsonb
-        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
-            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
-            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts, properties) WITH ORDINALITY
-            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, properties, ordinal)
-        ORDER BY s.ordinal
-        ON CONFLICT (fingerprint) DO NOTHING
-        RETURNING id)
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
-    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
-        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
-        'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END
-        || CASE WHEN by_run THEN jsonb_build_object('by_run', true) ELSE '{}' END);
-    RETURN QUERY SELECT unnest(ids);
-END
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT expiryctl.ingest_letters(actor, queue, fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys,
+        expected_versions, due_ats, source_queues, origin_queues, original_exchanges, original_routing_keys,
+        reason_categories, error_classes, last_errors, attempts, attempt_histories, headers, content_types, payloads,
+        dead_lettered_ats, replay_request_ids, replay_counts, properties, source_systems, natives, NULL::text[])
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[]) TO expiryctl_ingester, expiryctl_operator;
-
--- The form without properties stays for a capture of a release before
--- migration 00010 that is still running when its database is migrated
--- (`dlq ingest --follow` checks the schema only when it starts): its
--- letters are stored with no properties recorded.
-CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
-    actor text, queue text,
-    fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
-    expected_versions bigint[], due_ats timestamptz[], source_queues text[], origin_queues text[],
-    original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[],
-    last_errors text[], attempts int[], attempt_histories text[], headers text[], content_types text[],
-    payloads bytea[], dead_lettered_ats timestamptz[], replay_request_ids bigint[], replay_counts int[]
-) RETURNS SETOF bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_variable
-DECLARE
-    label text;
-    ids bigint[];
-    trusted boolean;
-    dropped integer;
-BEGIN
-    PERFORM expiryctl.require_role('dlq ingest', 'expiryctl_ingester');
-    label := expiryctl.actor_label(actor);
-    trusted := expiryctl.caller_is_owner();
-    SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
-     WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
-    WITH stored AS (
-        INSERT INTO expiryctl.dead_letters (
-            fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            payload_sha256, payload_size, dead_lettered_at, replay_request_id, replay_count, previous_id)
-        SELECT s.fingerprint, s.job_key, s.message_id, s.reservation_id, s.idempotency_key, s.expected_version, s.due_at,
-            s.source_queue, s.origin_queue, s.original_exchange, s.original_routing_key, s.reason_category,
-            s.error_class, s.last_error, s.attempts, s.attempt_history::jsonb, s.headers::jsonb, s.content_type, s.payload,
-            sha256(s.payload), length(s.payload), s.dead_lettered_at,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_request_id END,
-            CASE WHEN s.replay_request_id IS NULL OR trusted OR expiryctl.replay_published_job(s.replay_request_id, s.job_key)
-                 THEN s.replay_count ELSE 0 END,
-            CASE WHEN s.job_key IS NOT NULL THEN
-                (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
-            END
-        FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
-            source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
-            last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
-            replay_request_ids, replay_counts) WITH ORDINALITY
-            AS s(fingerprint, job_key, message_id, reservation_id, idempotency_key, expected_version, due_at,
-            source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
-            error_class, last_error, attempts, attempt_history, headers, content_type, payload,
-            dead_lettered_at, replay_request_id, replay_count, ordinal)
-        ORDER BY s.ordinal
-        ON CONFLICT (fingerprint) DO NOTHING
-        RETURNING id)
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') INTO ids FROM stored;
-    PERFORM expiryctl.audit_write(label, 'dlq.ingest.batch', 'queue:' || queue, jsonb_build_object(
-        'letters', cardinality(fingerprints), 'stored', cardinality(ids),
-        'duplicates', cardinality(fingerprints) - cardinality(ids),
-        'first_id', coalesce(ids[1], 0), 'last_id', coalesce(ids[cardinality(ids)], 0))
-        || CASE WHEN dropped > 0 THEN jsonb_build_object('lineage_dropped', dropped) ELSE '{}' END);
-    RETURN QUERY SELECT unnest(ids);
-END
-$$;
-
-REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[]) TO expiryctl_ingester, expiryctl_operator;
+REVOKE ALL ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[], expected_versions bigint[], due_ats timestamp with time zone[], source_queues text[], origin_queues text[], original_exchanges text[], original_routing_keys text[], reason_categories text[], error_classes text[], last_errors text[], attempts integer[], attempt_histories text[], headers text[], content_types text[], payloads bytea[], dead_lettered_ats timestamp with time zone[], replay_request_ids bigint[], replay_counts integer[], properties text[], source_systems text[], natives text[]) TO expiryctl_ingester, expiryctl_operator;

@@ -21,13 +21,14 @@ BEGIN
     END IF;
     IF changes ? 'job_tables' THEN
         IF jsonb_typeof(changes->'job_tables') <> 'object' THEN
-            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE)');
+            PERFORM expiryctl.replay_refuse('policy-keys', 'job_tables takes an object of mappings by queue name (jobtable://CONNECTION/SCHEMA.TABLE)');
         END IF;
         SELECT string_agg(quote_literal(k), ', ' ORDER BY k) INTO bad_tables FROM jsonb_each(changes->'job_tables') AS t(k, v)
-         WHERE k NOT LIKE 'jobtable://%/%/%' OR jsonb_typeof(v) NOT IN ('object', 'null');
+         WHERE k !~ '^jobtable://[^/?#]+/[^/?#]+\.[^/?#]+$' AND k NOT LIKE 'jobtable://%/%/%'
+            OR jsonb_typeof(v) NOT IN ('object', 'null');
         IF bad_tables IS NOT NULL THEN
             PERFORM expiryctl.replay_refuse('policy-keys', format('job_tables names %s: each key is a jobs table''s queue name, '
-                || 'jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
+                || 'jobtable://CONNECTION/SCHEMA.TABLE, and each value its mapping (an object), or null to remove it', bad_tables));
         END IF;
     END IF;
     SELECT to_jsonb(p) - 'singleton' INTO before FROM expiryctl.policy p WHERE singleton FOR UPDATE;

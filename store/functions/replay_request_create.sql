@@ -36,6 +36,7 @@ DECLARE
     bad_target text[];
     sqs_misrouted text[];
     systems integer;
+    publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
     perm_n integer;
@@ -125,12 +126,14 @@ BEGIN
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
                                                         AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
            count(DISTINCT d.source_system),
+           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) > 1
+                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) END,
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
                                                         AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            (array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10]
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
@@ -151,6 +154,12 @@ BEGIN
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
         PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+    END IF;
+    -- A publishing run reaches one broker: the connection its letters came
+    -- from, which the runner's configuration resolves by name.
+    IF kind = 'replay' AND publish_connections IS NOT NULL THEN
+        PERFORM expiryctl.replay_refuse('connection', format('the letters come from more than one connection (%s): a replay publishes through one; '
+            || 'request each connection''s letters apart (`expiryctl dlq show ID` names a letter''s connection)', publish_connections));
     END IF;
     -- A job store keeps the failed job: a replay retries that job, with its
     -- own payload, in the queue it failed in, and sends no copy anywhere.
@@ -228,19 +237,21 @@ BEGIN
     -- go, frozen with it: replay_run_start judges the consumers the runner
     -- observed against them, and the approver sees both. One more read of
     -- the cohort's letters by id, grouped once for both.
-    -- A target names its system when it is not RabbitMQ's, so that a
+    -- A target names its system when it is not RabbitMQ's, and its
+    -- connection when that is not the one called rabbitmq, so that a
     -- RabbitMQ request's statement reads as it did before there were two.
     WITH g AS (
-        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, count(*) AS k
+        SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, d.connection AS conn, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
          CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                       to_exchange, to_routing_key, via_exchange)) t
-         GROUP BY 1, 2, 3, 4)
+         GROUP BY 1, 2, 3, 4, 5)
     SELECT (SELECT coalesce(jsonb_object_agg(v, k), '{}') FROM (SELECT v, sum(k)::bigint AS k FROM g GROUP BY v) a),
            (SELECT coalesce(jsonb_agg(jsonb_build_object('exchange', e, 'routing_key', rk, 'letters', k)
                                       || CASE WHEN sys <> 'rabbitmq' THEN jsonb_build_object('system', sys) ELSE '{}' END
+                                      || CASE WHEN sys <> 'rabbitmq' OR conn <> 'rabbitmq' THEN jsonb_build_object('connection', conn) ELSE '{}' END
                                       ORDER BY k DESC, e, rk), '[]')
-              FROM (SELECT e, rk, sys, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk, sys ORDER BY 4 DESC, 1, 2 LIMIT 20) b)
+              FROM (SELECT e, rk, sys, conn, sum(k)::bigint AS k FROM g WHERE rk IS NOT NULL GROUP BY e, rk, sys, conn ORDER BY 5 DESC, 1, 2 LIMIT 20) b)
       INTO failed, tgts;
 
     eff_canary := CASE WHEN kind = 'replay' THEN greatest(1, n / 10) ELSE 0 END;

@@ -84,7 +84,7 @@ func BenchmarkRetrier(b *testing.B) {
 	}
 	script := redis.NewScript(string(lua))
 	q := bullmqtest.NewQueue(b)
-	r := newRetrier(b)
+	r := newRetrier(b, q)
 	ctx := context.Background()
 	keys := func(id string) []string {
 		return []string{q.Key(id), q.Key("events"), q.Key("failed"), q.Key("wait"), q.Key("meta"), q.Key("paused"), q.Key("active"),

@@ -88,26 +88,20 @@ func Topology(ctx context.Context, ref Ref) (deadletter.QueueReport, error) {
 // which advertise no handler version. A queue no worker serves shows with
 // none, so that a run does not send jobs nobody takes.
 type Consumers struct {
-	// Dial reaches a target's Redis (DialEnv when nil).
-	Dial func(ctx context.Context, ref Ref) (redis.UniversalClient, error)
+	// Resolve finds a target's Redis by its queue's name, through the
+	// operator's configuration.
+	Resolve Resolve
 }
 
 // TargetConsumers implements replay.Consumers.
 func (c Consumers) TargetConsumers(ctx context.Context, targets []replay.Target) ([]replay.QueueConsumers, error) {
-	dial := c.Dial
-	if dial == nil {
-		dial = DialEnv
-	}
 	out := make([]replay.QueueConsumers, 0, len(targets))
 	for _, t := range targets {
-		ref, err := ParseRef(t.RoutingKey)
+		ref, err := c.Resolve(t.RoutingKey)
 		if err != nil {
 			return nil, err
 		}
-		client, err := dial(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
+		client := Dial(ref)
 		workers, err := ref.Workers(ctx, client)
 		_ = client.Close()
 		if err != nil {

@@ -76,7 +76,7 @@ func TestNodeBullMQReplay(t *testing.T) {
 	}
 
 	w.Succeed()
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	replayed := added[:3]
 	for range 2 { // the second time as a run resumed after a crash
 		for i, id := range replayed {
@@ -143,7 +143,7 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	w.Remove(added[0])
 	w.Retry(added[1])
 
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	var moved *replay.JobMovedOnError
 	if err := publish(t, r, replayOf(jobs[added[0]], 5, 1)); !errors.As(err, &moved) || moved.Now != "deleted" {
 		t.Errorf("a removed job: %v, want moved on (deleted)", err)

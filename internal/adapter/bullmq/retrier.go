@@ -35,57 +35,34 @@ const maxRetrying = 64
 // it again a job those marks say this item of this request already
 // retried, so a resumed run retries each job once.
 type Retrier struct {
-	dial func(ctx context.Context, ref Ref) (redis.UniversalClient, error)
+	resolve Resolve
 	// retrying bounds the scripts in flight.
 	retrying chan struct{}
 
 	mu      sync.Mutex
-	clients map[string]redis.UniversalClient // by server (sameServer)
+	clients map[string]redis.UniversalClient // by connection
 	sends   sync.WaitGroup
 }
 
-// NewRetrier returns a retrier that reaches each job's Redis through the
-// client dial gives for its queue's Ref, made once per server and
-// database and closed by Close. The Ref comes from a letter's queue name,
-// which carries no credentials: dial adds them (DialEnv takes the password
-// from EXPIRYCTL_REDIS_PASSWORD).
-func NewRetrier(dial func(ctx context.Context, ref Ref) (redis.UniversalClient, error)) *Retrier {
-	return &Retrier{dial: dial, retrying: make(chan struct{}, maxRetrying), clients: make(map[string]redis.UniversalClient)}
+// NewRetrier returns a retrier that reaches each job's Redis as resolve
+// says for its queue's name: a letter's queue name carries a connection's
+// name, never a server or credentials, and resolve finds them in the
+// operator's configuration. A client is made once per connection and
+// closed by Close.
+func NewRetrier(resolve Resolve) *Retrier {
+	return &Retrier{resolve: resolve, retrying: make(chan struct{}, maxRetrying), clients: make(map[string]redis.UniversalClient)}
 }
 
-// DialEnv dials ref as given, with the password from PasswordEnv when it
-// has none: NewRetrier's dial for a server reached as the capture reached
-// it.
-func DialEnv(_ context.Context, ref Ref) (redis.UniversalClient, error) {
-	r, err := ParseRef(ref.Name())
-	if err != nil {
-		return nil, err
-	}
-	r.Username, r.TLS = ref.Username, ref.TLS
-	if ref.Password != "" {
-		r.Password = ref.Password
-	}
-	return Dial(r), nil
-}
-
-func serverKey(r Ref) string {
-	return strings.ToLower(r.Host) + ":" + strconv.Itoa(r.Port) + "/" + strconv.Itoa(r.DB)
-}
-
-// client is the client of ref's server and database, made at its first
-// use.
-func (r *Retrier) client(ctx context.Context, ref Ref) (redis.UniversalClient, error) {
-	key := serverKey(ref)
+// client is the client of ref's connection, made at its first use.
+func (r *Retrier) client(_ context.Context, ref Ref) (redis.UniversalClient, error) {
+	key := ref.Conn
 	r.mu.Lock()
 	c, ok := r.clients[key]
 	r.mu.Unlock()
 	if ok {
 		return c, nil
 	}
-	c, err := r.dial(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
+	c = Dial(ref)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if other, ok := r.clients[key]; ok {
@@ -141,7 +118,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	if (m.System != deadletter.BullMQ && m.System != "") || m.Exchange != "" || !IsRef(m.RoutingKey) {
 		return refuse("not a job for BullMQ: a BullMQ replay retries a job captured from a BullMQ queue, in that queue")
 	}
-	ref, err := ParseRef(m.RoutingKey)
+	ref, err := r.resolve(m.RoutingKey)
 	if err != nil {
 		return refuse(err.Error())
 	}
@@ -221,9 +198,9 @@ func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, erro
 // and they are not yet the workers' backlog. exists is false when the
 // queue has no meta hash, which every BullMQ Queue writes.
 func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error) {
-	ref, err := ParseRef(queue)
+	ref, err := r.resolve(queue)
 	if err != nil {
-		return 0, false, nil
+		return 0, false, err
 	}
 	c, err := r.client(ctx, ref)
 	if err != nil {

@@ -16,10 +16,11 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
-// newRetrier is a retrier on the tests' Redis, closed in cleanup.
-func newRetrier(t testing.TB) *bullmq.Retrier {
+// newRetrier is a retrier that reaches the queues of q's connection, as
+// a configuration naming q's Redis resolves them, closed in cleanup.
+func newRetrier(t testing.TB, q bullmqtest.Queue) *bullmq.Retrier {
 	t.Helper()
-	r := bullmq.NewRetrier(func(_ context.Context, ref bullmq.Ref) (redis.UniversalClient, error) { return bullmq.Dial(ref), nil })
+	r := bullmq.NewRetrier(q.Resolve())
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
@@ -72,7 +73,7 @@ func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
 		failedJob{ID: "3", Priority: 5, Opts: `{"attempts":2,"priority":5}`})
 	jobs := captured(t, q, 3)
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	for i, id := range []string{"1", "2", "3"} {
 		if err := publish(t, r, replayOf(jobs[id], 7, int64(100+i))); err != nil {
 			t.Fatalf("job %s: %v", id, err)
@@ -129,7 +130,7 @@ func TestRetrierIntoAPausedQueue(t *testing.T) {
 	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	q.Client.HSet(t.Context(), q.Key("meta"), "paused", "1")
 	jobs := captured(t, q, 1)
-	if err := publish(t, newRetrier(t), replayOf(jobs["1"], 7, 1)); err != nil {
+	if err := publish(t, newRetrier(t, q), replayOf(jobs["1"], 7, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if got := q.Client.LRange(t.Context(), q.Key("paused"), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
@@ -148,7 +149,7 @@ func TestRetrierResumedRunRetriesOnce(t *testing.T) {
 	q := bullmqtest.NewQueue(t)
 	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	m := replayOf(jobs["1"], 7, 1)
 	for range 3 {
 		if err := publish(t, r, m); err != nil {
@@ -188,7 +189,7 @@ func TestRetrierJobMovedOn(t *testing.T) {
 	q.Client.ZAdd(ctx, q.Key("completed"), redis.Z{Score: 4100, Member: "4"})
 	before := q.Digest(t)
 
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	for id, want := range map[string]string{"1": "deleted", "2": "active", "3": "failed again at finishedOn 3500 after 3 attempts", "4": "completed"} {
 		var moved *replay.JobMovedOnError
 		err := publish(t, r, replayOf(jobs[id], 7, 1))
@@ -210,7 +211,7 @@ func TestRetrierRefusals(t *testing.T) {
 	jobs := captured(t, q, 1)
 	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:6.7.6")
 	before := q.Digest(t)
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	var failure *replay.PublishFailure
 	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "bullmq:6.7.6") {
 		t.Errorf("a BullMQ 6 queue: %v, want the item failed naming the version", err)
@@ -228,7 +229,9 @@ func TestRetrierRefusals(t *testing.T) {
 	if err := publish(t, r, m); !errors.As(err, &failure) {
 		t.Errorf("no incarnation: %v", err)
 	}
-	if _, exists, err := r.QueueDepth(t.Context(), "bullmq://"+bullmqtest.Addr()+"/0/none/"+strconv.Itoa(int(time.Now().UnixNano()))); exists || err != nil {
+	nobody := q.Ref
+	nobody.Prefix, nobody.Queue = "none", strconv.Itoa(int(time.Now().UnixNano()))
+	if _, exists, err := r.QueueDepth(t.Context(), nobody.Name()); exists || err != nil {
 		t.Errorf("a queue nobody opened: exists %v, %v", exists, err)
 	}
 }
@@ -241,7 +244,7 @@ func TestRetrierLostRedis(t *testing.T) {
 	q := bullmqtest.NewQueueOn(t, server.addr())
 	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
-	r := newRetrier(t)
+	r := newRetrier(t, q)
 	server.stop()
 	var lost *replay.BrokerLostError
 	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &lost) {

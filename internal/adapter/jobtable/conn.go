@@ -4,53 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/store"
 )
-
-// QueueName is the name letters from m's table carry, and that a replay
-// names it by: jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE, with no login
-// and no password, from a connection string such as
-// postgres://USER@HOST:PORT/DATABASE.
-func QueueName(connString string, m Mapping) (string, error) {
-	if err := m.Check(); err != nil {
-		return "", err
-	}
-	cfg, err := pgxpool.ParseConfig(connString)
-	if err != nil {
-		// pgconn's parse errors show the connection string with its
-		// password masked.
-		return "", fmt.Errorf("the jobs table's database: %w", err)
-	}
-	return queueName(cfg, m), nil
-}
-
-func queueName(cfg *pgxpool.Config, m Mapping) string {
-	host := strings.ToLower(cfg.ConnConfig.Host)
-	return deadletter.JobTableQueuePrefix + net.JoinHostPort(host, strconv.Itoa(int(cfg.ConnConfig.Port))) +
-		"/" + url.PathEscape(cfg.ConnConfig.Database) + "/" + m.Table
-}
 
 // openPool connects to the jobs table's database and checks the table
 // against m and the login's privileges against what the caller does.
 // Every session's TimeZone is UTC, so that a timestamp kept as a native
 // column reads the same whichever machine captures it.
-func openPool(ctx context.Context, connString string, m Mapping, maxConns int32, write bool) (*pgxpool.Pool, *table, string, error) {
+func openPool(ctx context.Context, ref Ref, m Mapping, maxConns int32, write bool) (*pgxpool.Pool, *table, string, error) {
+	pool, tab, name, err := openPoolChecked(ctx, ref, m, maxConns, write)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if tab.login, tab.standing, err = store.RelationStanding(ctx, pool, m.Table); err != nil {
+		pool.Close()
+		return nil, nil, "", fmt.Errorf("the jobs table %s: %w", name, err)
+	}
+	return pool, tab, name, nil
+}
+
+// openPoolChecked is openPool before the login's standing is read.
+func openPoolChecked(ctx context.Context, ref Ref, m Mapping, maxConns int32, write bool) (*pgxpool.Pool, *table, string, error) {
 	if err := m.Check(); err != nil {
 		return nil, nil, "", err
 	}
-	cfg, err := pgxpool.ParseConfig(connString)
+	if ref.Table != m.Table {
+		return nil, nil, "", fmt.Errorf("the jobs table %s: its mapping is of table %s", ref.Name(), m.Table)
+	}
+	if err := ref.Login(); err != nil {
+		return nil, nil, "", err
+	}
+	cfg, err := pgxpool.ParseConfig(ref.ConnString)
 	if err != nil {
+		// pgconn's parse errors show the connection string with its
+		// password masked.
 		return nil, nil, "", fmt.Errorf("the jobs table's database: %w", err)
 	}
-	name := queueName(cfg, m)
+	name := ref.Name()
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "expiryctl"

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
@@ -218,12 +219,29 @@ func (db *jobsDB) digest(t testing.TB) string {
 	return d
 }
 
+// testConnection is the name the tests' configuration gives the
+// connection to a test's database.
+const testConnection = "team-jobs"
+
+// tableRef is table on the connection testConnection, whose url is url,
+// as the operator's configuration names it.
+func tableRef(t testing.TB, url, table string) jobtable.Ref {
+	t.Helper()
+	ref, err := jobtable.RefFor(config.Connection{Name: testConnection, System: jobtable.System, URLs: []string{url}}, "", table)
+	if err != nil {
+		t.Fatalf("RefFor: %v", err)
+	}
+	return ref
+}
+
+// openSource opens a source on m's table in the database at url, closed
+// when t ends.
 func openSource(t testing.TB, url string, m jobtable.Mapping, opts jobtable.SourceOptions) *jobtable.Source {
 	t.Helper()
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
 	}
-	src, err := jobtable.OpenSource(context.Background(), url, m, opts)
+	src, err := jobtable.OpenSource(context.Background(), tableRef(t, url, m.Table), m, opts)
 	if err != nil {
 		t.Fatalf("OpenSource: %v", err)
 	}
@@ -231,9 +249,11 @@ func openSource(t testing.TB, url string, m jobtable.Mapping, opts jobtable.Sour
 	return src
 }
 
+// openRetrier opens a retrier on m's table in the database at url,
+// closed when t ends.
 func openRetrier(t testing.TB, url string, m jobtable.Mapping) *jobtable.Retrier {
 	t.Helper()
-	r, err := jobtable.OpenRetrier(context.Background(), url, m, jobtable.RetrierOptions{})
+	r, err := jobtable.OpenRetrier(context.Background(), tableRef(t, url, m.Table), m, jobtable.RetrierOptions{})
 	if err != nil {
 		t.Fatalf("OpenRetrier: %v", err)
 	}

@@ -70,7 +70,7 @@ func TestAGrantedLoginNeedsNoMore(t *testing.T) {
 		db.exec(t, strings.Replace(g, `TO "x"`, "TO "+pgx.Identifier{reader.Name}.Sanitize(), 1))
 	}
 	openSource(t, reader.URL, db.Mapping, jobtable.SourceOptions{})
-	_, err := jobtable.OpenRetrier(ctx, reader.URL, db.Mapping, jobtable.RetrierOptions{})
+	_, err := jobtable.OpenRetrier(ctx, tableRef(t, reader.URL, db.Mapping.Table), db.Mapping, jobtable.RetrierOptions{})
 	if err == nil || !strings.Contains(err.Error(), `UPDATE on column "status"`) || !strings.Contains(err.Error(), "GRANT UPDATE") {
 		t.Errorf("OpenRetrier as a capture-only login: %v; want it to name the missing UPDATE and the grant", err)
 	}
@@ -81,7 +81,7 @@ func TestAGrantedLoginNeedsNoMore(t *testing.T) {
 		g = strings.Replace(g, `, "idempotency_key"`, "", 1)
 		db.exec(t, strings.Replace(g, `TO "x"`, "TO "+pgx.Identifier{short.Name}.Sanitize(), 1))
 	}
-	_, err = jobtable.OpenSource(ctx, short.URL, db.Mapping, jobtable.SourceOptions{})
+	_, err = jobtable.OpenSource(ctx, tableRef(t, short.URL, db.Mapping.Table), db.Mapping, jobtable.SourceOptions{})
 	if err == nil || !strings.Contains(err.Error(), `SELECT on column "idempotency_key"`) {
 		t.Errorf("OpenSource short of a column: %v", err)
 	}

@@ -191,19 +191,3 @@ func TestAnEnumStatusAndHostileStateValuesAreData(t *testing.T) {
 		t.Errorf("QueueDepth = %d, %v; want 1", depth, err)
 	}
 }
-
-// TestQueueNameCarriesNoCredentials: the name a letter carries has the
-// host, port, database and table, never the login or its password.
-func TestQueueNameCarriesNoCredentials(t *testing.T) {
-	t.Parallel()
-	name, err := jobtable.QueueName("postgres://capture:s3cret@DB.example.com/team_jobs?sslmode=require", reservationMapping())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "jobtable://db.example.com:5432/team_jobs/public.reservation_expiry_jobs"; name != want {
-		t.Errorf("QueueName = %s, want %s", name, want)
-	}
-	if _, err := jobtable.QueueName("postgres://capture:s3cret@db:notaport/x", reservationMapping()); err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("a bad connection string: %v", err)
-	}
-}

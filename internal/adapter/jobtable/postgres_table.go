@@ -45,6 +45,10 @@ type column struct {
 type table struct {
 	m    Mapping
 	cols map[string]column
+	// login is the session's login; standing the ways it holds around
+	// the table's own rules (store.RelationStanding).
+	login    string
+	standing []string
 	// idType and statusType are what a text parameter is cast to before
 	// it meets the id or the status column, so that the column's own
 	// index and equality serve the comparison.

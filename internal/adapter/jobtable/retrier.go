@@ -57,15 +57,15 @@ type RetrierOptions struct {
 	Concurrency int
 }
 
-// OpenRetrier connects with connString as OpenSource does, as a login
+// OpenRetrier connects to ref's database as OpenSource does, as a login
 // that needs the privileges GrantSQL names: it fails at once when the
 // table does not fit m or the login lacks one, rather than failing every
 // item of a run.
-func OpenRetrier(ctx context.Context, connString string, m Mapping, opts RetrierOptions) (*Retrier, error) {
+func OpenRetrier(ctx context.Context, ref Ref, m Mapping, opts RetrierOptions) (*Retrier, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
 	}
-	pool, tab, name, err := openPool(ctx, connString, m, int32(opts.Concurrency)+1, true)
+	pool, tab, name, err := openPool(ctx, ref, m, int32(opts.Concurrency)+1, true)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func OpenRetrier(ctx context.Context, connString string, m Mapping, opts Retrier
 }
 
 // QueueName is the table's name as letters carry it and as a replay's
-// routing key names it: jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE.
+// routing key names it: jobtable://CONNECTION/SCHEMA.TABLE.
 func (r *Retrier) QueueName() string { return r.name }
 
 // Publish implements replay.Broker: it returns at once, and the Pending
@@ -270,3 +270,8 @@ type retrying struct {
 
 func (p *retrying) Done() <-chan struct{} { return p.done }
 func (p *retrying) Outcome() error        { return p.err }
+
+// LoginStanding is the login the retrier writes the jobs table as, and
+// the ways it holds around the table's own rules (a superuser, the
+// table's owner): a replay needs only what jobtable.GrantSQL grants.
+func (r *Retrier) LoginStanding() (login string, kinds []string) { return r.tab.login, r.tab.standing }

@@ -94,14 +94,14 @@ func (o SourceOptions) withDefaults() SourceOptions {
 	return o
 }
 
-// OpenSource connects with connString (postgres://USER@HOST:PORT/DATABASE,
-// or libpq's key=value form; a password may come from PGPASSWORD or
-// ~/.pgpass rather than argv) and starts reading the failed rows of m's
+// OpenSource connects to ref's database as its login (a password may
+// come from the connection's secret, PGPASSWORD or ~/.pgpass rather than
+// argv) and starts reading the failed rows of m's
 // table. It fails at once when the database cannot be reached, when the
 // table does not fit m (Validate), or when the login lacks a privilege
 // capture needs (GrantSQL). Close releases the connections.
-func OpenSource(ctx context.Context, connString string, m Mapping, opts SourceOptions) (*Source, error) {
-	pool, tab, name, err := openPool(ctx, connString, m, 3, false)
+func OpenSource(ctx context.Context, ref Ref, m Mapping, opts SourceOptions) (*Source, error) {
+	pool, tab, name, err := openPool(ctx, ref, m, 3, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func OpenSource(ctx context.Context, connString string, m Mapping, opts SourceOp
 }
 
 // QueueName is the table's name without credentials, as letters and the
-// audit trail name it: jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE.
+// audit trail name it: jobtable://CONNECTION/SCHEMA.TABLE.
 func (s *Source) QueueName() string { return s.name }
 
 // Deliveries implements deadletter.Source. They end when the source is
@@ -367,3 +367,8 @@ func (s *Source) Close() error {
 	})
 	return nil
 }
+
+// LoginStanding is the login the source reads the jobs table as, and the
+// ways it holds around the table's own rules (a superuser, the table's
+// owner): capture needs only what jobtable.GrantSQL grants.
+func (s *Source) LoginStanding() (login string, kinds []string) { return s.tab.login, s.tab.standing }

@@ -46,6 +46,9 @@ func TestSourceDeliversEveryFailedRowWhole(t *testing.T) {
 				ids[i] = db.insert(t, job{Payload: p, Reservation: "r-whole", Attempts: 4, FailedAt: base.Add(time.Duration(i) * time.Second)})
 			}
 			src := openSource(t, db.URL, db.Mapping, jobtable.SourceOptions{})
+			if want := "jobtable://" + testConnection + "/" + db.Mapping.Table; src.QueueName() != want {
+				t.Errorf("QueueName() = %s, want %s: the connection's name, never the server", src.QueueName(), want)
+			}
 			got := receive(t, src, len(ids))
 			for i, d := range got {
 				m := d.Message

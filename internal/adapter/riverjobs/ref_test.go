@@ -5,22 +5,27 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 )
 
+// TestParseRef: a URL typed on the command line names its server, and
+// the Ref's connection is the name config.DeriveName gives that server;
+// the queue's name carries that name, never the server or the login.
 func TestParseRef(t *testing.T) {
 	t.Setenv(riverjobs.PasswordEnv, "")
 	tests := []struct {
-		in                          string
-		name, user, states, sslMode string
+		in                       string
+		authority, db            string // the server DeriveName names, its database as the URL escapes it
+		queue, user, states, tls string
 	}{
-		{in: "river://db.internal/jobs/expiry", name: "river://db.internal:5432/jobs/expiry", states: "discarded"},
-		{in: "RIVER://app@DB.internal:6543/jobs/expiry?sslmode=verify-full", name: "river://db.internal:6543/jobs/expiry",
-			user: "app", states: "discarded", sslMode: "verify-full"},
-		{in: "river://app:s3cret@10.0.0.5/jobs/expiry?states=cancelled,discarded", name: "river://10.0.0.5:5432/jobs/expiry",
+		{in: "river://app@db.internal/jobs/expiry", authority: "db.internal:5432", db: "jobs", queue: "expiry", user: "app", states: "discarded"},
+		{in: "RIVER://app@DB.internal:6543/jobs/expiry?sslmode=verify-full", authority: "db.internal:6543", db: "jobs", queue: "expiry",
+			user: "app", states: "discarded", tls: "db.internal"},
+		{in: "river://app:s3cret@10.0.0.5/jobs/expiry?states=cancelled,discarded&sslmode=disable", authority: "10.0.0.5:5432", db: "jobs", queue: "expiry",
 			user: "app", states: "cancelled,discarded"},
-		{in: "river://[::1]:5433/jobs/expiry?states=discarded,discarded", name: "river://[::1]:5433/jobs/expiry", states: "discarded"},
-		{in: "river://h/my%20db/expiry", name: "river://h:5432/my%20db/expiry", states: "discarded"},
+		{in: "river://app@[::1]:5433/jobs/expiry?states=discarded,discarded", authority: "[::1]:5433", db: "jobs", queue: "expiry", user: "app", states: "discarded"},
+		{in: "river://app@h/my%20db/my%20queue", authority: "h:5432", db: "my%20db", queue: "my%20queue", user: "app", states: "discarded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -28,21 +33,32 @@ func TestParseRef(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseRef: %v", err)
 			}
-			if ref.Name() != tt.name || ref.User != tt.user || strings.Join(ref.States, ",") != tt.states {
-				t.Errorf("got %s user %q states %v; want %s user %q states %s", ref.Name(), ref.User, ref.States, tt.name, tt.user, tt.states)
+			conn := config.DeriveName(riverjobs.System, tt.authority, tt.db)
+			if ref.Conn != conn || ref.Name() != "river://"+conn+"/"+tt.queue || ref.User != tt.user || strings.Join(ref.States, ",") != tt.states {
+				t.Errorf("got %s (connection %q) user %q states %v; want river://%s/%s user %q states %s",
+					ref.Name(), ref.Conn, ref.User, ref.States, conn, tt.queue, tt.user, tt.states)
 			}
 			if !riverjobs.IsRef(tt.in) {
 				t.Error("IsRef is false")
 			}
-			if s := fmt.Sprintf("%v %+v %#v %s", ref, ref, ref, ref); strings.Contains(s, "s3cret") {
+			for _, hidden := range []string{tt.authority, "@", "s3cret"} {
+				if strings.Contains(ref.Name(), hidden) {
+					t.Errorf("Name() %q shows %q", ref.Name(), hidden)
+				}
+			}
+			if s := fmt.Sprintf("%v %+v %#v %s %s", ref, ref, ref, ref, ref.DatabaseName()); strings.Contains(s, "s3cret") {
 				t.Errorf("a printed Ref shows the password: %s", s)
 			}
 			cfg, err := ref.PoolConfig()
 			if err != nil {
 				t.Fatalf("PoolConfig: %v", err)
 			}
-			if cfg.ConnConfig.Database != ref.Database || cfg.ConnConfig.Port != uint16(ref.Port) {
-				t.Errorf("connection config reaches %s:%d, want %s:%d", cfg.ConnConfig.Database, cfg.ConnConfig.Port, ref.Database, ref.Port)
+			if cfg.ConnConfig.Database != ref.Database || cfg.ConnConfig.Port != uint16(ref.Port) || cfg.ConnConfig.User != tt.user {
+				t.Errorf("connection config reaches %s@%s:%d, want %s@%s:%d", cfg.ConnConfig.User, cfg.ConnConfig.Database, cfg.ConnConfig.Port,
+					tt.user, ref.Database, ref.Port)
+			}
+			if tt.tls != "" && (cfg.ConnConfig.TLSConfig == nil || cfg.ConnConfig.TLSConfig.ServerName != tt.tls) {
+				t.Errorf("sslmode=verify-full: TLS %+v, want it verifying %s", cfg.ConnConfig.TLSConfig, tt.tls)
 			}
 		})
 	}
@@ -92,5 +108,203 @@ func TestParseRefTakesThePasswordFromTheEnvironment(t *testing.T) {
 	ref, _ = riverjobs.ParseRef("river://app:in-url@host/jobs/expiry")
 	if cfg, _ := ref.PoolConfig(); cfg.ConnConfig.Password != "in-url" {
 		t.Errorf("password %q, want the reference's own", cfg.ConnConfig.Password)
+	}
+}
+
+// TestSplitName: a letter's queue name is a connection's name and the
+// queue; one whose first part could say which server to dial is refused.
+func TestSplitName(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, conn, queue string }{
+		{"river://orders/expiry", "orders", "expiry"},
+		{"RIVER://orders/expiry", "orders", "expiry"},
+		{"river://river.prod-2_a/my%20queue", "river.prod-2_a", "my%20queue"},
+		{"river://orders/expiry?states=cancelled,discarded", "orders", "expiry?states=cancelled,discarded"},
+		{"river://" + strings.Repeat("c", 63) + "/q", strings.Repeat("c", 63), "q"},
+	} {
+		conn, queue, err := riverjobs.SplitName(tt.name)
+		if err != nil || conn != tt.conn || queue != tt.queue {
+			t.Errorf("SplitName(%q) = %q, %q, %v; want %q, %q", tt.name, conn, queue, err, tt.conn, tt.queue)
+		}
+	}
+	for _, name := range []string{
+		"river://127.0.0.1:5432/jobs/expiry",        // a server, as letters named queues before connections
+		"river://[::1]:5432/jobs/expiry",            // an IPv6 server
+		"river://db.internal/jobs/expiry",           // a host and a database: one segment too many
+		"river://app@orders/expiry",                 // a login
+		"river://app:s3cret@orders/expiry",          // a login with its password
+		"river://app:s3cret@db:5432/jobs/expiry",    // the URL form, password and all
+		"river://orders/expiry/more",                // too many segments
+		"river://orders",                            // no queue
+		"river://orders/",                           // an empty queue
+		"river:///expiry",                           // no connection
+		"river://-orders/expiry",                    // not a connection's name
+		"river://" + strings.Repeat("c", 64) + "/q", // nor is this, too long
+		"postgres://orders/expiry",                  // not River's
+	} {
+		conn, queue, err := riverjobs.SplitName(name)
+		if err == nil {
+			t.Errorf("SplitName(%q) = %q, %q; want it refused", name, conn, queue)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("SplitName(%q): the error shows the password: %v", name, err)
+		}
+	}
+}
+
+// TestRefFor: a configured connection's URL gives the server, the
+// database, the login and its settings; the queue's part gives the queue
+// and a capture's states; the password argument counts only when the URL
+// holds none.
+func TestRefFor(t *testing.T) {
+	t.Setenv(riverjobs.PasswordEnv, "from-env") // RefFor never reads it
+	tests := []struct {
+		url, password, queue      string
+		host, db, user, q, states string
+		port                      int
+		wantPassword, tls         string
+	}{
+		{url: "postgres://app@db.internal/jobs", queue: "expiry",
+			host: "db.internal", port: 5432, db: "jobs", user: "app", q: "expiry", states: "discarded"},
+		{url: "postgresql://app@DB.Internal:6543/jobs?sslmode=verify-full", password: "from-secret", queue: "expiry?states=cancelled,discarded",
+			host: "db.internal", port: 6543, db: "jobs", user: "app", q: "expiry", states: "cancelled,discarded", wantPassword: "from-secret", tls: "verify-full"},
+		{url: "postgres://app:in-url@10.0.0.5/my%20db?sslmode=disable", password: "from-secret", queue: "my%20queue",
+			host: "10.0.0.5", port: 5432, db: "my db", user: "app", q: "my queue", states: "discarded", wantPassword: "in-url", tls: "disable"},
+		{url: "postgres://app@[::1]:5433/jobs?sslmode=require&connect_timeout=5", queue: "expiry",
+			host: "::1", port: 5433, db: "jobs", user: "app", q: "expiry", states: "discarded", tls: "require"},
+	}
+	for _, tt := range tests {
+		ref, err := riverjobs.RefFor(config.Connection{Name: "orders", System: riverjobs.System, URLs: []string{tt.url}}, tt.password, tt.queue)
+		if err != nil {
+			t.Errorf("RefFor(%s, %s): %v", tt.url, tt.queue, err)
+			continue
+		}
+		if ref.Conn != "orders" || ref.Host != tt.host || ref.Port != tt.port || ref.Database != tt.db || ref.User != tt.user || ref.Queue != tt.q ||
+			strings.Join(ref.States, ",") != tt.states {
+			t.Errorf("RefFor(%s, %s) = %s %s@%s:%d/%s queue %q states %v; want orders %s@%s:%d/%s queue %q states %s", tt.url, tt.queue,
+				ref.Conn, ref.User, ref.Host, ref.Port, ref.Database, ref.Queue, ref.States, tt.user, tt.host, tt.port, tt.db, tt.q, tt.states)
+		}
+		if want := "river://orders/" + strings.SplitN(tt.queue, "?", 2)[0]; ref.Name() != want {
+			t.Errorf("Name() = %q, want %q", ref.Name(), want)
+		}
+		for _, hidden := range []string{tt.host, "app", "in-url", "from-secret", "from-env"} {
+			if strings.Contains(ref.Name(), hidden) || strings.Contains(fmt.Sprintf("%v %+v %#v", ref, ref, ref), hidden) {
+				t.Errorf("RefFor(%s) printed shows %q: %s", tt.url, hidden, ref.Name())
+			}
+		}
+		cfg, err := ref.PoolConfig()
+		if err != nil {
+			t.Errorf("PoolConfig: %v", err)
+			continue
+		}
+		c := cfg.ConnConfig
+		if c.Host != tt.host || c.Port != uint16(tt.port) || c.Database != tt.db || c.User != tt.user || c.Password != tt.wantPassword {
+			t.Errorf("RefFor(%s) reaches %s@%s:%d/%s (password %q), want %s@%s:%d/%s (password %q)", tt.url, c.User, c.Host, c.Port, c.Database, c.Password,
+				tt.user, tt.host, tt.port, tt.db, tt.wantPassword)
+		}
+		var tlsOK bool
+		switch tt.tls {
+		case "disable":
+			tlsOK = c.TLSConfig == nil && len(c.Fallbacks) == 0
+		case "require":
+			tlsOK = c.TLSConfig != nil && c.TLSConfig.InsecureSkipVerify && len(c.Fallbacks) == 0
+		case "verify-full":
+			tlsOK = c.TLSConfig != nil && !c.TLSConfig.InsecureSkipVerify && c.TLSConfig.ServerName == tt.host && len(c.Fallbacks) == 0
+		default: // libpq's prefer: TLS, falling back to none
+			tlsOK = c.TLSConfig != nil && len(c.Fallbacks) == 1 && c.Fallbacks[0].TLSConfig == nil
+		}
+		if !tlsOK {
+			t.Errorf("RefFor(%s): TLS %+v with %d fallbacks, not sslmode %q", tt.url, c.TLSConfig, len(c.Fallbacks), tt.tls)
+		}
+	}
+	for _, tt := range []struct{ url, queue string }{
+		{"", "expiry"}, // no url
+		{"postgres://app@h", "expiry"},
+		{"postgres://app@h/", "expiry"},
+		{"postgres://app@h/jobs/more", "expiry"},
+		{"postgres://app@h:99999/jobs", "expiry"},
+		{"postgres://app@h/jobs?sslmode=maybe", "expiry"},
+		{"postgres://app@h/jobs?search_path=evil", "expiry"},
+		{"postgres://app@h/jobs", "expiry?states=completed"},
+		{"postgres://app@h/jobs", ""},
+		{"postgres://app@h/jobs", "?states=discarded"},
+		{"postgres://app@h/jobs", strings.Repeat("q", 128)},
+		{"postgres://app@h/jobs", "ex%zzpiry"},
+		{"postgres://app:s3cret@h:port/jobs", "expiry"}, // not a URL: the error must not show it
+	} {
+		c := config.Connection{Name: "orders", System: riverjobs.System}
+		if tt.url != "" {
+			c.URLs = []string{tt.url}
+		}
+		ref, err := riverjobs.RefFor(c, "", tt.queue)
+		if err == nil {
+			t.Errorf("RefFor(%q, %q) = %s; want it refused", tt.url, tt.queue, ref)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("RefFor(%q): the error shows the password: %v", tt.url, err)
+		}
+	}
+}
+
+// TestLogin: a Ref that names no login reaches nothing: PostgreSQL would
+// take the operating system's user.
+func TestLogin(t *testing.T) {
+	t.Setenv(riverjobs.PasswordEnv, "")
+	fromURL, err := riverjobs.ParseRef("river://db.internal/jobs/expiry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromConfig, err := riverjobs.RefFor(config.Connection{Name: "orders", URLs: []string{"postgres://db.internal/jobs"}}, "pw", "expiry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []riverjobs.Ref{fromURL, fromConfig} {
+		err := ref.Login()
+		if err == nil || !strings.Contains(err.Error(), "no login") || !strings.Contains(err.Error(), ref.DatabaseName()) {
+			t.Errorf("%s: Login() = %v; want it refused naming %s", ref, err, ref.DatabaseName())
+		}
+		if _, perr := ref.PoolConfig(); perr == nil || err == nil || perr.Error() != err.Error() {
+			t.Errorf("%s: PoolConfig() = %v; want Login's refusal", ref, perr)
+		}
+	}
+	if want := `"orders" (db.internal:5432/jobs)`; fromConfig.DatabaseName() != want {
+		t.Errorf("DatabaseName() = %s, want %s", fromConfig.DatabaseName(), want)
+	}
+}
+
+// TestConfigRules: a River connection is one postgres:// URL naming its
+// login and its database.
+func TestConfigRules(t *testing.T) {
+	t.Parallel()
+	if riverjobs.ConfigRules.System != riverjobs.System {
+		t.Errorf("ConfigRules are %q's", riverjobs.ConfigRules.System)
+	}
+	for _, urls := range [][]string{
+		{"postgres://app@db.internal/jobs"},
+		{"postgresql://app@db.internal:6543/jobs?sslmode=verify-full"},
+	} {
+		if err := riverjobs.ConfigRules.Check(config.Connection{Name: "orders", System: riverjobs.System, URLs: urls}); err != nil {
+			t.Errorf("Check(%v): %v", urls, err)
+		}
+	}
+	for _, tt := range []struct {
+		urls []string
+		says string
+	}{
+		{nil, "no url"},
+		{[]string{"postgres://db.internal/jobs"}, "names no login"},
+		{[]string{"postgres://:s3cret@db.internal/jobs"}, "names no login"},
+		{[]string{"redis://app@db.internal/0"}, "is not a postgres:// URL"},
+		{[]string{"river://app@db.internal/jobs/expiry"}, "is not a postgres:// URL"},
+		{[]string{"postgres://app@db.internal"}, "names no database"},
+		{[]string{"postgres://app@db.internal/jobs?search_path=evil"}, "unknown setting"},
+		{[]string{"postgres://app@a/jobs", "postgres://app@b/jobs"}, "one url"},
+	} {
+		err := riverjobs.ConfigRules.Check(config.Connection{Name: "orders", System: riverjobs.System, URLs: tt.urls})
+		if err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("Check(%v) = %v; want it refused: %s", tt.urls, err, tt.says)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Check(%v): the error shows the password: %v", tt.urls, err)
+		}
 	}
 }

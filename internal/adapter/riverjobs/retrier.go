@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Retrier is the replay runner's target on River (a replay.Broker): it
@@ -44,9 +47,13 @@ import (
 // were; a unique job whose key another live job holds now cannot be
 // retried, and its item fails.
 type Retrier struct {
-	pool   *pgxpool.Pool
-	client *river.Client[pgx.Tx]
-	ref    Ref
+	// login is the sessions' login; standing the ways it holds around
+	// River's own rules (store.RelationStanding), for LoginStanding.
+	login    string
+	standing []string
+	pool     *pgxpool.Pool
+	client   *river.Client[pgx.Tx]
+	ref      Ref
 	// retrying bounds the transactions in flight.
 	retrying chan struct{}
 	wg       sync.WaitGroup
@@ -79,6 +86,11 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		pool.Close()
 		return nil, err
 	}
+	login, standing, err := store.RelationStanding(ctx, pool, "river_job")
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
+	}
 	// River's JobRetry returns the whole row, unique_states included,
 	// which came with River's migration 006: an older schema would fail
 	// every item, so it fails here once.
@@ -94,7 +106,7 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		pool.Close()
 		return nil, fmt.Errorf("a River client on %s: %w", ref.DatabaseName(), err)
 	}
-	return &Retrier{pool: pool, client: client, ref: ref, retrying: make(chan struct{}, opts.Concurrency)}, nil
+	return &Retrier{pool: pool, client: client, ref: ref, retrying: make(chan struct{}, opts.Concurrency), login: login, standing: standing}, nil
 }
 
 // Publish implements replay.Broker: it returns at once, and the Pending
@@ -129,12 +141,9 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	if (m.System != deadletter.River && m.System != "") || m.Exchange != "" {
 		return refuse("not a River job: a River replay retries jobs captured from River in place")
 	}
-	target, err := ParseRef(m.RoutingKey)
+	target, err := r.target(m.RoutingKey)
 	if err != nil {
 		return refuse(err.Error())
-	}
-	if !r.ref.sameDatabase(target) {
-		return refuse(fmt.Sprintf("this replay reaches the River database %s, not %s", r.ref.DatabaseName(), target.DatabaseName()))
 	}
 	id, err := strconv.ParseInt(m.Job.ID, 10, 64)
 	if err != nil || m.Job.Incarnation == "" {
@@ -248,17 +257,14 @@ func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, erro
 }
 
 // QueueDepth implements replay.Broker for a queue named as letters name
-// it (river://HOST:PORT/DATABASE/QUEUE): the jobs waiting to be worked,
+// it (river://CONNECTION/QUEUE): the jobs waiting to be worked,
 // those available and those retryable or scheduled whose time has come.
 // The queue exists when River knows it (a river_queue row, which a
 // client working it keeps) or it holds any job.
 func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error) {
-	target, err := ParseRef(queue)
+	target, err := r.target(queue)
 	if err != nil {
 		return 0, false, err
-	}
-	if !r.ref.sameDatabase(target) {
-		return 0, false, fmt.Errorf("queue %s is not in the River database %s this replay reaches", target.Name(), r.ref.DatabaseName())
 	}
 	err = r.pool.QueryRow(ctx, queueDepthSQL,
 		target.Queue).Scan(&depth, &exists)
@@ -284,3 +290,27 @@ type retrying struct {
 
 func (p *retrying) Done() <-chan struct{} { return p.done }
 func (p *retrying) Outcome() error        { return p.err }
+
+// target is the queue a letter's or a request's name (river://CONNECTION/QUEUE)
+// names on this retrier's connection; a queue of another connection is
+// refused, never reached.
+func (r *Retrier) target(name string) (Ref, error) {
+	conn, queue, err := SplitName(name)
+	if err != nil {
+		return Ref{}, err
+	}
+	if conn != r.ref.Conn {
+		return Ref{}, fmt.Errorf("queue %s is of connection %q, and this replay reaches connection %q", name, conn, r.ref.Conn)
+	}
+	target := r.ref
+	if target.Queue, err = url.PathUnescape(strings.SplitN(queue, "?", 2)[0]); err != nil {
+		return Ref{}, fmt.Errorf("queue %s: its name is badly escaped", name)
+	}
+	return target, nil
+}
+
+// LoginStanding is the login the retrier writes River's database as, and
+// the ways it holds around River's own rules (a superuser, the owner of
+// river_job): a replay needs only SELECT and UPDATE on river_job
+// (docs/river.md).
+func (r *Retrier) LoginStanding() (login string, kinds []string) { return r.login, r.standing }

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/replay"
@@ -124,6 +125,29 @@ func TestRetrierRetriesTheCapturedJobOnce(t *testing.T) {
 	}
 }
 
+// TestRetrierOnAConfiguredConnection: a source and a retrier on a
+// connection of the configuration name the queue by the connection, and
+// the retrier retries what the source captured.
+func TestRetrierOnAConfiguredConnection(t *testing.T) {
+	t.Parallel()
+	db := newRiverDB(t)
+	db.seed(t, failedJob{})
+	ref, err := riverjobs.RefFor(config.Connection{Name: "orders", System: riverjobs.System, URLs: []string{db.URL}}, "", "expiry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := capture(t, ref, 1)[0]
+	if d.Message.Queue != "river://orders/expiry" {
+		t.Errorf("the letter's queue is %s, want river://orders/expiry", d.Message.Queue)
+	}
+	if err := publish(t, openRetrier(t, ref), replayOf(d, 42, 7)); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if s := db.job(t, d.Message.MessageID); s.State != "available" {
+		t.Errorf("after the retry the job is %s, want available", s.State)
+	}
+}
+
 func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -172,6 +196,10 @@ func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 	}
 }
 
+// TestRetrierRefusesWhatIsNotItsDatabasesJob: a retrier reaches one
+// connection's database; a letter of another connection's queue, or one
+// named by a server rather than a connection (as letters were before
+// connections had names), fails its item without touching any job.
 func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	t.Parallel()
 	db := newRiverDB(t)
@@ -179,17 +207,30 @@ func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	ref := db.ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 	r := openRetrier(t, ref)
-	other := replayOf(d, 42, 7)
-	other.RoutingKey = strings.Replace(other.RoutingKey, ref.Database, "elsewhere", 1)
+	elsewhere := replayOf(d, 42, 7)
+	elsewhere.RoutingKey = "river://elsewhere/expiry"
+	byServer := replayOf(d, 42, 7)
+	byServer.RoutingKey = "river://" + ref.Server() + "/expiry"
 	notRiver := replayOf(d, 42, 7)
 	notRiver.System = deadletter.SQS
 	noJob := replayOf(d, 42, 7)
 	noJob.Job.ID = "r-1"
-	for name, m := range map[string]replay.Message{"another database": other, "not River": notRiver, "no job id": noJob} {
+	for name, tt := range map[string]struct {
+		m    replay.Message
+		says string
+	}{
+		"another connection": {elsewhere, `queue river://elsewhere/expiry is of connection "elsewhere", and this replay reaches connection "` + ref.Conn + `"`},
+		"a server's name":    {byServer, "a queue's name never says which server to dial"},
+		"not River":          {notRiver, "not a River job"},
+		"no job id":          {noJob, "names no River job"},
+	} {
 		var failure *replay.PublishFailure
-		if err := publish(t, r, m); !errors.As(err, &failure) {
-			t.Errorf("%s: %v; want a publish failure", name, err)
+		if err := publish(t, r, tt.m); !errors.As(err, &failure) || !strings.Contains(failure.Reason, tt.says) {
+			t.Errorf("%s: %v; want a publish failure saying %q", name, err, tt.says)
 		}
+	}
+	if _, _, err := r.QueueDepth(context.Background(), elsewhere.RoutingKey); err == nil || !strings.Contains(err.Error(), `connection "elsewhere"`) {
+		t.Errorf("QueueDepth of another connection's queue: %v; want it refused", err)
 	}
 	if s := db.job(t, d.Message.MessageID); s.State != "discarded" {
 		t.Errorf("the job is %s after refused publishes", s.State)

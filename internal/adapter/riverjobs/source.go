@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // Source captures the jobs River discarded (and cancelled, when the
@@ -31,10 +32,14 @@ import (
 // again from Lookback before the newest delivered job and skips what this
 // source already delivered.
 type Source struct {
-	pool  *pgxpool.Pool
-	ref   Ref
-	opts  SourceOptions
-	query string
+	// login is the session's login; standing the ways it holds around
+	// River's own rules (store.RelationStanding), for LoginStanding.
+	login    string
+	standing []string
+	pool     *pgxpool.Pool
+	ref      Ref
+	opts     SourceOptions
+	query    string
 
 	deliveries chan deadletter.Delivery
 	// room bounds the deliveries not yet acknowledged (the prefetch).
@@ -129,9 +134,14 @@ func OpenSource(ctx context.Context, ref Ref, opts SourceOptions) (*Source, erro
 		pool.Close()
 		return nil, err
 	}
+	login, standing, err := store.RelationStanding(ctx, pool, "river_job")
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
+	}
 	opts = opts.withDefaults()
 	sctx, cancel := context.WithCancel(context.Background())
-	s := &Source{pool: pool, ref: ref, opts: opts, query: pageQuery(ref.States),
+	s := &Source{pool: pool, ref: ref, opts: opts, query: pageQuery(ref.States), standing: standing, login: login,
 		deliveries: make(chan deadletter.Delivery, min(opts.Page, 100)), room: make(chan struct{}, opts.Prefetch),
 		ctx: sctx, cancel: cancel, delivered: map[jobKey]bool{}}
 	s.done.Add(1)
@@ -178,7 +188,7 @@ func pageQuery(states []string) string {
 }
 
 // QueueName is the River queue's name without credentials, as letters and
-// the audit trail name it: river://HOST:PORT/DATABASE/QUEUE.
+// the audit trail name it: river://CONNECTION/QUEUE.
 func (s *Source) QueueName() string { return s.ref.Name() }
 
 // Deliveries implements deadletter.Source. They end when the source is
@@ -435,3 +445,8 @@ func (s *Source) Close() error {
 	})
 	return nil
 }
+
+// LoginStanding is the login the source reads River's database as, and
+// the ways it holds around River's own rules (a superuser, the owner of
+// river_job): capture needs only SELECT on river_job (docs/river.md).
+func (s *Source) LoginStanding() (login string, kinds []string) { return s.login, s.standing }

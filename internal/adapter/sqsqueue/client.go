@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	connconfig "github.com/expiryctl/expiryctl/config"
 )
 
 // maxAttempts is how often one call is tried. SQS throttles and its 5xx
@@ -36,7 +38,33 @@ const (
 // else the configured one, and at the endpoint its URL names when that is
 // not Amazon's, else AWS_ENDPOINT_URL_SQS or AWS's own.
 func NewClient(ctx context.Context, ref QueueRef) (*sqs.Client, error) {
+	return newClient(ctx, ref)
+}
+
+// NewConnectionClient returns a client for ref's queue through the
+// operator's connection c: in c's region (a queue that names another is
+// refused before anything is sent), at c's endpoint unless ref's URL names
+// one, with the credentials of c's profile of the AWS shared
+// configuration; what c leaves out comes as NewClient's.
+func NewConnectionClient(ctx context.Context, c connconfig.Connection, ref QueueRef) (*sqs.Client, error) {
+	if c.Region != "" && ref.Region != "" && c.Region != ref.Region {
+		return nil, fmt.Errorf("SQS queue %s is in region %s, and connection %q reaches region %s: nothing was sent; "+
+			"name a connection of that region (docs/configuration.md)", ref.Name, ref.Region, c.Name, c.Region)
+	}
+	if c.Region != "" {
+		ref.Region = c.Region
+	}
+	if ref.Endpoint == "" {
+		ref.Endpoint = c.Endpoint
+	}
 	var opts []func(*config.LoadOptions) error
+	if c.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(c.Profile))
+	}
+	return newClient(ctx, ref, opts...)
+}
+
+func newClient(ctx context.Context, ref QueueRef, opts ...func(*config.LoadOptions) error) (*sqs.Client, error) {
 	if ref.Region != "" {
 		opts = append(opts, config.WithRegion(ref.Region))
 	}
