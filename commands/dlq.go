@@ -11,7 +11,8 @@ func NewCmdDLQ(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq <command>",
 		Short: "Capture dead letters and inspect the archive",
-		Long: `Capture dead-lettered jobs from RabbitMQ into PostgreSQL and inspect them.
+		Long: `Capture dead-lettered jobs into PostgreSQL, from a RabbitMQ or SQS dead-letter
+queue or the failed jobs of River, BullMQ or a jobs table, and inspect them.
 
 The archive, not the queue, is what you read: browsing a queue by
 get-and-requeue reorders it and bumps redelivery counts.`,

@@ -160,7 +160,7 @@ approver sees it.
   expiryctl replay request --id 77 --routing-key reservation-expiry --why INC-4211
   expiryctl replay request --id 78 --via-exchange --why "INC-4213: billing must see it too"
   expiryctl replay request --reason transient-exhausted --max 200 --not-before 2026-12-05T06:00:00Z --why "INC-4214: after the maintenance window"
-  expiryctl replay request --reason throttled --max 50 --not-before 30m --why "INC-4215: inventory asked for 30 minutes"
+  expiryctl replay request --search throttled --max 50 --not-before 30m --why "INC-4215: inventory asked for 30 minutes"
   expiryctl replay request --reason transient-exhausted --max 50 --why INC-4211 \
       --same-handler-ok "the database failed over; the worker was never at fault"
   expiryctl replay request --reason conflict --max 20 --include-permanent --why "INC-4212: v2 reads the current version"`,

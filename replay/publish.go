@@ -112,12 +112,14 @@ func (e *PublishFailure) Error() string {
 	return fmt.Sprintf("exchange %q routing key %q: %s", e.Exchange, e.RoutingKey, e.Reason)
 }
 
-// BrokerLostError means the publishing channel or connection closed: what
-// was in flight may or may not have reached a queue.
+// BrokerLostError means the connection to the queue system was lost
+// while something was in flight (a publishing channel, an SQS call, a
+// retry's transaction): what was in flight may or may not have reached a
+// queue. Err says which, in the queue system's words.
 type BrokerLostError struct{ Err error }
 
 func (e *BrokerLostError) Error() string {
-	return fmt.Sprintf("lost the RabbitMQ publishing channel: %v", e.Err)
+	return fmt.Sprintf("lost the queue system before it answered: %v", e.Err)
 }
 
 func (e *BrokerLostError) Unwrap() error { return e.Err }

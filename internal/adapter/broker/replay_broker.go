@@ -174,7 +174,7 @@ func (b *AMQPBroker) closeReason() error {
 	if b.conn.IsClosed() {
 		return errors.New("the connection to RabbitMQ closed")
 	}
-	return errors.New("the publishing channel closed")
+	return errors.New("the RabbitMQ publishing channel closed")
 }
 
 // itemOf reads x-replay-item back from a returned message's headers.
