@@ -231,6 +231,9 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		}
 		break
 	}
+	if l.ErrorClass == "" {
+		l.ErrorClass = errorClassOfText(l.LastError)
+	}
 
 	// Only rejections and delivery limits are failed attempts; the
 	// "expired" entries a retry topology leaves are the waits between them.
