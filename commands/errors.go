@@ -60,7 +60,8 @@ func ExitCode(err error) int {
 	case errors.As(err, &pgConnErr), errors.As(err, &amqpConnErr), store.ServerGone(err), broker.IsNotAnswering(err),
 		// A connection lost mid-command (a broker restarting, a node of a
 		// cluster stopping) is the server being unavailable too.
-		errors.As(err, new(*replay.BrokerLostError)), errors.Is(err, deadletter.ErrSourceLost):
+		errors.As(err, new(*replay.BrokerLostError)), errors.Is(err, deadletter.ErrSourceLost),
+		errors.As(err, new(*deadletter.ServerError)):
 		return ExitUnavailable
 	case errors.Is(err, store.ErrSchemaMissing), errors.As(err, &outdated):
 		return ExitSchema

@@ -31,6 +31,8 @@ func TestLostConnectionsExitUnavailable(t *testing.T) {
 			Err: &store.LostError{Address: "db:5432/archive", Err: syscall.ECONNRESET}},
 		"a replay whose PostgreSQL connection was closed": &replay.InterruptedError{RequestID: 7,
 			Err: &store.LostError{Address: "db:5432/archive", Err: io.EOF}},
+		"a job store's server that refused the login": &deadletter.ServerError{Server: "River's database",
+			Err: errors.New("failed SASL auth (FATAL: password authentication failed for user \"river\")")},
 		"a replay whose PostgreSQL server restarted": &replay.InterruptedError{RequestID: 7,
 			Err: fmt.Errorf("record the confirms: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01",
 				Message: "terminating connection due to administrator command"})},

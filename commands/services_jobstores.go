@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/dsn"
@@ -84,8 +86,11 @@ type jobStore struct {
 	// topology reads what ref's queue holds now, by state.
 	topology func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error)
 	// unreachable tells a server that does not answer (to be waited for
-	// by a followed capture) from a refusal.
+	// by a followed capture) from a refusal; serverError also takes a
+	// login the server refused: either is the server unavailable to the
+	// command (exit 5).
 	unreachable func(error) bool
+	serverError func(error) bool
 }
 
 // jobStoreEnv is what a job-store driver needs of the command's world:
@@ -126,7 +131,7 @@ func jobStores(env jobStoreEnv) []jobStore {
 		topology: func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error) {
 			return riverjobs.Topology(ctx, ref.(riverjobs.Ref))
 		},
-		unreachable: store.Transient,
+		unreachable: store.Transient, serverError: postgresServerError,
 	}
 	bull := jobStore{
 		system: deadletter.BullMQ, server: redisServer, passwordEnv: bullmq.PasswordEnv, isRef: bullmq.IsRef,
@@ -158,7 +163,7 @@ func jobStores(env jobStoreEnv) []jobStore {
 		topology: func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error) {
 			return bullmq.Topology(ctx, ref.(bullmq.Ref))
 		},
-		unreachable: bullmq.Unreachable,
+		unreachable: bullmq.Unreachable, serverError: bullmq.ServerError,
 	}
 	// mapping is the approved mapping of the jobs table ref names.
 	mapping := func(ctx context.Context, ref jobtable.Ref) (jobtable.Mapping, error) {
@@ -215,9 +220,24 @@ func jobStores(env jobStoreEnv) []jobStore {
 		topology: func(context.Context, storeRef) (deadletter.QueueReport, error) {
 			return deadletter.QueueReport{Unavailable: "a jobs table's live states are not read: its mapping names no state but the failed ones and the one a replay sets"}, nil
 		},
-		unreachable: store.Transient,
+		unreachable: store.Transient, serverError: postgresServerError,
 	}
 	return []jobStore{river, bull, table}
+}
+
+// postgresServerError says whether err is a PostgreSQL server of a job
+// store that did not answer or refused the login.
+func postgresServerError(err error) bool {
+	return errors.As(err, new(*pgconn.ConnectError)) || store.Transient(err)
+}
+
+// serverFailure is err as the command reports it: a server that did not
+// answer or refused the login is a *deadletter.ServerError (exit 5).
+func (s jobStore) serverFailure(err error) error {
+	if err != nil && s.serverError != nil && s.serverError(err) {
+		return &deadletter.ServerError{Server: s.server, Err: err}
+	}
+	return err
 }
 
 // approvedMapping is the mapping the policy keeps for ref's table: under
@@ -425,10 +445,11 @@ func (f *Factory) jobStoreSource(s jobStore, name string, prefetch int) (service
 	ctx, cancel := context.WithTimeout(context.Background(), jobStoreLookup)
 	defer cancel()
 	src, err := s.openSource(ctx, ref, prefetch)
-	if err == nil {
-		f.adviseLogin(s, ref, src)
+	if err != nil {
+		return nil, s.serverFailure(err)
 	}
-	return src, err
+	f.adviseLogin(s, ref, src)
+	return src, nil
 }
 
 // loginStander is a job store's source or retrier that says which login
@@ -519,7 +540,7 @@ func (j *jobRetriers) forQueue(ctx context.Context, queue string) (replay.Broker
 	defer cancel()
 	b, err := j.store.openRetrier(lookup, ref, func(name string) (storeRef, error) { return j.resolve(j.store, name) })
 	if err != nil {
-		return nil, err
+		return nil, j.store.serverFailure(err)
 	}
 	if j.advise != nil {
 		j.advise(j.store, ref, b)

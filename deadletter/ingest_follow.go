@@ -33,6 +33,20 @@ func (u *Unavailable) Error() string { return u.Server + " is unavailable: " + u
 
 func (u *Unavailable) Unwrap() error { return u.Err }
 
+// ServerError is a queue system's server that did not answer, or refused
+// the login, when a capture or a run opened it: the server is
+// unavailable to this command (exit 5), whatever a followed capture then
+// does about it. Server names it as an outage does ("River's database",
+// "Redis").
+type ServerError struct {
+	Server string
+	Err    error
+}
+
+func (e *ServerError) Error() string { return e.Server + ": " + e.Err.Error() }
+
+func (e *ServerError) Unwrap() error { return e.Err }
+
 // Reconnect is one event of a followed ingest's outage, for the operator:
 // a server lost (Back false: Next is the wait before the next try), or
 // reached again (Back true).
