@@ -7,7 +7,7 @@ import (
 
 // errorClassOfText is the error class a letter's last error text names,
 // for a letter whose headers name none: a job store keeps only the text
-// (River's errors, BullMQ's failedReason, a jobs table's error column),
+// (its jobs' errors, a failed reason, a table's error column),
 // and a worker that wrote no x-error-class often began its text with one.
 // In order:
 //

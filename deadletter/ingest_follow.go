@@ -36,8 +36,8 @@ func (u *Unavailable) Unwrap() error { return u.Err }
 // ServerError is a queue system's server that did not answer, or refused
 // the login, when a capture or a run opened it: the server is
 // unavailable to this command (exit 5), whatever a followed capture then
-// does about it. Server names it as an outage does ("River's database",
-// "Redis").
+// does about it. Server names it as an outage does (the driver's name for
+// its server).
 type ServerError struct {
 	Server string
 	Err    error
