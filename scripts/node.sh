@@ -29,7 +29,7 @@ readonly NODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)"
 readonly STAMP="$NODE_DIR/node_modules/.expiryctl-lockfile.sha256"
 # PACKAGES are the packages the tests load; a node_modules without one of
 # them is installed again whatever the stamp says.
-readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq pg)
+readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq bullmq6 ioredis pg)
 # NODE_MAJOR is the oldest Node.js major version e2e/node/package.json's
 # engines accept.
 readonly NODE_MAJOR=20

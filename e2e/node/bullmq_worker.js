@@ -17,6 +17,9 @@
 //   {"cmd":"retry","id"} / {"cmd":"remove","id"}
 //       BullMQ's own Job.retry('failed') or Job.remove() on a job;
 //       answers {"event":"retried"|"removed","id"} or {"event":"error",…}
+//   {"cmd":"pause"} / {"cmd":"resume"}
+//       BullMQ's own Queue.pause() or Queue.resume(); answers
+//       {"event":"paused"|"resumed"}
 //   {"cmd":"quit"}
 //       closes the Worker and the Queue and exits 0.
 //
@@ -33,10 +36,21 @@
 // Usage: node bullmq_worker.js CONFIG.json   (CONFIG: host, port, db,
 // prefix, queue, and worker: false for a Queue alone, which only adds,
 // retries and removes: a job it retries stays waiting)
+//
+// BULLMQ_PACKAGE names the package it loads: bullmq (the default, BullMQ
+// 5) or bullmq6 (BullMQ 6, package.json's alias), so that the driver's
+// tests run each key layout it supports with that release's own Worker.
 
 const fs = require('node:fs');
 const readline = require('node:readline');
-const { Queue, Worker, Job } = require('bullmq');
+
+const packages = ['bullmq', 'bullmq6'];
+const bullmqPackage = process.env.BULLMQ_PACKAGE || 'bullmq';
+if (!packages.includes(bullmqPackage)) {
+  process.stdout.write(JSON.stringify({ event: 'error', error: `BULLMQ_PACKAGE=${bullmqPackage}: want one of ${packages.join(', ')}` }) + '\n');
+  process.exit(1);
+}
+const { Queue, Worker, Job } = require(bullmqPackage);
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const connection = { host: config.host, port: config.port, db: config.db || 0 };
@@ -119,6 +133,14 @@ async function main() {
           say({ event: 'removed', id: c.id });
           break;
         }
+        case 'pause':
+          await queue.pause();
+          say({ event: 'paused' });
+          break;
+        case 'resume':
+          await queue.resume();
+          say({ event: 'resumed' });
+          break;
         case 'quit':
           if (worker) await worker.close();
           await queue.close();

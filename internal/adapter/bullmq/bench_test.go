@@ -127,7 +127,7 @@ func BenchmarkRetrier(b *testing.B) {
 				for i := range work {
 					marks, _ := json.Marshal(map[string]any{replay.HeaderReplayRequest: 1, replay.HeaderReplayItem: i + 1})
 					err := script.Run(ctx, q.Client, keys(strconv.Itoa(i+1)), strconv.Itoa(i+1), strconv.Itoa(1_700_000_000_000+i), "2",
-						marks, "1", strconv.Itoa(i+1), bullmq.MarkField, bullmq.SupportedVersion).Err()
+						marks, "1", strconv.Itoa(i+1), bullmq.MarkField, "bullmq:5.", "bullmq:6.").Err()
 					if err != nil {
 						done <- err
 						return

@@ -3,7 +3,6 @@ package bullmq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -60,7 +59,9 @@ func Unreachable(err error) bool {
 // active ones in flight, with the connected workers as its consumers;
 // delayed jobs wait out a backoff (BullMQ's retry queue); failed ones are
 // isolated, as a dead-letter queue's. BullMQ keeps no rates. A Redis that
-// cannot be reached is not an error: the report's Unavailable says so.
+// cannot be reached is not an error: the report's Unavailable says so, as
+// it says of a queue that does not exist under which prefix Redis holds
+// one of that name (QueueNotFoundError).
 func Topology(ctx context.Context, ref Ref) (deadletter.QueueReport, error) {
 	client := Dial(ref)
 	defer client.Close()
@@ -69,7 +70,7 @@ func Topology(ctx context.Context, ref Ref) (deadletter.QueueReport, error) {
 		return deadletter.QueueReport{Unavailable: err.Error()}, nil
 	}
 	if !c.Exists {
-		return deadletter.QueueReport{Unavailable: fmt.Sprintf("BullMQ queue %s does not exist: no Queue ever opened it", ref.Name())}, nil
+		return deadletter.QueueReport{Unavailable: notFound(ctx, client, ref).Error()}, nil
 	}
 	workers, err := ref.Workers(ctx, client)
 	if err != nil {

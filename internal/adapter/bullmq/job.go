@@ -16,7 +16,7 @@ import (
 // and a later failure, so a job that dies again links to the replay.
 const MarkField = "expiryctl"
 
-// The job hash fields of BullMQ 5 the driver reads.
+// The job hash fields the driver reads: BullMQ 5 and 6 write the same.
 const (
 	fieldName         = "name"
 	fieldData         = "data"
@@ -28,7 +28,7 @@ const (
 	fieldStacktrace   = "stacktrace"
 	fieldAttemptsMade = "atm"
 	// fieldAttemptsMadeOld is where BullMQ before 5 kept attemptsMade;
-	// BullMQ 5 still reads it, so the driver does too.
+	// BullMQ 5 and 6 still read it, so the driver does too.
 	fieldAttemptsMadeOld = "attemptsMade"
 	fieldAttemptsStarted = "ats"
 	fieldDelay           = "delay"
@@ -106,8 +106,8 @@ func storedJob(r Ref, id string, h map[string]string, version string) (job deadl
 	return job, true
 }
 
-// attemptsMade is BullMQ 5's atm, or the older attemptsMade, as BullMQ's
-// Job.fromJSON reads it.
+// attemptsMade is BullMQ's atm, or the older attemptsMade, as BullMQ 5's
+// Job.fromJSON (and 6's Redis backend) reads it.
 func attemptsMade(h map[string]string) int {
 	for _, f := range []string{fieldAttemptsMade, fieldAttemptsMadeOld} {
 		if n, err := strconv.Atoi(h[f]); err == nil && h[f] != "" {

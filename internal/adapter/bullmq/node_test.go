@@ -16,8 +16,21 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
-// TestNodeBullMQReplay runs a real BullMQ Queue and Worker (bullmq from
-// e2e/node, pinned) on both ends of a capture and its replay. The worker
+// eachBullMQ runs test once with each BullMQ release the driver supports
+// (bullmqtest.Packages), in parallel, as a subtest named after its
+// package, on a queue of its own whose Workers are that release's.
+func eachBullMQ(t *testing.T, test func(t *testing.T, q bullmqtest.Queue)) {
+	t.Helper()
+	for _, p := range bullmqtest.Packages {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			test(t, bullmqtest.NewQueueFor(t, p))
+		})
+	}
+}
+
+// TestNodeBullMQReplay runs a real BullMQ Queue and Worker (bullmq 5 and 6
+// from e2e/node, pinned) on both ends of a capture and its replay. The worker
 // fails every job (attempts: 2) until told to succeed; the source
 // captures each with what BullMQ kept; the retrier retries three of the
 // four, twice each as a resumed run would; the worker then completes
@@ -26,7 +39,10 @@ import (
 // BullMQ's opts (LIFO, priority) as they were. The fourth stays failed.
 func TestNodeBullMQReplay(t *testing.T) {
 	t.Parallel()
-	q := bullmqtest.NewQueue(t)
+	eachBullMQ(t, testNodeBullMQReplay)
+}
+
+func testNodeBullMQReplay(t *testing.T, q bullmqtest.Queue) {
 	w := bullmqtest.StartWorker(t, q)
 	added := w.Add(
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1", "idempotency_key": "expire:r-1:v3"}, "opts": map[string]any{"attempts": 2}},
@@ -53,7 +69,7 @@ func TestNodeBullMQReplay(t *testing.T) {
 		}
 		reason := "db_timeout: reservation r-" + strconv.Itoa(i+1) + " lock wait exceeded"
 		if m.Type != "expire" || m.Headers["x-attempt"] != int64(2) || m.Native[deadletter.NativeMaxAttempts] != "2" ||
-			m.Headers["x-last-error"] != reason || m.Native["attemptsStarted"] != "2" || m.Native[bullmq.NativeVersion] != bullmq.TestedVersion {
+			m.Headers["x-last-error"] != reason || m.Native["attemptsStarted"] != "2" || m.Native[bullmq.NativeVersion] != q.BullMQ.Version {
 			t.Errorf("job %s: %+v", id, m)
 		}
 		history, _ := m.Headers["x-attempt-history"].([]any)
@@ -131,7 +147,10 @@ func TestNodeBullMQReplay(t *testing.T) {
 // new letter, which is.
 func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	t.Parallel()
-	q := bullmqtest.NewQueue(t)
+	eachBullMQ(t, testNodeJobMovedOn)
+}
+
+func testNodeJobMovedOn(t *testing.T, q bullmqtest.Queue) {
 	w := bullmqtest.StartWorker(t, q)
 	added := w.Add(
 		map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}},
@@ -177,23 +196,59 @@ func TestNodeJobMovedOnBetweenCaptureAndReplay(t *testing.T) {
 	w.WaitSeen("completed", added[1])
 }
 
+// TestNodeRetryIntoAPausedQueue: a job retried while its queue is paused
+// waits where the queue's own release keeps a paused queue's jobs
+// (BullMQ 5's paused list, 6's wait), with no marker, and its Worker runs
+// it once the queue is resumed: a retry written for the other release
+// would strand it or run it at once.
+func TestNodeRetryIntoAPausedQueue(t *testing.T) {
+	t.Parallel()
+	eachBullMQ(t, func(t *testing.T, q bullmqtest.Queue) {
+		w := bullmqtest.StartWorker(t, q)
+		id := w.Add(map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 1}})[0]
+		q.WaitFailed(t, 1)
+		job := captured(t, q, 1)[id]
+		w.Pause()
+		w.Succeed()
+		if err := publish(t, newRetrier(t, q), replayOf(job, 9, 1)); err != nil {
+			t.Fatal(err)
+		}
+		list := map[string]string{"bullmq": "paused", "bullmq6": "wait"}[q.BullMQ.Name]
+		if got := q.Client.LRange(t.Context(), q.Key(list), 0, -1).Val(); !slices.Equal(got, []string{id}) {
+			t.Errorf("%s list = %v, want the job: where %s keeps a paused queue's jobs", list, got, q.BullMQ.Version)
+		}
+		if q.Client.Exists(t.Context(), q.Key("marker")).Val() != 0 {
+			t.Error("a marker on a paused queue")
+		}
+		time.Sleep(300 * time.Millisecond) // long enough for a paused Worker to run it wrongly
+		if n := len(w.Seen("completed")); n != 0 {
+			t.Fatalf("the Worker ran %d jobs of a paused queue", n)
+		}
+		w.Resume()
+		w.WaitSeen("completed", id)
+	})
+}
+
 // TestSeedIsBullMQsShape holds the tests' seed to a job a real BullMQ
-// Worker failed: the same hash fields, so what the seeded tests prove
-// about reading and retrying holds for BullMQ's own jobs.
+// Worker failed, in each release: the same hash fields, so what the
+// seeded tests prove about reading and retrying holds for BullMQ's own
+// jobs; and the driver's tested versions to what each release writes in
+// meta.
 func TestSeedIsBullMQsShape(t *testing.T) {
 	t.Parallel()
-	real := bullmqtest.NewQueue(t)
-	w := bullmqtest.StartWorker(t, real)
-	id := w.Add(map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}})[0]
-	real.WaitFailed(t, 1)
-	seeded := bullmqtest.NewQueue(t)
-	seed(t, seeded, bullmq.TestedVersion, failedJob{ID: "1"})
-	got, want := slices.Sorted(maps.Keys(seeded.Hash(t, "1"))), slices.Sorted(maps.Keys(real.Hash(t, id)))
-	if !slices.Equal(got, want) {
-		t.Errorf("seeded job fields %v, BullMQ's %v", got, want)
-	}
-	meta := real.Client.HGetAll(t.Context(), real.Key("meta")).Val()
-	if meta["version"] != bullmq.TestedVersion {
-		t.Errorf("BullMQ wrote version %q, the driver is tested as %q", meta["version"], bullmq.TestedVersion)
-	}
+	eachBullMQ(t, func(t *testing.T, real bullmqtest.Queue) {
+		w := bullmqtest.StartWorker(t, real)
+		id := w.Add(map[string]any{"name": "expire", "data": map[string]any{"reservation_id": "r-1"}, "opts": map[string]any{"attempts": 2}})[0]
+		real.WaitFailed(t, 1)
+		seeded := bullmqtest.NewQueue(t)
+		seed(t, seeded, real.BullMQ.Version, failedJob{ID: "1"})
+		got, want := slices.Sorted(maps.Keys(seeded.Hash(t, "1"))), slices.Sorted(maps.Keys(real.Hash(t, id)))
+		if !slices.Equal(got, want) {
+			t.Errorf("seeded job fields %v, BullMQ's %v", got, want)
+		}
+		meta := real.Client.HGetAll(t.Context(), real.Key("meta")).Val()
+		if meta["version"] != real.BullMQ.Version || !slices.Contains(bullmq.TestedVersions, meta["version"]) {
+			t.Errorf("BullMQ (%s) wrote version %q, the driver is tested as %q of %q", real.BullMQ.Name, meta["version"], real.BullMQ.Version, bullmq.TestedVersions)
+		}
+	})
 }

@@ -27,11 +27,13 @@ var retryScript = redis.NewScript(retryLua)
 const maxRetrying = 64
 
 // Retrier is the replay runner's target on BullMQ (a replay.Broker): it
-// retries each captured job where it is, as BullMQ's Job.retry() does,
-// so that a BullMQ Worker takes it as an ordinary retry. One Lua script
-// does it atomically: it retries the job only while the failed set still
-// holds the incarnation the letter captured, writes the replay's marks on
-// the job hash (MarkField) in the same step, and confirms without moving
+// retries each captured job where it is, as BullMQ's Job.retry() does in
+// the release the queue's meta names (5 or 6, which differ in where a
+// paused queue keeps its jobs), so that a BullMQ Worker takes it as an
+// ordinary retry. One Lua script does it atomically: it reads the release
+// and retries the job only while the failed set still holds the
+// incarnation the letter captured, writes the replay's marks on the job
+// hash (MarkField) in the same step, and confirms without moving
 // it again a job those marks say this item of this request already
 // retried, so a resumed run retries each job once.
 type Retrier struct {
@@ -78,10 +80,11 @@ func (r *Retrier) client(_ context.Context, ref Ref) (redis.UniversalClient, err
 // script answered. The outcome is nil when the job was retried, or had
 // been by this item of this request; a *replay.JobMovedOnError when the
 // job is gone or no longer the failure captured; a *replay.PublishFailure
-// when the message is not one for BullMQ or the queue's BullMQ version is
-// not supported; a *replay.BrokerLostError when Redis did not answer, so
-// nobody knows whether the script ran (a resumed run finds out by the
-// marks).
+// when the message is not one for BullMQ, the queue's BullMQ version is
+// not supported, or the queue does not exist (the reason says under which
+// prefix Redis holds a queue of that name, if any); a
+// *replay.BrokerLostError when Redis did not answer, so nobody knows
+// whether the script ran (a resumed run finds out by the marks).
 func (r *Retrier) Publish(ctx context.Context, m replay.Message) (replay.Pending, error) {
 	sent := &retrying{done: make(chan struct{})}
 	r.sends.Add(1)
@@ -107,6 +110,7 @@ const (
 	outcomeDeleted = "deleted"
 	outcomeMoved   = "moved"
 	outcomeVersion = "version"
+	outcomeMissing = "missing"
 )
 
 func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
@@ -147,6 +151,8 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: res.detail}
 	case outcomeVersion:
 		return refuse((&UnsupportedVersionError{Queue: ref.Name(), Version: res.detail}).Error())
+	case outcomeMissing:
+		return refuse(notFound(ctx, c, ref).Error())
 	}
 	return &replay.BrokerLostError{Err: fmt.Errorf("retry job %s of %s: the script answered %q", m.Job.ID, ref.Name(), res.code)}
 }
@@ -176,7 +182,7 @@ func runRetry(ctx context.Context, c redis.Scripter, ref Ref, id, finishedOn, at
 	k := keysOf(ref)
 	keys := []string{k.job(id), k.of("events"), k.of("failed"), k.of("wait"), k.of("meta"), k.of("paused"),
 		k.of("active"), k.of("marker"), k.of("prioritized"), k.of("pc"), k.of("completed"), k.of("delayed"), k.of("waiting-children")}
-	v, err := retryScript.Run(ctx, c, keys, id, finishedOn, attemptsMade, marks, request, item, MarkField, SupportedVersion).StringSlice()
+	v, err := retryScript.Run(ctx, c, keys, id, finishedOn, attemptsMade, marks, request, item, MarkField, version5, version6).StringSlice()
 	if err != nil {
 		return retryResult{}, err
 	}
@@ -194,9 +200,11 @@ func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, erro
 
 // QueueDepth implements replay.Broker: the jobs a worker of queue (a
 // bullmq:// name) may take now, waiting, paused or prioritized; where a
-// retry puts a job. Delayed jobs are not counted: a retry never delays,
-// and they are not yet the workers' backlog. exists is false when the
-// queue has no meta hash, which every BullMQ Queue writes.
+// retry puts a job (BullMQ 6 keeps a paused queue's jobs in wait, so its
+// paused list holds only what BullMQ 5 left there). Delayed jobs are not
+// counted: a retry never delays, and they are not yet the workers'
+// backlog. exists is false when the queue has no meta hash, which every
+// BullMQ Queue writes.
 func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error) {
 	ref, err := r.resolve(queue)
 	if err != nil {

@@ -12,13 +12,23 @@ import (
 )
 
 // TestRetrierConformance holds the retrier to the suite every job-store
-// target passes. A real BullMQ Worker fails each job and is gone before
-// the retry, so the job stays waiting; someone else's retry is BullMQ's
-// own Job.retry() from a Queue with no Worker.
+// target passes, with each BullMQ release it supports. A real BullMQ
+// Worker fails each job and is gone before the retry, so the job stays
+// waiting; someone else's retry is BullMQ's own Job.retry() from a Queue
+// with no Worker.
 func TestRetrierConformance(t *testing.T) {
 	bullmqtest.RequireNode(t)
+	for _, p := range bullmqtest.Packages {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			retrierConformance(t, p)
+		})
+	}
+}
+
+func retrierConformance(t *testing.T, p bullmqtest.Package) {
 	brokertest.RunJobStore(t, func(t *testing.T) brokertest.JobStoreHarness {
-		q := bullmqtest.NewQueue(t)
+		q := bullmqtest.NewQueueFor(t, p)
 		missing := bullmqtest.NewQueue(t)
 		var queue *bullmqtest.Worker
 		return brokertest.JobStoreHarness{

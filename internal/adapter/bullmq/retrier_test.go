@@ -65,12 +65,21 @@ func captured(t *testing.T, q bullmqtest.Queue, n int) map[string]deadletter.Mes
 // where BullMQ's retry puts it (wait, by LIFO at the end a worker takes
 // next; prioritized by its priority), loses what its run left, keeps its
 // attempts, carries the replay's marks, wakes a worker (marker) and is
-// announced as waiting from failed.
+// announced as waiting from failed; the same in BullMQ 5 and 6.
 func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 	t.Parallel()
+	for _, version := range bullmq.TestedVersions {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			testRetrierRetriesAsBullMQDoes(t, version)
+		})
+	}
+}
+
+func testRetrierRetriesAsBullMQDoes(t *testing.T, version string) {
 	q := bullmqtest.NewQueue(t)
 	q.Client.RPush(t.Context(), q.Key("wait"), "w1")
-	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
+	seed(t, q, version, failedJob{ID: "1"}, failedJob{ID: "2", Opts: `{"attempts":2,"lifo":true}`},
 		failedJob{ID: "3", Priority: 5, Opts: `{"attempts":2,"priority":5}`})
 	jobs := captured(t, q, 3)
 	r := newRetrier(t, q)
@@ -122,22 +131,34 @@ func TestRetrierRetriesAsBullMQDoes(t *testing.T) {
 	}
 }
 
-// TestRetrierIntoAPausedQueue: a paused queue's job goes to its paused
-// list, with no marker, as BullMQ does it.
+// TestRetrierIntoAPausedQueue: a paused queue's job goes where the
+// release its meta names keeps a paused queue's jobs, BullMQ 5's paused
+// list or 6's wait, with no marker, as BullMQ does it; the release is
+// read as the job is retried, so a queue upgraded since its capture gets
+// the new release's.
 func TestRetrierIntoAPausedQueue(t *testing.T) {
 	t.Parallel()
-	q := bullmqtest.NewQueue(t)
-	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
-	q.Client.HSet(t.Context(), q.Key("meta"), "paused", "1")
-	jobs := captured(t, q, 1)
-	if err := publish(t, newRetrier(t, q), replayOf(jobs["1"], 7, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if got := q.Client.LRange(t.Context(), q.Key("paused"), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
-		t.Errorf("paused = %v", got)
-	}
-	if q.Client.Exists(t.Context(), q.Key("marker"), q.Key("wait")).Val() != 0 {
-		t.Error("a marker or wait list for a paused queue")
+	for _, c := range []struct{ version, list, where string }{
+		{"bullmq:5.0.0", "paused", "paused"}, {bullmq.TestedVersion5, "paused", "paused"},
+		{"bullmq:6.0.0", "wait", "wait"}, {bullmq.TestedVersion6, "wait", "wait"},
+	} {
+		t.Run(c.version, func(t *testing.T) {
+			t.Parallel()
+			q := bullmqtest.NewQueue(t)
+			seed(t, q, bullmq.TestedVersion5, failedJob{ID: "1"})
+			jobs := captured(t, q, 1)
+			q.Client.HSet(t.Context(), q.Key("meta"), "paused", "1", "version", c.version)
+			if err := publish(t, newRetrier(t, q), replayOf(jobs["1"], 7, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if got := q.Client.LRange(t.Context(), q.Key(c.list), 0, -1).Val(); len(got) != 1 || got[0] != "1" {
+				t.Errorf("%s = %v, want the job", c.list, got)
+			}
+			other := map[string]string{"paused": "wait", "wait": "paused"}[c.list]
+			if q.Client.Exists(t.Context(), q.Key("marker"), q.Key(other)).Val() != 0 {
+				t.Errorf("a marker or %s list for a paused queue", other)
+			}
+		})
 	}
 }
 
@@ -202,22 +223,32 @@ func TestRetrierJobMovedOn(t *testing.T) {
 	}
 }
 
-// TestRetrierRefusals: a queue of another BullMQ fails the item with the
-// reason and is not written; so does a message that is not BullMQ's.
+// TestRetrierRefusals: a queue of a BullMQ whose layout the driver does
+// not know (4 and older, a later major, Pro, or a meta without a
+// version) fails the item with the reason, naming the versions it does
+// know, and is not written; so does a message that is not BullMQ's.
 func TestRetrierRefusals(t *testing.T) {
 	t.Parallel()
 	q := bullmqtest.NewQueue(t)
 	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
 	jobs := captured(t, q, 1)
-	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:6.7.6")
-	before := q.Digest(t)
 	r := newRetrier(t, q)
 	var failure *replay.PublishFailure
-	if err := publish(t, r, replayOf(jobs["1"], 7, 1)); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "bullmq:6.7.6") {
-		t.Errorf("a BullMQ 6 queue: %v, want the item failed naming the version", err)
-	}
-	if q.Digest(t) != before {
-		t.Error("a BullMQ 6 queue was written")
+	for _, v := range []string{"bullmq:4.17.0", "bullmq:7.0.0", "bullmq-pro:7.21.0", "bullmq:5", ""} {
+		if v == "" {
+			q.Client.HDel(t.Context(), q.Key("meta"), "version")
+		} else {
+			q.Client.HSet(t.Context(), q.Key("meta"), "version", v)
+		}
+		before := q.Digest(t)
+		err := publish(t, r, replayOf(jobs["1"], 7, 1))
+		if !errors.As(err, &failure) || !strings.Contains(failure.Reason, v) ||
+			!strings.Contains(failure.Reason, "BullMQ 5 and 6") || !strings.Contains(failure.Reason, bullmq.SupportedVersion) {
+			t.Errorf("version %q: %v, want the item failed naming the version and those supported", v, err)
+		}
+		if q.Digest(t) != before {
+			t.Errorf("a queue of version %q was written", v)
+		}
 	}
 	m := replayOf(jobs["1"], 7, 1)
 	m.System = deadletter.SQS

@@ -1,14 +1,15 @@
 --[[
-  expiryctl's retry of one failed BullMQ 5 job, for a replay: BullMQ's own
-  reprocessJob (Job.retry('failed')) for the move, checked against the
-  incarnation the letter captured and marked with the replay, atomically.
+  expiryctl's retry of one failed BullMQ 5 or 6 job, for a replay: BullMQ's
+  own reprocessJob (Job.retry('failed')) for the move, in the layout of the
+  release the queue's meta names, checked against the incarnation the
+  letter captured and marked with the replay, atomically.
 
   KEYS[1]  job hash              PREFIX:QUEUE:ID
   KEYS[2]  events stream         PREFIX:QUEUE:events
   KEYS[3]  failed zset
   KEYS[4]  wait list
   KEYS[5]  meta hash
-  KEYS[6]  paused list
+  KEYS[6]  paused list           (BullMQ 5's; 6 only reads what 5 left)
   KEYS[7]  active list
   KEYS[8]  marker zset
   KEYS[9]  prioritized zset
@@ -24,7 +25,10 @@
   ARGV[5]  the replay request id the marks name
   ARGV[6]  the replay item id the marks name
   ARGV[7]  the mark field ("expiryctl")
-  ARGV[8]  the supported meta version prefix ("bullmq:5.")
+  ARGV[8]  BullMQ 5's meta version prefix ("bullmq:5."): a paused queue
+           keeps its jobs in the paused list
+  ARGV[9]  BullMQ 6's meta version prefix ("bullmq:6."): a paused queue
+           keeps its jobs in wait, and only meta says it is paused
 
   Returns {code, detail}:
     {"retried", target}   moved to wait, paused or prioritized
@@ -32,16 +36,29 @@
     {"deleted", ""}       no job hash
     {"moved", state}      no longer the failed job captured: state says
                           what it is now
-    {"version", version}  the queue's meta names another BullMQ
+    {"version", version}  the queue's meta names another BullMQ, or none
+    {"missing", ""}       the queue has no meta hash: no Queue opened it
 ]]
 local rcall = redis.call
 local jobKey = KEYS[1]
 local jobId = ARGV[1]
 
--- The layout is checked here, in the same atomic step as the move, so that
--- a queue upgraded while a replay runs is never written the old way.
+-- The layout is read here, in the same atomic step as the move, so that a
+-- queue upgraded while a replay runs is written the way its new release
+-- reads it. A version names a layout when it is the prefix and a number.
+local function names(version, prefix)
+  return string.sub(version, 1, #prefix) == prefix and
+    (string.find(version, "^%d+%.", #prefix + 1) or string.find(version, "^%d+$", #prefix + 1)) ~= nil
+end
 local version = rcall("HGET", KEYS[5], "version")
-if not version or string.sub(version, 1, #ARGV[8]) ~= ARGV[8] then
+local pausedList
+if version and names(version, ARGV[8]) then
+  pausedList = true
+elseif version and names(version, ARGV[9]) then
+  pausedList = false
+elseif not version and rcall("EXISTS", KEYS[5]) == 0 then
+  return {"missing", ""}
+else
   return {"version", version or ""}
 end
 
@@ -98,12 +115,17 @@ rcall("ZREM", KEYS[3], jobId)
 rcall("HDEL", jobKey, "finishedOn", "processedOn", "failedReason")
 rcall("HSET", jobKey, ARGV[7], ARGV[4])
 
--- getTargetQueueList: paused when meta says so; a queue at its global
--- concurrency gets no marker, as BullMQ's own moves give it none.
+-- BullMQ 5's getTargetQueueList, 6's isQueuePausedOrMaxed: a paused
+-- queue's job goes to the paused list in 5 and to wait in 6, with no
+-- marker in either; nor does a queue at its global concurrency get one,
+-- as BullMQ's own moves give it none.
 local meta = rcall("HMGET", KEYS[5], "paused", "concurrency")
 local target, pausedOrMaxed = KEYS[4], false
 if meta[1] then
-  target, pausedOrMaxed = KEYS[6], true
+  pausedOrMaxed = true
+  if pausedList then
+    target = KEYS[6]
+  end
 elseif meta[2] and rcall("LLEN", KEYS[7]) >= tonumber(meta[2]) then
   pausedOrMaxed = true
 end
@@ -121,8 +143,8 @@ if priority == 0 then
   where = target == KEYS[6] and "paused" or "waiting"
 else
   -- addJobWithPriority, as BullMQ's own automatic retry (retryJob) and
-  -- BullMQ 6's reprocessJob place a prioritized job; a paused queue's
-  -- workers do not take from prioritized until it resumes.
+  -- BullMQ 6's reprocessJob place a prioritized job, in either release; a
+  -- paused queue's workers do not take from prioritized until it resumes.
   local counter = rcall("INCR", KEYS[10])
   rcall("ZADD", KEYS[9], priority * 0x100000000 + counter % 0x100000000, jobId)
   where = "prioritized"
@@ -133,7 +155,8 @@ if not pausedOrMaxed then
 end
 
 -- A child of a flow goes back among its parent's pending dependencies, as
--- reprocessJob does it for a failed child.
+-- reprocessJob does it for a failed child (6's
+-- moveChildBackToParentDependencies, the same steps).
 local parentKey = fields[6]
 if parentKey and rcall("EXISTS", parentKey) == 1 then
   if rcall("ZREM", parentKey .. ":unsuccessful", jobKey) == 1 or

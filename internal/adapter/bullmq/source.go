@@ -96,7 +96,9 @@ type Source struct {
 // OpenSource starts capturing ref's failed jobs through client, which the
 // caller keeps and closes after the source. It refuses a queue whose meta
 // names a BullMQ version the driver does not know
-// (*UnsupportedVersionError).
+// (*UnsupportedVersionError), and one with no meta under ref's prefix
+// (*QueueNotFoundError, which names the prefixes that hold a queue of that
+// name).
 func OpenSource(ctx context.Context, client redis.UniversalClient, ref Ref, opts SourceOptions) (*Source, error) {
 	version, err := Version(ctx, client, ref)
 	if err != nil {
@@ -256,9 +258,11 @@ func (s *Source) pass(from int64) error {
 			return err
 		}
 		if p.version != s.version {
-			// A queue upgraded under the capture may have changed its
-			// layout; a downgrade or a rewrite, the same. Stopping is
-			// safe: nothing was changed, and a new capture checks again.
+			// A queue upgraded under the capture to a release whose
+			// layout the driver does not know, downgraded or rewritten,
+			// stops it; from BullMQ 5 to 6 it goes on, as the failed set
+			// and the job hashes are the same in both. Stopping is safe:
+			// nothing was changed, and a new capture checks again.
 			if !supported(p.version) {
 				return &UnsupportedVersionError{Queue: s.ref.Name(), Version: p.version}
 			}

@@ -10,11 +10,21 @@ import (
 )
 
 // TestSourceConformance holds the BullMQ source to the suite every
-// job-store source passes, with jobs a real BullMQ Worker failed.
+// job-store source passes, with jobs a real BullMQ Worker of each release
+// the driver supports failed.
 func TestSourceConformance(t *testing.T) {
 	bullmqtest.RequireNode(t)
+	for _, p := range bullmqtest.Packages {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			sourceConformance(t, p)
+		})
+	}
+}
+
+func sourceConformance(t *testing.T, p bullmqtest.Package) {
 	sourcetest.RunJobStore(t, func(t *testing.T) sourcetest.JobStoreHarness {
-		q := bullmqtest.NewQueue(t)
+		q := bullmqtest.NewQueueFor(t, p)
 		w := bullmqtest.StartWorker(t, q)
 		return sourcetest.JobStoreHarness{
 			Fail:      func(t *testing.T, payloads [][]byte) []string { return failWithBullMQ(t, q, w, payloads) },

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,45 +178,68 @@ func TestSourceSkipsAFailedIdWithoutItsHash(t *testing.T) {
 	}
 }
 
-// TestSourceRefusesUnknownVersions: a queue BullMQ 5 did not write is
-// refused with the version it names.
+// TestSourceRefusesUnknownVersions: a queue neither BullMQ 5 nor 6 wrote
+// (4 and older, a later major, Pro, a meta without a version) is refused
+// with the version it names and those the driver reads; 5 and 6 are read.
 func TestSourceRefusesUnknownVersions(t *testing.T) {
 	t.Parallel()
-	for _, v := range []string{"bullmq:6.7.6", "bullmq:4.17.0", "bullmq-pro:7.21.0", "bullmq:5", ""} {
+	for _, v := range []string{"bullmq:4.17.0", "bullmq:3.0.0", "bullmq:7.0.0", "bullmq-pro:7.21.0", "bullmq:5", "bullmq:5.x", "bullmq:6.+1.0", "bull:5.0.0", ""} {
 		q := bullmqtest.NewQueue(t)
 		seed(t, q, v, failedJob{ID: "1"})
+		if v == "" {
+			q.Client.HSet(t.Context(), q.Key("meta"), "opts.maxLenEvents", "10000")
+		}
 		_, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, bullmq.SourceOptions{})
 		var unsupported *bullmq.UnsupportedVersionError
 		if !errors.As(err, &unsupported) || unsupported.Version != v {
 			t.Errorf("version %q: %v, want an *UnsupportedVersionError", v, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "BullMQ 5 and 6") || !strings.Contains(msg, bullmq.TestedVersion5) || !strings.Contains(msg, bullmq.TestedVersion6) {
+			t.Errorf("version %q: %q does not name the versions expiryctl reads", v, msg)
+		}
+		if strings.HasPrefix(v, "bullmq-pro:") && !strings.Contains(msg, "BullMQ Pro") {
+			t.Errorf("version %q: %q does not say BullMQ Pro", v, msg)
 		}
 	}
-	q := bullmqtest.NewQueue(t)
-	seed(t, q, "bullmq:5.0.0")
-	if _, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, bullmq.SourceOptions{}); err != nil {
-		t.Errorf("bullmq:5.0.0: %v", err)
+	for _, v := range append([]string{"bullmq:5.0.0", "bullmq:6.0.0", "bullmq:6.10.0-beta.1"}, bullmq.TestedVersions...) {
+		q := bullmqtest.NewQueue(t)
+		seed(t, q, v)
+		if _, err := bullmq.OpenSource(t.Context(), q.Client, q.Ref, bullmq.SourceOptions{}); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
 	}
 }
 
-// TestSourceStopsWhenTheVersionChanges: a queue upgraded to BullMQ 6
-// under a capture ends it with the reason.
-func TestSourceStopsWhenTheVersionChanges(t *testing.T) {
+// TestSourceFollowsAnUpgradeToBullMQ6: a queue upgraded from BullMQ 5 to
+// 6 under a capture goes on being read (the failed set and the job hashes
+// are the same in both), each letter naming the version that wrote it;
+// one upgraded to a release the driver does not know ends it with the
+// reason.
+func TestSourceFollowsAnUpgradeToBullMQ6(t *testing.T) {
 	t.Parallel()
 	q := bullmqtest.NewQueue(t)
-	seed(t, q, bullmq.TestedVersion, failedJob{ID: "1"})
-	src := openSource(t, q, bullmq.SourceOptions{})
-	receive(t, src, 1)
-	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:6.0.0")
+	seed(t, q, bullmq.TestedVersion5, failedJob{ID: "1", FinishedOn: time.Now().UnixMilli()})
+	src := openSource(t, q, bullmq.SourceOptions{Poll: 20 * time.Millisecond})
+	if got := receive(t, src, 1)[0].Message.Native[bullmq.NativeVersion]; got != bullmq.TestedVersion5 {
+		t.Errorf("the first letter names version %q", got)
+	}
+	seed(t, q, bullmq.TestedVersion6, failedJob{ID: "2", FinishedOn: time.Now().UnixMilli() + 1})
+	if got := receive(t, src, 1)[0].Message.Native[bullmq.NativeVersion]; got != bullmq.TestedVersion6 {
+		t.Errorf("the letter after the upgrade names version %q", got)
+	}
+	q.Client.HSet(t.Context(), q.Key("meta"), "version", "bullmq:7.0.0")
 	select {
 	case _, ok := <-src.Deliveries():
 		if ok {
 			t.Fatal("delivered after the upgrade")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("still reading a BullMQ 6 queue")
+		t.Fatal("still reading a BullMQ 7 queue")
 	}
 	var unsupported *bullmq.UnsupportedVersionError
-	if !errors.As(src.Err(), &unsupported) {
+	if !errors.As(src.Err(), &unsupported) || unsupported.Version != "bullmq:7.0.0" {
 		t.Errorf("Err = %v", src.Err())
 	}
 }
