@@ -33,6 +33,11 @@ func (u *Unavailable) Error() string { return u.Server + " is unavailable: " + u
 
 func (u *Unavailable) Unwrap() error { return u.Err }
 
+// ErrQueueNotFound is a queue, failed set or table that does not exist on
+// its queue system: a driver's error of it says so with errors.Is, and a
+// command exits 3 (not found) on it, as for a letter that does not exist.
+var ErrQueueNotFound = errors.New("the queue does not exist")
+
 // ServerError is a queue system's server that did not answer, or refused
 // the login, when a capture or a run opened it: the server is
 // unavailable to this command (exit 5), whatever a followed capture then

@@ -3,6 +3,7 @@ package bullmq
 import (
 	"context"
 	"fmt"
+	"github.com/expiryctl/expiryctl/deadletter"
 	"net/url"
 	"slices"
 	"strconv"
@@ -140,3 +141,7 @@ func notFound(ctx context.Context, client redis.UniversalClient, ref Ref) *Queue
 	}
 	return e
 }
+
+// Is makes the error deadletter.ErrQueueNotFound, which a command exits 3
+// on, on every queue system alike.
+func (e *QueueNotFoundError) Is(target error) bool { return target == deadletter.ErrQueueNotFound }

@@ -51,9 +51,7 @@ func (t *table) orderTime() string {
 
 // inFailedStates is the condition that a row is in a failed state, the
 // states bound as parameter n.
-func (t *table) inFailedStates(n int) string {
-	return fmt.Sprintf("%s = ANY($%d::text[]::%s[])", quote(t.m.Columns.Status), n, t.statusType)
-}
+func (t *table) inFailedStates(n int) string { return t.inStates(n) }
 
 // idParam is parameter n, given as text, as the id column's type.
 func (t *table) idParam(n int) string { return fmt.Sprintf("$%d::text::%s", n, t.idType) }
@@ -132,6 +130,37 @@ func (t *table) runnable() string {
 	c := t.m.Columns
 	return fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s = $1::text::%s AND %s <= now()`,
 		t.m.tableIdent(), quote(c.Status), t.statusType, quote(c.DueAt))
+}
+
+// topology counts the rows of the work: $1 the replay state, $2 it and
+// the failed states (so that an index on the status column serves the
+// read). Rows in the replay state are ready once due and scheduled
+// before; rows in a failed state are isolated. The ages are those of the
+// oldest ready row since it became due and, with a failed_at column, of
+// the oldest failed row since it failed, in seconds by the database's
+// clock; an infinite time is no age. A row in the replay state with no
+// due time is neither ready nor scheduled: no poller's due-time
+// condition picks it up.
+func (t *table) topology() string {
+	c := t.m.Columns
+	failedAt := "NULL::timestamptz"
+	if c.FailedAt != "" {
+		failedAt = quote(c.FailedAt)
+	}
+	return fmt.Sprintf(`SELECT
+		count(*) FILTER (WHERE replay AND due <= now()),
+		extract(epoch FROM now() - min(due) FILTER (WHERE replay AND due <= now() AND isfinite(due)))::float8,
+		count(*) FILTER (WHERE replay AND due > now()),
+		count(*) FILTER (WHERE NOT replay),
+		extract(epoch FROM now() - min(failed_at) FILTER (WHERE NOT replay AND isfinite(failed_at)))::float8
+	FROM (SELECT %s = $1::text::%s AS replay, %s AS due, %s AS failed_at
+		FROM %s WHERE %s) AS j`,
+		quote(c.Status), t.statusType, quote(c.DueAt), failedAt, t.m.tableIdent(), t.inStates(2))
+}
+
+// inStates is the condition that a row's status is one of parameter n.
+func (t *table) inStates(n int) string {
+	return fmt.Sprintf("%s = ANY($%d::text[]::%s[])", quote(t.m.Columns.Status), n, t.statusType)
 }
 
 // GrantSQL is the GRANT statements a DBA runs so that login can both

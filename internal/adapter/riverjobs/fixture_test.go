@@ -132,6 +132,17 @@ func (db *riverDB) seed(t testing.TB, j failedJob) int64 {
 	return id
 }
 
+// worked makes River know queue as a River client working it does, with
+// a river_queue row (River's producer upserts one when it starts), jobs
+// or none: a queue a capture may follow before anything failed there.
+func (db *riverDB) worked(t testing.TB, queue string) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO river_queue (name, created_at, metadata, updated_at)
+		VALUES ($1, now(), '{}', now()) ON CONFLICT (name) DO UPDATE SET updated_at = now()`, queue); err != nil {
+		t.Fatalf("a river_queue row for %s: %v", queue, err)
+	}
+}
+
 // openSource opens a source on ref that polls often, closed when t ends.
 func openSource(t testing.TB, ref riverjobs.Ref, opts riverjobs.SourceOptions) *riverjobs.Source {
 	t.Helper()

@@ -30,6 +30,7 @@ func TestOldestRiverSchemaSupported(t *testing.T) {
 			t.Fatalf("migrate to %d: %v", tt.version, err)
 		}
 		db := &riverDB{URL: pg.URL, Pool: pg.Pool}
+		db.worked(t, "expiry")
 		ref := db.ref(t, "expiry")
 		src, err := riverjobs.OpenSource(context.Background(), ref, riverjobs.SourceOptions{})
 		if err == nil {

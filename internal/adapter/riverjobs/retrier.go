@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -68,7 +69,10 @@ type RetrierOptions struct {
 
 // OpenRetrier connects to the River database ref names, as ref's login,
 // which needs SELECT and UPDATE on river_job (docs/river.md). ref's queue
-// does not matter: each message names its own.
+// is the first target of the run: a queue River does not know is refused
+// with a *QueueMissingError (CheckQueue checks the run's other targets).
+// The retrier then serves every queue of the database: each message names
+// its own.
 func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
@@ -83,6 +87,10 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 	}
 	if err := probe(ctx, pool, ref); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := checkQueue(ctx, pool, ref); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -101,7 +109,9 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 	}
 	// No queues and no workers: an insert-only client, which is all
 	// JobRetryTx needs, and which never starts to work jobs here.
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	// Its logger is silent: River logs to stdout by default, where a
+	// command's data goes, and the retrier reports through its errors.
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("a River client on %s: %w", ref.DatabaseName(), err)

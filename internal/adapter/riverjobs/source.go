@@ -112,8 +112,10 @@ func (o SourceOptions) withDefaults() SourceOptions {
 
 // OpenSource connects to the River database ref names and starts reading
 // its queue. It fails at once when the database cannot be reached or has
-// no river_job table of a River version it knows. Close releases the
-// connections.
+// no river_job table of a River version it knows, and with a
+// *QueueMissingError when River does not know the queue (no river_queue
+// row and no job names it), rather than capture nothing from a misspelt
+// one. Close releases the connections.
 func OpenSource(ctx context.Context, ref Ref, opts SourceOptions) (*Source, error) {
 	if len(ref.States) == 0 {
 		ref.States = []string{StateDiscarded}
@@ -131,6 +133,10 @@ func OpenSource(ctx context.Context, ref Ref, opts SourceOptions) (*Source, erro
 		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 	}
 	if err := probe(ctx, pool, ref); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := checkQueue(ctx, pool, ref); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/expiryctl/expiryctl/deadletter"
 	"net"
 	"strings"
 	"time"
@@ -116,18 +117,11 @@ type Queue struct {
 
 // FindQueue asks SQS for ref's queue and its attributes.
 func FindQueue(ctx context.Context, client *sqs.Client, ref QueueRef) (Queue, error) {
-	q := Queue{URL: ref.URL, Name: ref.Name}
-	if q.URL == "" {
-		in := &sqs.GetQueueUrlInput{QueueName: aws.String(ref.Name)}
-		if ref.Account != "" {
-			in.QueueOwnerAWSAccountId = aws.String(ref.Account)
-		}
-		out, err := client.GetQueueUrl(ctx, in)
-		if err != nil {
-			return Queue{}, queueError(ref.Name, client.Options().Region, err)
-		}
-		q.URL = aws.ToString(out.QueueUrl)
+	url, err := queueURL(ctx, client, ref)
+	if err != nil {
+		return Queue{}, err
 	}
+	q := Queue{URL: url, Name: ref.Name}
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
 	if err != nil {
@@ -207,3 +201,7 @@ func Unreachable(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// Is makes the error deadletter.ErrQueueNotFound, which a command exits 3
+// on, on every queue system alike.
+func (e *QueueNotFoundError) Is(target error) bool { return target == deadletter.ErrQueueNotFound }
