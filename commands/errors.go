@@ -72,7 +72,7 @@ func ExitCode(err error) int {
 		return ExitTampered
 	case errors.As(err, &refusal):
 		return ExitRefused
-	case errors.Is(err, deadletter.ErrNotFound):
+	case errors.Is(err, deadletter.ErrNotFound), errors.Is(err, deadletter.ErrQueueNotFound):
 		return ExitNotFound
 	default:
 		return ExitError

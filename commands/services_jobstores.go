@@ -217,8 +217,13 @@ func jobStores(env jobStoreEnv) []jobStore {
 			}
 			return jobtable.OpenRetrier(ctx, r, m, jobtable.RetrierOptions{})
 		},
-		topology: func(context.Context, storeRef) (deadletter.QueueReport, error) {
-			return deadletter.QueueReport{Unavailable: "a jobs table's live states are not read: its mapping names no state but the failed ones and the one a replay sets"}, nil
+		topology: func(ctx context.Context, ref storeRef) (deadletter.QueueReport, error) {
+			r := ref.(jobtable.Ref)
+			m, err := mapping(ctx, r)
+			if err != nil {
+				return deadletter.QueueReport{Unavailable: err.Error()}, nil
+			}
+			return jobtable.Topology(ctx, r, m)
 		},
 		unreachable: store.Transient, serverError: postgresServerError,
 	}
@@ -228,7 +233,7 @@ func jobStores(env jobStoreEnv) []jobStore {
 // postgresServerError says whether err is a PostgreSQL server of a job
 // store that did not answer or refused the login.
 func postgresServerError(err error) bool {
-	return errors.As(err, new(*pgconn.ConnectError)) || store.Transient(err)
+	return errors.As(err, new(*pgconn.ConnectError)) || store.ServerGone(err)
 }
 
 // serverFailure is err as the command reports it: a server that did not
@@ -499,7 +504,18 @@ func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner,
 	}
 	retriers := &jobRetriers{store: s, resolve: r.jobRef, advise: r.adviseLogin}
 	for _, t := range req.Targets {
-		if _, err := retriers.forQueue(ctx, t.RoutingKey); err != nil {
+		queue := t.RoutingKey
+		b, err := retriers.forQueue(ctx, queue)
+		if err == nil {
+			// A store that tells a queue it does not know from an empty one
+			// says so before the first retry, for every target.
+			if checker, ok := b.(interface {
+				CheckQueue(context.Context, string) error
+			}); ok {
+				err = checker.CheckQueue(ctx, queue)
+			}
+		}
+		if err != nil {
 			_ = retriers.Close()
 			return nil, nil, err
 		}

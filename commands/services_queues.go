@@ -15,7 +15,7 @@ import (
 // each report's Unavailable, so that a command still shows the rest.
 // A job store's queue (river://…) is read from the store itself.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv(), jobRef: f.jobRef}, nil
+	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv(), jobRef: f.jobRef, cloud: f.cloudTopology}, nil
 }
 
 // systemQueues reads a work queue's topology from the system that holds it.
@@ -23,6 +23,9 @@ type systemQueues struct {
 	rabbitmq *broker.ManagementNodes
 	env      jobStoreEnv
 	jobRef   func(jobStore, string) (storeRef, error)
+	// cloud reads a queue named by URL, name or ARN on the cloud queue
+	// service, ok false for a name that is not of its form.
+	cloud func(ctx context.Context, workQueue string) (deadletter.QueueReport, bool, error)
 }
 
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
@@ -34,6 +37,11 @@ func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadlett
 		read, cancel := context.WithTimeout(ctx, jobStoreLookup)
 		defer cancel()
 		return s.topology(read, ref)
+	}
+	if l.cloud != nil {
+		if report, ok, err := l.cloud(ctx, workQueue); ok {
+			return report, err
+		}
 	}
 	return l.rabbitmq.Topology(ctx, workQueue)
 }

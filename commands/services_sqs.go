@@ -61,3 +61,36 @@ func (r *requestRunner) openSQS(_ context.Context, runner *replay.Runner, _ repl
 	runner.OpenDLQ = r.openDLQ
 	return runner, func() { _ = publisher.Close() }, nil
 }
+
+// topologyLookup bounds reading a cloud queue's live view: the client's
+// own retries included, a summary waits no longer.
+const topologyLookup = 30 * time.Second
+
+// cloudTopology reads what the queue workQueue names (by name, URL or
+// ARN) and its dead-letter queue hold now, through the context's
+// connection; what cannot be reached shows in the report's Unavailable.
+// ok is false for a name that is no such queue's.
+func (f *Factory) cloudTopology(ctx context.Context, workQueue string) (report deadletter.QueueReport, ok bool, err error) {
+	if !sqsqueue.IsQueueRef(workQueue) {
+		return deadletter.QueueReport{}, false, nil
+	}
+	parsed, err := sqsqueue.ParseQueueRef(workQueue)
+	if err != nil {
+		return deadletter.QueueReport{Unavailable: err.Error()}, true, nil
+	}
+	conn, err := f.publishConnection(queueSystemOf(workQueue))
+	if err != nil {
+		return deadletter.QueueReport{Unavailable: err.Error()}, true, nil
+	}
+	lookup, cancel := context.WithTimeout(ctx, topologyLookup)
+	defer cancel()
+	client, err := sqsqueue.NewConnectionClient(lookup, conn, parsed)
+	if err != nil {
+		return deadletter.QueueReport{Unavailable: err.Error()}, true, nil
+	}
+	report, err = sqsqueue.Topology(lookup, client, parsed)
+	if err != nil && report.Unavailable == "" {
+		report.Unavailable = err.Error()
+	}
+	return report, true, nil
+}

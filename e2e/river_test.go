@@ -186,6 +186,12 @@ func TestRiverIncident(t *testing.T) {
 	alice := newCLI(db.Login(t, "alice", "expiryctl_operator").URL, "").withConfig(rw.config)
 	bob := newCLI(db.Login(t, "bob", "expiryctl_approver").URL, "").withConfig(rw.config)
 
+	// A queue River does not know is refused as a RabbitMQ queue that
+	// does not exist is, not captured as an empty one.
+	typo := ingester.exits(t, 3, "dlq", "ingest", "--queue", strings.TrimSuffix(queue, "expiry")+"expirey")
+	if !strings.Contains(typo.stderr, `did you mean "expiry"?`) {
+		t.Errorf("a mistyped River queue: %s", typo)
+	}
 	captureTwice(t, ingester, queue, n)
 	// The test reaches River's database as a superuser, which the capture
 	// says, as it says it of the archive's login.
