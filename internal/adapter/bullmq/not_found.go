@@ -3,7 +3,6 @@ package bullmq
 import (
 	"context"
 	"fmt"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"net/url"
 	"slices"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // The bounds of the look for a missing queue under other prefixes: a

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // QueueMissingError is a River queue that River does not know in the

@@ -67,10 +67,10 @@ func TestOpeningAQueueRiverDoesNotKnowIsRefused(t *testing.T) {
 	t.Log(err)
 
 	_, err = riverjobs.OpenRetrier(ctx, typo, riverjobs.RetrierOptions{})
-	wantMissing(t, err, typo)
+	_ = wantMissing(t, err, typo)
 
 	report, err := riverjobs.Topology(ctx, typo)
-	wantMissing(t, err, typo)
+	_ = wantMissing(t, err, typo)
 	if report.Unavailable != err.Error() || len(report.Queues) != 0 {
 		t.Errorf("Topology's report %+v; want no queues and the error's text as Unavailable", report)
 	}
@@ -100,7 +100,7 @@ func TestRetrierChecksEveryTargetQueue(t *testing.T) {
 	if err := r.CheckQueue(ctx, db.ref(t, "mail").Name()); err != nil {
 		t.Errorf("CheckQueue of a worked queue: %v", err)
 	}
-	wantMissing(t, r.CheckQueue(ctx, db.ref(t, "male").Name()), db.ref(t, "male"))
+	_ = wantMissing(t, r.CheckQueue(ctx, db.ref(t, "male").Name()), db.ref(t, "male"))
 	err := r.CheckQueue(ctx, "river://elsewhere/expiry")
 	if err == nil || riverjobs.IsQueueMissing(err) || !strings.Contains(err.Error(), `connection "elsewhere"`) {
 		t.Errorf("CheckQueue of another connection's queue: %v; want it refused as another connection's", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"net"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	connconfig "github.com/expiryctl/expiryctl/config"
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // maxAttempts is how often one call is tried. SQS throttles and its 5xx
