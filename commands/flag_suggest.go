@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/expiryctl/expiryctl/config"
 )
 
 // flagError is the tree's flag error function: a flag error exits 2, and a
@@ -35,7 +37,7 @@ func suggestFlags(cmd *cobra.Command, name string) []string {
 		if f.Hidden {
 			return
 		}
-		d := editDistance(name, f.Name)
+		d := config.EditDistance(name, f.Name)
 		if d <= 2 || strings.HasPrefix(f.Name, name) && len(name) >= 3 {
 			found = append(found, candidate{f.Name, d})
 		}
@@ -55,26 +57,4 @@ func suggestFlags(cmd *cobra.Command, name string) []string {
 		}
 	}
 	return names
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes (flag
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -199,7 +199,7 @@ func (e *UnknownConnectionError) Rule() string { return "connection-unknown" }
 func suggest(name string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := distance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+		if d := EditDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -209,23 +209,26 @@ func suggest(name string, known []string) string {
 	return fmt.Sprintf(", did you mean %q?", best)
 }
 
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// EditDistance is the Levenshtein distance between a and b, by runes:
+// the fewest insertions, deletions and substitutions that make one the
+// other. The suggestions of a typo ("did you mean …?") are the names
+// nearest by it, here and in the commands and drivers.
+func EditDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
 	for j := range prev {
 		prev[j] = j
 	}
-	for i := 1; i <= len(a); i++ {
+	for i := 1; i <= len(ra); i++ {
 		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if a[i-1] == b[j-1] {
+			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 		}
 		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return prev[len(rb)]
 }

@@ -321,3 +321,31 @@ func TestErrorNamesFileAndLine(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestEditDistance holds the distance the suggestions of a typo are
+// nearest by.
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"expiry", "expiry", 0},
+		{"expirey", "expiry", 1},
+		{"expiry", "Expiry", 1},
+		{"reservation-expiry", "reservation_expiry", 1},
+		{"kitten", "sitting", 3},
+		{"", "mail", 4},
+		{"mail", "", 4},
+		// By runes, not bytes: é is one substitution, not two.
+		{"réserve", "reserve", 1},
+		{"漢字", "漢", 1},
+	} {
+		if got := config.EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := config.EditDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d (it is symmetric)", tt.b, tt.a, got, tt.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 )
 
@@ -153,7 +154,7 @@ func nearest(queue string, known []string) (sorted []string, near string) {
 	known = slices.Compact(known)
 	dist := make(map[string]int, len(known))
 	for _, k := range known {
-		dist[k] = editDistance(queue, k)
+		dist[k] = config.EditDistance(queue, k)
 	}
 	slices.SortStableFunc(known, func(a, b string) int { return dist[a] - dist[b] })
 	if len(known) > 0 {
@@ -163,29 +164,6 @@ func nearest(queue string, known []string) (sorted []string, near string) {
 		}
 	}
 	return known, near
-}
-
-// editDistance is the Levenshtein distance between a and b, by runes:
-// the fewest insertions, deletions and substitutions that make one the
-// other.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // CheckQueue says whether River knows the queue name names

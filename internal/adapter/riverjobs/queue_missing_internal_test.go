@@ -5,32 +5,6 @@ import (
 	"testing"
 )
 
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{
-		{"expiry", "expiry", 0},
-		{"expirey", "expiry", 1},
-		{"expiry", "Expiry", 1},
-		{"reservation-expiry", "reservation_expiry", 1},
-		{"kitten", "sitting", 3},
-		{"", "mail", 4},
-		{"mail", "", 4},
-		// By runes, not bytes: é is one substitution, not two.
-		{"réserve", "reserve", 1},
-		{"漢字", "漢", 1},
-	} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-		if got := editDistance(tt.b, tt.a); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d (it is symmetric)", tt.b, tt.a, got, tt.want)
-		}
-	}
-}
-
 func TestNearestSortsByDistanceAndSuggestsOnlyWhatIsNear(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
