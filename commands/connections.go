@@ -3,7 +3,6 @@ package commands
 import (
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -71,6 +70,16 @@ const (
 	implicitRabbitMQ = "rabbitmq"
 	implicitSQS      = "sqs"
 )
+
+// implicitConnection is the name of the connection the flags and the
+// environment stand in for, for a publishing system: what a target that
+// names none went through.
+func implicitConnection(system deadletter.System) string {
+	if system == deadletter.SQS {
+		return implicitSQS
+	}
+	return implicitRabbitMQ
+}
 
 // onlyOfSystem is the context's one connection of system, or an implicit
 // one called implicitName (ok false) when it has none. A context with
@@ -201,13 +210,9 @@ func (f *Factory) connectionNamed(system deadletter.System, name string) (config
 	}
 	c, ok := x.Connection(name)
 	if !ok {
-		path, _ := f.ConfigPath()
 		cfg, _ := f.Config()
-		if cfg == nil || cfg.Path == "" {
-			path = ""
-		}
 		unknown := &config.UnknownConnectionError{Name: name, System: string(system), Context: x.Name,
-			Known: x.ConnectionNames(), File: path}
+			Known: x.ConnectionNames(), File: cfg.Path}
 		return config.Connection{}, "", &replay.Refusal{Rule: unknown.Rule(), Message: unknown.Error()}
 	}
 	if c.System != string(system) {
@@ -240,13 +245,7 @@ func (f *Factory) configSecrets() []string {
 		return nil
 	}
 	var out []string
-	all := slices.Clone(x.Connections)
-	for _, p := range []*config.Connection{x.Archive, x.Outcomes} {
-		if p != nil {
-			all = append(all, *p)
-		}
-	}
-	for _, c := range all {
+	for _, c := range x.All() {
 		if p, err := c.Password.Resolve(c.Name, f.Getenv); err == nil && p != "" {
 			out = append(out, p)
 		}

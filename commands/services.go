@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -423,7 +424,7 @@ func (r *requestRunner) publishThrough(req replay.Request) (string, error) {
 		return "", err
 	}
 	for _, t := range req.Targets {
-		if want := t.ConnectionName(); want != c.Name {
+		if want := cmp.Or(t.Connection, implicitConnection(req.System())); want != c.Name {
 			return "", &replay.Refusal{Rule: "connection-unknown", Message: fmt.Sprintf(
 				"replay request %d publishes through connection %q, where its letters came from, and the %s connection of this context is %q (%s): "+
 					"nothing was dialled; run it with the context that names %q (--context), or add that connection to the configuration (docs/configuration.md)",

@@ -49,41 +49,20 @@ type Target struct {
 	// SQS target is the queue its RoutingKey names by ARN.
 	System deadletter.System `json:"system,omitempty"`
 	// Connection is the name of the connection the cohort's letters came
-	// from, which the runner's configuration resolves: empty for the one
-	// called rabbitmq.
+	// from, which the runner's configuration resolves; empty for the
+	// default connection of the target's system (the one a request of
+	// before letters named theirs went through).
 	Connection string `json:"connection,omitempty"`
-}
-
-// ConnectionName is the target's connection: Connection, or, for a
-// request made before letters named theirs, the one its system's name
-// calls (rabbitmq, sqs).
-func (t Target) ConnectionName() string {
-	switch {
-	case t.Connection != "":
-		return t.Connection
-	case t.System == deadletter.SQS:
-		return string(deadletter.SQS)
-	}
-	return string(deadletter.RabbitMQ)
 }
 
 func (t Target) String() string {
 	switch t.System {
 	case deadletter.SQS:
-		return "SQS queue " + strconv.Quote(t.RoutingKey) + t.through()
+		return "SQS queue " + strconv.Quote(t.RoutingKey)
 	case deadletter.River, deadletter.BullMQ, deadletter.JobTable:
 		return "the failed jobs, retried in place in " + strconv.Quote(t.RoutingKey)
 	}
-	return describeTarget(t.Exchange, t.RoutingKey) + t.through()
-}
-
-// through names the connection of a target whose name does not: "" for
-// the one called rabbitmq and SQS's one called sqs.
-func (t Target) through() string {
-	if t.Connection == "" || (t.System == deadletter.SQS && t.Connection == "sqs") {
-		return ""
-	}
-	return " through connection " + strconv.Quote(t.Connection)
+	return describeTarget(t.Exchange, t.RoutingKey)
 }
 
 // VersionCount is how many letters of a cohort one handler version failed.

@@ -3,6 +3,7 @@ package requestview
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -119,7 +120,11 @@ func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 		field("publishes to", "the queue each letter failed in, through the default exchange: no other queue gets a copy")
 	}
 	for _, t := range d.Targets {
-		field("", fmt.Sprintf("%s: %s", termsafe.EscapeLine(t.String()), phrase.Count(t.Letters, "letter", "letters")))
+		target := t.String()
+		if t.Connection != "" {
+			target += " (connection " + strconv.Quote(t.Connection) + ")"
+		}
+		field("", fmt.Sprintf("%s: %s", termsafe.EscapeLine(target), phrase.Count(t.Letters, "letter", "letters")))
 	}
 	if !d.ViaExchange {
 		return
