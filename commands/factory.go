@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -110,15 +111,13 @@ type Factory struct {
 	config     *config.Config
 	configErr  error
 
-	// typedRefs are the job-store queues reached by a URL a person typed
-	// on this process's command line, by name (typedQueue); notedTyped
-	// the names a note on stderr has been given for.
-	typedMu    sync.Mutex
+	// typedRefs are the job-store queues reached by what a person typed
+	// on this process's command line, by name (typedQueue); advised the
+	// job-store connections whose login's standing was said
+	// (adviseLogin). jobStoreMu guards both.
+	jobStoreMu sync.Mutex
 	typedRefs  map[string]storeRef
-	notedTyped map[string]bool
-	// advised are the job-store connections whose login's standing was
-	// said (adviseLogin).
-	advised map[string]bool
+	advised    map[string]bool
 
 	poolOnce sync.Once
 	pool     *pgxpool.Pool
@@ -159,32 +158,33 @@ func (f *Factory) lookupEnv(name string) (string, bool) {
 // default. A configuration that cannot be read is RawDB's error, which
 // then connects to nothing.
 func (f *Factory) DatabaseURL() string {
-	if u := firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL")); u != "" {
-		return u
-	}
-	if x, err := f.Context(); err == nil && x.Archive != nil && len(x.Archive.URLs) > 0 {
-		password, _ := x.Archive.Password.Resolve(x.Archive.Name, f.Getenv)
-		return withPassword(x.Archive.URLs[0], password)
-	}
-	return store.DefaultURL
+	u, _ := f.archiveURL()
+	return u
 }
 
-// archiveSecretError is the error of the context's archive's password
-// source, when DatabaseURL takes the archive from the context and its
-// password cannot be read.
-func (f *Factory) archiveSecretError() error {
-	if firstNonEmpty(f.DatabaseURLFlag, f.Getenv("EXPIRYCTL_DATABASE_URL")) != "" {
-		return nil
-	}
+// archiveURL is DatabaseURL, with the error of a configuration that
+// cannot be used or an archive's password source that gives nothing.
+func (f *Factory) archiveURL() (string, error) {
+	u, err := f.postgresURL(f.DatabaseURLFlag, "EXPIRYCTL_DATABASE_URL", func(x *config.Context) *config.Connection { return x.Archive })
+	return cmp.Or(u, store.DefaultURL), err
+}
+
+// postgresURL resolves a PostgreSQL URL: flag, then the environment
+// variable env, then the connection pick takes from the context, with
+// the password its secret gives; "" when none gives one. err is the
+// configuration's, which stops a command that connects whatever gave the
+// URL, or the secret's.
+func (f *Factory) postgresURL(flag, env string, pick func(*config.Context) *config.Connection) (string, error) {
 	x, err := f.Context()
-	if err != nil {
-		return err
+	if u := firstNonEmpty(flag, f.Getenv(env)); u != "" || err != nil {
+		return u, err
 	}
-	if x.Archive == nil {
-		return nil
+	c := pick(x)
+	if c == nil || len(c.URLs) == 0 {
+		return "", nil
 	}
-	_, err = f.secretOf(*x.Archive)
-	return err
+	password, err := f.secretOf(*c)
+	return withPassword(c.URLs[0], password), err
 }
 
 // AMQPURL is the first of AMQPURLs: the node whose management API and
@@ -220,14 +220,13 @@ func (f *Factory) ApprovalCheck() (*replay.ApprovalCheck, error) {
 // the outcome query runs against expiryctl's own database. It is never
 // stored: it may carry a password.
 func (f *Factory) OutcomeURL() string {
-	if u := firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL")); u != "" {
-		return u
-	}
-	if x, err := f.Context(); err == nil && x.Outcomes != nil && len(x.Outcomes.URLs) > 0 {
-		password, _ := x.Outcomes.Password.Resolve(x.Outcomes.Name, f.Getenv)
-		return withPassword(x.Outcomes.URLs[0], password)
-	}
-	return ""
+	u, _ := f.outcomeURL()
+	return u
+}
+
+// outcomeURL is OutcomeURL, with postgresURL's error.
+func (f *Factory) outcomeURL() (string, error) {
+	return f.postgresURL(f.OutcomeURLFlag, "EXPIRYCTL_OUTCOME_URL", func(x *config.Context) *config.Connection { return x.Outcomes })
 }
 
 // connectionURLs are the URLs whose passwords no message may show.
@@ -252,20 +251,12 @@ func (f *Factory) connectionURLs() []string {
 // next call tries again, so that `metrics serve` and the terminal UI,
 // started while the reservation database was down, read it once it is up.
 func (f *Factory) Outcomes(ctx context.Context) (*pgxpool.Pool, error) {
-	if _, err := f.Context(); err != nil {
+	url, err := f.outcomeURL()
+	if err != nil || url == "" {
 		return nil, err
-	}
-	url := f.OutcomeURL()
-	if url == "" {
-		return nil, nil
 	}
 	if !explicitLogin(url, f.Getenv) {
 		return nil, noLogin("the reservation database's URL (--outcome-url, EXPIRYCTL_OUTCOME_URL or the context's outcomes)", url)
-	}
-	if x, _ := f.Context(); firstNonEmpty(f.OutcomeURLFlag, f.Getenv("EXPIRYCTL_OUTCOME_URL")) == "" && x.Outcomes != nil {
-		if _, err := f.secretOf(*x.Outcomes); err != nil {
-			return nil, err
-		}
 	}
 	f.outcomesMu.Lock()
 	defer f.outcomesMu.Unlock()
@@ -296,12 +287,13 @@ func (f *Factory) Actor() string {
 // RawDB connects to PostgreSQL without checking the schema, for `migrate`.
 func (f *Factory) RawDB(ctx context.Context) (*pgxpool.Pool, error) {
 	f.poolOnce.Do(func() {
-		if err := f.archiveSecretError(); err != nil {
+		url, err := f.archiveURL()
+		if err != nil {
 			f.poolErr = err
 			return
 		}
-		if !explicitLogin(f.DatabaseURL(), f.Getenv) {
-			f.poolErr = noLogin("the archive's URL (--database-url, EXPIRYCTL_DATABASE_URL or the context's archive)", f.DatabaseURL())
+		if !explicitLogin(url, f.Getenv) {
+			f.poolErr = noLogin("the archive's URL (--database-url, EXPIRYCTL_DATABASE_URL or the context's archive)", url)
 			return
 		}
 		opts, err := f.storeOptions(!f.migrating)

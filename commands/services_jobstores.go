@@ -174,7 +174,7 @@ func jobStores(env jobStoreEnv) []jobStore {
 		if err != nil {
 			return jobtable.Mapping{}, err
 		}
-		raw, ok := approvedMapping(tables, ref)
+		raw, ok := ref.MappingIn(tables)
 		if !ok {
 			return jobtable.Mapping{}, &replay.Refusal{Rule: "job-table-mapping", Message: fmt.Sprintf("jobs table %s has no approved mapping: "+
 				"an admin proposes one with `expiryctl policy set job_tables=…` and a second admin approves it (docs/jobtable.md)", ref.Name())}
@@ -243,25 +243,6 @@ func (s jobStore) serverFailure(err error) error {
 		return &deadletter.ServerError{Server: s.server, Err: err}
 	}
 	return err
-}
-
-// approvedMapping is the mapping the policy keeps for ref's table: under
-// its name, jobtable://CONNECTION/SCHEMA.TABLE, or under the name of the
-// server it was approved for before connections had names
-// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE), when that server's name
-// derives to ref's connection (migration 00041): two admins approved the
-// mapping, and the server's name in its key is never dialled.
-func approvedMapping(tables map[string]json.RawMessage, ref jobtable.Ref) (json.RawMessage, bool) {
-	if raw, ok := tables[ref.Name()]; ok {
-		return raw, true
-	}
-	for key, raw := range tables {
-		legacy, err := jobtable.ParseRef(key)
-		if err == nil && legacy.Conn == ref.Conn && legacy.Table == ref.Table {
-			return raw, true
-		}
-	}
-	return nil, false
 }
 
 // jobStoreOf is the driver whose queue names or URLs ref has the form of,
@@ -380,12 +361,9 @@ func (f *Factory) typedQueue(s jobStore, arg string) (string, error) {
 		}
 	}
 	f.typed(ref)
-	if !f.notedTyped[ref.Name()] {
-		conn, _, _ := s.splitName(ref.Name())
-		fmt.Fprintf(f.IO.ErrOut, "note: no connection of the configuration reaches %s: its letters name the connection %q, "+
-			"which a replay of them needs in the configuration (docs/configuration.md)\n", ref.Server(), conn)
-		f.notedTyped[ref.Name()] = true
-	}
+	conn, _, _ = s.splitName(ref.Name())
+	fmt.Fprintf(f.IO.ErrOut, "note: no connection of the configuration reaches %s: its letters name the connection %q, "+
+		"which a replay of them needs in the configuration (docs/configuration.md)\n", ref.Server(), conn)
 	return ref.Name(), nil
 }
 
@@ -398,22 +376,13 @@ func (f *Factory) queueName(arg string) (string, error) {
 	return arg, nil
 }
 
-// name is the queue's name as letters carry it, for queue (a part
-// splitName gave, perhaps with a capture's settings) of the connection
-// conn.
-func (s jobStore) name(conn, queue string) string {
-	q, _, _ := strings.Cut(queue, "?")
-	return string(s.system) + "://" + conn + "/" + q
-}
-
 // typed remembers ref, reached by what a person typed on the command
 // line, under its name, for jobRef to find for the rest of the process.
 func (f *Factory) typed(ref storeRef) {
-	f.typedMu.Lock()
-	defer f.typedMu.Unlock()
+	f.jobStoreMu.Lock()
+	defer f.jobStoreMu.Unlock()
 	if f.typedRefs == nil {
 		f.typedRefs = map[string]storeRef{}
-		f.notedTyped = map[string]bool{}
 	}
 	f.typedRefs[ref.Name()] = ref
 }
@@ -428,9 +397,9 @@ func (f *Factory) jobRef(s jobStore, name string) (storeRef, error) {
 	if err != nil {
 		return nil, &replay.Refusal{Rule: "connection-unknown", Message: err.Error() + "; nothing was dialled"}
 	}
-	f.typedMu.Lock()
-	ref, ok := f.typedRefs[s.name(conn, queue)]
-	f.typedMu.Unlock()
+	f.jobStoreMu.Lock()
+	ref, ok := f.typedRefs[name]
+	f.jobStoreMu.Unlock()
 	if ok {
 		return ref, nil
 	}
@@ -478,8 +447,8 @@ func (f *Factory) adviseLogin(s jobStore, ref storeRef, opened any) {
 		return
 	}
 	conn, _, _ := s.splitName(ref.Name())
-	f.typedMu.Lock()
-	defer f.typedMu.Unlock()
+	f.jobStoreMu.Lock()
+	defer f.jobStoreMu.Unlock()
 	if f.advised == nil {
 		f.advised = map[string]bool{}
 	}

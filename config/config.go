@@ -64,8 +64,10 @@ type Connection struct {
 	// Password says where the password comes from when no URL holds one.
 	Password Secret
 	// Where is where the connection was defined: FILE:LINE, or the flag
-	// or environment variable that stands in for a file.
+	// or environment variable that stands in for a file; Line is the
+	// line, 0 for no file.
 	Where string
+	Line  int
 }
 
 // SystemPostgres is the system of the archive's and the reservation
@@ -137,6 +139,18 @@ func (x *Context) Connection(name string) (Connection, bool) {
 		}
 	}
 	return Connection{}, false
+}
+
+// All are the context's connections of every kind: the archive, the
+// reservation database and the queue systems', in that order.
+func (x *Context) All() []Connection {
+	var all []Connection
+	for _, p := range []*Connection{x.Archive, x.Outcomes} {
+		if p != nil {
+			all = append(all, *p)
+		}
+	}
+	return append(all, x.Connections...)
 }
 
 // OfSystem are the context's connections of system, in the file's order.

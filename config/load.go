@@ -315,7 +315,7 @@ func (p *parser) context(name, body *yaml.Node) (Context, error) {
 // connection reads one connection; system is the archive's when the key
 // is archive: or outcomes:, which take no system: key.
 func (p *parser) connection(name, body *yaml.Node, system string) (Connection, error) {
-	c := Connection{Name: name.Value, System: system, Where: p.where(name)}
+	c := Connection{Name: name.Value, System: system, Where: p.where(name), Line: name.Line}
 	what := fmt.Sprintf("connection %q", name.Value)
 	if system != "" {
 		what = name.Value
@@ -459,28 +459,13 @@ func (p *parser) systems() []string {
 // a password, 0 when none does; a line is the connection's name.
 func (c *Config) inlinePasswordLine() int {
 	for _, x := range c.Contexts {
-		all := append([]Connection{}, x.Connections...)
-		for _, p := range []*Connection{x.Archive, x.Outcomes} {
-			if p != nil {
-				all = append(all, *p)
-			}
-		}
-		for _, conn := range all {
+		for _, conn := range x.All() {
 			if conn.InlinePassword() {
-				return lineOfWhere(conn.Where)
+				return conn.Line
 			}
 		}
 	}
 	return 0
-}
-
-func lineOfWhere(where string) int {
-	i := strings.LastIndexByte(where, ':')
-	var n int
-	if i >= 0 {
-		_, _ = fmt.Sscanf(where[i+1:], "%d", &n)
-	}
-	return n
 }
 
 // InlinePassword says whether one of the connection's URLs holds a
