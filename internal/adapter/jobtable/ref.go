@@ -1,6 +1,7 @@
 package jobtable
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -164,6 +165,26 @@ func (r Ref) Login() error {
 			"name one in the connection's url (postgres://USER@HOST/DATABASE), or in --queue jobtable://USER@HOST/DATABASE/SCHEMA.TABLE", r.Name())
 	}
 	return nil
+}
+
+// MappingIn is the mapping the policy's job_tables keep for the table:
+// under its name, jobtable://CONNECTION/SCHEMA.TABLE, or under the name
+// of the server it was approved for before connections had names
+// (jobtable://HOST:PORT/DATABASE/SCHEMA.TABLE), when that server's name
+// derives to the Ref's connection, as migration 00041 named the servers
+// of letters: two admins approved the mapping, and the server its key
+// names is never dialled.
+func (r Ref) MappingIn(tables map[string]json.RawMessage) (json.RawMessage, bool) {
+	if raw, ok := tables[r.Name()]; ok {
+		return raw, true
+	}
+	for key, raw := range tables {
+		legacy, err := ParseRef(key)
+		if err == nil && legacy.Conn == r.Conn && legacy.Table == r.Table {
+			return raw, true
+		}
+	}
+	return nil, false
 }
 
 // Name is how letters name the table: jobtable://CONNECTION/SCHEMA.TABLE,

@@ -2,6 +2,7 @@ package jobtable_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -245,3 +246,32 @@ func TestConfigRules(t *testing.T) {
 
 // connConfig is how pgx reads ref's connection string.
 func connConfig(ref jobtable.Ref) (*pgconn.Config, error) { return pgconn.ParseConfig(ref.ConnString) }
+
+// TestMappingInFindsTheMappingOfBefore: a mapping two admins approved
+// under the server's name of before connections had names is the mapping
+// of the connection that server's name derives to, and of no other.
+func TestMappingInFindsTheMappingOfBefore(t *testing.T) {
+	t.Parallel()
+	derived := config.DeriveName("jobtable", "db.internal:5432", "jobs")
+	tables := map[string]json.RawMessage{
+		"jobtable://db.internal:5432/jobs/public.expiry_jobs": json.RawMessage(`{"old":true}`),
+		"jobtable://named/public.other":                       json.RawMessage(`{"new":true}`),
+	}
+	for _, c := range []struct {
+		conn, table, want string
+	}{
+		{derived, "public.expiry_jobs", `{"old":true}`},
+		{"named", "public.other", `{"new":true}`},
+		{"other-conn", "public.expiry_jobs", ""},
+		{derived, "public.other", ""},
+	} {
+		ref, err := jobtable.RefFor(config.Connection{Name: c.conn, URLs: []string{"postgres://u@h/db"}}, "", c.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, ok := ref.MappingIn(tables)
+		if string(raw) != c.want || ok != (c.want != "") {
+			t.Errorf("%s %s: %s, %v; want %q", c.conn, c.table, raw, ok, c.want)
+		}
+	}
+}
