@@ -11,16 +11,14 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
-	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
-	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
-	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
 // connectionRules are what a connection of each system takes in the
-// configuration file: each driver's own.
-var connectionRules = []config.Rules{broker.ConfigRules, sqsqueue.ConfigRules, riverjobs.ConfigRules, bullmq.ConfigRules, jobtable.ConfigRules}
+// configuration file: each driver's.
+var connectionRules = registry.ConfigRules()
 
 // Config reads the configuration file once: --config, then
 // EXPIRYCTL_CONFIG, then $XDG_CONFIG_HOME/expiryctl/config.yaml. No file

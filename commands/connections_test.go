@@ -196,7 +196,7 @@ func TestNoConnectionLogsInAsTheOperatingSystemsUser(t *testing.T) {
 func TestTypedQueueResolvesThroughTheConfiguration(t *testing.T) {
 	t.Parallel()
 	f := configured(t, twoContexts, map[string]string{config.EnvContext: "staging"})
-	river, _ := f.jobStoreFor(deadletter.River)
+	river, _ := jobStoreFor(deadletter.River)
 	name, err := f.typedQueue(river, "river://river/expiry?states=discarded,cancelled")
 	if err != nil || name != "river://river/expiry" {
 		t.Fatalf("a configured River queue with states: %q, %v", name, err)

@@ -386,7 +386,7 @@ func demoJobTable(ctx context.Context, opts *DemoOptions, pool *pgxpool.Pool, ru
 	// configuration).
 	capture := "expiryctl dlq ingest --queue " + name
 	if typed, err := jobtable.ParseRef(ref.String()); err == nil && typed.Name() == name {
-		capture = fmt.Sprintf("%s=%s expiryctl dlq ingest --queue %s", jobTableUserEnv, login, (&url.URL{Scheme: ref.Scheme, Host: ref.Host, Path: ref.Path}).String())
+		capture = fmt.Sprintf("%s=%s expiryctl dlq ingest --queue %s", jobtable.UserEnv, login, (&url.URL{Scheme: ref.Scheme, Host: ref.Host, Path: ref.Path}).String())
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "jobs table %s is captured and replayed only once two admins approved its mapping:\n"+
 		"  expiryctl policy set job_tables='%s' --why \"INC\"\n"+

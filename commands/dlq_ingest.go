@@ -13,6 +13,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
@@ -358,9 +359,15 @@ func dlqIngestRun(ctx context.Context, opts *DLQIngestOptions) error {
 	return nil
 }
 
-// lostServerLabel is the server label of a loss that deadletter reports.
-var lostServerLabel = map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL,
-	riverServer: metrics.LostRiver, redisServer: metrics.LostRedis, jobTableServer: metrics.LostJobTable}
+// lostServerLabel is the server label of a loss that deadletter reports:
+// a job store's as its driver labels it.
+var lostServerLabel = func() map[string]string {
+	labels := map[string]string{"RabbitMQ": metrics.LostRabbitMQ, "SQS": metrics.LostSQS, "PostgreSQL": metrics.LostPostgreSQL}
+	for _, s := range registry.JobStores() {
+		labels[s.Words().Server] = s.Words().ServerLabel
+	}
+	return labels
+}()
 
 // serveIngestMetrics serves, on --metrics-listen, what `metrics serve`
 // serves for the queue's topology, and the counters of this capture, which

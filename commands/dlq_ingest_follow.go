@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -65,8 +64,8 @@ func sourceServer(queue string) string {
 	if sqsqueue.IsQueueRef(queue) {
 		return "SQS"
 	}
-	if s, ok := jobStoreNamed(queue, jobStoreEnv{getenv: os.Getenv}); ok {
-		return s.server
+	if s, ok := jobStoreNamed(queue); ok {
+		return s.Words().Server
 	}
 	return "RabbitMQ"
 }
@@ -93,10 +92,10 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
-		js, isJobStore := jobStoreNamed(queue, jobStoreEnv{getenv: os.Getenv})
+		js, isJobStore := jobStoreNamed(queue)
 		switch {
-		case isJobStore && js.unreachable(err):
-			return nil, &deadletter.Unavailable{Server: js.server, Err: err}
+		case isJobStore && js.Unreachable(err):
+			return nil, &deadletter.Unavailable{Server: js.Words().Server, Err: err}
 		case isJobStore:
 			return nil, err
 		case sqsqueue.IsQueueRef(queue) && sqsqueue.Unreachable(err):

@@ -16,6 +16,7 @@ import (
 	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -265,11 +266,10 @@ type services struct {
 	// dlqSource opens a consumer on a dead-letter queue, for a run's
 	// capture of its cohort's queues.
 	dlqSource func(queue string, prefetch int) (service.DLQSource, error)
-	// jobStore finds the driver of a job store's system, for a run of
-	// its letters, and jobRef a queue's reference by its name, through
-	// the configuration.
-	jobStore func(deadletter.System) (jobStore, bool)
-	jobRef   func(jobStore, string) (storeRef, error)
+	// jobRef is a job store's queue's reference by its name, through the
+	// configuration, and env what its driver asks of the command's world.
+	jobRef func(jobStore, string) (storeRef, error)
+	env    driver.Env
 	// adviseLogin says once a connection that a job store's login holds
 	// a way around the store's rules.
 	adviseLogin func(jobStore, storeRef, any)
@@ -286,7 +286,7 @@ func (f *Factory) services(ctx context.Context) (*services, error) {
 		return nil, err
 	}
 	return &services{pool: pool, actor: f.Actor(), now: f.Now, dial: f.AMQP, amqpNodes: len(f.AMQPURLs()), outcomes: f.Outcomes, flow: f.flow(),
-		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource, jobStore: f.jobStoreFor, jobRef: f.jobRef, adviseLogin: f.adviseLogin,
+		consumers: f.Consumers(), approvals: f.ApprovalCheck, dlqSource: f.DLQSource, env: f.jobStoreEnv(), jobRef: f.jobRef, adviseLogin: f.adviseLogin,
 		publishConnection: f.publishConnection}, nil
 }
 

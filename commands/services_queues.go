@@ -5,6 +5,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
 
@@ -21,7 +22,7 @@ func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
 // systemQueues reads a work queue's topology from the system that holds it.
 type systemQueues struct {
 	rabbitmq *broker.ManagementNodes
-	env      jobStoreEnv
+	env      driver.Env
 	jobRef   func(jobStore, string) (storeRef, error)
 	// cloud reads a queue named by URL, name or ARN on the cloud queue
 	// service, ok false for a name that is not of its form.
@@ -29,14 +30,14 @@ type systemQueues struct {
 }
 
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
-	if s, ok := jobStoreNamed(workQueue, l.env); ok {
+	if s, ok := jobStoreNamed(workQueue); ok {
 		ref, err := l.jobRef(s, workQueue)
 		if err != nil {
 			return deadletter.QueueReport{Unavailable: err.Error()}, nil
 		}
 		read, cancel := context.WithTimeout(ctx, jobStoreLookup)
 		defer cancel()
-		return s.topology(read, ref)
+		return s.Topology(read, ref, l.env)
 	}
 	if l.cloud != nil {
 		if report, ok, err := l.cloud(ctx, workQueue); ok {

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
@@ -219,7 +220,7 @@ func sqsWorkerRun(ctx context.Context, opts *WorkerOptions) error {
 
 // riverWorkerRun is `expiryctl worker --river-queue`.
 func riverWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error {
-	ref, err := riverjobs.ParseRef(withLogin(f.Getenv, opts.RiverQueue, riverUserEnv))
+	ref, err := riverjobs.ParseRef(driver.WithLogin(f.Getenv, opts.RiverQueue, riverjobs.UserEnv))
 	if err != nil {
 		return &FlagError{Err: err}
 	}
@@ -242,7 +243,7 @@ func riverWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error 
 
 // jobTableWorkerRun is `expiryctl worker --job-table`.
 func jobTableWorkerRun(ctx context.Context, f *Factory, opts *WorkerOptions) error {
-	ref, err := jobtable.ParseRef(withLogin(f.Getenv, opts.JobTable, jobTableUserEnv))
+	ref, err := jobtable.ParseRef(driver.WithLogin(f.Getenv, opts.JobTable, jobtable.UserEnv))
 	if err != nil {
 		return &FlagError{Err: err}
 	}

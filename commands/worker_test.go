@@ -15,6 +15,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/expiryctl/expiryctl/config"
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
+	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/fixture/amqptest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -189,7 +191,7 @@ func TestWorkerRunRiver(t *testing.T) {
 	f.IO.ErrOut = errOut
 	f.DatabaseURLFlag = db.URL
 	f.Getenv = func(k string) string {
-		if k == riverUserEnv {
+		if k == riverjobs.UserEnv {
 			return "postgres"
 		}
 		return ""
@@ -278,7 +280,7 @@ func TestWorkerRunJobTable(t *testing.T) {
 	f.IO.ErrOut = errOut
 	f.DatabaseURLFlag = db.URL
 	f.Getenv = func(k string) string {
-		if k == jobTableUserEnv {
+		if k == jobtable.UserEnv {
 			return "postgres"
 		}
 		return ""

@@ -118,37 +118,13 @@ func (r *Runner) observe(ctx context.Context, req Request) Observation {
 	return observeConsumers(ctx, r.Consumers, req)
 }
 
-// consumersUnseen says, of a system that cannot tell who consumes a queue,
-// why: the approver then sees the handler check unverified, and a run
-// needs the request's --same-handler-ok. BullMQ names its connected
-// workers (without their versions), which a driver may read.
-var consumersUnseen = map[deadletter.System]string{
-	deadletter.SQS:      "SQS shows no consumers of a queue, nor their versions",
-	deadletter.River:    "River shows no workers of a queue, nor their versions: its clients take jobs from the table without registering as consumers",
-	deadletter.JobTable: "a jobs table shows no workers, nor their versions: its poller takes rows without registering as a consumer",
-}
-
-// systemName is how a message names a system.
-func systemName(s deadletter.System) string {
-	switch s {
-	case deadletter.SQS:
-		return "SQS"
-	case deadletter.River:
-		return "River"
-	case deadletter.BullMQ:
-		return "BullMQ"
-	case deadletter.JobTable:
-		return "the jobs table"
-	}
-	return "RabbitMQ's management API"
-}
-
+// observeConsumers reads who consumes req's targets. A system that shows
+// nobody consuming a queue says why in its reader's error: the approver
+// then sees the handler check unverified, and a run needs the request's
+// --same-handler-ok.
 func observeConsumers(ctx context.Context, c Consumers, req Request) Observation {
-	if why, blind := consumersUnseen[req.System()]; blind {
-		return Observation{Unavailable: why}
-	}
 	if c == nil {
-		return Observation{Unavailable: "this runner has no reader of the consumers of " + systemName(req.System())}
+		return Observation{Unavailable: "this runner has no reader of the consumers of the request's queues"}
 	}
 	queues, err := c.TargetConsumers(ctx, req.Targets)
 	if err != nil {

@@ -123,7 +123,7 @@ func (s *Service) plan(ctx context.Context, id int64, flow Flow, opts PlanOption
 	case req.System() == deadletter.SQS:
 		p.Unavailable = append(p.Unavailable, "SQS shows no consumers and no traffic: the cohort's letters go back to SQS, where only the queue's depth can be read")
 	case req.System().RetriesInPlace():
-		p.Unavailable = append(p.Unavailable, systemName(req.System())+" shows no traffic of a queue: the cohort's jobs are retried where they are, and only the queue's waiting jobs can be read")
+		p.Unavailable = append(p.Unavailable, "a job store shows no traffic of a queue: the cohort's jobs are retried where they are, and only the queue's waiting jobs can be read")
 	case flow == nil:
 		p.Unavailable = append(p.Unavailable, "management API: not configured")
 	case p.WorkQueue == "":

@@ -54,3 +54,12 @@ func ServerGone(err error) bool {
 	}
 	return false
 }
+
+// Unavailable reports whether err says a PostgreSQL server was not there
+// for a command: the connection could not be made (the server did not
+// answer, or refused the login) or the server went away under it
+// (ServerGone). A job store's database that is unavailable is a command's
+// exit 5.
+func Unavailable(err error) bool {
+	return errors.As(err, new(*pgconn.ConnectError)) || ServerGone(err)
+}

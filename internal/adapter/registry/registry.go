@@ -1,0 +1,59 @@
+// Package registry lists the queue systems' drivers: the one place that
+// names them all. Adding a system is a driver's package and its line
+// here; the core finds it through Drivers and JobStores.
+package registry
+
+import (
+	"github.com/expiryctl/expiryctl/config"
+	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/broker"
+	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
+	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
+	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
+)
+
+// drivers are every system's, in the order help and views list them.
+var drivers = []driver.Driver{
+	broker.Driver,
+	sqsqueue.Driver,
+	riverjobs.Driver,
+	bullmq.Driver,
+	jobtable.Driver,
+}
+
+// Drivers are every system's drivers.
+func Drivers() []driver.Driver { return drivers }
+
+// JobStores are the drivers of the systems whose failed jobs stay in
+// their store.
+func JobStores() []driver.JobStore {
+	var out []driver.JobStore
+	for _, d := range drivers {
+		if s, ok := d.(driver.JobStore); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Of is the driver of system.
+func Of(system deadletter.System) (driver.Driver, bool) {
+	for _, d := range drivers {
+		if d.Traits().System == system {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// ConfigRules are what a connection of each system takes in the
+// operator's configuration file.
+func ConfigRules() []config.Rules {
+	out := make([]config.Rules, len(drivers))
+	for i, d := range drivers {
+		out[i] = d.Config()
+	}
+	return out
+}
