@@ -256,6 +256,17 @@ func checkState(s string) error {
 type MappingError struct {
 	Table    string
 	Problems []string
+	// Missing: the table does not exist, which is a missing queue
+	// (deadletter.ErrQueueNotFound), not a mapping to correct.
+	Missing bool
+}
+
+// Unwrap is deadletter.ErrQueueNotFound for a table that does not exist.
+func (e *MappingError) Unwrap() error {
+	if e.Missing {
+		return deadletter.ErrQueueNotFound
+	}
+	return nil
 }
 
 func (e *MappingError) Error() string {

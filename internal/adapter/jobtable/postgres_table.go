@@ -116,7 +116,7 @@ func inspect(ctx context.Context, q Querier, m Mapping) (*table, error) {
 		return nil, fmt.Errorf("read the catalog for %s: %w", m.Table, err)
 	}
 	if !found {
-		return nil, &MappingError{Table: m.Table, Problems: []string{fmt.Sprintf(
+		return nil, &MappingError{Table: m.Table, Missing: true, Problems: []string{fmt.Sprintf(
 			"no table %s in this database (names are case-sensitive: a table created unquoted is lower case)", m.tableIdent())}}
 	}
 	if relkind != "r" && relkind != "p" {

@@ -194,6 +194,10 @@ func (r Ref) Name() string { return deadletter.JobTableQueuePrefix + r.Conn + "/
 // String is Name, so that a Ref printed by mistake shows no password.
 func (r Ref) String() string { return r.Name() }
 
+// GoString is the Ref for %#v, without the password its ConnString may
+// hold.
+func (r Ref) GoString() string { return "jobtable.Ref(" + r.Name() + ")" }
+
 func redacted(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery = nil, ""
