@@ -119,6 +119,12 @@ func migrateRun(ctx context.Context, opts *MigrateOptions) error {
 	if dropped := res.Definitions.Dropped; len(dropped) > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "dropped what no definition file defines any more: %s\n", termsafe.EscapeLine(strings.Join(dropped, ", ")))
 	}
+	if added := res.Systems.Added; len(added) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "registered %s: %s\n", phrase.Count(len(added), "queue system", "queue systems"), fewNamed(added))
+	}
+	if changed := res.Systems.Changed; len(changed) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "changed %s as its driver describes it now: %s\n", phrase.Count(len(changed), "queue system", "queue systems"), fewNamed(changed))
+	}
 	if res.Deployment.Named() {
 		fmt.Fprintf(opts.IO.ErrOut, "deployment %s: groups %s\n", termsafe.EscapeLine(string(res.Deployment)), strings.Join(res.Deployment.Groups(), ", "))
 	}

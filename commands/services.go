@@ -17,6 +17,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
@@ -389,7 +390,21 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 			return nil, nil, err
 		}
 	}
-	if readErr == nil && !req.System().RetriesInPlace() {
+	// Whether the request's jobs are retried where they are is the
+	// archive's description of its system, which the migrate took from
+	// the driver: never what a letter says.
+	var inPlace bool
+	if readErr == nil {
+		sys, known, err := store.QueueSystemNamed(ctx, r.pool, string(req.System()))
+		if err != nil {
+			return nil, nil, err
+		}
+		if !known {
+			return nil, nil, fmt.Errorf("replay request %d is for the queue system %q, which this archive does not know: migrate it with this release", id, req.System())
+		}
+		inPlace = sys.RetriesInPlace
+	}
+	if readErr == nil && !inPlace {
 		if runner.Connection, err = r.publishThrough(req); err != nil {
 			return nil, nil, err
 		}
@@ -397,7 +412,7 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	if readErr == nil && req.System() == deadletter.SQS {
 		return r.openSQS(ctx, runner, req)
 	}
-	if readErr == nil && req.System().RetriesInPlace() {
+	if readErr == nil && inPlace {
 		return r.openJobStore(ctx, runner, req)
 	}
 	brokers := &runBrokers{dial: r.dial}
@@ -546,11 +561,14 @@ func (r *reconciler) Reconcile(ctx context.Context) (reconcile.Report, error) {
 type migrator struct{ *services }
 
 func (m *migrator) Migrate(ctx context.Context, d store.Deployment) (store.MigrationResult, error) {
-	res, err := store.MigrateDeployment(ctx, m.pool, d)
+	res, err := store.MigrateDeployment(ctx, m.pool, d, registry.QueueSystems()...)
 	if err != nil {
 		return res, err
 	}
 	details := map[string]any{"applied": res.Applied, "version": res.Version}
+	if sys := res.Systems; len(sys.Added) > 0 || len(sys.Changed) > 0 {
+		details["queue_systems_added"], details["queue_systems_changed"] = sys.Added, sys.Changed
+	}
 	if res.Deployment.Named() {
 		details["deployment"] = string(res.Deployment)
 	}

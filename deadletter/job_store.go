@@ -118,6 +118,7 @@ func (j StoredJob) Message() Message {
 		Timestamp: j.FailedAt,
 		System:    j.System,
 		Native:    native,
+		Stored:    true,
 	}
 	if json.Valid(j.Payload) {
 		m.ContentType = "application/json"

@@ -139,6 +139,10 @@ type Message struct {
 	// DeadLetterQueueSourceArn, MessageGroupId, …). RabbitMQ's are the
 	// basic properties above instead.
 	Native map[string]string
+	// Stored says the message is a failed job its store keeps
+	// (StoredJob.Message): its job id and incarnation are its
+	// dead-lettering, and a replay retries it where it is.
+	Stored bool
 	// RedriveSource is, for a DLQ that only one queue redrives to, that
 	// queue: the origin of a letter that names none.
 	RedriveSource string

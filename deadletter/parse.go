@@ -934,11 +934,11 @@ func fingerprint(m Message, entries []headerEntry, workerHistory []AttemptEvent)
 	byWorker := workerPublished(m.Headers)
 	h := sha256.New()
 	version, headers := []byte(fingerprintVersion), joinUntypedEntries(entries, volatileHeaders)
-	if narrowHeader(entries, volatileHeaders) && !m.System.RetriesInPlace() {
+	if narrowHeader(entries, volatileHeaders) && !m.Stored {
 		version, headers = []byte(fingerprintVersionTyped), joinHeaderEntries(entries, volatileHeaders)
 	}
 	writeField(h, version)
-	if m.System.RetriesInPlace() {
+	if m.Stored {
 		// A job store keeps one row per job: its id and the incarnation
 		// (when it failed for good) are the dead-lettering. Reading it
 		// again is the same letter; dying again after a retry is not.

@@ -27,7 +27,8 @@ const itemColumns = `i.request_id, i.dead_letter_id, i.ordinal, i.state, i.paylo
 	coalesce(d.content_type, ''), coalesce(d.message_id, ''), d.properties, d.headers, d.payload, d.replay_count,
 	greatest(extract(epoch FROM w.not_before - clock_timestamp()), 0)::float8,
 	d.source_system, coalesce(d.native->>'MessageGroupId', ''),
-	coalesce(d.native->>'job_id', ''), coalesce(d.native->>'incarnation', '')`
+	coalesce(d.native->>'job_id', ''), coalesce(d.native->>'incarnation', ''),
+	expiryctl.replay_retries_in_place(d.source_system)`
 
 // againJoin finds a newer letter of the same job (the letter died again
 // since it was frozen). A lateral LIMIT 1 probes the partial index on
@@ -82,7 +83,7 @@ func (p postgresTables) ItemsLoad(ctx context.Context, request int64, lo, hi int
 		err := row.Scan(&req, &it.id, &it.ordinal, &it.state, &it.frozenHash, &it.hash, &it.redacted, &it.letterStatus,
 			&it.reingested, &it.reservationID, &it.idempotencyKey, &it.expectedVersion, &it.hasTarget, &it.exchange,
 			&it.routingKey, &it.originQueue, &it.contentType, &it.messageID, &it.properties, &headers, &it.payload, &it.replayCount,
-			&wait, &it.system, &it.groupID, &it.job.ID, &it.job.Incarnation)
+			&wait, &it.system, &it.groupID, &it.job.ID, &it.job.Incarnation, &it.inPlace)
 		it.headers = headers
 		if wait > 0 {
 			// The database's answer is a wait, not a time: the runner's

@@ -41,6 +41,10 @@ type runItem struct {
 	// system is the queue system the letter came from, which the message
 	// goes back to; groupID its SQS message group, "" for none.
 	system  deadletter.System
+	// inPlace: the letter's system retries its jobs where they are, as
+	// the archive describes the system (queue_systems), rather than
+	// publishing a copy.
+	inPlace bool
 	groupID string
 	// job is, for a job store's letter, the job and the failure of it
 	// the letter captured.

@@ -121,7 +121,7 @@ func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exch
 	switch {
 	case it.system == deadletter.SQS:
 		return r.sqsReplayMessage(req, replayedBy, it, key)
-	case it.system.RetriesInPlace():
+	case it.inPlace:
 		return r.jobRetryMessage(req, replayedBy, it, key)
 	}
 	props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)

@@ -73,6 +73,22 @@
 // schema), so it needs no table and a half-migrated schema already says it.
 // MoveDeployment moves a schema of the unnamed deployment to a name.
 //
+// # Queue systems
+//
+// The schema names no queue system. What differs between them — how each
+// names its queues, whether a replay retries a job in place, whether a
+// queue's name carries its connection, and which connection a letter
+// captured without one came through — is a row of queue_systems, which
+// MigrateDeployment fills from the QueueSystem each of its caller's drivers
+// describes (queue_systems_register): it adds and changes rows, never
+// deletes one, and refuses a row that would make a queue's name say two
+// systems or change what archived letters mean. The functions join the
+// table (retries_in_place, queue_prefix) where they once listed systems,
+// and dead_letters_track_state holds every letter inserted to its system's
+// naming, raising under the names of the CHECK constraints it replaced
+// (dead_letters_system_names_queue, dead_letters_connection_named). A new
+// system is a driver and its registration: no file here changes.
+//
 // CheckSchema, which every command runs first, compares both the numbered
 // version and the definitions' digest with this binary's, so a command never
 // runs against functions of another release.

@@ -84,12 +84,18 @@ type MigrationResult struct {
 	// SharedWith are the cluster's other databases that admit this
 	// deployment's groups: their people are this deployment's people.
 	SharedWith []string
+	// Systems says which of the queue systems given to MigrateDeployment
+	// this run added to queue_systems, and which it changed.
+	Systems QueueSystemsResult
 }
 
 // Migrate applies every embedded migration that the database at pool lacks,
 // then the definition files whose form the database does not run yet
 // (ApplyDefinitions), for the deployment the schema serves
-// (ReadDeployment); MigrateDeployment names it. It is idempotent, and
+// (ReadDeployment); MigrateDeployment names it, and registers queue
+// systems, of which Migrate registers none (the archive keeps those it
+// has: the migrations seed the five of the releases before 00042, and
+// nothing deletes one). It is idempotent, and
 // concurrent calls from several hosts are serialised (the numbered migrations by the leased row of
 // schema_migrate_lock, the definitions by a lock on their table), so
 // running it twice or from two places at once is safe. On an up-to-date
@@ -105,7 +111,21 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (MigrationResult, error) {
 // schema of the unnamed deployment is moved to d's groups (MoveDeployment);
 // one of another named deployment is refused, since a deployment's name is
 // fixed at install. d "" is the deployment the schema serves.
-func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (MigrationResult, error) {
+//
+// systems are the queue systems whose letters the archive takes, one for
+// each driver of the caller: once the schema is current, each is added to
+// queue_systems or, where its row differs, the row is changed, under the
+// lock that serialises migrates. No row is deleted, so a system a release
+// no longer drives keeps the letters it has. Systems are checked before
+// anything is migrated (ValidateQueueSystems), and again by the database
+// against those it holds: a prefix that begins another system's, or under
+// which the archive holds another system's queue, is refused, and so is a
+// change of a system's prefix, its RetriesInPlace or its
+// NamesConnectionInQueue while the archive holds letters of it.
+func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment, systems ...QueueSystem) (MigrationResult, error) {
+	if err := ValidateQueueSystems(systems); err != nil {
+		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
+	}
 	current, err := ReadDeployment(ctx, pool)
 	if err != nil {
 		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
@@ -154,10 +174,15 @@ func MigrateDeployment(ctx context.Context, pool *pgxpool.Pool, d Deployment) (M
 		}
 	}
 	// Under the definitions' lock: two migrates granting on the database
-	// at once would have one fail ("tuple concurrently updated").
+	// at once would have one fail ("tuple concurrently updated"), and two
+	// registering systems would each check against the table without the
+	// other's.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+definitionsTable+` IN EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("migrate: lock %s: %w", definitionsTable, err)
+		}
+		if res.Systems, err = registerQueueSystems(ctx, tx, systems); err != nil {
+			return err
 		}
 		res.Access, err = CloseDatabase(ctx, tx, d)
 		return err

@@ -41,6 +41,7 @@ var tableOwners = map[string]string{
 	"schema_definitions":          "store",
 	"schema_definitions_before":   "store",
 	"schema_migrate_lock":         "store",
+	"queue_systems":               "store",
 }
 
 // functionOwners names, by prefix, the package that calls each family of
@@ -54,6 +55,7 @@ var functionOwners = []struct{ prefix, owner string }{
 	{"audit_", "audit"},
 	{"access_change", "access"},
 	{"schema_version", "store"},
+	{"queue_systems_", "store"},
 }
 
 // crossReads are the reads of another package's table that stay in SQL

@@ -69,8 +69,8 @@ func TestRedTeamReplayGoesBackToItsOwnSystem(t *testing.T) {
 		ARRAY[NULL::bigint], ARRAY[NULL::timestamptz], ARRAY['q.dlq'], ARRAY['q'], ARRAY[''], ARRAY[''], ARRAY['transient-exhausted'],
 		ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[1], ARRAY['[]'], ARRAY['{}'], ARRAY[''], ARRAY['stray'::bytea], ARRAY[now()],
 		ARRAY[NULL::bigint], ARRAY[0], ARRAY[NULL::text], ARRAY['kafka'], ARRAY[NULL::text]) AS x`).Scan(&stray)
-	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_source_system_check" {
-		t.Errorf("the ingester stored letters %v of a queue system the archive does not know (%v), want refused by the system's check", stray, err)
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "23503" || pgErr.ConstraintName != "dead_letters_source_system_fkey" {
+		t.Errorf("the ingester stored letters %v of a queue system the archive does not know (%v), want refused by the system's foreign key", stray, err)
 	}
 	for _, who := range []struct {
 		name string

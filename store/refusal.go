@@ -56,6 +56,7 @@ var functionRoles = map[string]string{
 	"policy_set":                    "admin",
 	"policy_review":                 "admin",
 	"replay_target_of":              "operator or approver or admin or auditor",
+	"replay_retries_in_place":       "operator or approver or admin or auditor",
 	"work_queue_of":                 "operator or approver or admin or auditor",
 	"replay_item_not_before":        "operator or approver or admin or auditor",
 	"replay_watched_queues":         "operator or approver or admin or auditor",

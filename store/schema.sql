@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00041, then the files of store/functions/) leaves an empty database, dumped
+-- 00042, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -639,8 +639,42 @@ $$;
 CREATE FUNCTION expiryctl.dead_letters_track_state() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
+DECLARE
+    bad record;
 BEGIN
+    SELECT * INTO bad FROM (
+        SELECT n.id, n.source_system, n.source_queue, n.connection, q.queue_prefix, o.name AS other,
+               CASE WHEN q.name IS NULL THEN NULL -- the foreign key's to refuse
+                    WHEN NOT starts_with(n.source_queue, q.queue_prefix) OR o.name IS NOT NULL
+                        THEN 'dead_letters_system_names_queue'
+                    WHEN n.connection !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'
+                         OR q.names_connection_in_queue AND NOT starts_with(n.source_queue, q.queue_prefix || n.connection || '/')
+                        THEN 'dead_letters_connection_named'
+               END AS broken
+          FROM new_rows n LEFT JOIN expiryctl.queue_systems q ON q.name = n.source_system
+          LEFT JOIN LATERAL (SELECT o.name FROM expiryctl.queue_systems o
+                              WHERE o.name <> n.source_system AND o.queue_prefix <> '' AND starts_with(n.source_queue, o.queue_prefix)
+                              ORDER BY o.name LIMIT 1) o ON true) c
+     WHERE c.broken IS NOT NULL
+     ORDER BY c.id LIMIT 1;
+    IF FOUND AND bad.broken = 'dead_letters_system_names_queue' THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = bad.broken, SCHEMA = 'expiryctl', TABLE = 'dead_letters',
+            MESSAGE = 'new row for relation "dead_letters" violates constraint "dead_letters_system_names_queue": '
+                || CASE WHEN bad.other IS NOT NULL
+                        THEN format('a letter of the queue system %s names the queue %L, which is named as the system %s names its queues',
+                                    bad.source_system, bad.source_queue, bad.other)
+                        ELSE format('a letter of the queue system %s names the queue %L, which does not begin with %L as that system''s queue names do',
+                                    bad.source_system, bad.source_queue, bad.queue_prefix) END;
+    ELSIF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = bad.broken, SCHEMA = 'expiryctl', TABLE = 'dead_letters',
+            MESSAGE = 'new row for relation "dead_letters" violates constraint "dead_letters_connection_named": '
+                || CASE WHEN bad.connection !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'
+                        THEN format('a letter names the connection %L, which is no connection''s name (letters, digits, ".", "_" and "-", at most 63, a letter or digit first): a letter names the connection it came from, never a server',
+                                    bad.connection)
+                        ELSE format('a letter of the queue system %s names the connection %L and the queue %L, which names another: its queue is named %sCONNECTION/…',
+                                    bad.source_system, bad.connection, bad.source_queue, bad.queue_prefix) END;
+    END IF;
     -- A statement trigger, not a default or the ingest function's work:
     -- every letter gets its state row, however it was inserted.
     INSERT INTO expiryctl.dead_letter_states (dead_letter_id, reason_category, source_queue, error_class, attempts,
@@ -649,7 +683,7 @@ BEGIN
     FROM new_rows ORDER BY id;
     RETURN NULL;
 END
-$$;
+$_$;
 
 
 --
@@ -698,6 +732,7 @@ DECLARE
     trusted boolean;
     dropped integer;
     by_run boolean;
+    unknown text;
 BEGIN
     -- Beside the ingester, a run captures its own cohort's queues (rule
     -- role): it must see its jobs die again (replay_run_captures).
@@ -711,6 +746,14 @@ BEGIN
             queue, session_user));
     END IF;
     label := expiryctl.actor_label(actor);
+    SELECT string_agg(DISTINCT quote_literal(x), ', ') INTO unknown FROM unnest(source_systems) AS x
+     WHERE x IS NOT NULL AND NOT EXISTS (SELECT 1 FROM expiryctl.queue_systems q WHERE q.name = x);
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'letters of a queue system this archive does not know: %', unknown
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'dead_letters_source_system_fkey', SCHEMA = 'expiryctl', TABLE = 'dead_letters',
+                  DETAIL = format('it knows %s', (SELECT string_agg(name, ', ' ORDER BY name) FROM expiryctl.queue_systems)),
+                  HINT = 'a queue system is registered by the `expiryctl migrate` of a release that has its driver';
+    END IF;
     trusted := expiryctl.caller_is_owner();
     SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
      WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
@@ -732,10 +775,13 @@ BEGIN
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
-            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb,
-            coalesce(s.connection, CASE WHEN s.source_system IN ('river', 'bullmq', 'jobtable')
-                                        THEN split_part(substr(s.source_queue, strpos(s.source_queue, '://') + 3), '/', 1)
-                                        WHEN s.source_system = 'sqs' THEN 'sqs' ELSE 'rabbitmq' END)
+            s.properties::jsonb, k.system, s.native::jsonb,
+            -- A queue that does not begin as its system's do still gets a
+            -- connection here, so that dead_letters_system_names_queue,
+            -- not the column's NOT NULL, says what is wrong with it.
+            coalesce(s.connection, q.default_connection,
+                     CASE WHEN q.names_connection_in_queue
+                          THEN split_part(substr(s.source_queue, length(q.queue_prefix) + 1), '/', 1) END)
         FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
             source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
             last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
@@ -744,6 +790,10 @@ BEGIN
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
             dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, connection, ordinal)
+        -- A letter of a release before 00035 names no system: those
+        -- captured from RabbitMQ alone.
+        CROSS JOIN LATERAL (SELECT coalesce(s.source_system, 'rabbitmq') AS system) k
+        LEFT JOIN expiryctl.queue_systems q ON q.name = k.system
         ORDER BY s.ordinal
         ON CONFLICT (fingerprint) DO NOTHING
         RETURNING id)
@@ -824,7 +874,7 @@ COMMENT ON COLUMN expiryctl.dead_letters.properties IS 'AMQP basic properties as
 -- Name: COLUMN dead_letters.source_system; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the letter was captured from: rabbitmq, sqs, river, bullmq or jobtable.';
+COMMENT ON COLUMN expiryctl.dead_letters.source_system IS 'The queue system the letter was captured from: a name of queue_systems.';
 
 
 --
@@ -1125,6 +1175,127 @@ BEGIN
     RETURN QUERY SELECT unnest(ids);
 END
 $$;
+
+
+--
+-- Name: queue_systems_register(text[], text[], boolean[], boolean[], text[]); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]) RETURNS TABLE(queue_system text, change text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    n integer := coalesce(cardinality(systems), 0);
+    problem text;
+    clash record;
+    held text;
+    changing text;
+BEGIN
+    IF coalesce(cardinality(queue_prefixes), 0) <> n OR coalesce(cardinality(in_place), 0) <> n
+       OR coalesce(cardinality(connection_in_queue), 0) <> n OR coalesce(cardinality(default_connections), 0) <> n THEN
+        RAISE EXCEPTION 'queue_systems_register takes one name, queue prefix, retries_in_place, names_connection_in_queue and default connection for each system'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    -- One registration at a time; letters are captured and read meanwhile.
+    LOCK TABLE expiryctl.queue_systems IN SHARE ROW EXCLUSIVE MODE;
+
+    SELECT CASE
+        WHEN g.name IS NULL OR g.name !~ '^[a-z][a-z0-9_]{0,62}$' THEN
+            format('queue system name %L: use lower-case letters, digits and "_", a letter first, at most 63', g.name)
+        WHEN count(*) OVER (PARTITION BY g.name) > 1 THEN
+            format('queue system %s is registered twice in one migrate: each driver registers its own', g.name)
+        WHEN g.prefix IS NULL OR g.prefix !~ '^[!-~]{0,64}$' THEN
+            format('queue system %s: queue prefix %L: printable ASCII without spaces, at most 64 characters', g.name, g.prefix)
+        WHEN g.retries IS NULL OR g.in_queue IS NULL THEN
+            format('queue system %s: say whether a replay retries its jobs in place and whether its queue names carry their connection', g.name)
+        WHEN g.prefix = '' AND (g.retries OR g.in_queue) THEN
+            format('queue system %s has no queue prefix, but a system whose jobs are retried in place, or whose queue names carry their connection, is told by its queue names'' beginning: give it one (for instance %L)', g.name, g.name || '://')
+        WHEN g.in_queue AND g.conn IS NOT NULL THEN
+            format('queue system %s names its letters'' connection in their queue names (%sCONNECTION/…), so it takes no default connection', g.name, g.prefix)
+        WHEN NOT g.in_queue AND g.conn IS NULL THEN
+            format('queue system %s needs a default connection: its queue names carry none, and a capture that names none must name one', g.name)
+        WHEN g.conn !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' THEN
+            format('queue system %s: default connection %L is no connection''s name (letters, digits, ".", "_" and "-", at most 63, a letter or digit first)', g.name, g.conn)
+        END INTO problem
+      FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections) AS g(name, prefix, retries, in_queue, conn)
+     ORDER BY 1 NULLS LAST LIMIT 1;
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION '%', problem USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The systems as they will be: no prefix begins another's.
+    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes) AS g(name, prefix)),
+         after AS (SELECT name, prefix FROM given
+                   UNION ALL
+                   SELECT s.name, s.queue_prefix FROM expiryctl.queue_systems s WHERE s.name <> ALL (systems))
+    SELECT a.name AS a, a.prefix AS a_prefix, b.name AS b, b.prefix AS b_prefix INTO clash
+      FROM after a JOIN after b ON a.name < b.name
+     WHERE a.prefix = b.prefix OR (a.prefix <> '' AND starts_with(b.prefix, a.prefix))
+        OR (b.prefix <> '' AND starts_with(a.prefix, b.prefix))
+     ORDER BY 1, 3 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('queue systems %s and %s: the queue names of %s begin %L and those of %s %L, so a queue''s name would not say which system it is in',
+                             clash.a, clash.b, clash.a, clash.a_prefix, clash.b, clash.b_prefix),
+                  HINT = 'each system''s queue names begin with a prefix that no other system''s begins with or is the beginning of';
+    END IF;
+
+    -- Changes of how a system names or replays its queues wait for the
+    -- captures of its letters under way, and are refused once it has any.
+    SELECT string_agg(s.name, ', ' ORDER BY s.name) INTO changing
+      FROM (SELECT s.name FROM expiryctl.queue_systems s
+              JOIN unnest(systems, queue_prefixes, in_place, connection_in_queue) AS g(name, prefix, retries, in_queue) ON g.name = s.name
+             WHERE (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue) IS DISTINCT FROM (g.prefix, g.retries, g.in_queue)
+             ORDER BY s.name FOR UPDATE OF s) s;
+    SELECT string_agg(x, ', ' ORDER BY x) INTO held FROM unnest(string_to_array(changing, ', ')) AS x
+     WHERE EXISTS (SELECT 1 FROM expiryctl.dead_letters d WHERE d.source_system = x);
+    IF held IS NOT NULL THEN
+        RAISE EXCEPTION 'the archive holds letters of %, captured and approved under the queue prefix, retries_in_place and names_connection_in_queue it has: a migrate changes none of those of a system with letters',
+            held USING ERRCODE = 'object_in_use',
+                       HINT = 'register a system of a new name for the new way, or keep the row as it is';
+    END IF;
+    -- A new or changed prefix must not take over another system's queues.
+    SELECT format('%s (queue %L)', g.name, t.source_queue) INTO held
+      FROM unnest(systems, queue_prefixes) AS g(name, prefix)
+      LEFT JOIN expiryctl.queue_systems s ON s.name = g.name
+      JOIN LATERAL (SELECT d.source_queue FROM expiryctl.dead_letter_tallies d
+                     WHERE g.prefix <> '' AND starts_with(d.source_queue, g.prefix) AND d.letters > 0 LIMIT 1) t ON true
+     WHERE s.queue_prefix IS DISTINCT FROM g.prefix
+     ORDER BY g.name LIMIT 1;
+    IF held IS NOT NULL THEN
+        RAISE EXCEPTION 'queue system %: the archive holds letters of another system''s queue that its queue prefix would make its own', held
+            USING ERRCODE = 'object_in_use';
+    END IF;
+
+    RETURN QUERY
+    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections)
+                                AS g(name, prefix, retries, in_queue, conn)),
+         changed AS (
+            UPDATE expiryctl.queue_systems s
+               SET queue_prefix = g.prefix, retries_in_place = g.retries, names_connection_in_queue = g.in_queue,
+                   default_connection = g.conn
+              FROM given g
+             WHERE s.name = g.name
+               AND (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue, s.default_connection)
+                   IS DISTINCT FROM (g.prefix, g.retries, g.in_queue, g.conn)
+            RETURNING s.name),
+         added AS (
+            INSERT INTO expiryctl.queue_systems (name, queue_prefix, retries_in_place, names_connection_in_queue, default_connection)
+            SELECT g.name, g.prefix, g.retries, g.in_queue, g.conn FROM given g
+             WHERE NOT EXISTS (SELECT 1 FROM expiryctl.queue_systems s WHERE s.name = g.name)
+             ORDER BY g.name
+            RETURNING name)
+    SELECT a.name, 'added' FROM added a
+    UNION ALL
+    SELECT c.name, 'changed' FROM changed c
+    ORDER BY 1;
+END
+$_$;
 
 
 --
@@ -1618,8 +1789,8 @@ BEGIN
     UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
        AND i.state = 'publishing'
-       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d
-                                        WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable')));
+       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d JOIN expiryctl.queue_systems q ON q.name = d.source_system
+                                        WHERE d.id = i.dead_letter_id AND q.retries_in_place));
     GET DIAGNOSTICS moved = ROW_COUNT;
     IF moved <> cardinality(items) THEN
         SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i
@@ -1782,6 +1953,7 @@ DECLARE
     bad_target text[];
     sqs_misrouted text[];
     systems integer;
+    system_names text;
     publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
@@ -1871,17 +2043,18 @@ BEGIN
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
                                                         AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
-           count(DISTINCT d.source_system),
-           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) > 1
-                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) END,
+           count(DISTINCT d.source_system), string_agg(DISTINCT d.source_system, ', ' ORDER BY d.source_system),
+           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE NOT q.retries_in_place) > 1
+                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE NOT q.retries_in_place) END,
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
-           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE q.retries_in_place
                                                         AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            (array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10]
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, system_names, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
+      LEFT JOIN expiryctl.queue_systems q ON q.name = d.source_system
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                   to_exchange, to_routing_key, via_exchange)) t;
     IF bad_redacted IS NOT NULL THEN
@@ -1899,20 +2072,25 @@ BEGIN
     -- A run publishes to one system, the one its letters came from: a
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
-        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+        PERFORM expiryctl.replay_refuse('system', format('the letters come from more than one queue system (%s): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)', system_names));
     END IF;
-    -- A publishing run reaches one broker: the connection its letters came
-    -- from, which the runner's configuration resolves by name.
+    -- A publishing run (of a system that does not retry in place) reaches
+    -- one broker: the connection its letters came from, which the runner's
+    -- configuration resolves by name.
     IF kind = 'replay' AND publish_connections IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('connection', format('the letters come from more than one connection (%s): a replay publishes through one; '
             || 'request each connection''s letters apart (`expiryctl dlq show ID` names a letter''s connection)', publish_connections));
     END IF;
     -- A job store keeps the failed job: a replay retries that job, with its
     -- own payload, in the queue it failed in, and sends no copy anywhere.
+    -- The cohort is of one system here.
     IF kind = 'replay' AND jobs_misrouted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('%s of a job store (River, BullMQ, a jobs table), which a replay retries in place, '
-            || 'with the payload the store holds: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', expiryctl.letters_named(jobs_misrouted, 'is a job', 'are jobs')));
+        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('%s of a job store (%s), which a replay retries in place, '
+            || 'with the payload the store holds: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', expiryctl.letters_named(jobs_misrouted, 'is a job', 'are jobs'), system_names));
     END IF;
+    -- SQS's own rules: a letter of SQS goes back to an SQS queue, which it
+    -- names by its ARN, and SQS says which queue a letter came from only
+    -- in some cases; each refusal says how to name the queue.
     IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('target', format('%s captured from SQS with no word of the queue it came from (SQS says it only of a letter its redrive moved, '
             || 'as DeadLetterQueueSourceArn, or when one queue alone redrives to the DLQ): name that queue with --routing-key arn:aws:sqs:REGION:ACCOUNT:NAME', expiryctl.letters_named(sqs_untargeted, 'was', 'were')));
@@ -1985,7 +2163,9 @@ BEGIN
     -- the cohort's letters by id, grouped once for both.
     -- A target names its system when it is not RabbitMQ's, and its
     -- connection when that is not the one called rabbitmq, so that a
-    -- RabbitMQ request's statement reads as it did before there were two.
+    -- RabbitMQ request's statement reads as it did before there were two:
+    -- a form the runner and approvers' signatures keep, not a rule of
+    -- RabbitMQ's; every other system's targets name both.
     WITH g AS (
         SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, d.connection AS conn, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id
@@ -2226,6 +2406,17 @@ BEGIN
         OLD.id));
     RETURN NULL;
 END
+$$;
+
+
+--
+-- Name: replay_retries_in_place(text); Type: FUNCTION; Schema: expiryctl
+--
+
+CREATE FUNCTION expiryctl.replay_retries_in_place(system text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce((SELECT q.retries_in_place FROM expiryctl.queue_systems q WHERE q.name OPERATOR(pg_catalog.=) system), false)
 $$;
 
 
@@ -2559,8 +2750,8 @@ BEGIN
                    'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
                    bound, request)
          WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
-           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d
-                            WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable'))
+           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d JOIN expiryctl.queue_systems q ON q.name = d.source_system
+                            WHERE d.id = i.dead_letter_id AND q.retries_in_place)
         RETURNING i.dead_letter_id, i.ordinal)
     SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states
@@ -2607,20 +2798,23 @@ $$;
 --
 
 CREATE FUNCTION expiryctl.replay_target_of(original_exchange text, original_routing_key text, origin_queue text, source_queue text, to_exchange text, to_routing_key text, via_exchange boolean) RETURNS TABLE(e text, rk text)
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $_$
-    SELECT CASE WHEN source_queue LIKE 'river://%' OR source_queue LIKE 'bullmq://%' OR source_queue LIKE 'jobtable://%' THEN ''
+    SELECT CASE WHEN j.in_place THEN ''
                 WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_exchange, '')
                 WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN ''
                 WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
                     THEN coalesce(to_exchange, '')
                 WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN '' END,
-           CASE WHEN source_queue LIKE 'river://%' OR source_queue LIKE 'bullmq://%' OR source_queue LIKE 'jobtable://%' THEN source_queue
+           CASE WHEN j.in_place THEN source_queue
                 WHEN via_exchange AND (original_exchange IS NOT NULL OR original_routing_key IS NOT NULL) THEN coalesce(original_routing_key, '')
                 WHEN coalesce(origin_queue, '') OPERATOR(pg_catalog.<>) '' THEN expiryctl.work_queue_of(origin_queue)
                 WHEN coalesce(to_exchange, '') OPERATOR(pg_catalog.<>) '' OR coalesce(to_routing_key, '') OPERATOR(pg_catalog.<>) ''
                     THEN coalesce(to_routing_key, '')
                 WHEN source_queue OPERATOR(pg_catalog.~) '.\.dlq$' THEN expiryctl.work_queue_of(source_queue) END
+      FROM (SELECT EXISTS (SELECT FROM expiryctl.queue_systems s
+                            WHERE s.retries_in_place AND s.queue_prefix OPERATOR(pg_catalog.<>) ''
+                              AND pg_catalog.starts_with(source_queue, s.queue_prefix)) AS in_place) j
 $_$;
 
 
@@ -3159,6 +3353,66 @@ ALTER TABLE expiryctl.policy_changes ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 
 
 --
+-- Name: queue_systems; Type: TABLE; Schema: expiryctl
+--
+
+CREATE TABLE expiryctl.queue_systems (
+    name text NOT NULL,
+    queue_prefix text NOT NULL,
+    retries_in_place boolean NOT NULL,
+    names_connection_in_queue boolean NOT NULL,
+    default_connection text,
+    CONSTRAINT queue_systems_default_connection_check CHECK ((default_connection ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
+    CONSTRAINT queue_systems_name_check CHECK ((name ~ '^[a-z][a-z0-9_]{0,62}$'::text)),
+    CONSTRAINT queue_systems_one_connection_source CHECK (((default_connection IS NULL) = names_connection_in_queue)),
+    CONSTRAINT queue_systems_queue_prefix_check CHECK ((queue_prefix ~ '^[!-~]{0,64}$'::text)),
+    CONSTRAINT queue_systems_told_by_prefix CHECK (((queue_prefix <> ''::text) OR (NOT (retries_in_place OR names_connection_in_queue))))
+);
+
+
+--
+-- Name: TABLE queue_systems; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON TABLE expiryctl.queue_systems IS 'The queue systems the archive takes letters of, one a driver, registered by `expiryctl migrate`; a row that letters reference is never deleted.';
+
+
+--
+-- Name: COLUMN queue_systems.name; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.name IS 'The name letters carry in dead_letters.source_system.';
+
+
+--
+-- Name: COLUMN queue_systems.queue_prefix; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.queue_prefix IS 'How the system''s queue names begin; empty for the one system whose queue names are plain. No prefix begins another.';
+
+
+--
+-- Name: COLUMN queue_systems.retries_in_place; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.retries_in_place IS 'A replay retries the failed job where the system keeps it, in the queue it was captured from, rather than publishing a copy (a job store).';
+
+
+--
+-- Name: COLUMN queue_systems.names_connection_in_queue; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.names_connection_in_queue IS 'A letter''s queue name is queue_prefix || connection || ''/…''.';
+
+
+--
+-- Name: COLUMN queue_systems.default_connection; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.default_connection IS 'The connection a letter captured without one names; NULL when its queue''s name gives it.';
+
+
+--
 -- Name: replay_items; Type: TABLE; Schema: expiryctl
 --
 
@@ -3482,14 +3736,6 @@ ALTER TABLE ONLY expiryctl.dead_letter_tallies
 
 
 --
--- Name: dead_letters dead_letters_connection_named; Type: CHECK CONSTRAINT; Schema: expiryctl
---
-
-ALTER TABLE expiryctl.dead_letters
-    ADD CONSTRAINT dead_letters_connection_named CHECK (((connection ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text) AND ((source_system <> ALL (ARRAY['river'::text, 'bullmq'::text, 'jobtable'::text])) OR (source_queue ~~ (((source_system || '://'::text) || connection) || '/%'::text))))) NOT VALID;
-
-
---
 -- Name: dead_letters dead_letters_fingerprint_key; Type: CONSTRAINT; Schema: expiryctl
 --
 
@@ -3503,22 +3749,6 @@ ALTER TABLE ONLY expiryctl.dead_letters
 
 ALTER TABLE ONLY expiryctl.dead_letters
     ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (id);
-
-
---
--- Name: dead_letters dead_letters_source_system_check; Type: CHECK CONSTRAINT; Schema: expiryctl
---
-
-ALTER TABLE expiryctl.dead_letters
-    ADD CONSTRAINT dead_letters_source_system_check CHECK ((source_system = ANY (ARRAY['rabbitmq'::text, 'sqs'::text, 'river'::text, 'bullmq'::text, 'jobtable'::text]))) NOT VALID;
-
-
---
--- Name: dead_letters dead_letters_system_names_queue; Type: CHECK CONSTRAINT; Schema: expiryctl
---
-
-ALTER TABLE expiryctl.dead_letters
-    ADD CONSTRAINT dead_letters_system_names_queue CHECK ((((source_system = 'sqs'::text) = (source_queue ~~ 'arn:aws:sqs:%'::text)) AND ((source_system = 'river'::text) = (source_queue ~~ 'river://%'::text)) AND ((source_system = 'bullmq'::text) = (source_queue ~~ 'bullmq://%'::text)) AND ((source_system = 'jobtable'::text) = (source_queue ~~ 'jobtable://%'::text)))) NOT VALID;
 
 
 --
@@ -3543,6 +3773,22 @@ ALTER TABLE ONLY expiryctl.policy_changes
 
 ALTER TABLE ONLY expiryctl.policy
     ADD CONSTRAINT policy_pkey PRIMARY KEY (singleton);
+
+
+--
+-- Name: queue_systems queue_systems_pkey; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.queue_systems
+    ADD CONSTRAINT queue_systems_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: queue_systems queue_systems_queue_prefix_key; Type: CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.queue_systems
+    ADD CONSTRAINT queue_systems_queue_prefix_key UNIQUE (queue_prefix);
 
 
 --
@@ -3956,6 +4202,14 @@ ALTER TABLE ONLY expiryctl.dead_letters
 
 
 --
+-- Name: dead_letters dead_letters_source_system_fkey; Type: FK CONSTRAINT; Schema: expiryctl
+--
+
+ALTER TABLE ONLY expiryctl.dead_letters
+    ADD CONSTRAINT dead_letters_source_system_fkey FOREIGN KEY (source_system) REFERENCES expiryctl.queue_systems(name) NOT VALID;
+
+
+--
 -- Name: replay_items replay_items_dead_letter_id_fkey; Type: FK CONSTRAINT; Schema: expiryctl
 --
 
@@ -4078,6 +4332,12 @@ ALTER TABLE expiryctl.policy ENABLE ROW LEVEL SECURITY;
 ALTER TABLE expiryctl.policy_changes ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: queue_systems; Type: ROW SECURITY; Schema: expiryctl
+--
+
+ALTER TABLE expiryctl.queue_systems ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: audit_chain reads; Type: POLICY; Schema: expiryctl
 --
 
@@ -4180,6 +4440,13 @@ CREATE POLICY reads ON expiryctl.policy FOR SELECT USING (true);
 --
 
 CREATE POLICY reads ON expiryctl.policy_changes FOR SELECT USING (true);
+
+
+--
+-- Name: queue_systems reads; Type: POLICY; Schema: expiryctl
+--
+
+CREATE POLICY reads ON expiryctl.queue_systems FOR SELECT USING (true);
 
 
 --
@@ -4783,6 +5050,13 @@ GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with 
 
 
 --
+-- Name: FUNCTION queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION refuse_text(rule text, message text); Type: ACL; Schema: expiryctl
 --
 
@@ -4977,6 +5251,17 @@ REVOKE ALL ON FUNCTION expiryctl.replay_request_guard() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION expiryctl.replay_requests_handler_frozen() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_retries_in_place(system text); Type: ACL; Schema: expiryctl
+--
+
+REVOKE ALL ON FUNCTION expiryctl.replay_retries_in_place(system text) FROM PUBLIC;
+GRANT ALL ON FUNCTION expiryctl.replay_retries_in_place(system text) TO expiryctl_operator;
+GRANT ALL ON FUNCTION expiryctl.replay_retries_in_place(system text) TO expiryctl_approver;
+GRANT ALL ON FUNCTION expiryctl.replay_retries_in_place(system text) TO expiryctl_admin;
+GRANT ALL ON FUNCTION expiryctl.replay_retries_in_place(system text) TO expiryctl_auditor;
 
 
 --
@@ -5263,6 +5548,17 @@ GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_operator;
 GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_approver;
 GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_auditor;
 GRANT SELECT ON TABLE expiryctl.policy_changes TO expiryctl_admin;
+
+
+--
+-- Name: TABLE queue_systems; Type: ACL; Schema: expiryctl
+--
+
+GRANT SELECT ON TABLE expiryctl.queue_systems TO expiryctl_ingester;
+GRANT SELECT ON TABLE expiryctl.queue_systems TO expiryctl_operator;
+GRANT SELECT ON TABLE expiryctl.queue_systems TO expiryctl_approver;
+GRANT SELECT ON TABLE expiryctl.queue_systems TO expiryctl_auditor;
+GRANT SELECT ON TABLE expiryctl.queue_systems TO expiryctl_admin;
 
 
 --

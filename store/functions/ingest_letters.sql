@@ -7,10 +7,15 @@
 -- the batch's audit row counts the claims dropped. An ingester captures
 -- any queue; an operator only the queues its run's cohort came from, while
 -- the run holds its lease (replay_run_captures), and the audit row says
--- by_run. Each letter names its queue system (rabbitmq when NULL), the
--- connection it came from (the operator's name for it, never a server:
--- dead_letters_connection_named) and keeps that system's own attributes
--- (native). Returns the ids stored.
+-- by_run. Each letter names its queue system, one of queue_systems (a
+-- letter of a release before 00035, which names none, is RabbitMQ's: those
+-- releases captured nothing else), the connection it came from (the
+-- operator's name for it, never a server: dead_letters_connection_named;
+-- when the capture names none, the system's default_connection, or for a
+-- system whose queue names carry it, the one its queue names) and keeps
+-- that system's own attributes (native). A batch holding a letter of a
+-- system the archive does not know is refused whole, as the foreign key
+-- would refuse it, with the systems it knows. Returns the ids stored.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],
@@ -28,6 +33,7 @@ DECLARE
     trusted boolean;
     dropped integer;
     by_run boolean;
+    unknown text;
 BEGIN
     -- Beside the ingester, a run captures its own cohort's queues (rule
     -- role): it must see its jobs die again (replay_run_captures).
@@ -41,6 +47,14 @@ BEGIN
             queue, session_user));
     END IF;
     label := expiryctl.actor_label(actor);
+    SELECT string_agg(DISTINCT quote_literal(x), ', ') INTO unknown FROM unnest(source_systems) AS x
+     WHERE x IS NOT NULL AND NOT EXISTS (SELECT 1 FROM expiryctl.queue_systems q WHERE q.name = x);
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'letters of a queue system this archive does not know: %', unknown
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'dead_letters_source_system_fkey', SCHEMA = 'expiryctl', TABLE = 'dead_letters',
+                  DETAIL = format('it knows %s', (SELECT string_agg(name, ', ' ORDER BY name) FROM expiryctl.queue_systems)),
+                  HINT = 'a queue system is registered by the `expiryctl migrate` of a release that has its driver';
+    END IF;
     trusted := expiryctl.caller_is_owner();
     SELECT count(*) INTO dropped FROM unnest(replay_request_ids, job_keys) AS c(request, job)
      WHERE c.request IS NOT NULL AND NOT trusted AND NOT expiryctl.replay_published_job(c.request, c.job);
@@ -62,10 +76,13 @@ BEGIN
             CASE WHEN s.job_key IS NOT NULL THEN
                 (SELECT d.id FROM expiryctl.dead_letters d WHERE d.job_key = s.job_key ORDER BY d.id DESC LIMIT 1)
             END,
-            s.properties::jsonb, coalesce(s.source_system, 'rabbitmq'), s.native::jsonb,
-            coalesce(s.connection, CASE WHEN s.source_system IN ('river', 'bullmq', 'jobtable')
-                                        THEN split_part(substr(s.source_queue, strpos(s.source_queue, '://') + 3), '/', 1)
-                                        WHEN s.source_system = 'sqs' THEN 'sqs' ELSE 'rabbitmq' END)
+            s.properties::jsonb, k.system, s.native::jsonb,
+            -- A queue that does not begin as its system's do still gets a
+            -- connection here, so that dead_letters_system_names_queue,
+            -- not the column's NOT NULL, says what is wrong with it.
+            coalesce(s.connection, q.default_connection,
+                     CASE WHEN q.names_connection_in_queue
+                          THEN split_part(substr(s.source_queue, length(q.queue_prefix) + 1), '/', 1) END)
         FROM unnest(fingerprints, job_keys, message_ids, reservation_ids, idempotency_keys, expected_versions, due_ats,
             source_queues, origin_queues, original_exchanges, original_routing_keys, reason_categories, error_classes,
             last_errors, attempts, attempt_histories, headers, content_types, payloads, dead_lettered_ats,
@@ -74,6 +91,10 @@ BEGIN
             source_queue, origin_queue, original_exchange, original_routing_key, reason_category,
             error_class, last_error, attempts, attempt_history, headers, content_type, payload,
             dead_lettered_at, replay_request_id, replay_count, properties, source_system, native, connection, ordinal)
+        -- A letter of a release before 00035 names no system: those
+        -- captured from RabbitMQ alone.
+        CROSS JOIN LATERAL (SELECT coalesce(s.source_system, 'rabbitmq') AS system) k
+        LEFT JOIN expiryctl.queue_systems q ON q.name = k.system
         ORDER BY s.ordinal
         ON CONFLICT (fingerprint) DO NOTHING
         RETURNING id)
@@ -96,10 +117,8 @@ GRANT EXECUTE ON FUNCTION expiryctl.ingest_letters(actor text, queue text, finge
 -- that is still running when its database is migrated (`dlq ingest
 -- --follow` checks the schema only when it starts). Each is the form
 -- above with what it lacks left NULL: its letters are RabbitMQ's or SQS's,
--- from the connection of that system's name; a job store's letter of
--- such a release names a server, which dead_letters_connection_named
--- refuses. A letter that names no connection is from the one its system
--- stands for: a job store's from the one its queue's name gives.
+-- from the system's default connection; a job store's letter of such a
+-- release names a server, which dead_letters_connection_named refuses.
 CREATE OR REPLACE FUNCTION expiryctl.ingest_letters(
     actor text, queue text,
     fingerprints bytea[], job_keys text[], message_ids text[], reservation_ids text[], idempotency_keys text[],

@@ -7,17 +7,18 @@
 -- marked ahead of that are not counted, since a run that dies leaves them
 -- unsent. An item cleared replay_publish_bound() times already is refused
 -- (rule publish-bound), and nothing is counted, unless its letter is a job
--- store's (River, BullMQ, a jobs table): a send there retries the job
--- only while the store holds the failure captured, and finds an earlier
--- send of the item by the marks it wrote on the job, so sending it again
--- makes no copy and the bound would only leave a retried job's item
--- failed. So is an item cleared
--- before its time (replay_item_not_before, rule not-before): with
--- delayed, the runner's word that each message carries the rest of its
--- wait as SQS's delivery delay, an item of an SQS letter bound for a
--- standard queue may be cleared up to 900 seconds (SQS's longest delay)
--- before it, and no earlier. A FIFO queue (.fifo) delays no single
--- message, so for its items the word cannot be true and is not taken.
+-- store's (its system retries in place, queue_systems.retries_in_place): a
+-- send there retries the job only while the store holds the failure
+-- captured, and finds an earlier send of the item by the marks it wrote on
+-- the job, so sending it again makes no copy and the bound would only
+-- leave a retried job's item failed. So is an item cleared before its time
+-- (replay_item_not_before, rule not-before): with delayed, the runner's
+-- word that each message carries the rest of its wait as SQS's delivery
+-- delay, an item of an SQS letter bound for a standard queue may be
+-- cleared up to 900 seconds (SQS's longest delay) before it, and no
+-- earlier. A FIFO queue (.fifo) delays no single message, so for its items
+-- the word cannot be true and is not taken. That rule is SQS's own, and
+-- names it: no other system takes a delay from its runner's word.
 -- Each item is judged by its own letter and target, not the request's
 -- targets, which list only the first twenty. The database cannot see the
 -- delay; it bounds how early the runner may say so. Returns the
@@ -64,8 +65,8 @@ BEGIN
     UPDATE expiryctl.replay_items i SET sends = least(i.sends + 1, bound)
      WHERE i.request_id = request AND i.ordinal BETWEEN lo AND hi AND i.dead_letter_id = ANY (items)
        AND i.state = 'publishing'
-       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d
-                                        WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable')));
+       AND (i.sends < bound OR EXISTS (SELECT 1 FROM expiryctl.dead_letters d JOIN expiryctl.queue_systems q ON q.name = d.source_system
+                                        WHERE d.id = i.dead_letter_id AND q.retries_in_place));
     GET DIAGNOSTICS moved = ROW_COUNT;
     IF moved <> cardinality(items) THEN
         SELECT i.dead_letter_id INTO spent FROM expiryctl.replay_items i

@@ -36,6 +36,7 @@ DECLARE
     bad_target text[];
     sqs_misrouted text[];
     systems integer;
+    system_names text;
     publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
@@ -125,17 +126,18 @@ BEGIN
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE t.rk IS NULL),
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NOT NULL
                                                         AND (t.rk NOT LIKE 'arn:aws:sqs:%' OR t.e <> '')),
-           count(DISTINCT d.source_system),
-           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) > 1
-                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE d.source_system IN ('rabbitmq', 'sqs')) END,
+           count(DISTINCT d.source_system), string_agg(DISTINCT d.source_system, ', ' ORDER BY d.source_system),
+           CASE WHEN count(DISTINCT d.connection) FILTER (WHERE NOT q.retries_in_place) > 1
+                THEN string_agg(DISTINCT d.connection, ', ') FILTER (WHERE NOT q.retries_in_place) END,
            array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system = 'sqs' AND t.rk IS NULL),
-           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.source_system IN ('river', 'bullmq', 'jobtable')
+           array_agg(d.id::text ORDER BY d.id) FILTER (WHERE q.retries_in_place
                                                         AND (coalesce(to_exchange, '') <> '' OR coalesce(to_routing_key, '') <> '' OR via_exchange OR fresh_key)),
            count(*) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())),
            (array_agg(d.id::text ORDER BY d.id) FILTER (WHERE d.reason_category = ANY (expiryctl.permanent_categories())))[1:10]
-      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
+      INTO bad_redacted, bad_taken, bad_decided, bad_changed, bad_target, sqs_misrouted, systems, system_names, publish_connections, sqs_untargeted, jobs_misrouted, perm_n, perm_ids
       FROM unnest(c_ids, c_hashes) AS c(id, h) JOIN expiryctl.dead_letters d ON d.id = c.id
       JOIN expiryctl.dead_letter_states s ON s.dead_letter_id = c.id
+      LEFT JOIN expiryctl.queue_systems q ON q.name = d.source_system
      CROSS JOIN LATERAL (SELECT * FROM expiryctl.replay_target_of(d.original_exchange, d.original_routing_key, d.origin_queue, d.source_queue,
                                                                   to_exchange, to_routing_key, via_exchange)) t;
     IF bad_redacted IS NOT NULL THEN
@@ -153,20 +155,25 @@ BEGIN
     -- A run publishes to one system, the one its letters came from: a
     -- letter goes back to a queue of the system it died in.
     IF kind = 'replay' AND systems > 1 THEN
-        PERFORM expiryctl.replay_refuse('system', 'the letters come from more than one queue system (RabbitMQ, SQS, River, BullMQ, a jobs table): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)');
+        PERFORM expiryctl.replay_refuse('system', format('the letters come from more than one queue system (%s): a replay goes back to one; request each system''s letters apart (`expiryctl dlq list` shows each letter''s system)', system_names));
     END IF;
-    -- A publishing run reaches one broker: the connection its letters came
-    -- from, which the runner's configuration resolves by name.
+    -- A publishing run (of a system that does not retry in place) reaches
+    -- one broker: the connection its letters came from, which the runner's
+    -- configuration resolves by name.
     IF kind = 'replay' AND publish_connections IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('connection', format('the letters come from more than one connection (%s): a replay publishes through one; '
             || 'request each connection''s letters apart (`expiryctl dlq show ID` names a letter''s connection)', publish_connections));
     END IF;
     -- A job store keeps the failed job: a replay retries that job, with its
     -- own payload, in the queue it failed in, and sends no copy anywhere.
+    -- The cohort is of one system here.
     IF kind = 'replay' AND jobs_misrouted IS NOT NULL THEN
-        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('%s of a job store (River, BullMQ, a jobs table), which a replay retries in place, '
-            || 'with the payload the store holds: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', expiryctl.letters_named(jobs_misrouted, 'is a job', 'are jobs')));
+        PERFORM expiryctl.replay_refuse(CASE WHEN fresh_key THEN 'fresh-key' ELSE 'target' END, format('%s of a job store (%s), which a replay retries in place, '
+            || 'with the payload the store holds: --to-exchange, --routing-key, --via-exchange and --fresh-key do not apply', expiryctl.letters_named(jobs_misrouted, 'is a job', 'are jobs'), system_names));
     END IF;
+    -- SQS's own rules: a letter of SQS goes back to an SQS queue, which it
+    -- names by its ARN, and SQS says which queue a letter came from only
+    -- in some cases; each refusal says how to name the queue.
     IF kind = 'replay' AND sqs_untargeted IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('target', format('%s captured from SQS with no word of the queue it came from (SQS says it only of a letter its redrive moved, '
             || 'as DeadLetterQueueSourceArn, or when one queue alone redrives to the DLQ): name that queue with --routing-key arn:aws:sqs:REGION:ACCOUNT:NAME', expiryctl.letters_named(sqs_untargeted, 'was', 'were')));
@@ -239,7 +246,9 @@ BEGIN
     -- the cohort's letters by id, grouped once for both.
     -- A target names its system when it is not RabbitMQ's, and its
     -- connection when that is not the one called rabbitmq, so that a
-    -- RabbitMQ request's statement reads as it did before there were two.
+    -- RabbitMQ request's statement reads as it did before there were two:
+    -- a form the runner and approvers' signatures keep, not a rule of
+    -- RabbitMQ's; every other system's targets name both.
     WITH g AS (
         SELECT expiryctl.handler_version_of(d.headers) AS v, t.e, t.rk, d.source_system AS sys, d.connection AS conn, count(*) AS k
           FROM unnest(c_ids) AS c(id) JOIN expiryctl.dead_letters d ON d.id = c.id

@@ -57,8 +57,8 @@ BEGIN
                    'sent to the broker up to %s times under replay request %s without a recorded answer, the most one request may (rule publish-bound): it is not published again; make a new request with `expiryctl replay request` to send its letter',
                    bound, request)
          WHERE i.request_id = request AND i.state IN ('pending', 'publishing') AND i.sends >= bound
-           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d
-                            WHERE d.id = i.dead_letter_id AND d.source_system IN ('river', 'bullmq', 'jobtable'))
+           AND NOT EXISTS (SELECT 1 FROM expiryctl.dead_letters d JOIN expiryctl.queue_systems q ON q.name = d.source_system
+                            WHERE d.id = i.dead_letter_id AND q.retries_in_place)
         RETURNING i.dead_letter_id, i.ordinal)
     SELECT jsonb_agg(dead_letter_id ORDER BY ordinal) INTO spent FROM failed;
     SELECT coalesce(jsonb_object_agg(state, n), '{}') INTO states

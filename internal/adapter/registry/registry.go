@@ -12,6 +12,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // drivers are every system's, in the order help and views list them.
@@ -54,6 +55,19 @@ func ConfigRules() []config.Rules {
 	out := make([]config.Rules, len(drivers))
 	for i, d := range drivers {
 		out[i] = d.Config()
+	}
+	return out
+}
+
+// QueueSystems describe every driver's system to the archive, for the
+// migrate to register (store.MigrateDeployment): the schema reads what
+// differs between systems from them and names none.
+func QueueSystems() []store.QueueSystem {
+	out := make([]store.QueueSystem, len(drivers))
+	for i, d := range drivers {
+		t := d.Traits()
+		out[i] = store.QueueSystem{Name: string(t.System), QueuePrefix: t.QueuePrefix, RetriesInPlace: t.RetriesInPlace,
+			NamesConnectionInQueue: t.NamesConnectionInQueue, DefaultConnection: t.DefaultConnection}
 	}
 	return out
 }

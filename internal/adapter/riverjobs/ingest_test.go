@@ -10,6 +10,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
+	"github.com/expiryctl/expiryctl/store"
 )
 
 // TestIngestCapturesRiverJobsOnceAndStops runs the archive's own ingest on
@@ -55,17 +56,11 @@ func TestIngestCapturesRiverJobsOnceAndStops(t *testing.T) {
 	}
 }
 
-// acceptsRiver skips t while the archive's schema refuses River's
-// letters: admitting a system is the store's migration to make, and this
-// test starts to run once it is made.
+// acceptsRiver fails t unless the archive knows River's letters: the
+// migrate registers the drivers' systems in queue_systems.
 func acceptsRiver(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	var accepts bool
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(bool_and(pg_get_constraintdef(oid) LIKE '%river%'), true)
-		FROM pg_constraint WHERE conname = 'dead_letters_source_system_check'`).Scan(&accepts); err != nil {
-		t.Fatal(err)
-	}
-	if !accepts {
-		t.Skip("the archive refuses source_system 'river' (constraint dead_letters_source_system_check): it needs the store's migration that admits the job-store systems")
+	if _, known, err := store.QueueSystemNamed(context.Background(), pool, riverjobs.System); err != nil || !known {
+		t.Fatalf("the archive does not know the queue system %q (%v): its migrate registers it", riverjobs.System, err)
 	}
 }
