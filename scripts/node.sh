@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # scripts/node.sh makes sure the Node.js side of the interop end-to-end tests
-# (e2e/node_interop_test.go, e2e/sqs_node_interop_test.go) and the BullMQ
-# driver's tests against a real BullMQ (internal/adapter/bullmq), and make
-# demo's BullMQ incident (e2e/node/demo_bullmq.js), can run on this machine
-# (Debian 12):
+# (e2e/node_interop_test.go, e2e/sqs_node_interop_test.go), the BullMQ
+# driver's tests against a real BullMQ (internal/adapter/bullmq) and the
+# pg-boss driver's against a real pg-boss (internal/adapter/pgboss,
+# e2e/node/pgboss_worker.js), and make demo's BullMQ incident
+# (e2e/node/demo_bullmq.js), can run on this machine (Debian 12):
 #
 #   node, npm   from Debian's nodejs and npm packages when node is missing
 #   e2e/node/node_modules   exactly what e2e/node/package-lock.json pins
-#               (amqplib, @aws-sdk/client-sqs, bullmq, pg), installed with `npm ci`
+#               (amqplib, @aws-sdk/client-sqs, bullmq, pg, pg-boss), installed
+#               with `npm ci`
 #
 # The AWS SDK for JavaScript supports Node.js 20 and later (package.json's
-# engines). Debian 12's nodejs is 18, on which the tests were seen to pass:
-# the script warns and goes on, but a machine that runs them regularly
-# should have Node.js 20 or later.
+# engines). Debian 12's nodejs is 18, on which the AWS and BullMQ tests were
+# seen to pass: the script warns and goes on, but a machine that runs them
+# regularly should have Node.js 20 or later. pg-boss 12 declares Node.js
+# 22.12 or later; the pg-boss driver's tests run it on Node.js 20 (20.20),
+# where what they use works, and need 20.3 or later (AbortSignal.any): on
+# Node.js 18 they fail. npm ci warns of the engine (EBADENGINE) and installs.
 #
 # It is safe to run again and again: when node is there and node_modules was
 # installed from the current lockfile (the common case), it only compares a
@@ -29,7 +34,7 @@ readonly NODE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/node" && pwd)"
 readonly STAMP="$NODE_DIR/node_modules/.expiryctl-lockfile.sha256"
 # PACKAGES are the packages the tests load; a node_modules without one of
 # them is installed again whatever the stamp says.
-readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq bullmq6 ioredis pg)
+readonly PACKAGES=(amqplib @aws-sdk/client-sqs bullmq bullmq6 ioredis pg pg-boss)
 # NODE_MAJOR is the oldest Node.js major version e2e/node/package.json's
 # engines accept.
 readonly NODE_MAJOR=20
