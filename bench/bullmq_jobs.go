@@ -103,7 +103,7 @@ func openBullMQStore(ctx context.Context, cfg *config, n int) (*jobStore, error)
 		return nil, fmt.Errorf("fail %d BullMQ jobs: %w", n, err)
 	}
 	return &jobStore{
-		system: deadletter.BullMQ, queue: ref.Name(),
+		system: bullmq.System, queue: ref.Name(),
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return bullmq.OpenDialed(ctx, ref, bullmq.SourceOptions{Prefetch: prefetch})
 		},

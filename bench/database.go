@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -69,13 +70,13 @@ func (d *benchDB) login(ctx context.Context, person string, groups ...string) (*
 
 // createDB creates a database named after purpose with a random suffix, so
 // that two benchmark runs (or a run and the tests) never share one, and
-// migrates it with store.Migrate, the code path `expiryctl migrate` takes.
+// migrates it with the drivers' queue systems, as `expiryctl migrate` does.
 func createDB(ctx context.Context, adminURL, purpose string) (*benchDB, error) {
 	db, err := createEmptyDB(ctx, adminURL, purpose)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.Migrate(ctx, db.Pool); err != nil {
+	if _, err := store.MigrateDeployment(ctx, db.Pool, "", registry.QueueSystems()...); err != nil {
 		_ = db.drop()
 		return nil, fmt.Errorf("migrate %s: %w", db.Name, err)
 	}

@@ -90,7 +90,7 @@ func jobTableStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobSt
 		return nil, err
 	}
 	return &jobStore{
-		system: deadletter.JobTable, queue: queue,
+		system: jobtable.System, queue: queue,
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return jobtable.OpenSource(ctx, ref, jobTableMapping, jobtable.SourceOptions{Prefetch: prefetch})
 		},

@@ -86,7 +86,7 @@ func riverStore(ctx context.Context, cfg *config, db *benchDB, n int) (*jobStore
 		return nil, fmt.Errorf("a River client on %s: %w", db.Name, err)
 	}
 	return &jobStore{
-		system: deadletter.River, queue: ref.Name(),
+		system: riverjobs.System, queue: ref.Name(),
 		openSource: func(ctx context.Context, prefetch int) (deadletter.ClosableSource, error) {
 			return riverjobs.OpenSource(ctx, ref, riverjobs.SourceOptions{Prefetch: prefetch})
 		},

@@ -96,11 +96,11 @@ func TestConnectionsTakeFlagsThenEnvironmentThenConfiguration(t *testing.T) {
 	if got := other.DatabaseURL(); got != "postgres://root@127.0.0.1:5432/expiryctl?sslmode=disable" && !strings.HasPrefix(got, "postgres://root@") {
 		t.Errorf("a context with no archive takes the default: %s", got)
 	}
-	if _, _, err := other.connectionNamed(deadletter.River, "river"); err != nil {
+	if _, _, err := other.connectionNamed(deadletter.System("river"), "river"); err != nil {
 		t.Errorf("EXPIRYCTL_CONTEXT picks staging, whose river connection: %v", err)
 	}
 	other.ContextFlag = "prod"
-	if _, _, err := other.connectionNamed(deadletter.River, "river"); err == nil {
+	if _, _, err := other.connectionNamed(deadletter.System("river"), "river"); err == nil {
 		t.Error("--context prod over EXPIRYCTL_CONTEXT staging still found staging's connection")
 	}
 	other.ContextFlag = "prdo"
@@ -116,13 +116,13 @@ func TestConnectionsTakeFlagsThenEnvironmentThenConfiguration(t *testing.T) {
 func TestConnectionNamedRefusesWhatTheContextDoesNotDefine(t *testing.T) {
 	t.Parallel()
 	f := configured(t, twoContexts, map[string]string{config.EnvContext: "prod"})
-	_, _, err := f.connectionNamed(deadletter.BullMQ, "evil")
+	_, _, err := f.connectionNamed(deadletter.System("bullmq"), "evil")
 	var refusal *replay.Refusal
 	if !errors.As(err, &refusal) || refusal.Rule != "connection-unknown" || !strings.Contains(err.Error(), `connection "evil"`) ||
 		!strings.Contains(err.Error(), "nothing was dialled") {
 		t.Errorf("an unknown connection: %v", err)
 	}
-	if _, _, err := f.connectionNamed(deadletter.BullMQ, "mq"); !errors.As(err, &refusal) || refusal.Rule != "connection-unknown" ||
+	if _, _, err := f.connectionNamed(deadletter.System("bullmq"), "mq"); !errors.As(err, &refusal) || refusal.Rule != "connection-unknown" ||
 		!strings.Contains(err.Error(), "is a rabbitmq connection") {
 		t.Errorf("a RabbitMQ connection named as BullMQ's: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestNoConnectionLogsInAsTheOperatingSystemsUser(t *testing.T) {
 func TestTypedQueueResolvesThroughTheConfiguration(t *testing.T) {
 	t.Parallel()
 	f := configured(t, twoContexts, map[string]string{config.EnvContext: "staging"})
-	river, _ := jobStoreFor(deadletter.River)
+	river, _ := jobStoreFor(deadletter.System("river"))
 	name, err := f.typedQueue(river, "river://river/expiry?states=discarded,cancelled")
 	if err != nil || name != "river://river/expiry" {
 		t.Fatalf("a configured River queue with states: %q, %v", name, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/expiryctl/expiryctl/audit"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
@@ -144,7 +145,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := store.Migrate(ctx, pool); err != nil {
+	if _, err := store.MigrateDeployment(ctx, pool, "", registry.QueueSystems()...); err != nil {
 		return err
 	}
 	conn, err := opts.AMQP()

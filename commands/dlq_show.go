@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/letterview"
 )
@@ -117,7 +118,7 @@ func dlqShowRun(ctx context.Context, opts *DLQShowOptions) error {
 // wrapped to width when it is above 0.
 func renderDetail(w io.Writer, st styleSet, d deadletter.Detail, payloadLimit int, now time.Time, width int) error {
 	view := letterview.Render(d, letterview.Styles{Title: st.header.Render, Section: st.title.Render, Warn: st.warn.Render},
-		letterview.Options{Now: now, PayloadLimit: payloadLimit, Width: width, TruncatedHint: func(shown, size int) string {
+		letterview.Options{Now: now, PayloadLimit: payloadLimit, Width: width, Systems: registry.Systems(), TruncatedHint: func(shown, size int) string {
 			return fmt.Sprintf("  … truncated: showing %d of %d bytes (--payload-limit 0 shows all, --save-payload FILE saves the exact bytes)", shown, size)
 		}})
 	_, err := io.WriteString(w, view+"\n")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/dsn"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/internal/view/letterview"
@@ -614,7 +615,7 @@ func categoryTable(streams *IOStreams, r summaryReport) *table {
 func queueLabels(queues []string) string {
 	labels := make([]string, len(queues))
 	for i, q := range queues {
-		labels[i] = letterview.QueueLabel(q)
+		labels[i] = letterview.QueueLabel(q, registry.Systems())
 	}
 	return strings.Join(labels, ",")
 }

@@ -220,6 +220,7 @@ func (f *Factory) TUIServices(ctx context.Context) (tui.Services, error) {
 		Actor:        s.actor,
 		Identity:     tui.Identity{Login: self.Login, Roles: self.Roles, Advisory: len(self.Bypasses) > 0},
 		Now:          s.now,
+		Systems:      registry.Systems(),
 	}, nil
 }
 

@@ -31,7 +31,7 @@ func TestErrorClassOfText(t *testing.T) {
 // and its category from the class's rules.
 func TestParseNamesTheClassAStoredJobsTextGives(t *testing.T) {
 	t.Parallel()
-	job := StoredJob{System: BullMQ, Queue: "bullmq://redis/bull/q", ID: "7", Incarnation: "1:2", Payload: []byte(`{}`),
+	job := StoredJob{System: "bullmq", Queue: "bullmq://redis/bull/q", ID: "7", Incarnation: "1:2", Payload: []byte(`{}`),
 		LastError: "db_timeout: reservation r-7 lock wait exceeded", Errors: []JobError{{Attempt: 2, Error: "Error: db_timeout: reservation r-7 lock wait exceeded"}}}
 	l := Parse(job.Message(), nil, job.FailedAt)
 	if l.ErrorClass != "db_timeout" || l.Category != TransientExhausted {

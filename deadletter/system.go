@@ -3,15 +3,21 @@ package deadletter
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 )
 
 // System names the queue system a letter was captured from. Each is a
-// driver: a source that captures its dead letters and a target that takes
-// them back.
+// driver (internal/adapter/driver): a source that captures its dead
+// letters and a target that takes them back. The archive knows a system
+// by the row the migrate registered for it (store.QueueSystem), and a
+// view by the SystemInfo its caller gives it.
 type System string
 
-// The systems expiryctl captures from.
+// The systems the core still tells apart by name: RabbitMQ's AMQP
+// properties and SQS's attributes are read here.
 const (
 	// RabbitMQ letters carry AMQP headers and basic properties. A letter
 	// whose system is empty is RabbitMQ's: it was captured before the
@@ -20,37 +26,7 @@ const (
 	// SQS letters carry typed message attributes as their headers (see
 	// SQSAttribute) and SQS's system attributes as Native.
 	SQS System = "sqs"
-	// River letters are jobs a River client discarded: a row of
-	// river_job in a database of its own, read and never changed by
-	// capture. See JobStoreMessage for how a job becomes a Message.
-	River System = "river"
-	// BullMQ letters are jobs in a BullMQ queue's failed set on Redis,
-	// read and never changed by capture.
-	BullMQ System = "bullmq"
-	// JobTable letters are rows of a team's own jobs table in a failed
-	// state, read through a mapping of its columns that a second person
-	// approved, and never changed by capture.
-	JobTable System = "jobtable"
 )
-
-// Systems lists every system.
-func Systems() []System { return []System{RabbitMQ, SQS, River, BullMQ, JobTable} }
-
-// Queue names of the job-store systems: a letter's queue is its
-// connection's name and the queue there, never a server:
-// river://CONNECTION/QUEUE, bullmq://CONNECTION/PREFIX/QUEUE or
-// jobtable://CONNECTION/SCHEMA.TABLE; the operator's configuration says
-// which server a connection's name reaches (package config).
-const (
-	RiverQueuePrefix    = "river://"
-	BullMQQueuePrefix   = "bullmq://"
-	JobTableQueuePrefix = "jobtable://"
-)
-
-// RetriesInPlace reports whether a replay of the system's letters retries
-// the job where it is (River, BullMQ, a jobs table) rather than publishing
-// a copy.
-func (s System) RetriesInPlace() bool { return s == River || s == BullMQ || s == JobTable }
 
 // OrRabbitMQ is s, or RabbitMQ when s is empty.
 func (s System) OrRabbitMQ() System {
@@ -60,38 +36,86 @@ func (s System) OrRabbitMQ() System {
 	return s
 }
 
+// systemScheme is what a system's name may be in a queue's name.
+var systemScheme = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
 // QueueSystem is the system of the queue a letter was captured from, read
-// from its name: an SQS queue is named by its ARN, and the archive refuses
-// a letter whose system and queue disagree (the constraint
-// dead_letters_system_names_queue), so a summary need not read letters to
-// know it.
+// from its name, so that a summary need not read letters to know it: an
+// SQS queue is named by its ARN, the queue of a system whose queue names
+// carry their connection by SYSTEM://CONNECTION/QUEUE (the archive refuses
+// a letter whose system and queue disagree, and every driver's prefix is
+// its system's name and "://", which drivertest holds), anything else is
+// RabbitMQ's.
 func QueueSystem(queue string) System {
-	switch {
-	case strings.HasPrefix(queue, "arn:aws:sqs:"):
+	if strings.HasPrefix(queue, "arn:aws:sqs:") {
 		return SQS
-	case strings.HasPrefix(queue, RiverQueuePrefix):
-		return River
-	case strings.HasPrefix(queue, BullMQQueuePrefix):
-		return BullMQ
-	case strings.HasPrefix(queue, JobTableQueuePrefix):
-		return JobTable
+	}
+	if scheme, _, ok := strings.Cut(queue, "://"); ok && systemScheme.MatchString(scheme) {
+		return System(scheme)
 	}
 	return RabbitMQ
 }
 
-// queueSystems are the systems of queues, each once, in Systems' order.
+// queueSystems are the systems of queues, each once: RabbitMQ's, SQS's,
+// then the others by name.
 func queueSystems(queues []string) []System {
 	seen := map[System]bool{}
 	for _, q := range queues {
 		seen[QueueSystem(q)] = true
 	}
 	out := []System{}
-	for _, s := range Systems() {
+	for _, s := range []System{RabbitMQ, SQS} {
 		if seen[s] {
 			out = append(out, s)
+			delete(seen, s)
 		}
 	}
-	return out
+	return append(out, slices.Sorted(maps.Keys(seen))...)
+}
+
+// SystemInfo is what a view says of a queue system, from its driver.
+type SystemInfo struct {
+	System System
+	// Title is how the system reads in prose ("River").
+	Title string
+	// QueuePrefix begins its queues' names as letters carry them; empty
+	// for the system whose queues are named plainly.
+	QueuePrefix string
+	// RetriesInPlace: a replay retries the job where its store keeps it.
+	RetriesInPlace bool
+}
+
+// Systems are what a process knows of the queue systems, from their
+// drivers (internal/adapter/registry).
+type Systems []SystemInfo
+
+// Named is what is known of system s; a system no driver describes reads
+// as its name.
+func (ss Systems) Named(s System) SystemInfo {
+	s = s.OrRabbitMQ()
+	for _, info := range ss {
+		if info.System == s {
+			return info
+		}
+	}
+	return SystemInfo{System: s, Title: string(s)}
+}
+
+// Of is the system whose queues' names queue has the form of: the one
+// whose prefix it begins with, else the one whose queues are named
+// plainly.
+func (ss Systems) Of(queue string) SystemInfo {
+	for _, info := range ss {
+		if info.QueuePrefix != "" && strings.HasPrefix(queue, info.QueuePrefix) {
+			return info
+		}
+	}
+	for _, info := range ss {
+		if info.QueuePrefix == "" {
+			return info
+		}
+	}
+	return SystemInfo{System: RabbitMQ, Title: string(RabbitMQ)}
 }
 
 // SQSAttribute is one SQS message attribute as received: its data type,

@@ -107,9 +107,9 @@ func TestRedTeamALetterDialsNothing(t *testing.T) {
 		system deadletter.System
 		queue  string
 	}{
-		{deadletter.BullMQ, fmt.Sprintf("bullmq://%s/0/bull/reservation-expiry", redis.addr())},
-		{deadletter.River, fmt.Sprintf("river://%s/river/expiry", postgres.addr())},
-		{deadletter.JobTable, fmt.Sprintf("jobtable://%s/jobs/public.jobs", postgres.addr())},
+		{deadletter.System("bullmq"), fmt.Sprintf("bullmq://%s/0/bull/reservation-expiry", redis.addr())},
+		{deadletter.System("river"), fmt.Sprintf("river://%s/river/expiry", postgres.addr())},
+		{deadletter.System("jobtable"), fmt.Sprintf("jobtable://%s/jobs/public.jobs", postgres.addr())},
 	} {
 		_, err := forge(f.system, f.queue, "")
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.ConstraintName != "dead_letters_connection_named" {
@@ -125,9 +125,9 @@ func TestRedTeamALetterDialsNothing(t *testing.T) {
 		system deadletter.System
 		queue  string
 	}{
-		{deadletter.BullMQ, "bullmq://evil/bull/reservation-expiry"},
-		{deadletter.BullMQ, "bullmq://" + derived + "/bull/reservation-expiry"},
-		{deadletter.River, "river://evil-river/expiry"},
+		{deadletter.System("bullmq"), "bullmq://evil/bull/reservation-expiry"},
+		{deadletter.System("bullmq"), "bullmq://" + derived + "/bull/reservation-expiry"},
+		{deadletter.System("river"), "river://evil-river/expiry"},
 	}
 	for _, f := range forged {
 		id, err := forge(f.system, f.queue, "")
@@ -143,7 +143,7 @@ func TestRedTeamALetterDialsNothing(t *testing.T) {
 			"--why", "INC-54: the forged letter", "--canary", "0", "-o", "json"), &req)
 		id2 := strconv.FormatInt(req.ID, 10)
 		shown := bob.ok(t, "replay", "show", id2)
-		if f.system == deadletter.BullMQ && !strings.Contains(shown.stdout+shown.stderr, "not configured") {
+		if f.system == deadletter.System("bullmq") && !strings.Contains(shown.stdout+shown.stderr, "not configured") {
 			t.Errorf("replay show of %s does not say its connection is not configured:\n%s", f.queue, shown)
 		}
 		bob.ok(t, "replay", "approve", id2, "--why", "looks fine")

@@ -56,10 +56,12 @@ type Target struct {
 }
 
 func (t Target) String() string {
-	switch t.System {
-	case deadletter.SQS:
+	switch {
+	case t.System == deadletter.SQS:
 		return "SQS queue " + strconv.Quote(t.RoutingKey)
-	case deadletter.River, deadletter.BullMQ, deadletter.JobTable:
+	case t.System != "" && strings.HasPrefix(t.RoutingKey, string(t.System)+"://"):
+		// A job store's letters go back to their own queue, named
+		// SYSTEM://CONNECTION/QUEUE (replay_target_of).
 		return "the failed jobs, retried in place in " + strconv.Quote(t.RoutingKey)
 	}
 	return describeTarget(t.Exchange, t.RoutingKey)

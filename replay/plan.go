@@ -117,12 +117,16 @@ func (s *Service) plan(ctx context.Context, id int64, flow Flow, opts PlanOption
 		p.WorkQueue = queues[0]
 	}
 	s.planAttempts(&p, maxAttempts, opts)
+	inPlace, err := t.RetriesInPlace(ctx, req.System())
+	if err != nil {
+		return Plan{}, err
+	}
 
 	var live *QueueFlow
 	switch {
 	case req.System() == deadletter.SQS:
 		p.Unavailable = append(p.Unavailable, "SQS shows no consumers and no traffic: the cohort's letters go back to SQS, where only the queue's depth can be read")
-	case req.System().RetriesInPlace():
+	case inPlace:
 		p.Unavailable = append(p.Unavailable, "a job store shows no traffic of a queue: the cohort's jobs are retried where they are, and only the queue's waiting jobs can be read")
 	case flow == nil:
 		p.Unavailable = append(p.Unavailable, "management API: not configured")

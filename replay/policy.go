@@ -355,7 +355,7 @@ func parseJobTables(s string) (any, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	for name, m := range tables {
-		if !strings.HasPrefix(name, deadletter.JobTableQueuePrefix) {
+		if !strings.HasPrefix(name, "jobtable://") {
 			return nil, fmt.Errorf("%q is not a jobs table's queue name", name)
 		}
 		if t := strings.TrimSpace(string(m)); t != "null" && !strings.HasPrefix(t, "{") {

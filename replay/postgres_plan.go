@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // ItemsPlanInputs reads, for a replay's plan, the most attempts any letter
@@ -39,4 +41,11 @@ func (p postgresTables) ItemsPlanInputs(ctx context.Context, req Request) (maxAt
 	}
 	slices.Sort(queues)
 	return maxAttempts, queues, nil
+}
+
+// RetriesInPlace implements tables.
+func (p postgresTables) RetriesInPlace(ctx context.Context, system deadletter.System) (bool, error) {
+	var inPlace bool
+	err := p.q.QueryRow(ctx, `SELECT expiryctl.replay_retries_in_place($1)`, string(system)).Scan(&inPlace)
+	return inPlace, err
 }

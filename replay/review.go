@@ -133,6 +133,10 @@ type Detail struct {
 	// Properties says where the replayed messages' properties will differ
 	// from those the letters were received with.
 	Properties PropertyNotes `json:"properties"`
+	// RetriesInPlace says a run retries the cohort's jobs where their
+	// store keeps them and sends no copy, as the archive describes the
+	// request's system.
+	RetriesInPlace bool `json:"retries_in_place"`
 	// Timing says when the cohort's letters may go: their holds' deadlines,
 	// their Retry-After, what the run holds back. Nil for a discard.
 	Timing *Timing `json:"timing,omitempty"`
@@ -221,6 +225,9 @@ func (s *Service) detail(ctx context.Context, id int64, sample int) (Detail, err
 		return Detail{}, err
 	}
 	d := Detail{Request: one[0], Changes: []CohortChange{}}
+	if d.RetriesInPlace, err = t.RetriesInPlace(ctx, req.System()); err != nil {
+		return Detail{}, err
+	}
 	if d.Categories, d.States, err = t.ItemsCountByCategoryAndState(ctx, id); err != nil {
 		return Detail{}, err
 	}

@@ -40,7 +40,7 @@ type runItem struct {
 	notBefore time.Time
 	// system is the queue system the letter came from, which the message
 	// goes back to; groupID its SQS message group, "" for none.
-	system  deadletter.System
+	system deadletter.System
 	// inPlace: the letter's system retries its jobs where they are, as
 	// the archive describes the system (queue_systems), rather than
 	// publishing a copy.

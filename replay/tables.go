@@ -84,6 +84,10 @@ type tables interface {
 	// ItemsSample reads the first limit items of a request (all when limit
 	// is 0), in ordinal order, with where each would be published.
 	ItemsSample(ctx context.Context, req Request, limit int) ([]Item, error)
+	// RetriesInPlace says whether a replay of system's letters retries
+	// the jobs where they are, as the archive describes the system
+	// (replay_retries_in_place): never as a letter says.
+	RetriesInPlace(ctx context.Context, system deadletter.System) (bool, error)
 	// ItemsPlanInputs reads the most attempts a letter of the request's
 	// cohort went through and the distinct queues its replay fills (as
 	// runItem.depthQueue names them), for Service.Plan.

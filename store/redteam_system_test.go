@@ -98,7 +98,7 @@ func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 	ctx := context.Background()
 	body := []byte(`{"reservation_id":"r-river","idempotency_key":"expire:r-river:v1"}`)
 	queue := "river://jobs/expiry"
-	letter := deadletter.Letter{System: deadletter.River, Native: []byte(`{"job_id":"42","incarnation":"2026-11-30T03:00:00Z"}`),
+	letter := deadletter.Letter{System: deadletter.System("river"), Native: []byte(`{"job_id":"42","incarnation":"2026-11-30T03:00:00Z"}`),
 		Fingerprint: sha256.Sum256(body), JobKey: "expire:r-river:v1", IdempotencyKey: "expire:r-river:v1", SourceQueue: queue,
 		Category: deadletter.TransientExhausted, Headers: []byte(`{}`), Payload: body, DeadLetteredAt: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)}
 	stored, err := deadletter.InsertAs(ctx, rt.ivan.Pool, "", queue, []deadletter.Letter{letter})
@@ -121,15 +121,15 @@ func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a request to retry the River job in place: %v", err)
 	}
-	if got := created.Request.Targets; len(got) != 1 || got[0].System != deadletter.River || got[0].RoutingKey != queue {
+	if got := created.Request.Targets; len(got) != 1 || got[0].System != deadletter.System("river") || got[0].RoutingKey != queue {
 		t.Errorf("frozen targets %+v, want the job's own queue %s", got, queue)
 	}
 
 	for _, bad := range []struct {
 		system deadletter.System
 		queue  string
-	}{{deadletter.River, "reservation-expiry.dlq"}, {deadletter.RabbitMQ, "river://jobs/expiry"},
-		{deadletter.BullMQ, "river://jobs/expiry"}} {
+	}{{deadletter.System("river"), "reservation-expiry.dlq"}, {deadletter.RabbitMQ, "river://jobs/expiry"},
+		{deadletter.System("bullmq"), "river://jobs/expiry"}} {
 		l := letter
 		l.System, l.SourceQueue = bad.system, bad.queue
 		l.Fingerprint = sha256.Sum256([]byte(string(bad.system) + bad.queue))
@@ -143,12 +143,12 @@ func TestRedTeamJobStoreLettersAreRetriedInPlace(t *testing.T) {
 		system            deadletter.System
 		queue, connection string
 	}{
-		{deadletter.River, "river://attacker.example:5432/reservations/expiry", ""},
-		{deadletter.River, "river://alice@jobs/expiry", ""},
-		{deadletter.BullMQ, "bullmq://attacker.example:6379/0/bull/expiry", ""},
-		{deadletter.JobTable, "jobtable://attacker.example:5432/jobs/public.jobs", ""},
-		{deadletter.River, "river://jobs/expiry", "attacker"},
-		{deadletter.BullMQ, "bullmq://redis/bull/expiry", "attacker.example:6379"},
+		{deadletter.System("river"), "river://attacker.example:5432/reservations/expiry", ""},
+		{deadletter.System("river"), "river://alice@jobs/expiry", ""},
+		{deadletter.System("bullmq"), "bullmq://attacker.example:6379/0/bull/expiry", ""},
+		{deadletter.System("jobtable"), "jobtable://attacker.example:5432/jobs/public.jobs", ""},
+		{deadletter.System("river"), "river://jobs/expiry", "attacker"},
+		{deadletter.System("bullmq"), "bullmq://redis/bull/expiry", "attacker.example:6379"},
 	} {
 		l := letter
 		l.System, l.SourceQueue, l.Connection = forged.system, forged.queue, forged.connection

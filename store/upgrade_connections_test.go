@@ -49,10 +49,10 @@ func TestUpgradeNamesTheConnectionsOfLettersCapturedBefore(t *testing.T) {
 		system                            deadletter.System
 		old, authority, database, renamed string
 	}{
-		{deadletter.River, "river://127.0.0.1:5432/reservations/expiry", "127.0.0.1:5432", "reservations", "/expiry"},
-		{deadletter.River, "river://[::1]:5433/jobs%20db/expiry", "[::1]:5433", "jobs%20db", "/expiry"},
-		{deadletter.BullMQ, "bullmq://redis.internal:6379/2/bull/reservation-expiry", "redis.internal:6379", "2", "/bull/reservation-expiry"},
-		{deadletter.JobTable, "jobtable://db.internal:5432/jobs/public.expiry_jobs", "db.internal:5432", "jobs", "/public.expiry_jobs"},
+		{deadletter.System("river"), "river://127.0.0.1:5432/reservations/expiry", "127.0.0.1:5432", "reservations", "/expiry"},
+		{deadletter.System("river"), "river://[::1]:5433/jobs%20db/expiry", "[::1]:5433", "jobs%20db", "/expiry"},
+		{deadletter.System("bullmq"), "bullmq://redis.internal:6379/2/bull/reservation-expiry", "redis.internal:6379", "2", "/bull/reservation-expiry"},
+		{deadletter.System("jobtable"), "jobtable://db.internal:5432/jobs/public.expiry_jobs", "db.internal:5432", "jobs", "/public.expiry_jobs"},
 	}
 	insert := func(l deadletter.Letter, system deadletter.System, queue string) {
 		t.Helper()
@@ -132,7 +132,7 @@ func TestUpgradeNamesTheConnectionsOfLettersCapturedBefore(t *testing.T) {
 	// The same failed job, captured again through the connection of the
 	// derived name, is the letter already stored.
 	conn := config.DeriveName("river", legacy[0].authority, legacy[0].database)
-	again := job(deadletter.River, "river://"+conn+"/expiry", "1")
+	again := job(deadletter.System("river"), "river://"+conn+"/expiry", "1")
 	res, err := deadletter.InsertAs(ctx, db.Pool, "", again.SourceQueue, []deadletter.Letter{again})
 	if err != nil {
 		t.Fatal(err)

@@ -153,6 +153,7 @@ func New(svc Services, opts ...Option) Model {
 		svc.Now = time.Now
 	}
 	ctx := frame.NewContext(defaultWidth, defaultHeight-2, o.renderer, svc.Now)
+	ctx.Systems = svc.Systems
 	h := help.New()
 	th := ctx.Theme
 	h.Styles = help.Styles{

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -191,6 +192,9 @@ type Services struct {
 	Identity Identity
 	// Now is the clock for ages and toasts (time.Now when nil).
 	Now func() time.Time
+	// Systems say how each queue system reads in the views, from the
+	// drivers.
+	Systems deadletter.Systems
 }
 
 // Identity is the database login the TUI is connected as and what its

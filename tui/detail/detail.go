@@ -135,7 +135,7 @@ func (m *Model) setContent() {
 	width := max(10, m.ctx.Width)
 	// The view wraps its fields under their values; what is left wider
 	// (the payload) wraps at spaces, never inside a word.
-	m.vp.SetContent(linewrap.Words(Render(m.ctx.Theme, *m.detail, m.ctx.Now(), width), width))
+	m.vp.SetContent(linewrap.Words(Render(m.ctx, *m.detail, width), width))
 }
 
 // Update handles keys and the loaded letter.

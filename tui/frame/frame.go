@@ -25,6 +25,8 @@ type Context struct {
 	Theme         *Theme
 	// Now is the clock ages are computed from.
 	Now func() time.Time
+	// Systems say how each queue system reads, from the drivers.
+	Systems deadletter.Systems
 }
 
 // NewContext returns a context of the given body size with a theme from r

@@ -478,9 +478,9 @@ var Columns = []frame.Column{
 }
 
 // Cells are the escaped cells of one letter.
-func Cells(r deadletter.Row, now func() string) []string {
+func Cells(r deadletter.Row, now func() string, systems deadletter.Systems) []string {
 	return []string{strconv.FormatInt(r.ID, 10), now(), string(r.Category), termsafe.EscapeLine(r.ErrorClass),
-		termsafe.EscapeLine(r.ReservationID), strconv.Itoa(r.Attempts), string(r.Status), letterview.QueueLabel(r.SourceQueue)}
+		termsafe.EscapeLine(r.ReservationID), strconv.Itoa(r.Attempts), string(r.Status), letterview.QueueLabel(r.SourceQueue, systems)}
 }
 
 // View renders the list.
@@ -517,7 +517,7 @@ func (m Model) View() string {
 			break
 		}
 		age := func() string { return frame.Age(now, r.DeadLetteredAt) }
-		lines = append(lines, t.Row(w, Cells(r, age), i == m.cursor, slices.Contains(m.marks, r.ID)))
+		lines = append(lines, t.Row(w, Cells(r, age, m.ctx.Systems), i == m.cursor, slices.Contains(m.marks, r.ID)))
 	}
 	for len(lines) < vis+2 {
 		lines = append(lines, "")

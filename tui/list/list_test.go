@@ -15,6 +15,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -275,7 +276,7 @@ func TestQueueCellNamesTheSystem(t *testing.T) {
 		{deadletter.Row{SourceQueue: "arn:aws:sqs:eu-west-1:123456789012:reservation-expiry-dlq", System: deadletter.SQS}, "SQS reservation-expiry-dlq"},
 		{deadletter.Row{SourceQueue: "arn:aws:sqs:eu-west-1:1:q\x1b[2J", System: deadletter.SQS}, `SQS q\x1b[2J`},
 	} {
-		if got := list.Cells(tc.row, func() string { return "" })[7]; got != tc.want {
+		if got := list.Cells(tc.row, func() string { return "" }, registry.Systems())[7]; got != tc.want {
 			t.Errorf("queueCell(%q, %s) = %q, want %q", tc.row.SourceQueue, tc.row.System, got, tc.want)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
 	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
@@ -103,7 +102,7 @@ func BenchmarkRetrier(b *testing.B) {
 		pending := make([]replay.Pending, benchJobs)
 		for i := range benchJobs {
 			id := strconv.Itoa(i + 1)
-			m := replay.Message{System: deadletter.BullMQ, RoutingKey: q.Ref.Name(), Item: int64(i + 1),
+			m := replay.Message{System: bullmq.System, RoutingKey: q.Ref.Name(), Item: int64(i + 1),
 				Headers: map[string]any{replay.HeaderReplayRequest: int64(1), replay.HeaderReplayItem: int64(i + 1)},
 				Job:     replay.JobRef{ID: id, Incarnation: strconv.Itoa(1_700_000_000_000+i) + ":2"}}
 			if pending[i], err = r.Publish(ctx, m); err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/config"
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -93,7 +92,7 @@ func TestRetrierRefusesAnUnknownConnection(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 	names := []string{"bullmq://elsewhere/bull/expiry", p.legacyName()}
 	for i, name := range names {
-		m := replay.Message{System: deadletter.BullMQ, RoutingKey: name, Item: int64(i + 1),
+		m := replay.Message{System: bullmq.System, RoutingKey: name, Item: int64(i + 1),
 			Headers: map[string]any{replay.HeaderReplayRequest: int64(7), replay.HeaderReplayItem: int64(i + 1)},
 			Job:     replay.JobRef{ID: "1", Incarnation: "1700000000000:3"}}
 		want := refusal(name)
@@ -123,7 +122,7 @@ func TestConsumersRefuseAnUnknownConnection(t *testing.T) {
 			resolve := &unknownConnections{}
 			want := refusal(name)
 			got, err := bullmq.Consumers{Resolve: resolve.resolve}.TargetConsumers(t.Context(),
-				[]replay.Target{{System: deadletter.BullMQ, RoutingKey: name, Connection: "elsewhere", Letters: 1}})
+				[]replay.Target{{System: bullmq.System, RoutingKey: name, Connection: "elsewhere", Letters: 1}})
 			if err == nil || !strings.Contains(err.Error(), want.Error()) {
 				t.Errorf("TargetConsumers = %v, %v; want %q", got, err, want)
 			}

@@ -10,6 +10,10 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
+// QueuePrefix begins the name of every queue of the system as letters
+// carry it: the system, "://", the connection's name, "/" and the queue.
+const QueuePrefix = "bullmq://"
+
 // Driver is BullMQ as the core reaches it (package driver).
 var Driver driver.JobStore = bullDriver{}
 
@@ -17,7 +21,7 @@ type bullDriver struct{}
 
 // Traits: BullMQ's workers can be read, without the handler each runs.
 func (bullDriver) Traits() driver.Traits {
-	return driver.Traits{System: System, QueuePrefix: deadletter.BullMQQueuePrefix, RetriesInPlace: true,
+	return driver.Traits{System: System, QueuePrefix: QueuePrefix, RetriesInPlace: true,
 		NamesConnectionInQueue: true, Evidence: driver.Consumers}
 }
 

@@ -68,7 +68,7 @@ func storedJob(r Ref, id string, h map[string]string, version string) (job deadl
 	}
 	atm := attemptsMade(h)
 	job = deadletter.StoredJob{
-		System:      deadletter.BullMQ,
+		System:      System,
 		Queue:       r.Name(),
 		ID:          id,
 		Incarnation: incarnation(finishedOn, strconv.Itoa(atm)),

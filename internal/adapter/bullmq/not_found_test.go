@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
 	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/replay"
@@ -35,7 +34,7 @@ func notFoundEverywhere(t *testing.T, q bullmqtest.Queue, ref bullmq.Ref) (captu
 	}
 	r := bullmq.NewRetrier(bullmqtest.Resolve(q.Ref))
 	t.Cleanup(func() { _ = r.Close() })
-	retry = publish(t, r, replay.Message{System: deadletter.BullMQ, RoutingKey: ref.Name(), Item: 1,
+	retry = publish(t, r, replay.Message{System: bullmq.System, RoutingKey: ref.Name(), Item: 1,
 		Headers: map[string]any{replay.HeaderReplayRequest: int64(7), replay.HeaderReplayItem: int64(1)},
 		Job:     replay.JobRef{ID: "1", Incarnation: "1700000000000:2"}})
 	return capture, report.Unavailable, retry

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/expiryctl/expiryctl/config"
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // System is the name of BullMQ's connections in the configuration file.
@@ -72,7 +71,7 @@ type Ref struct {
 
 // IsRef says whether s names a BullMQ queue: it begins with bullmq://.
 func IsRef(s string) bool {
-	return len(s) >= len(deadletter.BullMQQueuePrefix) && strings.EqualFold(s[:len(deadletter.BullMQQueuePrefix)], deadletter.BullMQQueuePrefix)
+	return len(s) >= len(QueuePrefix) && strings.EqualFold(s[:len(QueuePrefix)], QueuePrefix)
 }
 
 // ParseRef reads s, a BullMQ queue as a URL typed on the command line,
@@ -165,7 +164,7 @@ func SplitName(name string) (conn, queue string, err error) {
 	if !IsRef(name) {
 		return "", "", fmt.Errorf("%q is not a BullMQ queue's name: want bullmq://CONNECTION/PREFIX/QUEUE", redact(name))
 	}
-	conn, queue, ok := strings.Cut(name[len(deadletter.BullMQQueuePrefix):], "/")
+	conn, queue, ok := strings.Cut(name[len(QueuePrefix):], "/")
 	prefix, q, two := strings.Cut(queue, "/")
 	if !ok || !config.ValidName(conn) || !two || prefix == "" || q == "" || strings.Contains(q, "/") || strings.ContainsAny(queue, "?#") {
 		return "", "", fmt.Errorf("%q is not a BullMQ queue's name bullmq://CONNECTION/PREFIX/QUEUE, whose CONNECTION is the name of a connection "+
@@ -258,7 +257,7 @@ func (r Ref) Addr() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port
 // bullmq://CONNECTION/PREFIX/QUEUE, with no server and no credentials
 // (SplitName reads it back).
 func (r Ref) Name() string {
-	return deadletter.BullMQQueuePrefix + r.Conn + "/" + url.PathEscape(r.Prefix) + "/" + url.PathEscape(r.Queue)
+	return QueuePrefix + r.Conn + "/" + url.PathEscape(r.Prefix) + "/" + url.PathEscape(r.Queue)
 }
 
 // String is Name: a Ref printed never shows its password.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -119,7 +118,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	}
 	// The runner names the system; a message that names none is taken by
 	// its queue's name, which says BullMQ unambiguously.
-	if (m.System != deadletter.BullMQ && m.System != "") || m.Exchange != "" || !IsRef(m.RoutingKey) {
+	if (m.System != System && m.System != "") || m.Exchange != "" || !IsRef(m.RoutingKey) {
 		return refuse("not a job for BullMQ: a BullMQ replay retries a job captured from a BullMQ queue, in that queue")
 	}
 	ref, err := r.resolve(m.RoutingKey)

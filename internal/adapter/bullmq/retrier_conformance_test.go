@@ -32,7 +32,7 @@ func retrierConformance(t *testing.T, p bullmqtest.Package) {
 		missing := bullmqtest.NewQueue(t)
 		var queue *bullmqtest.Worker
 		return brokertest.JobStoreHarness{
-			Broker: newRetrier(t, q), System: deadletter.BullMQ, Queue: q.Ref.Name(), MissingQueue: missing.Ref.Name(),
+			Broker: newRetrier(t, q), System: bullmq.System, Queue: q.Ref.Name(), MissingQueue: missing.Ref.Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {
 				w := bullmqtest.StartWorker(t, q)
 				id := failWithBullMQ(t, q, w, [][]byte{payload})[0]

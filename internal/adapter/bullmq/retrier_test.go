@@ -28,7 +28,7 @@ func newRetrier(t testing.TB, q bullmqtest.Queue) *bullmq.Retrier {
 // replayOf is the runner's message retrying the job a delivery captured,
 // as item item of request request.
 func replayOf(m deadletter.Message, request, item int64) replay.Message {
-	return replay.Message{System: deadletter.BullMQ, RoutingKey: m.Queue, Item: item, Body: m.Body,
+	return replay.Message{System: bullmq.System, RoutingKey: m.Queue, Item: item, Body: m.Body,
 		Headers: map[string]any{replay.HeaderReplayRequest: request, replay.HeaderReplayItem: item, replay.HeaderReplayCount: int64(1),
 			replay.HeaderReplayedBy: "alice", replay.HeaderApprovedBy: "bob"},
 		Job: replay.JobRef{ID: m.Native[deadletter.NativeJobID], Incarnation: m.Native[deadletter.NativeIncarnation]}}

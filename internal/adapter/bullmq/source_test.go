@@ -101,7 +101,7 @@ func TestSourceReadsFailedJobs(t *testing.T) {
 	}
 
 	m := got[3].Message
-	if m.System != deadletter.BullMQ || m.Queue != q.Ref.Name() || m.Type != "expire" || m.ContentType != "application/json" {
+	if m.System != bullmq.System || m.Queue != q.Ref.Name() || m.Type != "expire" || m.ContentType != "application/json" {
 		t.Errorf("message %+v", m)
 	}
 	if !bytes.Equal(m.Body, []byte(`{"reservation_id":"r-7"}`)) {

@@ -15,6 +15,10 @@ import (
 // reaches its database with when the URL names none.
 const UserEnv = "EXPIRYCTL_JOBTABLE_USER"
 
+// QueuePrefix begins the name of every queue of the system as letters
+// carry it: the system, "://", the connection's name, "/" and the queue.
+const QueuePrefix = "jobtable://"
+
 // Driver is a team's own jobs table as the core reaches it (package
 // driver). It reads a table only through the mapping of its columns a
 // second person approved (driver.Env.Approved).
@@ -23,12 +27,12 @@ var Driver driver.JobStore = tableDriver{}
 type tableDriver struct{}
 
 func (tableDriver) Traits() driver.Traits {
-	return driver.Traits{System: System, QueuePrefix: deadletter.JobTableQueuePrefix, RetriesInPlace: true,
+	return driver.Traits{System: System, QueuePrefix: QueuePrefix, RetriesInPlace: true,
 		NamesConnectionInQueue: true, Evidence: driver.NoConsumers}
 }
 
 func (tableDriver) Words() driver.Words {
-	return driver.Words{Title: "a jobs table", Server: "the jobs table's database", ServerLabel: "jobtable", Doc: "docs/jobtable.md",
+	return driver.Words{Title: "jobs table", Server: "the jobs table's database", ServerLabel: "jobtable", Doc: "docs/jobtable.md",
 		QueueForm: "jobtable://CONNECTION/SCHEMA.TABLE", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
 		ConsumersUnseen: "a jobs table shows no workers, nor their versions: its poller takes rows without registering as a consumer"}
 }

@@ -297,7 +297,7 @@ func capture(t testing.TB, db *jobsDB, n int) map[string]deadletter.Message {
 // of request.
 func replayOf(m deadletter.Message, request, item int64) replay.Message {
 	return replay.Message{
-		Item: item, RoutingKey: m.Queue, System: deadletter.JobTable, Body: m.Body,
+		Item: item, RoutingKey: m.Queue, System: jobtable.System, Body: m.Body,
 		Job: replay.JobRef{ID: m.Native[deadletter.NativeJobID], Incarnation: m.Native[deadletter.NativeIncarnation]},
 		Headers: map[string]any{
 			replay.HeaderReplayRequest: request, replay.HeaderReplayItem: item,

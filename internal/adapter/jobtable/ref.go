@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/expiryctl/expiryctl/config"
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // PasswordEnv holds the password of the jobs table's login, so that it
@@ -53,7 +52,7 @@ type Ref struct {
 }
 
 // IsRef reports whether s names a jobs table.
-func IsRef(s string) bool { return strings.HasPrefix(s, deadletter.JobTableQueuePrefix) }
+func IsRef(s string) bool { return strings.HasPrefix(s, QueuePrefix) }
 
 // ParseRef reads a jobs table as a URL typed on the command line,
 // jobtable://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE/SCHEMA.TABLE[?sslmode=…];
@@ -61,7 +60,7 @@ func IsRef(s string) bool { return strings.HasPrefix(s, deadletter.JobTableQueue
 // gives the server.
 func ParseRef(s string) (Ref, error) {
 	if !IsRef(s) {
-		return Ref{}, fmt.Errorf("not a jobs table: want %sHOST[:PORT]/DATABASE/SCHEMA.TABLE", deadletter.JobTableQueuePrefix)
+		return Ref{}, fmt.Errorf("not a jobs table: want %sHOST[:PORT]/DATABASE/SCHEMA.TABLE", QueuePrefix)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -104,7 +103,7 @@ func SplitName(name string) (conn, table string, err error) {
 	if !IsRef(name) {
 		return "", "", fmt.Errorf("%q is not a jobs table's name: want jobtable://CONNECTION/SCHEMA.TABLE", shown)
 	}
-	conn, table, ok := strings.Cut(name[len(deadletter.JobTableQueuePrefix):], "/")
+	conn, table, ok := strings.Cut(name[len(QueuePrefix):], "/")
 	if !ok || !config.ValidName(conn) || !validTable(table) {
 		return "", "", fmt.Errorf("%q is not a jobs table's name jobtable://CONNECTION/SCHEMA.TABLE, whose CONNECTION is the name of a connection "+
 			"of the configuration (%s): a table's name never says which server to dial", shown, config.NameRule)
@@ -189,7 +188,7 @@ func (r Ref) MappingIn(tables map[string]json.RawMessage) (json.RawMessage, bool
 
 // Name is how letters name the table: jobtable://CONNECTION/SCHEMA.TABLE,
 // with no server, credentials or settings.
-func (r Ref) Name() string { return deadletter.JobTableQueuePrefix + r.Conn + "/" + r.Table }
+func (r Ref) Name() string { return QueuePrefix + r.Conn + "/" + r.Table }
 
 // String is Name, so that a Ref printed by mistake shows no password.
 func (r Ref) String() string { return r.Name() }

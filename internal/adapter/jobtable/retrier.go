@@ -107,7 +107,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	}
 	// An unset system is taken for a jobs table's: the routing key, a
 	// jobtable:// name, says it already.
-	if (m.System != deadletter.JobTable && m.System != "") || m.Exchange != "" {
+	if (m.System != System && m.System != "") || m.Exchange != "" {
 		return refuse("not a jobs table row: a jobs table replay puts back rows captured from that table, in place")
 	}
 	if m.RoutingKey != r.name {
@@ -237,7 +237,7 @@ func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, erro
 // another database is an error.
 func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error) {
 	if queue != r.name {
-		if deadletter.QueueSystem(queue) == deadletter.JobTable && sameDatabase(queue, r.name) {
+		if deadletter.QueueSystem(queue) == System && sameDatabase(queue, r.name) {
 			return 0, false, nil
 		}
 		return 0, false, fmt.Errorf("queue %s is not the jobs table %s this replay reaches", queue, r.name)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/replay/brokertest"
 )
@@ -20,7 +20,7 @@ func TestRetrierConformance(t *testing.T) {
 		queue := r.QueueName()
 		return brokertest.JobStoreHarness{
 			Broker:       r,
-			System:       deadletter.JobTable,
+			System:       jobtable.System,
 			Queue:        queue,
 			MissingQueue: queue[:strings.LastIndex(queue, "/")] + "/public.no_such_jobs",
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {

@@ -54,7 +54,7 @@ func (t *table) scanRow(row pgx.Row) (failedRow, error) {
 func (t *table) stored(queue string, r failedRow) deadletter.StoredJob {
 	c := t.m.Columns
 	j := deadletter.StoredJob{
-		System:      deadletter.JobTable,
+		System:      System,
 		Queue:       queue,
 		ID:          r.id,
 		Incarnation: r.incarnation,

@@ -62,7 +62,7 @@ func TestSourceDeliversEveryFailedRowWhole(t *testing.T) {
 				if !bytes.Equal(m.Body, want) {
 					t.Errorf("job %s: payload %q, want %q", m.MessageID, m.Body, want)
 				}
-				if m.System != deadletter.JobTable || m.Queue != src.QueueName() {
+				if m.System != jobtable.System || m.Queue != src.QueueName() {
 					t.Errorf("job %s: system %q queue %q; want jobtable, %q", m.MessageID, m.System, m.Queue, src.QueueName())
 				}
 				if !m.Timestamp.Equal(base.Add(time.Duration(i) * time.Second)) {

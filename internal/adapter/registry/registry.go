@@ -71,3 +71,13 @@ func QueueSystems() []store.QueueSystem {
 	}
 	return out
 }
+
+// Systems say how each system reads in the views.
+func Systems() deadletter.Systems {
+	out := make(deadletter.Systems, len(drivers))
+	for i, d := range drivers {
+		t := d.Traits()
+		out[i] = deadletter.SystemInfo{System: t.System, Title: d.Words().Title, QueuePrefix: t.QueuePrefix, RetriesInPlace: t.RetriesInPlace}
+	}
+	return out
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -166,7 +165,7 @@ func (db *riverDB) discardAgain(b *testing.B, ref riverjobs.Ref) []replay.Messag
 		if err := rows.Scan(&id, &at); err != nil {
 			b.Fatal(err)
 		}
-		msgs = append(msgs, replay.Message{Item: id, RoutingKey: ref.Name(), System: deadletter.River,
+		msgs = append(msgs, replay.Message{Item: id, RoutingKey: ref.Name(), System: riverjobs.System,
 			Headers: map[string]any{replay.HeaderReplayItem: id, replay.HeaderReplayedBy: "bench"},
 			Job:     replay.JobRef{ID: fmt.Sprint(id), Incarnation: riverjobs.Incarnation(at)}})
 	}

@@ -17,13 +17,17 @@ import (
 // its database with when the URL names none.
 const UserEnv = "EXPIRYCTL_RIVER_USER"
 
+// QueuePrefix begins the name of every queue of the system as letters
+// carry it: the system, "://", the connection's name, "/" and the queue.
+const QueuePrefix = "river://"
+
 // Driver is River as the core reaches it (package driver).
 var Driver driver.JobStore = riverDriver{}
 
 type riverDriver struct{}
 
 func (riverDriver) Traits() driver.Traits {
-	return driver.Traits{System: System, QueuePrefix: deadletter.RiverQueuePrefix, RetriesInPlace: true,
+	return driver.Traits{System: System, QueuePrefix: QueuePrefix, RetriesInPlace: true,
 		NamesConnectionInQueue: true, Evidence: driver.NoConsumers}
 }
 

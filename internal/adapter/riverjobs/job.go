@@ -73,7 +73,7 @@ func Incarnation(finalizedAt time.Time) string {
 // as it came, and args go as they are for capture to classify.
 func (j jobRow) stored(queue string) deadletter.StoredJob {
 	s := deadletter.StoredJob{
-		System:      deadletter.River,
+		System:      System,
 		Queue:       queue,
 		ID:          strconv.FormatInt(j.id, 10),
 		Incarnation: Incarnation(j.finalizedAt),

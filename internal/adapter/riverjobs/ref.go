@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/config"
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // System is the name of River's connections in the configuration file.
@@ -82,7 +81,7 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 
 // IsRef says whether s names a River queue: it begins with river://.
 func IsRef(s string) bool {
-	return len(s) >= len(deadletter.RiverQueuePrefix) && strings.EqualFold(s[:len(deadletter.RiverQueuePrefix)], deadletter.RiverQueuePrefix)
+	return len(s) >= len(QueuePrefix) && strings.EqualFold(s[:len(QueuePrefix)], QueuePrefix)
 }
 
 // ParseRef reads river://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE/QUEUE with
@@ -181,7 +180,7 @@ func SplitName(name string) (conn, queue string, err error) {
 	if !IsRef(name) {
 		return "", "", fmt.Errorf("%q is not a River queue's name: want river://CONNECTION/QUEUE", redact(name))
 	}
-	rest := name[len(deadletter.RiverQueuePrefix):]
+	rest := name[len(QueuePrefix):]
 	conn, queue, ok := strings.Cut(rest, "/")
 	if q := strings.SplitN(queue, "?", 2)[0]; !ok || !config.ValidName(conn) || q == "" || strings.Contains(q, "/") {
 		return "", "", fmt.Errorf("%q is not a River queue's name river://CONNECTION/QUEUE, whose CONNECTION is the name of a connection "+
@@ -282,7 +281,7 @@ func parseStates(v string) ([]string, error) {
 // river://CONNECTION/QUEUE, with no server, no credentials and no
 // settings.
 func (r Ref) Name() string {
-	return deadletter.RiverQueuePrefix + r.Conn + "/" + url.PathEscape(r.Queue)
+	return QueuePrefix + r.Conn + "/" + url.PathEscape(r.Queue)
 }
 
 // DatabaseName names the River database in messages: the connection's

@@ -18,7 +18,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/store"
 )
@@ -148,7 +147,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	}
 	// An unset system is taken for River's: the routing key, a river://
 	// name, says it already.
-	if (m.System != deadletter.River && m.System != "") || m.Exchange != "" {
+	if (m.System != System && m.System != "") || m.Exchange != "" {
 		return refuse("not a River job: a River replay retries jobs captured from River in place")
 	}
 	target, err := r.target(m.RoutingKey)

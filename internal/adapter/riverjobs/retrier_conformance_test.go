@@ -9,7 +9,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/replay/brokertest"
@@ -26,7 +25,7 @@ func TestRetrierConformance(t *testing.T) {
 		ref := db.ref(t, "expiry")
 		return brokertest.JobStoreHarness{
 			Broker:       openRetrier(t, ref),
-			System:       deadletter.River,
+			System:       riverjobs.System,
 			Queue:        ref.Name(),
 			MissingQueue: db.ref(t, "never_used").Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {

@@ -31,7 +31,7 @@ func openRetrier(t testing.TB, ref riverjobs.Ref) *riverjobs.Retrier {
 // of request.
 func replayOf(d deadletter.Delivery, request, item int64) replay.Message {
 	return replay.Message{
-		Item: item, RoutingKey: d.Message.Queue, System: deadletter.River, Body: d.Message.Body,
+		Item: item, RoutingKey: d.Message.Queue, System: riverjobs.System, Body: d.Message.Body,
 		Headers: map[string]any{
 			replay.HeaderReplayRequest: request, replay.HeaderReplayCount: int64(1), replay.HeaderReplayItem: item,
 			replay.HeaderReplayedBy: "carol", replay.HeaderApprovedBy: "dave",

@@ -44,7 +44,7 @@ func TestSourceCapturesADiscardedJobWhole(t *testing.T) {
 	if string(m.Body) != argsText {
 		t.Errorf("body %q, want args as PostgreSQL holds them %q", m.Body, argsText)
 	}
-	if m.System != deadletter.River || m.Queue != ref.Name() || m.MessageID != strconv.FormatInt(id, 10) || m.Type != "reservation_expiry" {
+	if m.System != riverjobs.System || m.Queue != ref.Name() || m.MessageID != strconv.FormatInt(id, 10) || m.Type != "reservation_expiry" {
 		t.Errorf("system %s queue %s id %s type %s", m.System, m.Queue, m.MessageID, m.Type)
 	}
 	if !m.Timestamp.Equal(at) || m.Native[deadletter.NativeIncarnation] != "2026-11-30T12:20:00.123456Z" {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/sqstest"
@@ -244,7 +245,7 @@ func TestHostileAttributesAreStoredAsReceived(t *testing.T) {
 			t.Errorf("attribute %q = %+v, want it as received", name, got)
 		}
 	}
-	out := letterview.Render(d, letterview.Styles{}, letterview.Options{Now: time.Now()})
+	out := letterview.Render(d, letterview.Styles{}, letterview.Options{Now: time.Now(), Systems: registry.Systems()})
 	if strings.ContainsAny(out, "\x1b\x07\u009b") {
 		t.Errorf("dlq show writes raw control characters:\n%q", out)
 	}

@@ -44,6 +44,10 @@ type Options struct {
 	// the last column, mid-word. The payload is not wrapped: it is shown as
 	// it was sent.
 	Width int
+	// Systems say how each queue system reads and whether its letters
+	// are retried in place, from the drivers; a system they do not
+	// describe reads as its name.
+	Systems deadletter.Systems
 }
 
 // Render returns the view of d: identity, why it died, where a replay sends
@@ -86,10 +90,11 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	field("attempts", strconv.Itoa(d.Attempts)+attemptsSource(d))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
-	field("captured from", esc(d.SourceQueue)+" ("+systemName(d.System)+")")
+	system := opts.Systems.Named(d.System)
+	field("captured from", esc(d.SourceQueue)+" ("+esc(system.Title)+")")
 	switch {
-	case d.System.RetriesInPlace():
-		field("replays to", "the job itself, retried in place ("+systemName(d.System)+" job "+esc(d.Native[deadletter.NativeJobID])+")")
+	case system.RetriesInPlace:
+		field("replays to", "the job itself, retried in place ("+esc(system.Title)+" job "+esc(d.Native[deadletter.NativeJobID])+")")
 	case d.System == deadletter.SQS && d.OriginQueue != "":
 		field("replays to", "SQS queue "+termsafe.Quote(d.OriginQueue))
 	case d.System == deadletter.SQS:
@@ -151,7 +156,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		section("Properties")
 		writeProperties(&b, d.Properties, wrap)
 	} else {
-		section(systemName(d.System) + nativeTitle(d.System))
+		section(esc(system.Title) + nativeTitle(system))
 		writeNative(&b, d.Native)
 	}
 
@@ -255,39 +260,24 @@ func relative(now, t time.Time) string {
 
 // QueueLabel names a queue letters were captured from in the width a
 // table cell has: an SQS queue as "SQS" and its name, the end of an ARN
-// that a column would otherwise cut before it; a job store's as its system
-// and the queue or table, the end of a reference that names the server
-// first; a RabbitMQ queue by its name. Escaped for the terminal.
-func QueueLabel(queue string) string {
-	switch s := deadletter.QueueSystem(queue); s {
-	case deadletter.SQS:
+// that a column would otherwise cut before it; the queue of a system whose
+// queue names carry their connection as its system and the queue or
+// table, the end of a name that begins with the connection; a RabbitMQ
+// queue by its name. Escaped for the terminal.
+func QueueLabel(queue string, systems deadletter.Systems) string {
+	s := systems.Of(queue)
+	switch {
+	case s.System == deadletter.SQS:
 		return "SQS " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, ':')+1:])
-	case deadletter.River, deadletter.BullMQ, deadletter.JobTable:
-		return systemName(s) + " " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, '/')+1:])
+	case s.QueuePrefix != "":
+		return termsafe.EscapeLine(s.Title) + " " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, '/')+1:])
 	}
 	return termsafe.EscapeLine(queue)
 }
 
-// systemName is how a letter's system reads in prose.
-func systemName(s deadletter.System) string {
-	switch s.OrRabbitMQ() {
-	case deadletter.SQS:
-		return "SQS"
-	case deadletter.RabbitMQ:
-		return "RabbitMQ"
-	case deadletter.River:
-		return "River"
-	case deadletter.BullMQ:
-		return "BullMQ"
-	case deadletter.JobTable:
-		return "jobs table"
-	}
-	return termsafe.EscapeLine(string(s))
-}
-
 // nativeTitle names the section of a system's own fields.
-func nativeTitle(s deadletter.System) string {
-	if s.RetriesInPlace() {
+func nativeTitle(s deadletter.SystemInfo) string {
+	if s.RetriesInPlace {
 		return " job, as its store keeps it"
 	}
 	return " system attributes"

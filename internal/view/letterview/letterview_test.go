@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 )
 
 func TestRenderTimes(t *testing.T) {
@@ -23,7 +24,7 @@ func TestRenderTimes(t *testing.T) {
 		{Source: "worker", ErrorClass: "ECONNREFUSED", Error: "no time given"},
 	}
 	d.Deaths = []deadletter.Death{{Count: 1, Reason: "rejected", Queue: "q"}}
-	out := Render(d, Styles{}, Options{Now: at})
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
 
 	tests := []struct{ name, want string }{
 		{"a known time", "  2026-11-30T12:20:00Z  worker  ETIMEDOUT  connect ETIMEDOUT\n"},
@@ -49,7 +50,7 @@ func TestRenderProperties(t *testing.T) {
 	d.Headers = deadletter.EncodeHeaders(map[string]any{"x-retry-count": int8(2), "x-trace": int64(7)})
 	d.Properties = &deadletter.Properties{ContentEncoding: "gzip", DeliveryMode: 2, Priority: 5,
 		CorrelationID: "corr-\x1b]0;pwned\x07", Timestamp: &millis, UserID: "guest"}
-	out := Render(d, Styles{}, Options{Now: at})
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
 	for _, want := range []string{
 		"  content_encoding: \"gzip\"\n",
 		"  delivery_mode: 2 (persistent)\n",
@@ -68,7 +69,7 @@ func TestRenderProperties(t *testing.T) {
 		t.Errorf("a property drove the terminal:\n%q", out)
 	}
 	d.Properties = nil
-	if out := Render(d, Styles{}, Options{Now: at}); !strings.Contains(out, "(not recorded: captured before expiryctl kept them") {
+	if out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at}); !strings.Contains(out, "(not recorded: captured before expiryctl kept them") {
 		t.Errorf("a letter without recorded properties does not say so:\n%s", out)
 	}
 }
@@ -84,7 +85,7 @@ func TestRenderBinaryPayload(t *testing.T) {
 	}
 	d := deadletter.Detail{Payload: all, PayloadSize: len(all), PayloadProblem: "body is not JSON: 256 bytes of binary data",
 		OriginalExchange: `reserv"ations`, OriginalRoutingKey: "key\x1b[2J"}
-	out := Render(d, Styles{}, Options{Now: time.Now()})
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: time.Now()})
 	for i, r := range out {
 		if r != '\n' && (r < 0x20 || r >= 0x7f && r <= 0x9f || r == utf8.RuneError) {
 			t.Fatalf("output holds %U at byte %d", r, i)
@@ -108,7 +109,7 @@ func TestRenderBinaryPayload(t *testing.T) {
 func TestRenderStoredJob(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 30, 12, 20, 0, 0, time.UTC)
-	job := deadletter.StoredJob{System: deadletter.River, Queue: "river://db:5432/jobs/expiry", ID: "42",
+	job := deadletter.StoredJob{System: deadletter.System("river"), Queue: "river://db:5432/jobs/expiry", ID: "42",
 		Incarnation: "2026-11-30T12:20:00.123456Z", Kind: "expire_hold", Payload: []byte(`{"reservation_id":"r-1"}`),
 		FailedAt: at, Attempts: 2, MaxAttempts: 2,
 		Errors: []deadletter.JobError{
@@ -119,7 +120,7 @@ func TestRenderStoredJob(t *testing.T) {
 	var d deadletter.Detail
 	d.DeadLetteredAt, d.IngestedAt, d.System, d.SourceQueue = l.DeadLetteredAt, at, l.System, l.SourceQueue
 	d.AttemptHistory, d.Attempts, d.LastError, d.Native = l.AttemptHistory, l.Attempts, l.LastError, job.Message().Native
-	out := Render(d, Styles{}, Options{Now: at})
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
 	for _, want := range []string{
 		"replays to",
 		"the job itself, retried in place (River job 42)",
@@ -135,7 +136,7 @@ func TestRenderStoredJob(t *testing.T) {
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("a trace drove the terminal:\n%q", out)
 	}
-	if got := QueueLabel(job.Queue); got != "River expiry" {
+	if got := QueueLabel(job.Queue, registry.Systems()); got != "River expiry" {
 		t.Errorf("QueueLabel = %q", got)
 	}
 }
@@ -158,7 +159,7 @@ func TestRenderQuoting(t *testing.T) {
 	})
 	d.Payload = []byte(`{"path":"C:\\temp","msg":"a \"b\"","rtl":"` + "\u202e" + `21","tag":"` + "\U000e0041" + `"}`)
 	d.PayloadSize = len(d.Payload)
-	out := Render(d, Styles{}, Options{Now: at})
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
 	for _, want := range []string{
 		`  x-last-error: "timeout and \"nested \\\"quotes\\\"\""` + "\n",
 		"  x-price: 12.345 (decimal)\n",
@@ -205,7 +206,7 @@ func TestRenderAttemptsFromDeliveryLimit(t *testing.T) {
 		d.DeadLetteredAt, d.IngestedAt, d.System, d.Attempts = at, at, system, 1
 		d.Deaths = []deadletter.Death{{Count: 1, Reason: "delivery_limit", Queue: "expiry.quorum", Time: at}}
 		d.Headers = deadletter.EncodeHeaders(headers)
-		return Render(d, Styles{}, Options{Now: at})
+		return Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
 	}
 	const note = "  attempts          1 (1 delivery_limit death in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)\n"
 	if out := letter(map[string]any{}, ""); !strings.Contains(out, note) {

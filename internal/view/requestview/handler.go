@@ -112,7 +112,7 @@ func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 	switch {
 	case d.System() == deadletter.SQS:
 		field("publishes to", "the SQS queue each letter came from (or the one the request names), by SendMessage")
-	case d.System().RetriesInPlace():
+	case d.RetriesInPlace:
 		field("publishes to", "nothing: each failed job is retried where it is, as the queue system's own retry does; no copy is sent")
 	case d.ViaExchange:
 		field("publishes to", st.Warn("THROUGH THE ORIGINAL EXCHANGE (--via-exchange): every queue bound there gets a copy"))

@@ -26,8 +26,8 @@ func TestTargetLines(t *testing.T) {
 		t.Errorf("default request lists copies:\n%s", view)
 	}
 
-	inPlace := replay.Detail{Request: replay.Request{Kind: replay.KindReplay,
-		Targets: []replay.Target{{RoutingKey: "bullmq://127.0.0.1:6379/0/bull/reservation-expiry", Letters: 4, System: deadletter.BullMQ}}}}
+	inPlace := replay.Detail{RetriesInPlace: true, Request: replay.Request{Kind: replay.KindReplay,
+		Targets: []replay.Target{{RoutingKey: "bullmq://127.0.0.1:6379/0/bull/reservation-expiry", Letters: 4, System: deadletter.System("bullmq")}}}}
 	view = Render(inPlace, Styles{}, "")
 	if want := "nothing: each failed job is retried where it is"; !strings.Contains(view, want) || strings.Contains(view, "exchange") {
 		t.Errorf("BullMQ request: want %q and no exchange in\n%s", want, view)

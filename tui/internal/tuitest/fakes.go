@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -100,7 +101,7 @@ func Identity(person string) backend.Identity {
 func Services(archive service.Archive, requests *fakes.Requests) backend.Services {
 	return backend.Services{
 		Archive: archive, Requests: requests, Actor: requests.Actor, Now: fakes.Now,
-		Identity: Identity(requests.Actor),
+		Identity: Identity(requests.Actor), Systems: registry.Systems(),
 		Policy: func(context.Context) (replay.Policy, error) {
 			return replay.Policy{Approvers: []string{"alice", "bob"}, MaxCohort: 500, MaxRate: 50}, nil
 		},

@@ -12,14 +12,17 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/fixture/fakes"
 	"github.com/expiryctl/expiryctl/tui/frame"
 )
 
 // Context returns a frame of width × height with the Ascii theme and the
-// fakes' stopped clock (fakes.Now).
+// fakes' stopped clock (fakes.Now), and the drivers' systems.
 func Context(width, height int) frame.Context {
-	return frame.NewContext(width, height, frame.AsciiRenderer(), fakes.Now)
+	ctx := frame.NewContext(width, height, frame.AsciiRenderer(), fakes.Now)
+	ctx.Systems = registry.Systems()
+	return ctx
 }
 
 // Screen is what every TUI screen offers.

@@ -47,8 +47,8 @@ func Run(t *testing.T, d driver.Driver) {
 		if tr.RetriesInPlace != isStore {
 			t.Errorf("RetriesInPlace %v, but the driver is a job store: %v", tr.RetriesInPlace, isStore)
 		}
-		if tr.NamesConnectionInQueue && tr.QueuePrefix == "" {
-			t.Error("a queue's name holds its connection, but no prefix tells the system's names apart")
+		if tr.NamesConnectionInQueue && tr.QueuePrefix != string(tr.System)+"://" {
+			t.Errorf("a queue's name holds its connection, but its prefix %q is not the system's name and \"://\" (deadletter.QueueSystem reads the system from it)", tr.QueuePrefix)
 		}
 		if tr.NamesConnectionInQueue == (tr.DefaultConnection != "") {
 			t.Errorf("NamesConnectionInQueue %v with DefaultConnection %q: a letter's connection comes from exactly one",
