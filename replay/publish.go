@@ -38,8 +38,8 @@ type Message struct {
 	// most SQSMaxDelay). Zero: at once.
 	NotBefore time.Time
 
-	// Job is, for a system that retries a job where it is (River,
-	// BullMQ: deadletter.System.RetriesInPlace), the job to retry:
+	// Job is, for a system that retries a job where it is (a job store,
+	// as the archive's queue_systems says), the job to retry:
 	// RoutingKey is then the letter's own queue and Headers the replay's
 	// x-replay-* marks, which the driver writes on the job as it retries
 	// it, so that a job that dies again links to this replay.
@@ -70,9 +70,9 @@ func (e *JobMovedOnError) Error() string {
 	return fmt.Sprintf("job %s is no longer the failed job captured (%s): someone else retried, removed or re-ran it; skipped", e.JobID, e.Now)
 }
 
-// Broker is what the runner needs from RabbitMQ. The RabbitMQ adapter,
-// internal/adapter/broker's AMQPBroker, implements it; a benchmark or test
-// may wrap it.
+// Broker is what the runner needs from the queue system it sends to or
+// retries in: each driver implements it; a benchmark or test may wrap
+// it.
 type Broker interface {
 	// Publish sends m as mandatory and persistent on a confirm-mode channel
 	// and returns at once; the Pending settles when the broker answers. An
@@ -108,13 +108,17 @@ type PublishFailure struct {
 	Reason               string
 }
 
+// Error names a queue alone when no exchange routed the message.
 func (e *PublishFailure) Error() string {
+	if e.Exchange == "" {
+		return fmt.Sprintf("queue %q: %s", e.RoutingKey, e.Reason)
+	}
 	return fmt.Sprintf("exchange %q routing key %q: %s", e.Exchange, e.RoutingKey, e.Reason)
 }
 
 // BrokerLostError means the connection to the queue system was lost
-// while something was in flight (a publishing channel, an SQS call, a
-// retry's transaction): what was in flight may or may not have reached a
+// while something was in flight (a publishing channel, a call to a
+// cloud queue, a retry's transaction): what was in flight may or may not have reached a
 // queue. Err says which, in the queue system's words.
 type BrokerLostError struct{ Err error }
 

@@ -604,3 +604,16 @@ func truncateText(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "")
 }
+
+// truncateWords is s in at most n bytes for a person to read: cut at the
+// last space that fits, and "…" said where it was cut, never mid-word.
+func truncateWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := truncateText(s, n-len("…"))
+	if i := strings.LastIndexByte(cut, ' '); i > 0 {
+		cut = cut[:i]
+	}
+	return cut + "…"
+}

@@ -62,7 +62,7 @@ type dlqWatch struct {
 }
 
 // noCapture is why a runner without OpenDLQ watches no queue.
-const noCapture = "this runner has no RabbitMQ connection to capture it with"
+const noCapture = "this runner has no connection to capture it with"
 
 // watchDLQs starts capturing each of queues that r can open, until stop.
 // A runner without OpenDLQ watches none.
@@ -76,7 +76,7 @@ func (r *Runner) watchDLQs(ctx context.Context, queues []string) *dlqWatch {
 		}
 		src, err := r.OpenDLQ(ctx, q)
 		if err != nil {
-			w.queues = append(w.queues, WatchedQueue{Queue: q, Unwatched: truncateText(err.Error(), 300)})
+			w.queues = append(w.queues, WatchedQueue{Queue: q, Unwatched: truncateWords(err.Error(), 500)})
 			continue
 		}
 		w.queues = append(w.queues, WatchedQueue{Queue: q, By: "run"})

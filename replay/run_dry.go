@@ -116,7 +116,7 @@ func (r *Runner) dryWatch(ctx context.Context, id int64) ([]WatchedQueue, error)
 		_, exists, err := r.Broker.QueueDepth(ctx, q)
 		switch {
 		case err != nil:
-			out = append(out, WatchedQueue{Queue: q, Unwatched: truncateText(err.Error(), 300)})
+			out = append(out, WatchedQueue{Queue: q, Unwatched: truncateWords(err.Error(), 500)})
 		case !exists:
 			out = append(out, WatchedQueue{Queue: q, Unwatched: "the queue does not exist on this broker"})
 		case r.OpenDLQ == nil:

@@ -1457,7 +1457,7 @@ BEGIN
     IF missing IS NOT NULL THEN
         PERFORM expiryctl.replay_refuse('dlq-unwatched', format(
             'replay request %s: the run cannot see its jobs die again, because it does not capture the dead-letter queue %s: '
-            || 'run it with `expiryctl replay run %s`, which captures them while it runs, once the queue exists and RabbitMQ answers; '
+            || 'run it with `expiryctl replay run %s`, which captures them while it runs, once the queue exists and its server answers; '
             || 'or, if its outcomes are watched some other way, make a new request with --unwatched "why"',
             request, missing, request));
     END IF;

@@ -26,7 +26,7 @@ var core = []string{"replay", "deadletter", "commands", "tui", "internal/view", 
 // in code: a driver's or a client library's import, the systems' constants
 // and names, their queue names' prefixes, and RabbitMQ's own terms.
 var systemWord = regexp.MustCompile(`internal/adapter/(broker|sqsqueue|riverjobs|bullmq|jobtable|pgboss)"|amqp091-go|aws-sdk-go-v2|go-redis|riverqueue/river` +
-	`|\b(RabbitMQ|SQS|River|BullMQ|JobTable|Redis|PgBoss)\b|pg-boss|RetriesInPlace|QueueSystem\(|OrRabbitMQ|QueuePrefix` +
+	`|\b(RabbitMQ|SQS|River|BullMQ|JobTable|Redis|PgBoss)\b|pg-boss|QueueSystem\(|OrRabbitMQ` +
 	`|arn:aws:sqs|river://|bullmq://|jobtable://|pgboss://|sqs://|amqp://|\bExchange\b|RoutingKey|AckThrough|management API`)
 
 // ratchetFile records, for each core file that still names a system, how
