@@ -143,6 +143,11 @@ type Message struct {
 	// (StoredJob.Message): its job id and incarnation are its
 	// dead-lettering, and a replay retries it where it is.
 	Stored bool
+	// Origin is the queue the message failed in, in the form its system
+	// names queues, where the driver read it from what the message says
+	// in another form (a queue's URL or bare name in x-original-queue);
+	// it is taken before x-original-queue.
+	Origin string
 	// RedriveSource is, for a DLQ that only one queue redrives to, that
 	// queue: the origin of a letter that names none.
 	RedriveSource string

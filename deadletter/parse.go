@@ -178,6 +178,8 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		l.OriginQueue = SafeText(q)
 	} else if len(l.Deaths) > 0 && l.Deaths[len(l.Deaths)-1].Queue != "" {
 		l.OriginQueue = l.Deaths[len(l.Deaths)-1].Queue
+	} else if m.Origin != "" {
+		l.OriginQueue = SafeText(m.Origin)
 	} else if q, ok := headerText(h[headerOriginalQueue]); ok && q != "" {
 		l.OriginQueue = SafeText(q)
 	}
