@@ -107,25 +107,7 @@ visibility is extended, so no other consumer gets it. Throttling and 5xx
 answers are retried with backoff, and a followed capture waits out an SQS
 that does not answer. docs/sqs.md says what is kept of each message.
 
-A job store keeps its failed jobs in place, and capture reads them without
-changing them. Reading a job again stores nothing twice; a job that fails
-again after a replay is a new letter. Its queue is named by a connection of
-the configuration (docs/configuration.md), as its letters carry it:
-  river://CONNECTION/QUEUE   the jobs River discarded in QUEUE (docs/river.md)
-  bullmq://CONNECTION/PREFIX/QUEUE   a BullMQ queue's failed set
-      (docs/bullmq.md)
-  jobtable://CONNECTION/SCHEMA.TABLE   the failed rows of a team's jobs table,
-      through the mapping the policy approved for it (docs/jobtable.md)
-or by a URL:
-  river://USER@HOST[:PORT]/DATABASE/QUEUE[?states=discarded,cancelled]
-  bullmq://HOST[:PORT]/DB/PREFIX/QUEUE
-  jobtable://USER@HOST[:PORT]/DATABASE/SCHEMA.TABLE
-A URL goes through the configuration's connection to the same host, port and
-database, as that connection's login. Without one, the URL's login and the environment
-(EXPIRYCTL_RIVER_USER and EXPIRYCTL_RIVER_PASSWORD, EXPIRYCTL_REDIS_PASSWORD,
-EXPIRYCTL_JOBTABLE_USER and EXPIRYCTL_JOBTABLE_PASSWORD) reach the store, and
-the letters name a connection derived from the server, which stderr gives: a
-replay of them needs it in the configuration.`,
+` + jobStoresHelp(),
 		Example: `  # capture what is there now
   expiryctl dlq ingest --queue reservation-expiry.dlq
 
@@ -198,7 +180,7 @@ replay of them needs it in the configuration.`,
 			return dlqIngestRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, sqs://NAME or an SQS queue URL, or a job store's river://…, bullmq://… or jobtable://… (required)")
+	cmd.Flags().StringVarP(&opts.Queue, "queue", "q", "", "dead-letter queue to capture: a RabbitMQ queue's name, sqs://NAME or an SQS queue URL, or a job store's "+jobStorePrefixes()+" (required)")
 	cmd.Flags().IntVar(&opts.Batch, "batch", 500, "letters stored and acknowledged per transaction")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 1000, "unacknowledged letters the broker may send ahead")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep capturing until interrupted")

@@ -14,6 +14,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/service"
+	"github.com/expiryctl/expiryctl/internal/view/linewrap"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -270,9 +271,9 @@ func (r *requestRunner) openJobStore(ctx context.Context, runner *replay.Runner,
 			return nil, nil, err
 		}
 	}
-	// The consumers stay the services': BullMQ's workers can be read
-	// (without versions), River's and a jobs table's cannot, which the
-	// handler check says without asking.
+	// The consumers stay the services': a driver reads a store's workers
+	// where they can be read (without versions), and says why not where
+	// they cannot, which the handler check says without asking.
 	runner.Broker, runner.Flow = retriers, nil
 	runner.OpenDLQ = r.openDLQ
 	return runner, func() { _ = retriers.Close() }, nil
@@ -348,4 +349,52 @@ func (j *jobRetriers) Close() error {
 	}
 	j.open = nil
 	return errors.Join(errs...)
+}
+
+// jobStoresHelp is what `dlq ingest --help` says of the job stores, each
+// in its driver's words.
+func jobStoresHelp() string {
+	var b strings.Builder
+	b.WriteString(`A job store keeps its failed jobs in place, and capture reads them without
+changing them. Reading a job again stores nothing twice; a job that fails
+again after a replay is a new letter. Its queue is named by a connection of
+the configuration (docs/configuration.md), as its letters carry it:
+`)
+	var envs []string
+	for _, s := range registry.JobStores() {
+		w := s.Words()
+		what := "      " + w.Captures + " (" + w.Doc + ")"
+		if len(what) > 80 {
+			what = "      " + w.Captures + "\n      (" + w.Doc + ")"
+		}
+		fmt.Fprintf(&b, "  %s\n%s\n", w.QueueForm, what)
+		for _, env := range []string{w.UserEnv, w.PasswordEnv} {
+			if env != "" {
+				envs = append(envs, env)
+			}
+		}
+	}
+	b.WriteString("or by a URL:\n")
+	for _, s := range registry.JobStores() {
+		fmt.Fprintf(&b, "  %s\n", s.Words().URLForm)
+	}
+	b.WriteString("A URL goes through the configuration's connection to the same host, port and\n" +
+		"database, as that connection's login. Without one, the URL's login and the\n" +
+		"environment (" + strings.Join(envs, ", ") + ") reach the store, and\n" +
+		"the letters name a connection derived from the server, which stderr gives: a\n" +
+		"replay of them needs it in the configuration.")
+	return linewrap.Words(b.String(), 80)
+}
+
+// jobStorePrefixes lists the job stores' queue prefixes for a flag's
+// usage, each followed by "…", as the registry lists them.
+func jobStorePrefixes() string {
+	var forms []string
+	for _, s := range registry.JobStores() {
+		forms = append(forms, s.Traits().QueuePrefix+"…")
+	}
+	if len(forms) < 2 {
+		return strings.Join(forms, "")
+	}
+	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }

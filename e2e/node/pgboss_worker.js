@@ -1,7 +1,8 @@
 'use strict';
 // pgboss_worker.js is a real pg-boss producer and worker on one queue, for
-// the pg-boss driver's tests (internal/adapter/pgboss), driven from Go by
-// their fixture. Starting pg-boss installs its schema in the database, as
+// the pg-boss driver's tests (internal/adapter/pgboss) and the end-to-end
+// incident (e2e/pgboss_test.go), driven from Go by
+// internal/fixture/pgbosstest. Starting pg-boss installs its schema in the database, as
 // an application's first start does; the queue is created with
 // createQueue and the jobs are sent with send, so that every row the
 // driver reads is one pg-boss wrote.

@@ -27,7 +27,8 @@ func (bullDriver) Traits() driver.Traits {
 
 func (bullDriver) Words() driver.Words {
 	return driver.Words{Title: "BullMQ", Server: "Redis", ServerLabel: "redis", Doc: "docs/bullmq.md",
-		QueueForm: "bullmq://CONNECTION/PREFIX/QUEUE", PasswordEnv: PasswordEnv}
+		QueueForm: "bullmq://CONNECTION/PREFIX/QUEUE", Captures: "a BullMQ queue's failed set",
+		URLForm: "bullmq://HOST[:PORT]/DB/PREFIX/QUEUE", PasswordEnv: PasswordEnv}
 }
 
 func (bullDriver) Config() config.Rules { return ConfigRules }

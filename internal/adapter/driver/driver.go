@@ -87,8 +87,9 @@ type Words struct {
 	// Doc is the page that documents the system ("docs/river.md").
 	Doc string
 	// QueueForm is a queue's name as letters carry it
-	// ("river://CONNECTION/QUEUE").
-	QueueForm string
+	// ("river://CONNECTION/QUEUE"), URLForm a job store's queue typed as
+	// a URL, and Captures what a capture of such a queue reads, for help.
+	QueueForm, URLForm, Captures string
 	// ConsumersUnseen says why, of a system that shows nobody consuming a
 	// queue, the handler check cannot be verified; empty for a system
 	// that shows its consumers.

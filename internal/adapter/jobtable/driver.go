@@ -33,7 +33,9 @@ func (tableDriver) Traits() driver.Traits {
 
 func (tableDriver) Words() driver.Words {
 	return driver.Words{Title: "jobs table", Server: "the jobs table's database", ServerLabel: "jobtable", Doc: "docs/jobtable.md",
-		QueueForm: "jobtable://CONNECTION/SCHEMA.TABLE", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
+		QueueForm: "jobtable://CONNECTION/SCHEMA.TABLE",
+		Captures:  "a team's jobs table's failed rows, through its approved mapping",
+		URLForm:   "jobtable://USER@HOST[:PORT]/DATABASE/SCHEMA.TABLE", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
 		ConsumersUnseen: "a jobs table shows no workers, nor their versions: its poller takes rows without registering as a consumer"}
 }
 

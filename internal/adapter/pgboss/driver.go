@@ -28,7 +28,8 @@ func (pgbossDriver) Traits() driver.Traits {
 
 func (pgbossDriver) Words() driver.Words {
 	return driver.Words{Title: "pg-boss", Server: "pg-boss's database", ServerLabel: "pgboss", Doc: "docs/pgboss.md",
-		QueueForm: "pgboss://CONNECTION/QUEUE", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
+		QueueForm: "pgboss://CONNECTION/QUEUE", Captures: "the jobs pg-boss failed for good in QUEUE",
+		URLForm: "pgboss://USER@HOST[:PORT]/DATABASE/QUEUE[?schema=NAME]", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
 		ConsumersUnseen: "pg-boss shows no handler versions: its workers fetch jobs from the table, and pg-boss 12's instance registry " +
 			"(SCHEMA.instance, which an application may turn off) names the queues they work but not the handler they run"}
 }

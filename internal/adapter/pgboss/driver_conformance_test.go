@@ -8,6 +8,7 @@ import (
 	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver/drivertest"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 )
 
 // TestDriverConformance holds the pg-boss driver to the suite every
@@ -15,7 +16,7 @@ import (
 func TestDriverConformance(t *testing.T) {
 	drivertest.Run(t, pgboss.Driver)
 	drivertest.RunJobStore(t, func(t *testing.T) drivertest.JobStoreHarness {
-		db, b := newBossDB(t, "expiry", nil)
+		db, b := pgbosstest.New(t, "expiry", nil)
 		u, err := url.Parse(db.URL)
 		if err != nil {
 			t.Fatal(err)
@@ -25,7 +26,7 @@ func TestDriverConformance(t *testing.T) {
 		return drivertest.JobStoreHarness{
 			Driver: pgboss.Driver, Connection: conn, Queue: "expiry", Missing: "no-such-queue",
 			URL:  fmt.Sprintf("pgboss://%s@%s%s/expiry?sslmode=disable", u.User.Username(), u.Host, u.Path),
-			Fail: func(t *testing.T, n int) { b.failNow(reservations(0, n)...) },
+			Fail: func(t *testing.T, n int) { b.FailNow(reservations(0, n)...) },
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 )
 
 // wantMissing fails t unless err is a *QueueMissingError of queue on ref's
@@ -43,13 +44,13 @@ func wantMissing(t *testing.T, err error, ref pgboss.Ref) *pgboss.QueueMissingEr
 func TestOpeningAQueuePgBossDoesNotKnowIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, b := newBossDB(t, "expiry", nil)
-	b.createQueue("mail", nil)
-	b.createQueue("idle", nil)
-	b.failNow(reservations(1, 1)...)
-	before := db.tableDigest(t)
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.CreateQueue("mail", nil)
+	b.CreateQueue("idle", nil)
+	b.FailNow(reservations(1, 1)...)
+	before := db.TableDigest(t)
 
-	typo := db.ref(t, "expirey")
+	typo := db.Ref(t, "expirey")
 	_, err := pgboss.OpenSource(ctx, typo, pgboss.SourceOptions{})
 	missing := wantMissing(t, err, typo)
 	if missing.Nearest != "expiry" || !strings.Contains(err.Error(), `(did you mean "expiry"?)`) {
@@ -70,13 +71,13 @@ func TestOpeningAQueuePgBossDoesNotKnowIsRefused(t *testing.T) {
 	}
 
 	for _, known := range []string{"expiry", "idle"} {
-		src := openSource(t, db.ref(t, known), pgboss.SourceOptions{})
+		src := openSource(t, db.Ref(t, known), pgboss.SourceOptions{})
 		_ = src.Close()
-		if _, err := pgboss.Topology(ctx, db.ref(t, known)); err != nil {
+		if _, err := pgboss.Topology(ctx, db.Ref(t, known)); err != nil {
 			t.Errorf("Topology of %s: %v", known, err)
 		}
 	}
-	if after := db.tableDigest(t); after != before {
+	if after := db.TableDigest(t); after != before {
 		t.Error("looking for the queue changed pg-boss's tables")
 	}
 }
@@ -87,13 +88,13 @@ func TestOpeningAQueuePgBossDoesNotKnowIsRefused(t *testing.T) {
 func TestRetrierChecksEveryTargetQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, b := newBossDB(t, "expiry", nil)
-	b.createQueue("mail", nil)
-	r := openRetrier(t, db.ref(t, "expiry"))
-	if err := r.CheckQueue(ctx, db.ref(t, "mail").Name()); err != nil {
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.CreateQueue("mail", nil)
+	r := openRetrier(t, db.Ref(t, "expiry"))
+	if err := r.CheckQueue(ctx, db.Ref(t, "mail").Name()); err != nil {
 		t.Errorf("CheckQueue of a created queue: %v", err)
 	}
-	_ = wantMissing(t, r.CheckQueue(ctx, db.ref(t, "male").Name()), db.ref(t, "male"))
+	_ = wantMissing(t, r.CheckQueue(ctx, db.Ref(t, "male").Name()), db.Ref(t, "male"))
 	err := r.CheckQueue(ctx, "pgboss://elsewhere/expiry")
 	if err == nil || pgboss.IsQueueMissing(err) || !strings.Contains(err.Error(), `connection "elsewhere"`) {
 		t.Errorf("CheckQueue of another connection's queue: %v; want it refused as another connection's", err)
@@ -105,11 +106,11 @@ func TestRetrierChecksEveryTargetQueue(t *testing.T) {
 // gets no suggestion; a schema with no queue says so.
 func TestQueueMissingListsFiveQueuesNearestFirst(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry_a", nil)
+	db, b := pgbosstest.New(t, "expiry_a", nil)
 	for _, q := range []string{"expiry_b", "expiry_c", "mail", "sms", "push", "billing", "exports"} {
-		b.createQueue(q, nil)
+		b.CreateQueue(q, nil)
 	}
-	ref := db.ref(t, "expiry")
+	ref := db.Ref(t, "expiry")
 	_, err := pgboss.OpenSource(context.Background(), ref, pgboss.SourceOptions{})
 	missing := wantMissing(t, err, ref)
 	if want := []string{"expiry_a", "expiry_b", "expiry_c", "exports", "mail"}; !slices.Equal(missing.Known, want) || missing.More != 3 {
@@ -119,13 +120,13 @@ func TestQueueMissingListsFiveQueuesNearestFirst(t *testing.T) {
 		t.Errorf("nearest %q: %v", missing.Nearest, err)
 	}
 
-	far := db.ref(t, "zzzzzzzzzz")
+	far := db.Ref(t, "zzzzzzzzzz")
 	_, err = pgboss.OpenSource(context.Background(), far, pgboss.SourceOptions{})
 	if m := wantMissing(t, err, far); m.Nearest != "" || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("a name like no queue got a suggestion: %v", err)
 	}
 
-	db.exec(t, `DELETE FROM {queue}`)
+	db.Exec(t, `DELETE FROM {queue}`)
 	_, err = pgboss.OpenSource(context.Background(), ref, pgboss.SourceOptions{})
 	if m := wantMissing(t, err, ref); len(m.Known) != 0 || !strings.Contains(err.Error(), "pg-boss knows no queue") {
 		t.Errorf("in a pg-boss schema with no queue: %v", err)

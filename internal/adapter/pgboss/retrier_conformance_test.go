@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 	"github.com/expiryctl/expiryctl/replay"
 	"github.com/expiryctl/expiryctl/replay/brokertest"
 )
@@ -16,32 +17,32 @@ import (
 // polls the queue: what a retry puts back stays there to be counted.
 func TestRetrierConformance(t *testing.T) {
 	brokertest.RunJobStore(t, func(t *testing.T) brokertest.JobStoreHarness {
-		db, b := newBossDB(t, "expiry", nil)
-		ref := db.ref(t, "expiry")
+		db, b := pgbosstest.New(t, "expiry", nil)
+		ref := db.Ref(t, "expiry")
 		return brokertest.JobStoreHarness{
 			Broker:       openRetrier(t, ref),
 			System:       pgboss.System,
 			Queue:        ref.Name(),
-			MissingQueue: db.ref(t, "never_used").Name(),
+			MissingQueue: db.Ref(t, "never_used").Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {
-				id := b.failNow(payload)[0]
-				s := db.job(t, "expiry", id)
+				id := b.FailNow(payload)[0]
+				s := db.Job(t, "expiry", id)
 				return replay.JobRef{ID: id, Incarnation: pgboss.Incarnation(*s.CompletedOn)}
 			},
-			State:   func(t *testing.T, id string) string { return db.job(t, "expiry", id).State },
+			State:   func(t *testing.T, id string) string { return db.Job(t, "expiry", id).State },
 			Waiting: "retry",
 			Marks: func(t *testing.T, id string) map[string]any {
 				var marks map[string]any
-				if err := json.Unmarshal([]byte(db.job(t, "expiry", id).Marks), &marks); err != nil {
+				if err := json.Unmarshal([]byte(db.Job(t, "expiry", id).Marks), &marks); err != nil {
 					t.Fatal(err)
 				}
 				return marks
 			},
-			Remove:         func(t *testing.T, id string) { b.deleteJob(id) },
-			RetryElsewhere: func(t *testing.T, id string) { b.retry(id) },
+			Remove:         func(t *testing.T, id string) { b.DeleteJob(id) },
+			RetryElsewhere: func(t *testing.T, id string) { b.Retry(id) },
 			// Each fetch after the first adds one to retry_count.
 			Runs: func(t *testing.T, id string) int {
-				s := db.job(t, "expiry", id)
+				s := db.Job(t, "expiry", id)
 				if !s.Started {
 					return 0
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -49,38 +50,38 @@ func publish(tb testing.TB, b replay.Broker, m replay.Message) error {
 // resumed run makes, confirms without writing the job again.
 func TestAReplayedJobRunsAgainInPgBossAndCompletes(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", bossOptions{"retryLimit": 1, "retryDelay": 0})
-	b.work()
-	id := b.sendJobs(nil, reservations(1, 1)...)[0]
-	b.waitState(id, "failed")
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", pgbosstest.Options{"retryLimit": 1, "retryDelay": 0})
+	b.Work()
+	id := b.SendJobs(nil, reservations(1, 1)...)[0]
+	b.WaitState(id, "failed")
+	ref := db.Ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 
-	b.succeed()
+	b.Succeed()
 	r := openRetrier(t, ref)
 	m := replayOf(d, 42, 7)
 	if err := publish(t, r, m); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	done := b.await("completed", id)
+	done := b.Await("completed", id)
 	if done.RetryCount != 2 || string(done.Data) != `{"reservation_id":"r-1","idempotency_key":"expire:r-1:v1"}` {
 		t.Errorf("pg-boss's worker ran retry %d of the job with data %s; want its third attempt of the same data", done.RetryCount, done.Data)
 	}
-	after := b.waitState(id, "completed")
+	after := b.WaitState(id, "completed")
 	for _, want := range []string{`"x-replay-request": 42`, `"x-replay-item": 7`, `"x-replayed-by": "carol"`, `"x-approved-by": "dave"`,
 		`"x-replayed-at": "2026-12-01T09:00:00Z"`, `"x-replay-count": 1`} {
 		if !strings.Contains(after.Marks, want) {
 			t.Errorf("marks %s lack %s", after.Marks, want)
 		}
 	}
-	if got := len(b.seen("failing")); got != 2 {
+	if got := len(b.Seen("failing")); got != 2 {
 		t.Errorf("the worker failed the job %d times; want the 2 before the replay", got)
 	}
 
 	if err := publish(t, r, m); err != nil {
 		t.Errorf("publish again: %v", err)
 	}
-	if again := db.job(t, "expiry", id); again.XMin != after.XMin {
+	if again := db.Job(t, "expiry", id); again.XMin != after.XMin {
 		t.Errorf("the second publish of the same item wrote the job again (xmin %d, then %d)", after.XMin, again.XMin)
 	}
 	var moved *replay.JobMovedOnError
@@ -94,15 +95,15 @@ func TestAReplayedJobRunsAgainInPgBossAndCompletes(t *testing.T) {
 // incarnation) names the request that retried it.
 func TestAReplayedJobThatFailsAgainLinksToTheReplay(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", bossOptions{"retryLimit": 0})
-	b.work()
-	id := b.sendJobs(nil, reservations(1, 1)...)[0]
-	b.waitState(id, "failed")
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", pgbosstest.Options{"retryLimit": 0})
+	b.Work()
+	id := b.SendJobs(nil, reservations(1, 1)...)[0]
+	b.WaitState(id, "failed")
+	ref := db.Ref(t, "expiry")
 	src := openSource(t, ref, pgboss.SourceOptions{})
 	first := receive(t, src, 1)[0]
 
-	b.succeed("r-1")
+	b.Succeed("r-1")
 	if err := publish(t, openRetrier(t, ref), replayOf(first, 42, 7)); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
@@ -124,17 +125,17 @@ func TestAReplayedJobThatFailsAgainLinksToTheReplay(t *testing.T) {
 // trace_context's own keys stay.
 func TestRetrierRetriesAsPgBossRetryDoes(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	ids := b.failNow(reservations(1, 2)...)
-	db.exec(t, `UPDATE {job} SET trace_context = '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}' WHERE name = 'expiry'`)
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", nil)
+	ids := b.FailNow(reservations(1, 2)...)
+	db.Exec(t, `UPDATE {job} SET trace_context = '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}' WHERE name = 'expiry'`)
+	ref := db.Ref(t, "expiry")
 	got := capture(t, ref, 2)
-	b.retry(ids[0])
-	theirs := db.job(t, "expiry", ids[0])
+	b.Retry(ids[0])
+	theirs := db.Job(t, "expiry", ids[0])
 	if err := publish(t, openRetrier(t, ref), replayOf(got[1], 42, 7)); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	ours := db.job(t, "expiry", ids[1])
+	ours := db.Job(t, "expiry", ids[1])
 	if ours.State != theirs.State || ours.RetryLimit != theirs.RetryLimit || ours.RetryCount != theirs.RetryCount ||
 		ours.CompletedOn != nil || theirs.CompletedOn != nil || ours.Trace != theirs.Trace {
 		t.Errorf("expiryctl's retry left %+v, pg-boss's %+v", ours, theirs)
@@ -152,14 +153,14 @@ func TestRetrierRetriesAsPgBossRetryDoes(t *testing.T) {
 // as far as it moves start_after.
 func TestRetrierKeepsAJobPastItsRetentionAlive(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	id := b.failNow(reservations(1, 1)...)[0]
-	db.exec(t, `UPDATE {job} SET start_after = now() - interval '20 days', keep_until = now() - interval '6 days' WHERE name = 'expiry'`)
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", nil)
+	id := b.FailNow(reservations(1, 1)...)[0]
+	db.Exec(t, `UPDATE {job} SET start_after = now() - interval '20 days', keep_until = now() - interval '6 days' WHERE name = 'expiry'`)
+	ref := db.Ref(t, "expiry")
 	if err := publish(t, openRetrier(t, ref), replayOf(capture(t, ref, 1)[0], 42, 7)); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	s := db.job(t, "expiry", id)
+	s := db.Job(t, "expiry", id)
 	if window := s.KeepUntil.Sub(s.StartAfter); window < 14*24*time.Hour-time.Second || window > 14*24*time.Hour+time.Second {
 		t.Errorf("keep_until is %s after start_after, want the job's 14 days of retention again", window)
 	}
@@ -173,8 +174,8 @@ func TestRetrierKeepsAJobPastItsRetentionAlive(t *testing.T) {
 // the retrier retries what the source captured.
 func TestRetrierOnAConfiguredConnection(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	id := b.failNow(reservations(1, 1)...)[0]
+	db, b := pgbosstest.New(t, "expiry", nil)
+	id := b.FailNow(reservations(1, 1)...)[0]
 	ref, err := pgboss.RefFor(config.Connection{Name: "orders", System: pgboss.System, URLs: []string{db.URL}}, "", "expiry")
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestRetrierOnAConfiguredConnection(t *testing.T) {
 	if err := publish(t, openRetrier(t, ref), replayOf(d, 42, 7)); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	if s := db.job(t, "expiry", id); s.State != "retry" {
+	if s := db.Job(t, "expiry", id); s.State != "retry" {
 		t.Errorf("after the retry the job is %s, want retry", s.State)
 	}
 }
@@ -195,36 +196,36 @@ func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		change func(t *testing.T, db *bossDB, b *boss, id string)
+		change func(t *testing.T, db *pgbosstest.DB, b *pgbosstest.Boss, id string)
 		now    string
 	}{
-		{"deleted", func(t *testing.T, _ *bossDB, b *boss, id string) { b.deleteJob(id) }, "deleted"},
-		{"retried by pg-boss", func(t *testing.T, _ *bossDB, b *boss, id string) { b.retry(id) }, "state retry"},
-		{"running again", func(t *testing.T, _ *bossDB, b *boss, id string) {
-			b.retry(id)
-			b.fetch(1)
+		{"deleted", func(t *testing.T, _ *pgbosstest.DB, b *pgbosstest.Boss, id string) { b.DeleteJob(id) }, "deleted"},
+		{"retried by pg-boss", func(t *testing.T, _ *pgbosstest.DB, b *pgbosstest.Boss, id string) { b.Retry(id) }, "state retry"},
+		{"running again", func(t *testing.T, _ *pgbosstest.DB, b *pgbosstest.Boss, id string) {
+			b.Retry(id)
+			b.Fetch(1)
 		}, "state active"},
-		{"failed again", func(t *testing.T, _ *bossDB, b *boss, id string) {
-			b.retry(id)
-			b.failNext(id)
+		{"failed again", func(t *testing.T, _ *pgbosstest.DB, b *pgbosstest.Boss, id string) {
+			b.Retry(id)
+			b.FailNext(id)
 		}, "it failed again"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db, b := newBossDB(t, "expiry", nil)
-			b.failNow(reservations(1, 1)...)
-			ref := db.ref(t, "expiry")
+			db, b := pgbosstest.New(t, "expiry", nil)
+			b.FailNow(reservations(1, 1)...)
+			ref := db.Ref(t, "expiry")
 			d := capture(t, ref, 1)[0]
 			r := openRetrier(t, ref)
 			tt.change(t, db, b, d.Message.MessageID)
-			before := db.tableDigest(t)
+			before := db.TableDigest(t)
 			err := publish(t, r, replayOf(d, 42, 7))
 			var moved *replay.JobMovedOnError
 			if !errors.As(err, &moved) || !strings.Contains(moved.Now, tt.now) || moved.JobID != d.Message.MessageID {
 				t.Fatalf("publish: %v; want the job moved on (%s)", err, tt.now)
 			}
-			if after := db.tableDigest(t); after != before {
+			if after := db.TableDigest(t); after != before {
 				t.Error("a publish that skipped the job changed pg-boss's tables")
 			}
 		})
@@ -237,20 +238,20 @@ func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 // item fails without a change.
 func TestRetrierRefusesARetryPgBossWouldNotTake(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", bossOptions{"retryLimit": 0, "policy": "stately"})
-	first := b.failNowWith(map[string]any{"singletonKey": "r-1"}, reservations(1, 1)...)[0]
-	b.failNowWith(map[string]any{"singletonKey": "r-1", "retryLimit": 1}, reservations(1, 1)...)
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", pgbosstest.Options{"retryLimit": 0, "policy": "stately"})
+	first := b.FailNowWith(map[string]any{"singletonKey": "r-1"}, reservations(1, 1)...)[0]
+	b.FailNowWith(map[string]any{"singletonKey": "r-1", "retryLimit": 1}, reservations(1, 1)...)
+	ref := db.Ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 	if d.Message.MessageID != first {
 		t.Fatalf("captured %s, want %s", d.Message.MessageID, first)
 	}
-	before := db.tableDigest(t)
+	before := db.TableDigest(t)
 	var failure *replay.PublishFailure
 	if err := publish(t, openRetrier(t, ref), replayOf(d, 42, 7)); !errors.As(err, &failure) || !strings.Contains(failure.Reason, "singleton key") {
 		t.Errorf("publish: %v; want a publish failure naming the singleton key", err)
 	}
-	if after := db.tableDigest(t); after != before {
+	if after := db.TableDigest(t); after != before {
 		t.Error("a refused retry changed pg-boss's tables")
 	}
 }
@@ -261,9 +262,9 @@ func TestRetrierRefusesARetryPgBossWouldNotTake(t *testing.T) {
 // touching any job.
 func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	id := b.failNow(reservations(1, 1)...)[0]
-	ref := db.ref(t, "expiry")
+	db, b := pgbosstest.New(t, "expiry", nil)
+	id := b.FailNow(reservations(1, 1)...)[0]
+	ref := db.Ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 	r := openRetrier(t, ref)
 	elsewhere := replayOf(d, 42, 7)
@@ -271,7 +272,7 @@ func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	byServer := replayOf(d, 42, 7)
 	byServer.RoutingKey = "pgboss://" + ref.Server() + "/expiry"
 	notPgBoss := replayOf(d, 42, 7)
-	notPgBoss.System = deadletter.River
+	notPgBoss.System = deadletter.System("river")
 	noJob := replayOf(d, 42, 7)
 	noJob.Job.ID = "r-1"
 	for name, tt := range map[string]struct {
@@ -291,7 +292,7 @@ func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	if _, _, err := r.QueueDepth(context.Background(), elsewhere.RoutingKey); err == nil || !strings.Contains(err.Error(), `connection "elsewhere"`) {
 		t.Errorf("QueueDepth of another connection's queue: %v; want it refused", err)
 	}
-	if s := db.job(t, "expiry", id); s.State != "failed" {
+	if s := db.Job(t, "expiry", id); s.State != "failed" {
 		t.Errorf("the job is %s after refused publishes", s.State)
 	}
 }
@@ -300,19 +301,19 @@ func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 // created and retry jobs whose start_after has come.
 func TestRetrierQueueDepth(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	b.createQueue("idle", nil)
-	b.failNow(reservations(1, 1)...)                                      // failed
-	b.failNowWith(map[string]any{"retryLimit": 1}, reservations(2, 1)...) // retry, due
-	b.sendJobs(nil, reservations(3, 2)...)                                // created, due
-	b.sendJobs(map[string]any{"startAfter": 3600}, reservations(5, 1)...) // created, deferred
-	b.fetch(1)                                                            // one of the due ones, now active
-	r := openRetrier(t, db.ref(t, "expiry"))
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.CreateQueue("idle", nil)
+	b.FailNow(reservations(1, 1)...)                                      // failed
+	b.FailNowWith(map[string]any{"retryLimit": 1}, reservations(2, 1)...) // retry, due
+	b.SendJobs(nil, reservations(3, 2)...)                                // created, due
+	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(5, 1)...) // created, deferred
+	b.Fetch(1)                                                            // one of the due ones, now active
+	r := openRetrier(t, db.Ref(t, "expiry"))
 	for queue, want := range map[string]struct {
 		depth  int
 		exists bool
 	}{"expiry": {2, true}, "idle": {0, true}, "missing": {0, false}} {
-		depth, exists, err := r.QueueDepth(context.Background(), db.ref(t, queue).Name())
+		depth, exists, err := r.QueueDepth(context.Background(), db.Ref(t, queue).Name())
 		if err != nil || depth != want.depth || exists != want.exists {
 			t.Errorf("QueueDepth(%s) = %d, %v, %v; want %d, %v", queue, depth, exists, err, want.depth, want.exists)
 		}

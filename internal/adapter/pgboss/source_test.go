@@ -11,6 +11,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 )
 
 // TestSourceCapturesWhatPgBossWorkerFailed: a real pg-boss worker fails a
@@ -18,14 +19,14 @@ import (
 // describes it, read from pg-boss's own row.
 func TestSourceCapturesWhatPgBossWorkerFailed(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", bossOptions{"retryLimit": 1, "retryDelay": 0})
-	b.work()
-	id := b.sendJobs(nil, []byte(`{"reservation_id":"r-1","idempotency_key":"expire:r-1:v1"}`))[0]
-	row := b.waitState(id, "failed")
-	if got := len(b.seen("failing")); got != 2 {
+	db, b := pgbosstest.New(t, "expiry", pgbosstest.Options{"retryLimit": 1, "retryDelay": 0})
+	b.Work()
+	id := b.SendJobs(nil, []byte(`{"reservation_id":"r-1","idempotency_key":"expire:r-1:v1"}`))[0]
+	row := b.WaitState(id, "failed")
+	if got := len(b.Seen("failing")); got != 2 {
 		t.Fatalf("the worker failed the job %d times, want 2", got)
 	}
-	ref := db.ref(t, "expiry")
+	ref := db.Ref(t, "expiry")
 	m := capture(t, ref, 1)[0].Message
 
 	if m.System != pgboss.System || m.Queue != ref.Name() || m.MessageID != id || m.Type != "expiry" {
@@ -67,10 +68,10 @@ func TestSourceCapturesWhatPgBossWorkerFailed(t *testing.T) {
 // NULL, which its worker reads as null.
 func TestSourceReadsAJobWithNoData(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	b.send(map[string]any{"cmd": "failNow", "jobs": []map[string]any{{}}})
-	b.await("failed", "")
-	m := capture(t, db.ref(t, "expiry"), 1)[0].Message
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.Send(map[string]any{"cmd": "failNow", "jobs": []map[string]any{{}}})
+	b.Await("failed", "")
+	m := capture(t, db.Ref(t, "expiry"), 1)[0].Message
 	if string(m.Body) != "null" {
 		t.Errorf("payload %q, want null", m.Body)
 	}
@@ -82,14 +83,14 @@ func TestSourceReadsAJobWithNoData(t *testing.T) {
 // driver reads the parent table by queue name.
 func TestSourceCapturesFromAnotherSchemaAndAQueuesOwnPartition(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDBIn(t, "jobs_boss", "expiry", bossOptions{"retryLimit": 0, "partition": true})
-	b.createQueue("mail", bossOptions{"retryLimit": 0})
-	ids := b.failNow(reservations(1, 3)...)
+	db, b := pgbosstest.NewIn(t, "jobs_boss", "expiry", pgbosstest.Options{"retryLimit": 0, "partition": true})
+	b.CreateQueue("mail", pgbosstest.Options{"retryLimit": 0})
+	ids := b.FailNow(reservations(1, 3)...)
 	var partition string
 	if err := db.Pool.QueryRow(context.Background(), `SELECT table_name FROM jobs_boss.queue WHERE name = 'expiry' AND partition`).Scan(&partition); err != nil {
 		t.Fatalf("the queue has no partition of its own: %v", err)
 	}
-	ref := db.ref(t, "expiry")
+	ref := db.Ref(t, "expiry")
 	if ref.Schema != "jobs_boss" {
 		t.Fatalf("schema %q", ref.Schema)
 	}
@@ -99,7 +100,7 @@ func TestSourceCapturesFromAnotherSchemaAndAQueuesOwnPartition(t *testing.T) {
 			t.Errorf("delivery %d is job %s, want %s (in the order pg-boss failed them)", i, d.Message.MessageID, ids[i])
 		}
 	}
-	if _, err := pgboss.OpenSource(context.Background(), refFor(t, db.URL, "expiry"), pgboss.SourceOptions{}); err == nil ||
+	if _, err := pgboss.OpenSource(context.Background(), pgbosstest.RefFor(t, db.URL, "expiry"), pgboss.SourceOptions{}); err == nil ||
 		!strings.Contains(err.Error(), `no pg-boss schema "pgboss"`) || !strings.Contains(err.Error(), "?schema=NAME") {
 		t.Errorf("a source on the default schema, where pg-boss is not: %v; want it refused, saying how to name the schema", err)
 	}
@@ -109,10 +110,10 @@ func TestSourceCapturesFromAnotherSchemaAndAQueuesOwnPartition(t *testing.T) {
 // pg-boss's tables as it was, down to the transaction that last wrote it.
 func TestSourceNeverWritesPgBossTables(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	b.failNow(reservations(1, 4)...)
-	before := db.tableDigest(t)
-	src := openSource(t, db.ref(t, "expiry"), pgboss.SourceOptions{})
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.FailNow(reservations(1, 4)...)
+	before := db.TableDigest(t)
+	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
 	got := receive(t, src, 4)
 	if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestSourceNeverWritesPgBossTables(t *testing.T) {
 	if n, err := src.Ready(); err != nil || n != 0 {
 		t.Errorf("Ready after Close = %d, %v", n, err)
 	}
-	if after := db.tableDigest(t); after != before {
+	if after := db.TableDigest(t); after != before {
 		t.Error("capture changed pg-boss's tables")
 	}
 }
@@ -133,9 +134,9 @@ func TestSourceNeverWritesPgBossTables(t *testing.T) {
 // still runs on read-only sessions.
 func TestSourceSessionsCannotWriteEvenIfTheLoginCould(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	b.failNow(reservations(1, 1)...)
-	src := openSource(t, db.ref(t, "expiry"), pgboss.SourceOptions{})
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.FailNow(reservations(1, 1)...)
+	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
 	receive(t, src, 1)
 	err := pgboss.SourceExec(src, `UPDATE pgboss.job SET state = 'retry' WHERE name = 'expiry'`)
 	var pgErr *pgconn.PgError
@@ -152,16 +153,16 @@ func TestSourceSessionsCannotWriteEvenIfTheLoginCould(t *testing.T) {
 // one's, behind its newest delivery within the lookback.
 func TestSourceFollowsAndLooksBack(t *testing.T) {
 	t.Parallel()
-	db, b := newBossDB(t, "expiry", nil)
-	src := openSource(t, db.ref(t, "expiry"), pgboss.SourceOptions{})
-	first := b.failNow(reservations(1, 1)...)[0]
+	db, b := pgbosstest.New(t, "expiry", nil)
+	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
+	first := b.FailNow(reservations(1, 1)...)[0]
 	if got := receive(t, src, 1)[0].Message.MessageID; got != first {
 		t.Fatalf("delivered %s, want %s", got, first)
 	}
 	// A job pg-boss failed in a transaction that began before the first's
 	// but committed after it: its completed_on is behind the cursor.
-	late := b.sendJobs(nil, reservations(2, 1)...)[0]
-	db.exec(t, `UPDATE {job} SET state = 'failed', started_on = now(), completed_on = (SELECT completed_on FROM {job} WHERE id = $1::uuid) - interval '1 second'
+	late := b.SendJobs(nil, reservations(2, 1)...)[0]
+	db.Exec(t, `UPDATE {job} SET state = 'failed', started_on = now(), completed_on = (SELECT completed_on FROM {job} WHERE id = $1::uuid) - interval '1 second'
 		WHERE name = 'expiry' AND id = $2::uuid`, first, late)
 	if got := receive(t, src, 1)[0].Message.MessageID; got != late {
 		t.Errorf("delivered %s, want the late job %s", got, late)

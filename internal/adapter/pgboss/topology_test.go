@@ -8,6 +8,7 @@ import (
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 )
 
 // TestTopologyCountsTheQueuesJobsByState: the summary's live states of a
@@ -16,21 +17,21 @@ import (
 func TestTopologyCountsTheQueuesJobsByState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, b := newBossDB(t, "expiry", nil)
-	b.failNow(reservations(1, 2)...)                                                          // failed
-	b.failNowWith(map[string]any{"retryLimit": 1, "retryDelay": 3600}, reservations(3, 1)...) // retry, an hour away
-	b.sendJobs(nil, reservations(4, 4)...)                                                    // created, due
-	b.fetch(1)                                                                                // one of them, now active
-	b.sendJobs(map[string]any{"startAfter": 3600}, reservations(8, 1)...)                     // created, deferred
-	other := db.start(t, "other", nil)
-	other.failNow(reservations(9, 1)...)
+	db, b := pgbosstest.New(t, "expiry", nil)
+	b.FailNow(reservations(1, 2)...)                                                          // failed
+	b.FailNowWith(map[string]any{"retryLimit": 1, "retryDelay": 3600}, reservations(3, 1)...) // retry, an hour away
+	b.SendJobs(nil, reservations(4, 4)...)                                                    // created, due
+	b.Fetch(1)                                                                                // one of them, now active
+	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(8, 1)...)                     // created, deferred
+	other := db.Start(t, "other", nil)
+	other.FailNow(reservations(9, 1)...)
 	// Work done is not counted.
-	completed := b.sendJobs(nil, reservations(10, 1)...)[0]
-	db.exec(t, `UPDATE {job} SET state = 'completed', completed_on = now() WHERE name = 'expiry' AND id = $1::uuid`, completed)
-	db.exec(t, `UPDATE {job} SET start_after = now() - interval '1 minute' WHERE name = 'expiry' AND state = 'created' AND start_after <= now()`)
-	db.exec(t, `UPDATE {job} SET completed_on = now() - interval '1 hour' WHERE name = 'expiry' AND state = 'failed'`)
+	completed := b.SendJobs(nil, reservations(10, 1)...)[0]
+	db.Exec(t, `UPDATE {job} SET state = 'completed', completed_on = now() WHERE name = 'expiry' AND id = $1::uuid`, completed)
+	db.Exec(t, `UPDATE {job} SET start_after = now() - interval '1 minute' WHERE name = 'expiry' AND state = 'created' AND start_after <= now()`)
+	db.Exec(t, `UPDATE {job} SET completed_on = now() - interval '1 hour' WHERE name = 'expiry' AND state = 'failed'`)
 
-	ref := db.ref(t, "expiry")
+	ref := db.Ref(t, "expiry")
 	report, err := pgboss.Topology(ctx, ref)
 	if err != nil || report.Unavailable != "" {
 		t.Fatalf("Topology: %+v, %v", report, err)
@@ -61,15 +62,15 @@ func TestTopologyCountsTheQueuesJobsByState(t *testing.T) {
 func TestTopologyOfAnEmptyQueueAndAnUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, _ := newBossDB(t, "expiry", nil)
-	report, err := pgboss.Topology(ctx, db.ref(t, "expiry"))
+	db, _ := pgbosstest.New(t, "expiry", nil)
+	report, err := pgboss.Topology(ctx, db.Ref(t, "expiry"))
 	if err != nil || report.Unavailable != "" {
 		t.Fatalf("Topology: %+v, %v", report, err)
 	}
 	if s := report.States(); s.Ready != 0 || s.InFlight != 0 || s.Scheduled != 0 || s.Isolated != 0 || s.ReadyHeadAge != nil || s.IsolatedHeadAge != nil {
 		t.Errorf("states of an empty queue %+v", s)
 	}
-	dead := refFor(t, "postgres://postgres@127.0.0.1:1/nowhere", "expiry", "connect_timeout=2")
+	dead := pgbosstest.RefFor(t, "postgres://postgres@127.0.0.1:1/nowhere", "expiry", "connect_timeout=2")
 	report, err = pgboss.Topology(ctx, dead)
 	if err != nil || !strings.Contains(report.Unavailable, "the pg-boss database") {
 		t.Errorf("Topology of a database that does not answer: %+v, %v; want Unavailable said", report, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
+	"github.com/expiryctl/expiryctl/internal/fixture/pgbosstest"
 )
 
 // TestTestedVersionIsThePinnedPgBoss: the release the driver says it is
@@ -16,7 +17,7 @@ import (
 // test here runs.
 func TestTestedVersionIsThePinnedPgBoss(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join(nodeDir(t), "package-lock.json"))
+	b, err := os.ReadFile(filepath.Join(pgbosstest.NodeDir(t), "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +39,9 @@ func TestTestedVersionIsThePinnedPgBoss(t *testing.T) {
 // refused when capture or replay opens, naming the release it needs.
 func TestASchemaOlderThanTheDriverIsRefused(t *testing.T) {
 	t.Parallel()
-	db, _ := newBossDB(t, "expiry", nil)
-	db.exec(t, `ALTER TABLE {job} DROP COLUMN trace_context`)
-	ref := db.ref(t, "expiry")
+	db, _ := pgbosstest.New(t, "expiry", nil)
+	db.Exec(t, `ALTER TABLE {job} DROP COLUMN trace_context`)
+	ref := db.Ref(t, "expiry")
 	if _, err := pgboss.OpenSource(context.Background(), ref, pgboss.SourceOptions{}); err == nil || !strings.Contains(err.Error(), "pg-boss 12.36.0 or later") {
 		t.Errorf("OpenSource: %v; want it refused, naming pg-boss 12.36.0", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/bullmq"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/jobtable"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
 	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/store"
@@ -22,6 +23,7 @@ var drivers = []driver.Driver{
 	riverjobs.Driver,
 	bullmq.Driver,
 	jobtable.Driver,
+	pgboss.Driver,
 }
 
 // Drivers are every system's drivers.

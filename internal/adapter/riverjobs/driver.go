@@ -33,7 +33,8 @@ func (riverDriver) Traits() driver.Traits {
 
 func (riverDriver) Words() driver.Words {
 	return driver.Words{Title: "River", Server: "River's database", ServerLabel: "river", Doc: "docs/river.md",
-		QueueForm: "river://CONNECTION/QUEUE", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
+		QueueForm: "river://CONNECTION/QUEUE", Captures: "the jobs River discarded in QUEUE",
+		URLForm: "river://USER@HOST[:PORT]/DATABASE/QUEUE[?states=discarded,cancelled]", PasswordEnv: PasswordEnv, UserEnv: UserEnv,
 		ConsumersUnseen: "River shows no workers of a queue, nor their versions: its clients take jobs from the table without registering as consumers"}
 }
 

@@ -70,6 +70,9 @@ func Run(t *testing.T, d driver.Driver) {
 		if !strings.HasPrefix(w.QueueForm, tr.QueuePrefix) {
 			t.Errorf("QueueForm %q does not begin with the prefix %q", w.QueueForm, tr.QueuePrefix)
 		}
+		if _, isStore := d.(driver.JobStore); isStore && (w.Captures == "" || !strings.HasPrefix(w.URLForm, tr.QueuePrefix)) {
+			t.Errorf("a job store's help says what it captures (%q) and how its URL is typed (%q, beginning %q)", w.Captures, w.URLForm, tr.QueuePrefix)
+		}
 		if (tr.Evidence == driver.NoConsumers) != (w.ConsumersUnseen != "") {
 			t.Errorf("Evidence %v with ConsumersUnseen %q: a system that shows no consumers says why, and only such a one", tr.Evidence, w.ConsumersUnseen)
 		}
