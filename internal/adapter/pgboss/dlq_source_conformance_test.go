@@ -15,7 +15,7 @@ func TestSourceConformance(t *testing.T) {
 		db, b := pgbosstest.New(t, "expiry", nil)
 		ref := db.Ref(t, "expiry")
 		return sourcetest.JobStoreHarness{
-			Fail: func(t *testing.T, payloads [][]byte) []string { return b.FailNow(payloads...) },
+			Fail: func(t *testing.T, payloads [][]byte) []string { return b.FailJobs(payloads...) },
 			// pg-boss's own retry, and its worker failing the job again.
 			FailAgain: func(t *testing.T, id string) {
 				b.Retry(id)

@@ -26,7 +26,7 @@ func TestDriverConformance(t *testing.T) {
 		return drivertest.JobStoreHarness{
 			Driver: pgboss.Driver, Connection: conn, Queue: "expiry", Missing: "no-such-queue",
 			URL:  fmt.Sprintf("pgboss://%s@%s%s/expiry?sslmode=disable", u.User.Username(), u.Host, u.Path),
-			Fail: func(t *testing.T, n int) { b.FailNow(reservations(0, n)...) },
+			Fail: func(t *testing.T, n int) { b.FailJobs(reservations(0, n)...) },
 		}
 	})
 }

@@ -37,7 +37,7 @@ func TestLeastPrivilegeLogins(t *testing.T) {
 	} {
 		db.Exec(t, grant)
 	}
-	b.FailNow(reservations(1, 2)...)
+	b.FailJobs(reservations(1, 2)...)
 	captureRef := pgbosstest.RefFor(t, capturer.URL, "expiry")
 	got := capture(t, captureRef, 2)
 	if login, standing := openSource(t, captureRef, pgboss.SourceOptions{}).LoginStanding(); login != capturer.Name || len(standing) != 0 {

@@ -47,7 +47,7 @@ func TestOpeningAQueuePgBossDoesNotKnowIsRefused(t *testing.T) {
 	db, b := pgbosstest.New(t, "expiry", nil)
 	b.CreateQueue("mail", nil)
 	b.CreateQueue("idle", nil)
-	b.FailNow(reservations(1, 1)...)
+	b.FailJobs(reservations(1, 1)...)
 	before := db.TableDigest(t)
 
 	typo := db.Ref(t, "expirey")

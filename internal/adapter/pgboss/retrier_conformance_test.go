@@ -25,7 +25,7 @@ func TestRetrierConformance(t *testing.T) {
 			Queue:        ref.Name(),
 			MissingQueue: db.Ref(t, "never_used").Name(),
 			Fail: func(t *testing.T, payload []byte) replay.JobRef {
-				id := b.FailNow(payload)[0]
+				id := b.FailJobs(payload)[0]
 				s := db.Job(t, "expiry", id)
 				return replay.JobRef{ID: id, Incarnation: pgboss.Incarnation(*s.CompletedOn)}
 			},

@@ -126,7 +126,7 @@ func TestAReplayedJobThatFailsAgainLinksToTheReplay(t *testing.T) {
 func TestRetrierRetriesAsPgBossRetryDoes(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	ids := b.FailNow(reservations(1, 2)...)
+	ids := b.FailJobs(reservations(1, 2)...)
 	db.Exec(t, `UPDATE {job} SET trace_context = '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}' WHERE name = 'expiry'`)
 	ref := db.Ref(t, "expiry")
 	got := capture(t, ref, 2)
@@ -154,7 +154,7 @@ func TestRetrierRetriesAsPgBossRetryDoes(t *testing.T) {
 func TestRetrierKeepsAJobPastItsRetentionAlive(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	id := b.FailNow(reservations(1, 1)...)[0]
+	id := b.FailJobs(reservations(1, 1)...)[0]
 	db.Exec(t, `UPDATE {job} SET start_after = now() - interval '20 days', keep_until = now() - interval '6 days' WHERE name = 'expiry'`)
 	ref := db.Ref(t, "expiry")
 	if err := publish(t, openRetrier(t, ref), replayOf(capture(t, ref, 1)[0], 42, 7)); err != nil {
@@ -175,7 +175,7 @@ func TestRetrierKeepsAJobPastItsRetentionAlive(t *testing.T) {
 func TestRetrierOnAConfiguredConnection(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	id := b.FailNow(reservations(1, 1)...)[0]
+	id := b.FailJobs(reservations(1, 1)...)[0]
 	ref, err := pgboss.RefFor(config.Connection{Name: "orders", System: pgboss.System, URLs: []string{db.URL}}, "", "expiry")
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			db, b := pgbosstest.New(t, "expiry", nil)
-			b.FailNow(reservations(1, 1)...)
+			b.FailJobs(reservations(1, 1)...)
 			ref := db.Ref(t, "expiry")
 			d := capture(t, ref, 1)[0]
 			r := openRetrier(t, ref)
@@ -239,8 +239,8 @@ func TestRetrierSkipsAJobThatMovedOn(t *testing.T) {
 func TestRetrierRefusesARetryPgBossWouldNotTake(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", pgbosstest.Options{"retryLimit": 0, "policy": "stately"})
-	first := b.FailNowWith(map[string]any{"singletonKey": "r-1"}, reservations(1, 1)...)[0]
-	b.FailNowWith(map[string]any{"singletonKey": "r-1", "retryLimit": 1}, reservations(1, 1)...)
+	first := b.FailJobsWith(map[string]any{"singletonKey": "r-1"}, reservations(1, 1)...)[0]
+	b.FailJobsWith(map[string]any{"singletonKey": "r-1", "retryLimit": 1}, reservations(1, 1)...)
 	ref := db.Ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 	if d.Message.MessageID != first {
@@ -263,7 +263,7 @@ func TestRetrierRefusesARetryPgBossWouldNotTake(t *testing.T) {
 func TestRetrierRefusesWhatIsNotItsDatabasesJob(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	id := b.FailNow(reservations(1, 1)...)[0]
+	id := b.FailJobs(reservations(1, 1)...)[0]
 	ref := db.Ref(t, "expiry")
 	d := capture(t, ref, 1)[0]
 	r := openRetrier(t, ref)
@@ -303,11 +303,11 @@ func TestRetrierQueueDepth(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
 	b.CreateQueue("idle", nil)
-	b.FailNow(reservations(1, 1)...)                                      // failed
-	b.FailNowWith(map[string]any{"retryLimit": 1}, reservations(2, 1)...) // retry, due
-	b.SendJobs(nil, reservations(3, 2)...)                                // created, due
-	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(5, 1)...) // created, deferred
-	b.Fetch(1)                                                            // one of the due ones, now active
+	b.FailJobs(reservations(1, 1)...)                                      // failed
+	b.FailJobsWith(map[string]any{"retryLimit": 1}, reservations(2, 1)...) // retry, due
+	b.SendJobs(nil, reservations(3, 2)...)                                 // created, due
+	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(5, 1)...)  // created, deferred
+	b.Fetch(1)                                                             // one of the due ones, now active
 	r := openRetrier(t, db.Ref(t, "expiry"))
 	for queue, want := range map[string]struct {
 		depth  int

@@ -85,7 +85,7 @@ func TestSourceCapturesFromAnotherSchemaAndAQueuesOwnPartition(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.NewIn(t, "jobs_boss", "expiry", pgbosstest.Options{"retryLimit": 0, "partition": true})
 	b.CreateQueue("mail", pgbosstest.Options{"retryLimit": 0})
-	ids := b.FailNow(reservations(1, 3)...)
+	ids := b.FailJobs(reservations(1, 3)...)
 	var partition string
 	if err := db.Pool.QueryRow(context.Background(), `SELECT table_name FROM jobs_boss.queue WHERE name = 'expiry' AND partition`).Scan(&partition); err != nil {
 		t.Fatalf("the queue has no partition of its own: %v", err)
@@ -111,7 +111,7 @@ func TestSourceCapturesFromAnotherSchemaAndAQueuesOwnPartition(t *testing.T) {
 func TestSourceNeverWritesPgBossTables(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	b.FailNow(reservations(1, 4)...)
+	b.FailJobs(reservations(1, 4)...)
 	before := db.TableDigest(t)
 	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
 	got := receive(t, src, 4)
@@ -135,7 +135,7 @@ func TestSourceNeverWritesPgBossTables(t *testing.T) {
 func TestSourceSessionsCannotWriteEvenIfTheLoginCould(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	b.FailNow(reservations(1, 1)...)
+	b.FailJobs(reservations(1, 1)...)
 	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
 	receive(t, src, 1)
 	err := pgboss.SourceExec(src, `UPDATE pgboss.job SET state = 'retry' WHERE name = 'expiry'`)
@@ -155,7 +155,7 @@ func TestSourceFollowsAndLooksBack(t *testing.T) {
 	t.Parallel()
 	db, b := pgbosstest.New(t, "expiry", nil)
 	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
-	first := b.FailNow(reservations(1, 1)...)[0]
+	first := b.FailJobs(reservations(1, 1)...)[0]
 	if got := receive(t, src, 1)[0].Message.MessageID; got != first {
 		t.Fatalf("delivered %s, want %s", got, first)
 	}

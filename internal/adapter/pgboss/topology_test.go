@@ -18,13 +18,13 @@ func TestTopologyCountsTheQueuesJobsByState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, b := pgbosstest.New(t, "expiry", nil)
-	b.FailNow(reservations(1, 2)...)                                                          // failed
-	b.FailNowWith(map[string]any{"retryLimit": 1, "retryDelay": 3600}, reservations(3, 1)...) // retry, an hour away
-	b.SendJobs(nil, reservations(4, 4)...)                                                    // created, due
-	b.Fetch(1)                                                                                // one of them, now active
-	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(8, 1)...)                     // created, deferred
+	b.FailJobs(reservations(1, 2)...)                                                          // failed
+	b.FailJobsWith(map[string]any{"retryLimit": 1, "retryDelay": 3600}, reservations(3, 1)...) // retry, an hour away
+	b.SendJobs(nil, reservations(4, 4)...)                                                     // created, due
+	b.Fetch(1)                                                                                 // one of them, now active
+	b.SendJobs(map[string]any{"startAfter": 3600}, reservations(8, 1)...)                      // created, deferred
 	other := db.Start(t, "other", nil)
-	other.FailNow(reservations(9, 1)...)
+	other.FailJobs(reservations(9, 1)...)
 	// Work done is not counted.
 	completed := b.SendJobs(nil, reservations(10, 1)...)[0]
 	db.Exec(t, `UPDATE {job} SET state = 'completed', completed_on = now() WHERE name = 'expiry' AND id = $1::uuid`, completed)
