@@ -77,10 +77,13 @@
 //
 // The schema names no queue system. What differs between them — how each
 // names its queues, whether a replay retries a job in place, whether a
-// queue's name carries its connection, and which connection a letter
-// captured without one came through — is a row of queue_systems, which
-// MigrateDeployment fills from the QueueSystem each of its caller's drivers
-// describes (queue_systems_register): it adds and changes rows, never
+// queue's name carries its connection, which connection a letter captured
+// without one came through, and why it shows nobody consuming its queues
+// when it does not (consumers_unseen, for which replay_request_create
+// refuses a replay that does not vouch for the handler: rule
+// handler-unseen) — is a row of queue_systems, which MigrateDeployment
+// fills from the QueueSystem each of its caller's drivers describes
+// (queue_systems_register): it adds and changes rows, never
 // deletes one, and refuses a row that would make a queue's name say two
 // systems or change what archived letters mean. The functions join the
 // table (retries_in_place, queue_prefix) where they once listed systems,

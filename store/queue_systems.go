@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,6 +41,15 @@ type QueueSystem struct {
 	// names (a capture of a release before letters named connections);
 	// empty, and only empty, when NamesConnectionInQueue.
 	DefaultConnection string
+	// ConsumersUnseen says why the system shows nobody consuming a queue
+	// (its driver's Words.ConsumersUnseen), so that a replay's handler
+	// check has nothing to read: a request of its letters must then say
+	// why the handler may take them again (--same-handler-ok), or is
+	// refused when it is made (rule handler-unseen), with this sentence.
+	// Empty for a system that shows its consumers. Printable, at most 300
+	// characters. Unlike the fields above it may change while the archive
+	// holds letters of the system: it is words, not how letters are named.
+	ConsumersUnseen string
 }
 
 var (
@@ -46,6 +57,10 @@ var (
 	queuePrefix     = regexp.MustCompile(`^[!-~]{0,64}$`)
 	connectionName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 )
+
+// maxConsumersUnseen bounds QueueSystem.ConsumersUnseen, in characters, as
+// the constraint queue_systems_consumers_unseen_check does.
+const maxConsumersUnseen = 300
 
 // Validate refuses a description the archive cannot hold, saying what to
 // write instead; queue_systems_register and the table's constraints hold
@@ -64,6 +79,10 @@ func (s QueueSystem) Validate() error {
 		return fmt.Errorf("queue system %s needs a default connection: its queue names carry none, and a capture that names none must name one", s.Name)
 	case s.DefaultConnection != "" && !connectionName.MatchString(s.DefaultConnection):
 		return fmt.Errorf("queue system %s: default connection %q is no connection's name (letters, digits, \".\", \"_\" and \"-\", at most 63, a letter or digit first)", s.Name, s.DefaultConnection)
+	case s.ConsumersUnseen != "" && (strings.TrimSpace(s.ConsumersUnseen) == "" || !utf8.ValidString(s.ConsumersUnseen) ||
+		strings.ContainsFunc(s.ConsumersUnseen, unicode.IsControl) || utf8.RuneCountInString(s.ConsumersUnseen) > maxConsumersUnseen):
+		return fmt.Errorf("queue system %s: why it shows no consumers (%.80q) is printed in refusals: write it as one sentence of printable characters, at most %d, or none for a system that shows its consumers",
+			s.Name, s.ConsumersUnseen, maxConsumersUnseen)
 	}
 	return nil
 }
@@ -96,9 +115,9 @@ func ValidateQueueSystems(systems []QueueSystem) error {
 
 // QueueSystemsResult says what registering the queue systems changed in
 // queue_systems: the systems added, and those whose row changed (a new
-// default connection, or anything of a system the archive holds no letter
-// of), each sorted. Both are empty when the table already said what the
-// systems given say.
+// default connection or ConsumersUnseen, or anything of a system the
+// archive holds no letter of), each sorted. Both are empty when the table
+// already said what the systems given say.
 type QueueSystemsResult struct {
 	Added   []string `json:"added"`
 	Changed []string `json:"changed"`
@@ -113,16 +132,19 @@ func registerQueueSystems(ctx context.Context, tx pgx.Tx, systems []QueueSystem)
 		return res, nil
 	}
 	n := len(systems)
-	names, prefixes, defaults := make([]string, n), make([]string, n), make([]*string, n)
+	names, prefixes, defaults, unseen := make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
 	inPlace, inQueue := make([]bool, n), make([]bool, n)
 	for i, s := range systems {
 		names[i], prefixes[i], inPlace[i], inQueue[i] = s.Name, s.QueuePrefix, s.RetriesInPlace, s.NamesConnectionInQueue
 		if s.DefaultConnection != "" {
 			defaults[i] = &s.DefaultConnection
 		}
+		if s.ConsumersUnseen != "" {
+			unseen[i] = &s.ConsumersUnseen
+		}
 	}
-	rows, err := tx.Query(ctx, `SELECT queue_system, change FROM `+Schema+`.queue_systems_register($1, $2, $3, $4, $5)`,
-		names, prefixes, inPlace, inQueue, defaults)
+	rows, err := tx.Query(ctx, `SELECT queue_system, change FROM `+Schema+`.queue_systems_register($1, $2, $3, $4, $5, $6)`,
+		names, prefixes, inPlace, inQueue, defaults, unseen)
 	if err != nil {
 		return res, fmt.Errorf("migrate: register the queue systems: %w", err)
 	}
@@ -152,9 +174,12 @@ func registerQueueSystems(ctx context.Context, tx pgx.Tx, systems []QueueSystem)
 // writes it, so what a run decides from it (retry in place or publish)
 // is the operator's release's, never a letter's.
 func QueueSystemNamed(ctx context.Context, q Querier, name string) (s QueueSystem, ok bool, err error) {
-	err = q.QueryRow(ctx, `SELECT name, queue_prefix, retries_in_place, names_connection_in_queue, coalesce(default_connection, '')
-		FROM `+Schema+`.queue_systems WHERE name = $1`, name).
-		Scan(&s.Name, &s.QueuePrefix, &s.RetriesInPlace, &s.NamesConnectionInQueue, &s.DefaultConnection)
+	rows, err := q.Query(ctx, `SELECT name, queue_prefix, retries_in_place, names_connection_in_queue,
+		coalesce(default_connection, '') AS default_connection, coalesce(consumers_unseen, '') AS consumers_unseen
+		FROM `+Schema+`.queue_systems WHERE name = $1`, name)
+	if err == nil {
+		s, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[QueueSystem])
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QueueSystem{}, false, nil
 	}

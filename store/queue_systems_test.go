@@ -16,8 +16,10 @@ import (
 )
 
 // pgBoss is a sixth system as its driver would describe it: a job store
-// that retries in place, whose queue names carry their connection.
-var pgBoss = store.QueueSystem{Name: "pgboss", QueuePrefix: "pgboss://", RetriesInPlace: true, NamesConnectionInQueue: true}
+// that retries in place, whose queue names carry their connection, and
+// whose workers leave no trace the handler check could read.
+var pgBoss = store.QueueSystem{Name: "pgboss", QueuePrefix: "pgboss://", RetriesInPlace: true, NamesConnectionInQueue: true,
+	ConsumersUnseen: "pg-boss shows no handler versions"}
 
 // ingestOne has who capture one letter of system through ingest_letters,
 // with raw SQL as any client could; connection "" leaves it to the
@@ -154,6 +156,10 @@ func TestASixthSystemNeedsNoSQL(t *testing.T) {
 		{{Name: "nodefault", QueuePrefix: "nodefault://"}},
 		{{Name: "a", QueuePrefix: "x://", DefaultConnection: "a"}, {Name: "b", QueuePrefix: "x://b/", DefaultConnection: "b"}},
 		{pgBoss, pgBoss},
+		{{Name: "blank", QueuePrefix: "blank://", RetriesInPlace: true, NamesConnectionInQueue: true, ConsumersUnseen: " \t"}},
+		{{Name: "ansi", QueuePrefix: "ansi://", RetriesInPlace: true, NamesConnectionInQueue: true, ConsumersUnseen: "no workers\x1b[2J"}},
+		{{Name: "lines", QueuePrefix: "lines://", RetriesInPlace: true, NamesConnectionInQueue: true, ConsumersUnseen: "no workers\nrefused by rule none"}},
+		{{Name: "long", QueuePrefix: "long://", RetriesInPlace: true, NamesConnectionInQueue: true, ConsumersUnseen: strings.Repeat("é", 301)}},
 	} {
 		if err := store.ValidateQueueSystems(bad); err == nil {
 			t.Errorf("ValidateQueueSystems(%+v) = nil, want refused", bad)
@@ -185,11 +191,21 @@ func TestASixthSystemNeedsNoSQL(t *testing.T) {
 		}
 	}
 	// The database holds its rules for whoever calls it: the owner too.
-	if _, err := rt.owner.Exec(ctx, `SELECT * FROM expiryctl.queue_systems_register(ARRAY['bull'], ARRAY['bullmq://x/'], ARRAY[true], ARRAY[true], ARRAY[NULL::text])`); err == nil {
-		t.Error("queue_systems_register took bull, whose prefix begins with bullmq's, from the owner's raw SQL")
+	for _, sql := range []string{
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['bull'], ARRAY['bullmq://x/'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[NULL::text])`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['ansi'], ARRAY['ansi://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[E'no workers\x1b[2J'])`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['long'], ARRAY['long://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[repeat('é', 301)])`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['blank'], ARRAY['blank://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[''])`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['short'], ARRAY['short://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[]::text[])`,
+		`UPDATE expiryctl.queue_systems SET consumers_unseen = E'no workers\nrefused by rule none' WHERE name = 'river'`,
+	} {
+		if _, err := rt.owner.Exec(ctx, sql); err == nil {
+			t.Errorf("the owner's raw SQL was taken: %s", sql)
+		}
 	}
 	// A system without letters may change, and a default connection may.
-	changed := store.QueueSystem{Name: "sqs", QueuePrefix: "arn:aws:sqs:", DefaultConnection: "aws"}
+	changed := store.QueueSystem{Name: "sqs", QueuePrefix: "arn:aws:sqs:", DefaultConnection: "aws",
+		ConsumersUnseen: "SQS shows no consumers of a queue, nor their versions"}
 	if res, err := store.MigrateDeployment(ctx, rt.owner, "", changed); err != nil || strings.Join(res.Systems.Changed, ",") != "sqs" {
 		t.Errorf("a new default connection of sqs: %+v, %v; want sqs changed", res.Systems, err)
 	}
@@ -198,6 +214,19 @@ func TestASixthSystemNeedsNoSQL(t *testing.T) {
 	}
 	if err := rt.owner.QueryRow(ctx, `SELECT connection FROM expiryctl.dead_letters WHERE source_system = 'sqs'`).Scan(&connection); err != nil || connection != "aws" {
 		t.Errorf("an SQS letter captured without a connection names %q (%v), want the system's new default aws", connection, err)
+	}
+	// Why a system shows no consumers is words, not how its letters are
+	// named: it may change while the archive holds them, and back to none.
+	for _, unseen := range []string{"pg-boss 12 shows no handler versions", ""} {
+		reworded := pgBoss
+		reworded.ConsumersUnseen = unseen
+		if res, err := store.MigrateDeployment(ctx, rt.owner, "", reworded); err != nil || strings.Join(res.Systems.Changed, ",") != "pgboss" {
+			t.Errorf("pgboss, with letters, reworded to %q: %+v, %v; want pgboss changed", unseen, res.Systems, err)
+		}
+		s, known, err := store.QueueSystemNamed(ctx, rt.alice.Pool, "pgboss")
+		if err != nil || !known || s != reworded {
+			t.Errorf("the archive describes pgboss as %+v (%v, %v), want %+v", s, known, err, reworded)
+		}
 	}
 }
 
@@ -220,7 +249,9 @@ func TestRedTeamQueueSystems(t *testing.T) {
 		`UPDATE expiryctl.queue_systems SET queue_prefix = 'nats://' WHERE name = 'river'`,
 		`DELETE FROM expiryctl.queue_systems WHERE name = 'sqs'`,
 		`TRUNCATE expiryctl.queue_systems CASCADE`,
-		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['kafka'], ARRAY['kafka://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text])`,
+		`UPDATE expiryctl.queue_systems SET consumers_unseen = NULL WHERE name = 'river'`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['kafka'], ARRAY['kafka://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[NULL::text])`,
+		`SELECT * FROM expiryctl.queue_systems_register(ARRAY['river'], ARRAY['river://'], ARRAY[true], ARRAY[true], ARRAY[NULL::text], ARRAY[NULL::text])`,
 	}
 	for _, who := range []*struct {
 		name string
@@ -248,11 +279,11 @@ func TestRedTeamQueueSystems(t *testing.T) {
 		}
 	}
 	var rows string
-	if err := rt.owner.QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s %s', name, queue_prefix, retries_in_place, names_connection_in_queue,
-		coalesce(default_connection, '-')), '; ' ORDER BY name) FROM expiryctl.queue_systems`).Scan(&rows); err != nil {
+	if err := rt.owner.QueryRow(ctx, `SELECT string_agg(format('%s %s %s %s %s %s', name, queue_prefix, retries_in_place, names_connection_in_queue,
+		coalesce(default_connection, '-'), consumers_unseen IS NOT NULL), '; ' ORDER BY name) FROM expiryctl.queue_systems`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	const want = "bullmq bullmq:// t t -; jobtable jobtable:// t t -; rabbitmq  f f rabbitmq; river river:// t t -; sqs arn:aws:sqs: f f sqs"
+	const want = "bullmq bullmq:// t t - f; jobtable jobtable:// t t - t; rabbitmq  f f rabbitmq f; river river:// t t - t; sqs arn:aws:sqs: f f sqs t"
 	if rows != want {
 		t.Errorf("after the insiders' writes the systems are %q, want %q", rows, want)
 	}

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00042, then the files of store/functions/) leaves an empty database, dumped
+-- 00043, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -1178,10 +1178,10 @@ $$;
 
 
 --
--- Name: queue_systems_register(text[], text[], boolean[], boolean[], text[]); Type: FUNCTION; Schema: expiryctl
+-- Name: queue_systems_register(text[], text[], boolean[], boolean[], text[], text[]); Type: FUNCTION; Schema: expiryctl
 --
 
-CREATE FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]) RETURNS TABLE(queue_system text, change text)
+CREATE FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[], consumers_unseen text[]) RETURNS TABLE(queue_system text, change text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -1194,8 +1194,9 @@ DECLARE
     changing text;
 BEGIN
     IF coalesce(cardinality(queue_prefixes), 0) <> n OR coalesce(cardinality(in_place), 0) <> n
-       OR coalesce(cardinality(connection_in_queue), 0) <> n OR coalesce(cardinality(default_connections), 0) <> n THEN
-        RAISE EXCEPTION 'queue_systems_register takes one name, queue prefix, retries_in_place, names_connection_in_queue and default connection for each system'
+       OR coalesce(cardinality(connection_in_queue), 0) <> n OR coalesce(cardinality(default_connections), 0) <> n
+       OR coalesce(cardinality(queue_systems_register.consumers_unseen), 0) <> n THEN
+        RAISE EXCEPTION 'queue_systems_register takes one name, queue prefix, retries_in_place, names_connection_in_queue, default connection and consumers_unseen for each system'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF n = 0 THEN
@@ -1221,8 +1222,11 @@ BEGIN
             format('queue system %s needs a default connection: its queue names carry none, and a capture that names none must name one', g.name)
         WHEN g.conn !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' THEN
             format('queue system %s: default connection %L is no connection''s name (letters, digits, ".", "_" and "-", at most 63, a letter or digit first)', g.name, g.conn)
+        WHEN NOT (g.unseen ~ '\S' AND char_length(g.unseen) <= 300 AND g.unseen !~ '[\x01-\x1f\x7f-\x9f]') THEN
+            format('queue system %s: why it shows no consumers (%L) is printed in refusals: write it as one sentence of printable characters, at most 300, or none for a system that shows its consumers', g.name, left(g.unseen, 80))
         END INTO problem
-      FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections) AS g(name, prefix, retries, in_queue, conn)
+      FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections, queue_systems_register.consumers_unseen)
+           AS g(name, prefix, retries, in_queue, conn, unseen)
      ORDER BY 1 NULLS LAST LIMIT 1;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION '%', problem USING ERRCODE = 'invalid_parameter_value';
@@ -1273,20 +1277,22 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections)
-                                AS g(name, prefix, retries, in_queue, conn)),
+    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections,
+                                        queue_systems_register.consumers_unseen)
+                                AS g(name, prefix, retries, in_queue, conn, unseen)),
          changed AS (
             UPDATE expiryctl.queue_systems s
                SET queue_prefix = g.prefix, retries_in_place = g.retries, names_connection_in_queue = g.in_queue,
-                   default_connection = g.conn
+                   default_connection = g.conn, consumers_unseen = g.unseen
               FROM given g
              WHERE s.name = g.name
-               AND (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue, s.default_connection)
-                   IS DISTINCT FROM (g.prefix, g.retries, g.in_queue, g.conn)
+               AND (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue, s.default_connection, s.consumers_unseen)
+                   IS DISTINCT FROM (g.prefix, g.retries, g.in_queue, g.conn, g.unseen)
             RETURNING s.name),
          added AS (
-            INSERT INTO expiryctl.queue_systems (name, queue_prefix, retries_in_place, names_connection_in_queue, default_connection)
-            SELECT g.name, g.prefix, g.retries, g.in_queue, g.conn FROM given g
+            INSERT INTO expiryctl.queue_systems (name, queue_prefix, retries_in_place, names_connection_in_queue, default_connection,
+                                                 consumers_unseen)
+            SELECT g.name, g.prefix, g.retries, g.in_queue, g.conn, g.unseen FROM given g
              WHERE NOT EXISTS (SELECT 1 FROM expiryctl.queue_systems s WHERE s.name = g.name)
              ORDER BY g.name
             RETURNING name)
@@ -1954,6 +1960,7 @@ DECLARE
     sqs_misrouted text[];
     systems integer;
     system_names text;
+    unseen text;
     publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
@@ -2154,6 +2161,20 @@ BEGIN
         IF late_ids IS NOT NULL THEN
             PERFORM expiryctl.replay_refuse('not-before', format('%s not due (the hold''s deadline or Retry-After) until after retention redacts the letter: '
                 || 'leave %s out, or add --include-not-due to publish without waiting', expiryctl.letters_named(late_ids, 'is', 'are'), expiryctl.count_word(cardinality(late_ids), 'it', 'them')));
+        END IF;
+    END IF;
+
+    -- The handler check reads who consumes the targets, and a system that
+    -- shows nobody (consumers_unseen says why: SQS, a job store whose
+    -- workers take jobs without registering) leaves it nothing to read,
+    -- so that a run would be refused after its approval
+    -- (handler-unverified). The requester vouches for the handler now, and
+    -- the approver reads the reason. The cohort is of one system here.
+    IF kind = 'replay' AND same_handler_ok IS NOT TRUE THEN
+        SELECT q.consumers_unseen INTO unseen FROM expiryctl.queue_systems q WHERE q.name = system_names;
+        IF unseen IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('handler-unseen', format('%s, so nothing can tell whether a consumer runs a fixed handler: '
+                || 'say why the handler is the same, --same-handler-ok "why" (docs/governance.md)', unseen));
         END IF;
     END IF;
 
@@ -3362,6 +3383,8 @@ CREATE TABLE expiryctl.queue_systems (
     retries_in_place boolean NOT NULL,
     names_connection_in_queue boolean NOT NULL,
     default_connection text,
+    consumers_unseen text,
+    CONSTRAINT queue_systems_consumers_unseen_check CHECK (((consumers_unseen ~ '\S'::text) AND (char_length(consumers_unseen) <= 300) AND (consumers_unseen !~ '[\x01-\x1f\x7f-\x9f]'::text))),
     CONSTRAINT queue_systems_default_connection_check CHECK ((default_connection ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
     CONSTRAINT queue_systems_name_check CHECK ((name ~ '^[a-z][a-z0-9_]{0,62}$'::text)),
     CONSTRAINT queue_systems_one_connection_source CHECK (((default_connection IS NULL) = names_connection_in_queue)),
@@ -3410,6 +3433,13 @@ COMMENT ON COLUMN expiryctl.queue_systems.names_connection_in_queue IS 'A letter
 --
 
 COMMENT ON COLUMN expiryctl.queue_systems.default_connection IS 'The connection a letter captured without one names; NULL when its queue''s name gives it.';
+
+
+--
+-- Name: COLUMN queue_systems.consumers_unseen; Type: COMMENT; Schema: expiryctl
+--
+
+COMMENT ON COLUMN expiryctl.queue_systems.consumers_unseen IS 'Why the system shows nobody consuming a queue, so that a replay''s handler check has nothing to read and its request must vouch for the handler (rule handler-unseen); NULL when it shows its consumers.';
 
 
 --
@@ -5050,10 +5080,10 @@ GRANT ALL ON FUNCTION expiryctl.purge_letters(actor text, cutoff timestamp with 
 
 
 --
--- Name: FUNCTION queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]); Type: ACL; Schema: expiryctl
+-- Name: FUNCTION queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[], consumers_unseen text[]); Type: ACL; Schema: expiryctl
 --
 
-REVOKE ALL ON FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[], consumers_unseen text[]) FROM PUBLIC;
 
 
 --

@@ -6,7 +6,9 @@
 --   - a row the table's constraints would refuse (a name that is not a
 --     lower-case identifier, a job store with no queue prefix, a default
 --     connection for a system whose queue names carry it, or none for one
---     whose do not), with what to write instead;
+--     whose do not, or words of why it shows no consumers that are
+--     blank, hold a control character or run past 300 characters), with
+--     what to write instead;
 --   - a queue prefix that begins another system's, or that another's
 --     begins (two empty ones among them): a queue's name says its system,
 --     for the summary and for dead_letters_system_names_queue;
@@ -16,13 +18,16 @@
 --     in place, while the archive holds letters of it: they were captured,
 --     and requests of them approved, under the rule they have.
 -- A system's default connection may change: it names the connection of
--- letters captured from now on. Returns each system added or changed.
+-- letters captured from now on. So may its consumers_unseen, words of why
+-- it shows nobody consuming a queue (NULL when it shows its consumers),
+-- which replay_request_create reads as each request is made (rule
+-- handler-unseen). Returns each system added or changed.
 -- Only the schema's owner, which migrates, executes it; the row of each
 -- system it changes is locked first, so that a capture of that system's
 -- letters (whose foreign key check shares the row) is either before it, and
 -- seen by it, or after it.
 CREATE OR REPLACE FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[],
-    connection_in_queue boolean[], default_connections text[])
+    connection_in_queue boolean[], default_connections text[], consumers_unseen text[])
 RETURNS TABLE(queue_system text, change text)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -34,8 +39,9 @@ DECLARE
     changing text;
 BEGIN
     IF coalesce(cardinality(queue_prefixes), 0) <> n OR coalesce(cardinality(in_place), 0) <> n
-       OR coalesce(cardinality(connection_in_queue), 0) <> n OR coalesce(cardinality(default_connections), 0) <> n THEN
-        RAISE EXCEPTION 'queue_systems_register takes one name, queue prefix, retries_in_place, names_connection_in_queue and default connection for each system'
+       OR coalesce(cardinality(connection_in_queue), 0) <> n OR coalesce(cardinality(default_connections), 0) <> n
+       OR coalesce(cardinality(queue_systems_register.consumers_unseen), 0) <> n THEN
+        RAISE EXCEPTION 'queue_systems_register takes one name, queue prefix, retries_in_place, names_connection_in_queue, default connection and consumers_unseen for each system'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF n = 0 THEN
@@ -61,8 +67,11 @@ BEGIN
             format('queue system %s needs a default connection: its queue names carry none, and a capture that names none must name one', g.name)
         WHEN g.conn !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' THEN
             format('queue system %s: default connection %L is no connection''s name (letters, digits, ".", "_" and "-", at most 63, a letter or digit first)', g.name, g.conn)
+        WHEN NOT (g.unseen ~ '\S' AND char_length(g.unseen) <= 300 AND g.unseen !~ '[\x01-\x1f\x7f-\x9f]') THEN
+            format('queue system %s: why it shows no consumers (%L) is printed in refusals: write it as one sentence of printable characters, at most 300, or none for a system that shows its consumers', g.name, left(g.unseen, 80))
         END INTO problem
-      FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections) AS g(name, prefix, retries, in_queue, conn)
+      FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections, queue_systems_register.consumers_unseen)
+           AS g(name, prefix, retries, in_queue, conn, unseen)
      ORDER BY 1 NULLS LAST LIMIT 1;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION '%', problem USING ERRCODE = 'invalid_parameter_value';
@@ -113,20 +122,22 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections)
-                                AS g(name, prefix, retries, in_queue, conn)),
+    WITH given AS (SELECT * FROM unnest(systems, queue_prefixes, in_place, connection_in_queue, default_connections,
+                                        queue_systems_register.consumers_unseen)
+                                AS g(name, prefix, retries, in_queue, conn, unseen)),
          changed AS (
             UPDATE expiryctl.queue_systems s
                SET queue_prefix = g.prefix, retries_in_place = g.retries, names_connection_in_queue = g.in_queue,
-                   default_connection = g.conn
+                   default_connection = g.conn, consumers_unseen = g.unseen
               FROM given g
              WHERE s.name = g.name
-               AND (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue, s.default_connection)
-                   IS DISTINCT FROM (g.prefix, g.retries, g.in_queue, g.conn)
+               AND (s.queue_prefix, s.retries_in_place, s.names_connection_in_queue, s.default_connection, s.consumers_unseen)
+                   IS DISTINCT FROM (g.prefix, g.retries, g.in_queue, g.conn, g.unseen)
             RETURNING s.name),
          added AS (
-            INSERT INTO expiryctl.queue_systems (name, queue_prefix, retries_in_place, names_connection_in_queue, default_connection)
-            SELECT g.name, g.prefix, g.retries, g.in_queue, g.conn FROM given g
+            INSERT INTO expiryctl.queue_systems (name, queue_prefix, retries_in_place, names_connection_in_queue, default_connection,
+                                                 consumers_unseen)
+            SELECT g.name, g.prefix, g.retries, g.in_queue, g.conn, g.unseen FROM given g
              WHERE NOT EXISTS (SELECT 1 FROM expiryctl.queue_systems s WHERE s.name = g.name)
              ORDER BY g.name
             RETURNING name)
@@ -137,4 +148,4 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION expiryctl.queue_systems_register(systems text[], queue_prefixes text[], in_place boolean[], connection_in_queue boolean[], default_connections text[], consumers_unseen text[]) FROM PUBLIC;

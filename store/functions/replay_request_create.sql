@@ -5,9 +5,11 @@
 -- policy's ceiling (a NULL rate is the ceiling), a letter
 -- already in an open request, redacted or decided, and, for a replay,
 -- letters of permanent categories without include_permanent, a
--- not_before in the past or past the letters' retention, and, unless
--- include_not_due, a letter whose Retry-After it cannot read or whose hold
--- or Retry-After falls past its retention; it freezes each letter's
+-- not_before in the past or past the letters' retention, unless
+-- include_not_due a letter whose Retry-After it cannot read or whose hold
+-- or Retry-After falls past its retention, and, unless same_handler_ok,
+-- letters of a system that shows nobody consuming its queues (its
+-- queue_systems.consumers_unseen says why); it freezes each letter's
 -- Retry-After with the item (retry_after_of); it hashes
 -- every payload it freezes and the cohort, so that the approver approves
 -- the server's hash and not the client's word. Returns the request's id
@@ -37,6 +39,7 @@ DECLARE
     sqs_misrouted text[];
     systems integer;
     system_names text;
+    unseen text;
     publish_connections text;
     sqs_untargeted text[];
     jobs_misrouted text[];
@@ -237,6 +240,20 @@ BEGIN
         IF late_ids IS NOT NULL THEN
             PERFORM expiryctl.replay_refuse('not-before', format('%s not due (the hold''s deadline or Retry-After) until after retention redacts the letter: '
                 || 'leave %s out, or add --include-not-due to publish without waiting', expiryctl.letters_named(late_ids, 'is', 'are'), expiryctl.count_word(cardinality(late_ids), 'it', 'them')));
+        END IF;
+    END IF;
+
+    -- The handler check reads who consumes the targets, and a system that
+    -- shows nobody (consumers_unseen says why: SQS, a job store whose
+    -- workers take jobs without registering) leaves it nothing to read,
+    -- so that a run would be refused after its approval
+    -- (handler-unverified). The requester vouches for the handler now, and
+    -- the approver reads the reason. The cohort is of one system here.
+    IF kind = 'replay' AND same_handler_ok IS NOT TRUE THEN
+        SELECT q.consumers_unseen INTO unseen FROM expiryctl.queue_systems q WHERE q.name = system_names;
+        IF unseen IS NOT NULL THEN
+            PERFORM expiryctl.replay_refuse('handler-unseen', format('%s, so nothing can tell whether a consumer runs a fixed handler: '
+                || 'say why the handler is the same, --same-handler-ok "why" (docs/governance.md)', unseen));
         END IF;
     END IF;
 

@@ -63,13 +63,16 @@ func ConfigRules() []config.Rules {
 
 // QueueSystems describe every driver's system to the archive, for the
 // migrate to register (store.MigrateDeployment): the schema reads what
-// differs between systems from them and names none.
+// differs between systems from them and names none, down to why a system
+// shows nobody consuming a queue, which refuses a replay request that does
+// not vouch for the handler (rule handler-unseen).
 func QueueSystems() []store.QueueSystem {
 	out := make([]store.QueueSystem, len(drivers))
 	for i, d := range drivers {
 		t := d.Traits()
 		out[i] = store.QueueSystem{Name: string(t.System), QueuePrefix: t.QueuePrefix, RetriesInPlace: t.RetriesInPlace,
-			NamesConnectionInQueue: t.NamesConnectionInQueue, DefaultConnection: t.DefaultConnection}
+			NamesConnectionInQueue: t.NamesConnectionInQueue, DefaultConnection: t.DefaultConnection,
+			ConsumersUnseen: d.Words().ConsumersUnseen}
 	}
 	return out
 }
