@@ -223,6 +223,27 @@ func suggest(name string, known []string) string {
 	return fmt.Sprintf(", did you mean %q?", best)
 }
 
+// Nearest sorts known, each once, by its edit distance from name (ties by
+// name), and names the nearest when it is near enough to be a typo of
+// name: at most half of the longer of the two differs. A driver's "queue
+// does not exist" lists the sorted names and suggests the near one.
+func Nearest(name string, known []string) (sorted []string, near string) {
+	slices.Sort(known)
+	known = slices.Compact(known)
+	dist := make(map[string]int, len(known))
+	for _, k := range known {
+		dist[k] = EditDistance(name, k)
+	}
+	slices.SortStableFunc(known, func(a, b string) int { return dist[a] - dist[b] })
+	if len(known) > 0 {
+		d, longer := dist[known[0]], max(len([]rune(name)), len([]rune(known[0])))
+		if d > 0 && 2*d <= longer {
+			near = known[0]
+		}
+	}
+	return known, near
+}
+
 // EditDistance is the Levenshtein distance between a and b, by runes:
 // the fewest insertions, deletions and substitutions that make one the
 // other. The suggestions of a typo ("did you mean …?") are the names

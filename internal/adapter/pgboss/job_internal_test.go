@@ -1,7 +1,6 @@
 package pgboss
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -73,30 +72,5 @@ func TestIncarnationIsMicrosecondsInUTC(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
 	if got := Incarnation(at); got != "2026-12-01T09:00:00.123456Z" {
 		t.Errorf("Incarnation = %s", got)
-	}
-}
-
-func TestNearestSortsByDistanceAndSuggestsOnlyWhatIsNear(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		queue      string
-		known      []string
-		wantSorted []string
-		wantNear   string
-	}{
-		{"expirey", []string{"mail", "expiry", "expiry", "exports"}, []string{"expiry", "exports", "mail"}, "expiry"},
-		{"expirey", []string{"expiry", "expire"}, []string{"expire", "expiry"}, "expire"},
-		{"zzzzzz", []string{"mail", "expiry"}, []string{"expiry", "mail"}, ""},
-		{"exp", []string{"expiry"}, []string{"expiry"}, "expiry"},
-		{"ex", []string{"expiry"}, []string{"expiry"}, ""},
-		{"expiry", nil, []string{}, ""},
-	} {
-		sorted, near := nearest(tt.queue, slices.Clone(tt.known))
-		if !slices.Equal(sorted, tt.wantSorted) && (len(sorted) != 0 || len(tt.wantSorted) != 0) {
-			t.Errorf("nearest(%q, %v) sorted %v, want %v", tt.queue, tt.known, sorted, tt.wantSorted)
-		}
-		if near != tt.wantNear {
-			t.Errorf("nearest(%q, %v) suggests %q, want %q", tt.queue, tt.known, near, tt.wantNear)
-		}
 	}
 }

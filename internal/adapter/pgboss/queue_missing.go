@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -114,32 +113,12 @@ func queueMissing(ctx context.Context, tx pgx.Tx, ref Ref) (*QueueMissingError, 
 		return nil, err
 	}
 	e := &QueueMissingError{Queue: ref.Queue, Conn: ref.Conn, Server: ref.Server(), Schema: ref.Schema}
-	e.Known, e.Nearest = nearest(ref.Queue, known)
+	e.Known, e.Nearest = config.Nearest(ref.Queue, known)
 	if len(e.Known) > knownShown {
 		e.More = len(e.Known) - knownShown
 		e.Known = e.Known[:knownShown]
 	}
 	return e, nil
-}
-
-// nearest sorts the distinct names of known by their edit distance to
-// queue, then by name, and says which one queue is likely a slip for:
-// the first, when no more than half of the longer of the two differs.
-func nearest(queue string, known []string) (sorted []string, near string) {
-	slices.Sort(known)
-	known = slices.Compact(known)
-	dist := make(map[string]int, len(known))
-	for _, k := range known {
-		dist[k] = config.EditDistance(queue, k)
-	}
-	slices.SortStableFunc(known, func(a, b string) int { return dist[a] - dist[b] })
-	if len(known) > 0 {
-		d, longer := dist[known[0]], max(len([]rune(queue)), len([]rune(known[0])))
-		if d > 0 && 2*d <= longer {
-			near = known[0]
-		}
-	}
-	return known, near
 }
 
 // CheckQueue says whether pg-boss knows the queue name names

@@ -1,4 +1,4 @@
-package riverjobs
+package config
 
 import (
 	"slices"
@@ -23,12 +23,12 @@ func TestNearestSortsByDistanceAndSuggestsOnlyWhatIsNear(t *testing.T) {
 		{"ex", []string{"expiry"}, []string{"expiry"}, ""},
 		{"expiry", nil, []string{}, ""},
 	} {
-		sorted, near := nearest(tt.queue, slices.Clone(tt.known))
+		sorted, near := Nearest(tt.queue, slices.Clone(tt.known))
 		if !slices.Equal(sorted, tt.wantSorted) && !(len(sorted) == 0 && len(tt.wantSorted) == 0) {
-			t.Errorf("nearest(%q, %v) sorted %v, want %v", tt.queue, tt.known, sorted, tt.wantSorted)
+			t.Errorf("Nearest(%q, %v) sorted %v, want %v", tt.queue, tt.known, sorted, tt.wantSorted)
 		}
 		if near != tt.wantNear {
-			t.Errorf("nearest(%q, %v) suggests %q, want %q", tt.queue, tt.known, near, tt.wantNear)
+			t.Errorf("Nearest(%q, %v) suggests %q, want %q", tt.queue, tt.known, near, tt.wantNear)
 		}
 	}
 }
