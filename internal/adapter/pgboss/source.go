@@ -284,22 +284,29 @@ func (s *Source) deliver(j jobRow) bool {
 	case <-s.ctx.Done():
 		return false
 	}
+	// The job counts as delivered before it is handed on: a consumer that
+	// has it may ask Ready at once, which must not count it again. A
+	// source closed before the hand-off takes the mark back.
 	s.mu.Lock()
 	s.next++
-	tag := s.next
+	tag, key, was := s.next, j.key(), s.cursor
+	s.delivered[key] = true
+	if key.after(s.cursor) {
+		s.cursor = key
+	}
 	s.mu.Unlock()
 	select {
 	case s.deliveries <- deadletter.Delivery{Message: j.stored(s.ref.Name()).Message(), Tag: tag}:
+		return true
 	case <-s.ctx.Done():
+		s.mu.Lock()
+		delete(s.delivered, key)
+		if s.cursor == key {
+			s.cursor = was
+		}
+		s.mu.Unlock()
 		return false
 	}
-	s.mu.Lock()
-	s.delivered[j.key()] = true
-	if j.key().after(s.cursor) {
-		s.cursor = j.key()
-	}
-	s.mu.Unlock()
-	return true
 }
 
 // pageRetrying reads a page, trying a lost database again with backoff
