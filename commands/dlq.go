@@ -11,8 +11,7 @@ func NewCmdDLQ(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq <command>",
 		Short: "Capture dead letters and inspect the archive",
-		Long: `Capture dead-lettered jobs into PostgreSQL, from a RabbitMQ or SQS dead-letter
-queue or the failed jobs of River, BullMQ or a jobs table, and inspect them.
+		Long: dlqHelp() + `
 
 The archive, not the queue, is what you read: browsing a queue by
 get-and-requeue reorders it and bumps redelivery counts.`,

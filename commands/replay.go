@@ -131,12 +131,7 @@ hash of each payload. A different approver must approve it before it can run.
 Letters in another open request are refused when named by --id; a filter only
 matches letters waiting for a decision, oldest first, up to --max.
 
-Each letter goes back to the work queue it failed in, through the default
-exchange, so that no other queue bound to its original exchange (billing, an
-audit tap) gets another copy. --via-exchange publishes through the original
-exchange and routing key instead; ` + "`replay show`" + ` then lists every queue that
-gets a copy. A letter that names no queue it failed in (no x-death) needs
---routing-key QUEUE or --via-exchange.
+` + whereHelp() + `
 
 Time: --not-before schedules the replay (an RFC 3339 time or a duration from
 now); the run, started any time after the approval, publishes nothing before
@@ -154,7 +149,7 @@ cannot (the queue is gone, or these letters came from elsewhere) does not
 start (rule dlq-unwatched) unless the request says --unwatched "why"; the
 approver sees it.
 
-` + handlerHelp,
+` + handlerHelp(),
 		Example: `  expiryctl replay request --id 42 --why "INC-4211: r-8421 stuck after failover"
   expiryctl replay request --reason transient-exhausted --since 2h --max 200 --rate 20 --why INC-4211
   expiryctl replay request --id 77 --routing-key reservation-expiry --why INC-4211

@@ -8,21 +8,6 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
-// handlerHelp is what `replay request --help` says of the handler check
-// and of letters not worth retrying.
-const handlerHelp = `A replay runs only onto a handler other than the one that failed its letters:
-` + "`replay run`" + ` refuses to start, and halts a run, when no consumer of the
-target queues advertises a handler version the cohort did not fail under
-(x-handler-version on the letters, handler-version on the consumers'
-connections), when nothing consumes them, or when RabbitMQ's management API
-cannot say. --same-handler-ok "why" allows it (the dependency recovered and
-the handler was never at fault); the approver sees the reason.
-
-Letters that failed for good (conflict, validation, malformed, not-found) are
-refused unless --include-permanent says to replay them anyway; to decide
-"never retry", ask for a discard with ` + "`expiryctl dlq discard`" + `, which a
-second person approves.`
-
 // printRequestFlags says on stderr what a new request's flags loosen, so
 // the requester reads what the approver will.
 func printRequestFlags(streams *IOStreams, r replay.Request) {

@@ -61,6 +61,8 @@ most. The plan shows, for the work queue the cohort's replay fills:
   suggested_rate    the highest replay rate, at most the request's approved
                     ceiling, with (R + rate)·amplification ≤ ack_rate
 
+` + planSystemsHelp() + `
+
 Each figure says where it came from; -o json names them (arrival_rate,
 failure_fraction, attempts, upper_bound, planning_bound, ack_rate,
 suggested_rate, with *_source, limited_by, suggested_upper_bound,

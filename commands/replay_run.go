@@ -42,34 +42,27 @@ func NewCmdReplayRun(f *Factory, runF func(context.Context, *ReplayRunOptions) e
 		Short: "Run an approved request (or resume one whose runner died)",
 		Long: `Run an approved replay or discard request.
 
-A replay publishes each frozen letter back where it came from (its original
-exchange and routing key, else the queue it died in, else the request's
-target) with its body, message id and idempotency key unchanged, its original
-headers minus the failure bookkeeping (x-death, x-attempt-history, ...), and
-headers naming the request (x-replay-request, x-replay-count, x-replayed-by,
-x-approved-by, x-replay-item). A fresh-key request gives each job the key
-"<key>:replay:<request>" instead.
+` + runWhereHelp() + `
 
 The run holds the request's rate ceiling and paces itself under it: while the
 consumers of the target queue fall behind (its ready count grows, or their ack
-rate falls with work waiting, as RabbitMQ's management API shows) it lowers its
-rate, and raises it back toward the ceiling, never above, once they recover.
-The progress line shows the current rate limit and why. Without a management
-API the run keeps the fixed ceiling and says so. It publishes with mandatory routing and
-publisher confirms, and marks an item confirmed only after the broker acked it
-without returning it. The first "canary" items go out alone; the run then waits
-the canary window and halts if they die again (a canary of the whole cohort, as
-for one letter, holds nothing back: that run has no canary phase). It halts,
-too, when the share of
-failed publishes, the depth of the target queue or the share of replayed
-letters dying again passes the request's stop conditions; a halted request
-needs a new approval. The policy's eligibility query, when set, runs before
-each item, against the reservation database of --outcome-url like the
+rate falls with work waiting, as the system's live view shows them) it lowers
+its rate, and raises it back toward the ceiling, never above, once they recover.
+The progress line shows the current rate limit and why. Without a live view the
+run keeps the fixed ceiling and says so. It marks an item confirmed only after
+its system took it: a publisher confirm without a return, a send's answer, a
+committed retry. The first "canary" items go out alone; the run then waits the
+canary window and halts if they die again (a canary of the whole cohort, as for
+one letter, holds nothing back: that run has no canary phase). It halts, too,
+when the share of failed publishes, the depth of the target queue or the share
+of replayed letters dying again passes the request's stop conditions; a halted
+request needs a new approval. The policy's eligibility query, when set, runs
+before each item, against the reservation database of --outcome-url like the
 outcome query; ineligible items are skipped. The run captures the dead-letter
 queues its cohort came from while it runs and for the canary window after
-(shorter once the outcome query saw every reservation done: a job whose work
-is done is not coming back), so that it sees the jobs that die again without a separate
-` + "`dlq ingest --follow`" + `; it refuses to start (rule dlq-unwatched) when it
+(shorter once the outcome query saw every reservation done: a job whose work is
+done is not coming back), so that it sees the jobs that die again without a
+separate ` + "`dlq ingest --follow`" + `; it refuses to start (rule dlq-unwatched) when it
 cannot, unless the request said --unwatched.
 
 When the policy sets an outcome query, the run asks it, in batches and off

@@ -60,11 +60,7 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "expiryctl <command>",
 		Short: "Triage and governed replay of dead-lettered reservation-expiry jobs",
-		Long: `expiryctl captures dead-lettered reservation-expiry jobs into PostgreSQL from
-the queue system that holds them (RabbitMQ, Amazon SQS, River, BullMQ or a
-team's own jobs table), shows them grouped by reason with their attempt
-history, and puts them back, or retries them where they are, only through a
-governed, audited replay.
+		Long: rootHelp() + `
 
 It reaches each queue system through a connection the configuration file
 names (expiryctl config view; docs/configuration.md).

@@ -74,6 +74,9 @@ type Traits struct {
 	DefaultConnection string
 	// Evidence is what the system shows of a queue's consumers.
 	Evidence Evidence
+	// Rates: the system's live view measures a queue's traffic (publish,
+	// delivery and acknowledgement rates), which a replay's plan reads.
+	Rates bool
 }
 
 // Words is how people are told about a system: in help, refusals and
@@ -94,6 +97,10 @@ type Words struct {
 	// queue, the handler check cannot be verified; empty for a system
 	// that shows its consumers.
 	ConsumersUnseen string
+	// Replay is what `replay request --help` says of where the system's
+	// letters go and the flags that choose it, when there is more to say
+	// than that they go back where they failed; empty otherwise.
+	Replay string
 	// PasswordEnv and UserEnv name the environment variables that give a
 	// URL typed on the command line its password and, when it names
 	// none, its login; empty when the system takes neither.

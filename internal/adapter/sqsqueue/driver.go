@@ -17,7 +17,10 @@ func (sqsDriver) Traits() driver.Traits {
 
 func (sqsDriver) Words() driver.Words {
 	return driver.Words{Title: "SQS", Server: "SQS", ServerLabel: "sqs", Doc: "docs/sqs.md",
-		QueueForm: "arn:aws:sqs:REGION:ACCOUNT:NAME", ConsumersUnseen: "SQS shows no consumers of a queue, nor their versions"}
+		QueueForm: "arn:aws:sqs:REGION:ACCOUNT:NAME", ConsumersUnseen: "SQS shows no consumers of a queue, nor their versions",
+		Replay: "An SQS letter goes back to the queue it came from: the x-original-queue its worker wrote (an ARN, " +
+			"a URL or a name), else the source queue SQS's redrive names. A letter that names neither needs " +
+			"--routing-key with the queue's ARN."}
 }
 
 func (sqsDriver) Config() config.Rules { return ConfigRules }
