@@ -251,15 +251,17 @@ type liveQueues struct {
 // queueLine is deadletter.QueueState with its head age in seconds, as every
 // duration of the summary's JSON is.
 type queueLine struct {
-	Name           string               `json:"name"`
-	Role           deadletter.QueueRole `json:"role"`
-	Ready          int64                `json:"ready"`
-	Unacked        int64                `json:"unacked"`
-	Consumers      int                  `json:"consumers"`
-	PublishRate    *float64             `json:"publish_rate"`
-	DeliverRate    *float64             `json:"deliver_rate"`
-	AckRate        *float64             `json:"ack_rate"`
-	HeadAgeSeconds *deadletter.Seconds  `json:"head_age_seconds"`
+	Name    string               `json:"name"`
+	Role    deadletter.QueueRole `json:"role"`
+	Ready   int64                `json:"ready"`
+	Unacked int64                `json:"unacked"`
+	// Consumers is null where the system shows nobody consuming its
+	// queues.
+	Consumers      *int                `json:"consumers"`
+	PublishRate    *float64            `json:"publish_rate"`
+	DeliverRate    *float64            `json:"deliver_rate"`
+	AckRate        *float64            `json:"ack_rate"`
+	HeadAgeSeconds *deadletter.Seconds `json:"head_age_seconds"`
 	// HeadAgeSource says where the age comes from: the broker's head
 	// timestamp, or, for a quorum queue, which reports none, an estimate
 	// from its ready messages over its ack rate.
@@ -278,8 +280,11 @@ func newLiveQueues(workQueue string, r deadletter.QueueReport) liveQueues {
 		return l
 	}
 	for _, q := range r.Queues {
-		line := queueLine{Name: q.Name, Role: q.Role, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers,
+		line := queueLine{Name: q.Name, Role: q.Role, Ready: q.Ready, Unacked: q.Unacked,
 			PublishRate: q.PublishRate, DeliverRate: q.DeliverRate, AckRate: q.AckRate, ClassicVersion: q.ClassicVersion}
+		if !q.ConsumersUnseen {
+			line.Consumers = &q.Consumers
+		}
 		if q.PagesUnderCapture() {
 			line.Advice = queueVersionAdvice(q.Name)
 		}
@@ -294,7 +299,10 @@ func newLiveQueues(workQueue string, r deadletter.QueueReport) liveQueues {
 		l.Queues = append(l.Queues, line)
 	}
 	s := r.States()
-	l.Scheduled, l.Ready, l.InFlight, l.Isolated, l.Consumers = &s.Scheduled, &s.Ready, &s.InFlight, &s.Isolated, &s.Consumers
+	l.Scheduled, l.Ready, l.InFlight, l.Isolated = &s.Scheduled, &s.Ready, &s.InFlight, &s.Isolated
+	if !s.ConsumersUnseen {
+		l.Consumers = &s.Consumers
+	}
 	return l
 }
 
@@ -465,13 +473,13 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 		termsafe.EscapeLine(q.Unavailable)))
 	if q.Unavailable == "" {
 		live = fmt.Sprintf("%s: %d ready, %d in flight (%s) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
-			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), phrase.Count(deref(q.Consumers), "consumer", "consumers"), deref(q.Scheduled), deref(q.Isolated))
+			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), consumersText(q.Consumers), deref(q.Scheduled), deref(q.Isolated))
 		if deadletter.QueueSystem(q.WorkQueue) == deadletter.RabbitMQ {
 			// The management API's queue statistics are sampled every
 			// few seconds: right after a capture the DLQ still reads full.
 			live += " (RabbitMQ's counts, up to 5 s old)"
 		}
-		if deref(q.Consumers) == 0 && deref(q.Ready) > 0 {
+		if q.Consumers != nil && *q.Consumers == 0 && deref(q.Ready) > 0 {
 			live = st.warn.Render(live)
 		}
 	}
@@ -657,7 +665,11 @@ func queueTable(streams *IOStreams, q liveQueues) *table {
 				age = "~" + age + " (est.)"
 			}
 		}
-		t.addRow(l.Name, state, strconv.FormatInt(l.Ready, 10), strconv.FormatInt(l.Unacked, 10), strconv.Itoa(l.Consumers), age)
+		consumers := "unseen"
+		if l.Consumers != nil {
+			consumers = strconv.Itoa(*l.Consumers)
+		}
+		t.addRow(l.Name, state, strconv.FormatInt(l.Ready, 10), strconv.FormatInt(l.Unacked, 10), consumers, age)
 	}
 	return t
 }
@@ -741,4 +753,13 @@ func formatTime(streams *IOStreams, t, now time.Time) string {
 	default:
 		return strconv.Itoa(int(age.Hours()/24)) + "d ago"
 	}
+}
+
+// consumersText counts a work queue's consumers, or says the system shows
+// none (nil).
+func consumersText(n *int) string {
+	if n == nil {
+		return "consumers unseen"
+	}
+	return phrase.Count(*n, "consumer", "consumers")
 }

@@ -371,3 +371,28 @@ func TestDLQSummaryRun(t *testing.T) {
 		}
 	})
 }
+
+// TestLiveQueuesUnseenConsumers holds a system that shows nobody consuming
+// its queues to null consumers in JSON and "consumers unseen" in text,
+// never 0, which would say nothing works the queue.
+func TestLiveQueuesUnseenConsumers(t *testing.T) {
+	t.Parallel()
+	report := deadletter.QueueReport{Queues: []deadletter.QueueState{
+		{Name: "work", Role: deadletter.RoleWork, Ready: 3},
+		{Name: "work.dlq", Role: deadletter.RoleDeadLetter, Ready: 2},
+	}}
+	seen := newLiveQueues("work", report)
+	if seen.Consumers == nil || *seen.Consumers != 0 || seen.Queues[0].Consumers == nil {
+		t.Fatalf("a system that shows its consumers: %+v, want 0 consumers counted", seen)
+	}
+	unseen := newLiveQueues("work", report.ConsumersUnseen())
+	if unseen.Consumers != nil || unseen.Queues[0].Consumers != nil || unseen.Queues[1].Consumers != nil {
+		t.Errorf("a system that shows no consumers: %+v, want consumers null", unseen)
+	}
+	if got := consumersText(unseen.Consumers); got != "consumers unseen" {
+		t.Errorf("consumersText(nil) = %q, want \"consumers unseen\"", got)
+	}
+	if report.Queues[0].ConsumersUnseen {
+		t.Error("ConsumersUnseen changed the report it was given")
+	}
+}

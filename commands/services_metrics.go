@@ -214,7 +214,7 @@ func metricsQueues(report deadletter.QueueReport) *metrics.LiveQueues {
 	q := &metrics.LiveQueues{Unavailable: report.Unavailable}
 	for _, s := range report.Queues {
 		q.Queues = append(q.Queues, metrics.QueueState{
-			Name: s.Name, Role: string(s.Role), Ready: s.Ready, Unacked: s.Unacked, Consumers: s.Consumers,
+			Name: s.Name, Role: string(s.Role), Ready: s.Ready, Unacked: s.Unacked, Consumers: s.Consumers, ConsumersUnseen: s.ConsumersUnseen,
 			PublishRate: s.PublishRate, DeliverRate: s.DeliverRate, AckRate: s.AckRate, HeadAge: s.HeadAge,
 			HeadAgeEstimated: s.HeadAgeEstimated,
 		})

@@ -6,6 +6,7 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/service"
 )
 
@@ -29,7 +30,23 @@ type systemQueues struct {
 	cloud func(ctx context.Context, workQueue string) (deadletter.QueueReport, bool, error)
 }
 
+// Topology reads workQueue's live view from the system that holds it; a
+// system that shows nobody consuming its queues says so in the report.
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
+	report, err := l.topology(ctx, workQueue)
+	var d driver.Driver
+	if s, ok := jobStoreNamed(workQueue); ok {
+		d = s
+	} else {
+		d, _ = registry.Of(queueSystemOf(workQueue))
+	}
+	if d != nil && d.Traits().Evidence == driver.NoConsumers {
+		report = report.ConsumersUnseen()
+	}
+	return report, err
+}
+
+func (l *systemQueues) topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
 	if s, ok := jobStoreNamed(workQueue); ok {
 		ref, err := l.jobRef(s, workQueue)
 		if err != nil {

@@ -25,6 +25,10 @@ type QueueState struct {
 	Ready     int64 `json:"ready"`
 	Unacked   int64 `json:"unacked"`
 	Consumers int   `json:"consumers"`
+	// ConsumersUnseen: the system shows nobody consuming its queues (a
+	// job store's workers, a cloud queue's consumers leave no trace), so Consumers
+	// is 0 because nothing can say, not because nothing works the queue.
+	ConsumersUnseen bool `json:"consumers_unseen,omitempty"`
 	// Rates are per second, over the management API's sampling window;
 	// nil when the broker reported none (no traffic since it started
 	// sampling).
@@ -63,6 +67,18 @@ type QueueReport struct {
 	Unavailable string       `json:"unavailable,omitempty"`
 }
 
+// ConsumersUnseen is r with every queue marked as a system's that shows
+// nobody consuming it.
+func (r QueueReport) ConsumersUnseen() QueueReport {
+	queues := make([]QueueState, len(r.Queues))
+	for i, q := range r.Queues {
+		q.ConsumersUnseen = true
+		queues[i] = q
+	}
+	r.Queues = queues
+	return r
+}
+
 // WorkStates are a topology's queues summed into the states of work.
 type WorkStates struct {
 	// Scheduled are messages waiting out a backoff in RetryQueues retry
@@ -73,6 +89,7 @@ type WorkStates struct {
 	// messages, Consumers its consumers, ReadyHeadAge its head's age.
 	Ready, InFlight       int64
 	Consumers             int
+	ConsumersUnseen       bool
 	ReadyHeadAge          *time.Duration
 	ReadyHeadAgeEstimated bool
 	// Isolated are the messages in the dead-letter queue, not yet
@@ -93,6 +110,7 @@ func (r QueueReport) States() WorkStates {
 			s.Ready += q.Ready
 			s.InFlight += q.Unacked
 			s.Consumers += q.Consumers
+			s.ConsumersUnseen = s.ConsumersUnseen || q.ConsumersUnseen
 			s.ReadyHeadAge, s.ReadyHeadAgeEstimated = q.HeadAge, q.HeadAgeEstimated
 		case RoleRetry:
 			s.Scheduled += q.Ready + q.Unacked

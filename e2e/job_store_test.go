@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -68,7 +70,9 @@ func captureTwice(t *testing.T, ingester *cli, queue string, n int) {
 }
 
 // checkIsolated checks that `dlq summary --work-queue workQueue` reads the
-// store's own live states: its n failed jobs isolated, none ready.
+// store's own live states: its n failed jobs isolated, none ready, and
+// its workers counted only where the store shows them (null, not 0,
+// where it shows none).
 func checkIsolated(t *testing.T, c *cli, workQueue string, n int) {
 	t.Helper()
 	var doc struct {
@@ -76,11 +80,21 @@ func checkIsolated(t *testing.T, c *cli, workQueue string, n int) {
 			Unavailable string `json:"unavailable"`
 			Ready       *int64 `json:"ready"`
 			Isolated    *int64 `json:"isolated"`
+			Consumers   *int   `json:"consumers"`
 		} `json:"live_queues"`
 	}
 	decodeJSON(t, c.ok(t, "dlq", "summary", "--work-queue", workQueue, "-o", "json"), &doc)
 	if lq := doc.LiveQueues; lq.Unavailable != "" || lq.Isolated == nil || *lq.Isolated != int64(n) || lq.Ready == nil || *lq.Ready != 0 {
 		t.Errorf("dlq summary's live queue %s: %+v, want %d isolated and none ready", workQueue, lq, n)
+	}
+	for _, s := range registry.JobStores() {
+		if !s.IsRef(workQueue) {
+			continue
+		}
+		if unseen := s.Traits().Evidence == driver.NoConsumers; (doc.LiveQueues.Consumers == nil) != unseen {
+			t.Errorf("dlq summary's live queue %s counts consumers %v; %s shows them: %v", workQueue,
+				doc.LiveQueues.Consumers, s.Words().Title, !unseen)
+		}
 	}
 }
 

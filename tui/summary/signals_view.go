@@ -197,9 +197,13 @@ func (m Model) queueLines() []string {
 		}
 		return many
 	}
-	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%d %s)", work, s.Ready, age(s.ReadyHeadAge, s.ReadyHeadAgeEstimated), s.InFlight,
-		s.Consumers, plural(int64(s.Consumers), "consumer", "consumers"))
-	if s.Consumers == 0 && s.Ready > 0 {
+	consumers := fmt.Sprintf("%d %s", s.Consumers, plural(int64(s.Consumers), "consumer", "consumers"))
+	if s.ConsumersUnseen {
+		consumers = "consumers unseen"
+	}
+	first := fmt.Sprintf("  %s: ready %d%s · in flight %d (%s)", work, s.Ready, age(s.ReadyHeadAge, s.ReadyHeadAgeEstimated), s.InFlight,
+		consumers)
+	if s.Consumers == 0 && !s.ConsumersUnseen && s.Ready > 0 {
 		first = th.Warn.Render(first)
 	}
 	second := fmt.Sprintf("  scheduled %d in %d retry %s · isolated %d in the DLQ%s", s.Scheduled, s.RetryQueues,

@@ -57,7 +57,7 @@ var (
 		"Messages delivered to a consumer and not yet acknowledged (in flight).",
 		"queue", "role")
 	consumersDesc = newDesc("rabbitmq_queue_consumers",
-		"Consumers of the queue.",
+		"Consumers of the queue; absent for a system that shows nobody consuming its queues.",
 		"queue", "role")
 	headAgeDesc = newDesc("rabbitmq_queue_head_message_age_seconds",
 		"How long the message at the head of the queue had waited when the snapshot was taken; absent when the broker does not know (the message has no timestamp) or the queue is empty.",

@@ -215,7 +215,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range q.Queues {
 			ch <- gauge(readyDesc, float64(s.Ready), s.Name, s.Role)
 			ch <- gauge(unackedDesc, float64(s.Unacked), s.Name, s.Role)
-			ch <- gauge(consumersDesc, float64(s.Consumers), s.Name, s.Role)
+			if !s.ConsumersUnseen {
+				ch <- gauge(consumersDesc, float64(s.Consumers), s.Name, s.Role)
+			}
 			switch {
 			case s.HeadAge != nil && s.HeadAgeEstimated:
 				ch <- gauge(headAgeEstimatedDesc, s.HeadAge.Seconds(), s.Name, s.Role)

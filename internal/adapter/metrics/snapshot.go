@@ -121,6 +121,9 @@ type QueueState struct {
 	Ready     int64
 	Unacked   int64
 	Consumers int
+	// ConsumersUnseen: the system shows nobody consuming the queue, so
+	// Consumers is not exported for it (0 would say nobody works it).
+	ConsumersUnseen bool
 	// PublishRate, DeliverRate and AckRate are messages per second over the
 	// broker's sampling window; nil when the broker reported none.
 	PublishRate, DeliverRate, AckRate *float64
