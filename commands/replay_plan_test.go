@@ -92,7 +92,7 @@ func TestReplayPlanRun(t *testing.T) {
 		t.Parallel()
 		p := examplePlan()
 		p.AckRate, p.SuggestedRate, p.SuggestedUpperBound, p.SuggestedPlanningBound, p.LimitedBy = nil, nil, nil, nil, ""
-		p.Unavailable = []string{"management API: cannot reach RabbitMQ's management API", "ack_rate: needs the management API"}
+		p.Unavailable = []string{"live view: cannot reach RabbitMQ's management API", "ack_rate: needs the queue's measured traffic"}
 		out, _, err := run(t, &fakes.Planner{Result: p}, "7", "-o", "json")
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -29,5 +30,23 @@ func (f *Factory) Planner(ctx context.Context) (service.Planner, error) {
 type planner struct{ *services }
 
 func (p *planner) Plan(ctx context.Context, id int64, opts replay.PlanOptions) (replay.Plan, error) {
-	return p.requests().Plan(ctx, id, p.flow, opts)
+	return p.requests().Plan(ctx, id, systemFlow{measured: p.flow}, opts)
+}
+
+// systemFlow reads a queue's traffic from the system that holds it: from
+// measured where the system's live view measures it (Traits.Rates), else
+// the answer says the system shows none.
+type systemFlow struct{ measured replay.Flow }
+
+func (s systemFlow) QueueFlow(ctx context.Context, queue string) (replay.QueueFlow, error) {
+	d := driverOfQueue(queue)
+	switch {
+	case d == nil:
+		return replay.QueueFlow{Queue: queue, Unavailable: "no queue system of this expiryctl names a queue " + strconv.Quote(queue)}, nil
+	case !d.Traits().Rates:
+		return replay.QueueFlow{Queue: queue, Unavailable: d.Words().Title + " shows no traffic of a queue: only the queue's depth can be read"}, nil
+	case s.measured == nil:
+		return replay.QueueFlow{Queue: queue, Unavailable: "not configured"}, nil
+	}
+	return s.measured.QueueFlow(ctx, queue)
 }

@@ -34,13 +34,7 @@ type systemQueues struct {
 // system that shows nobody consuming its queues says so in the report.
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
 	report, err := l.topology(ctx, workQueue)
-	var d driver.Driver
-	if s, ok := jobStoreNamed(workQueue); ok {
-		d = s
-	} else {
-		d, _ = registry.Of(queueSystemOf(workQueue))
-	}
-	if d != nil && d.Traits().Evidence == driver.NoConsumers {
+	if d := driverOfQueue(workQueue); d != nil && d.Traits().Evidence == driver.NoConsumers {
 		report = report.ConsumersUnseen()
 	}
 	return report, err
@@ -65,3 +59,13 @@ func (l *systemQueues) topology(ctx context.Context, workQueue string) (deadlett
 }
 
 var _ service.LiveQueues = (*broker.ManagementNodes)(nil)
+
+// driverOfQueue is the driver of the system whose queue's name queue is,
+// as letters carry it; nil for none the registry knows.
+func driverOfQueue(queue string) driver.Driver {
+	if s, ok := jobStoreNamed(queue); ok {
+		return s
+	}
+	d, _ := registry.Of(queueSystemOf(queue))
+	return d
+}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -30,5 +31,25 @@ func TestHelpNamesEverySystem(t *testing.T) {
 				t.Errorf("%s has a line wider than 80 columns: %q", name, line)
 			}
 		}
+	}
+}
+
+// TestPlanFlowSaysWhatASystemShows holds the plan's flow to the system
+// that holds a queue: a system whose live view measures no traffic says
+// so in its own name, and nothing is asked of the measured flow.
+func TestPlanFlowSaysWhatASystemShows(t *testing.T) {
+	t.Parallel()
+	for _, s := range registry.JobStores() {
+		if s.Traits().Rates {
+			continue
+		}
+		queue := s.Traits().QueuePrefix + "conn/q"
+		f, err := systemFlow{}.QueueFlow(context.Background(), queue)
+		if err != nil || !strings.HasPrefix(f.Unavailable, s.Words().Title+" shows no traffic") {
+			t.Errorf("the plan's flow of %s: %+v, %v; want %s's words that it shows no traffic", queue, f, err, s.Words().Title)
+		}
+	}
+	if f, _ := (systemFlow{}).QueueFlow(context.Background(), "reservation-expiry"); f.Unavailable != "not configured" {
+		t.Errorf("a measured system without a flow: %+v, want not configured", f)
 	}
 }

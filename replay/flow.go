@@ -2,24 +2,24 @@ package replay
 
 import "context"
 
-// Flow reads how busy the consumers of a target queue are, from RabbitMQ's
-// management API. The plan (Service.Plan) sizes a replay's rate with it and
-// the runner (Runner.Flow) paces a run by it. internal/adapter/broker's
-// Management implements it.
+// Flow reads how busy the consumers of a target queue are, from its
+// system's live view. The plan (Service.Plan) sizes a replay's rate with it
+// and the runner (Runner.Flow) paces a run by it. A driver whose system
+// measures a queue's traffic implements it; for another, the answer's
+// Unavailable says the system shows none.
 type Flow interface {
 	// QueueFlow returns the traffic of the work queue that queue belongs
 	// to: queue itself, or the work queue whose retry queue
 	// ("<work>.retry.<ms>") or dead-letter queue ("<work>.dlq") it names.
-	// A management API that cannot be read, or a work queue that does not
+	// A live view that cannot be read, or a work queue that does not
 	// exist, is not an error: the answer's Unavailable says what is
 	// missing. The error is ctx's.
 	QueueFlow(ctx context.Context, queue string) (QueueFlow, error)
 }
 
 // QueueFlow is the traffic of one work queue and its retry queues, as the
-// management API samples it (rates per second over its last sampling
-// interval, which lags the queues by up to collect_statistics_interval,
-// 5 s by default). A rate the broker does not report, because nothing
+// system's live view samples it (rates per second over its last sampling
+// interval, which lags the queues by up to that interval). A rate the broker does not report, because nothing
 // moved since it began sampling the queue, is 0.
 type QueueFlow struct {
 	// Queue is the work queue read.
@@ -28,7 +28,7 @@ type QueueFlow struct {
 	Ready     int64 `json:"ready"`
 	Consumers int   `json:"consumers"`
 	// PublishRate counts messages published into the work queue by
-	// clients: producers and replays. RabbitMQ does not count a message
+	// clients: producers and replays. A broker does not count a message
 	// dead-lettered into a queue as a publish, so retries coming back from
 	// their retry queues are not in it.
 	PublishRate float64 `json:"publish_rate"`

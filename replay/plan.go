@@ -29,16 +29,16 @@ type PlanOptions struct {
 //
 // How each figure is found, when not given:
 //
-//   - arrival_rate (R): the management API's publish rate into the work
-//     queue, which counts what clients publish (producers, and a replay
-//     while it runs) and not retries coming back from the retry queues,
-//     since RabbitMQ does not count a dead-lettered arrival as a publish.
-//     Without the API, the archive's letters dead-lettered per second over
+//   - arrival_rate (R): the Flow's publish rate into the work queue,
+//     which counts what clients publish (producers, and a replay while it
+//     runs) and not retries coming back from the retry queues, since the
+//     broker does not count a dead-lettered arrival as a publish.
+//     Without a Flow, the archive's letters dead-lettered per second over
 //     the last 5 minutes: a lower bound, since it counts only jobs that
 //     died.
 //   - failure_fraction (p): the publish rate into the work queue's retry
 //     queues over its deliver rate: the share of attempts rescheduled. It
-//     is unavailable without the API, without deliveries, or without retry
+//     is unavailable without a Flow, without deliveries, or without retry
 //     queues (a topology that retries by rejecting through a dead-letter
 //     exchange shows no publishes there).
 //   - attempts (n): the most attempts a letter of the cohort went through,
@@ -85,7 +85,7 @@ type Plan struct {
 }
 
 // Plan measures request id's recovery traffic (see Plan) with flow, which
-// may be nil when there is no management API, and records replay.plan. A
+// may be nil when nothing can measure it, and records replay.plan. A
 // discard publishes nothing and has no plan.
 func (s *Service) Plan(ctx context.Context, id int64, flow Flow, opts PlanOptions) (Plan, error) {
 	p, err := s.plan(ctx, id, flow, opts)
@@ -117,19 +117,10 @@ func (s *Service) plan(ctx context.Context, id int64, flow Flow, opts PlanOption
 		p.WorkQueue = queues[0]
 	}
 	s.planAttempts(&p, maxAttempts, opts)
-	inPlace, err := t.RetriesInPlace(ctx, req.System())
-	if err != nil {
-		return Plan{}, err
-	}
-
 	var live *QueueFlow
 	switch {
-	case req.System() == deadletter.SQS:
-		p.Unavailable = append(p.Unavailable, "SQS shows no consumers and no traffic: the cohort's letters go back to SQS, where only the queue's depth can be read")
-	case inPlace:
-		p.Unavailable = append(p.Unavailable, "a job store shows no traffic of a queue: the cohort's jobs are retried where they are, and only the queue's waiting jobs can be read")
 	case flow == nil:
-		p.Unavailable = append(p.Unavailable, "management API: not configured")
+		p.Unavailable = append(p.Unavailable, "live view: not configured")
 	case p.WorkQueue == "":
 		p.Unavailable = append(p.Unavailable, "work queue: the cohort's letters name no queue and the request no routing key: pass --work-queue")
 	default:
@@ -139,7 +130,7 @@ func (s *Service) plan(ctx context.Context, id int64, flow Flow, opts PlanOption
 		}
 		p.WorkQueue = f.Queue
 		if f.Unavailable != "" {
-			p.Unavailable = append(p.Unavailable, "management API: "+f.Unavailable)
+			p.Unavailable = append(p.Unavailable, "live view: "+f.Unavailable)
 		} else {
 			live = &f
 		}
@@ -196,7 +187,7 @@ func planFailures(p *Plan, live *QueueFlow, opts PlanOptions) {
 	case opts.FailureFraction != nil:
 		p.FailureFraction, p.FailureSource = known(math.Min(math.Max(*opts.FailureFraction, 0), 1)), "given (--failure-fraction)"
 	case live == nil:
-		p.Unavailable = append(p.Unavailable, "failure_fraction: needs the management API: pass --failure-fraction")
+		p.Unavailable = append(p.Unavailable, "failure_fraction: needs the queue's measured traffic: pass --failure-fraction")
 	case live.RetryQueues == 0:
 		p.Unavailable = append(p.Unavailable, fmt.Sprintf("failure_fraction: %s has no retry queues (%s.retry.<ms>) to count retries in: pass --failure-fraction",
 			live.Queue, live.Queue))
@@ -221,7 +212,7 @@ func planHeadroom(p *Plan, live *QueueFlow) {
 		}
 	}
 	if live == nil {
-		p.Unavailable = append(p.Unavailable, "ack_rate: needs the management API", "suggested_rate: needs the consumers' ack rate")
+		p.Unavailable = append(p.Unavailable, "ack_rate: needs the queue's measured traffic", "suggested_rate: needs the consumers' ack rate")
 		return
 	}
 	p.AckRate, p.Consumers, p.Ready = known(live.AckRate), known(live.Consumers), known(live.Ready)

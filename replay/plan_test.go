@@ -163,7 +163,7 @@ func TestPlanAgainstHandComputedValues(t *testing.T) {
 			}
 			if p.ArrivalRate == nil || !closeTo(*p.ArrivalRate, 5.0/300) || !strings.HasPrefix(p.ArrivalRateSource, "archive:") ||
 				!closeTo(*p.UpperBound, 5.0/300*5) || p.AckRate != nil || p.SuggestedRate != nil ||
-				!hasPrefixIn(p.Unavailable, "management API: ") || !hasPrefixIn(p.Unavailable, "ack_rate: ") {
+				!hasPrefixIn(p.Unavailable, "live view: ") || !hasPrefixIn(p.Unavailable, "ack_rate: ") {
 				t.Fatalf("plan with %T: %+v", flow, p)
 			}
 		}
