@@ -34,11 +34,21 @@ type bullmqExpiry struct {
 // retries the others in place, skips that one and says why, and the
 // Worker, fixed, runs each job exactly once, as it would run BullMQ's own
 // retry. The poisoned job fails again and comes back as a new letter
-// linked to the first and to the replay.
+// linked to the first and to the replay. It runs once with each BullMQ
+// release the driver supports (bullmqtest.Packages), in parallel, each
+// with that release's own Worker.
 func TestBullMQIncident(t *testing.T) {
 	t.Parallel()
+	for _, pkg := range bullmqtest.Packages {
+		t.Run(pkg.Name, func(t *testing.T) {
+			t.Parallel()
+			testBullMQIncident(t, bullmqtest.NewQueueFor(t, pkg))
+		})
+	}
+}
+
+func testBullMQIncident(t *testing.T, q bullmqtest.Queue) {
 	ctx := context.Background()
-	q := bullmqtest.NewQueue(t)
 	w := bullmqtest.StartWorker(t, q)
 	const n = 4
 	const poisoned = "r-bull-3"
@@ -100,6 +110,10 @@ func TestBullMQIncident(t *testing.T) {
 		}
 		if shown.System != "bullmq" || shown.SourceQueue != name || shown.Native["name"] != "reservation_expiry" {
 			t.Errorf("letter %d: system %q, queue %q, name %q", l.ID, shown.System, shown.SourceQueue, shown.Native["name"])
+		}
+		// The queue's meta names the release whose Worker failed the job.
+		if v := shown.Native["bullmq_version"]; v != q.BullMQ.Version {
+			t.Errorf("letter %d: BullMQ version %q, want %q, the release of the subtest's Worker", l.ID, v, q.BullMQ.Version)
 		}
 		if string(shown.Payload) != string(sent[i]) || shown.IdempotencyKey != fmt.Sprintf("expire:r-bull-%d:v1", i) {
 			t.Errorf("letter %d: payload %q, idempotency key %q; want BullMQ's data %q byte for byte", l.ID, shown.Payload, shown.IdempotencyKey, sent[i])
