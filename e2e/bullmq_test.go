@@ -225,8 +225,18 @@ func testBullMQIncident(t *testing.T, q bullmqtest.Queue) {
 	waitFor(t, 30*time.Second, "the poisoned job to fail again", func() bool {
 		return q.State(t, ids[3]) == "failed" && q.Hash(t, ids[3])["atm"] == "3"
 	})
-	// A moment more, for a second run of any job to show.
-	time.Sleep(500 * time.Millisecond)
+	// The Worker closes once the jobs it runs have ended: its log then
+	// holds every run there was, and a job that was to run a second time
+	// is still queued.
+	w.Quit()
+	for _, list := range []string{"wait", "paused", "active"} {
+		if n := q.Client.LLen(ctx, q.Key(list)).Val(); n != 0 {
+			t.Errorf("%d jobs in the %s list after the incident, want none: a job would run again", n, list)
+		}
+	}
+	if n := q.Client.ZCard(ctx, q.Key("prioritized")).Val(); n != 0 {
+		t.Errorf("%d jobs prioritized after the incident, want none: a job would run again", n)
+	}
 	completed := map[string]int{}
 	var elsewhere bullmqtest.Event
 	for _, e := range w.Seen("completed") {
