@@ -34,11 +34,21 @@ type bullmqExpiry struct {
 // retries the others in place, skips that one and says why, and the
 // Worker, fixed, runs each job exactly once, as it would run BullMQ's own
 // retry. The poisoned job fails again and comes back as a new letter
-// linked to the first and to the replay.
+// linked to the first and to the replay. It runs once with each BullMQ
+// release the driver supports (bullmqtest.Packages), in parallel, each
+// with that release's own Worker.
 func TestBullMQIncident(t *testing.T) {
 	t.Parallel()
+	for _, pkg := range bullmqtest.Packages {
+		t.Run(pkg.Name, func(t *testing.T) {
+			t.Parallel()
+			testBullMQIncident(t, bullmqtest.NewQueueFor(t, pkg))
+		})
+	}
+}
+
+func testBullMQIncident(t *testing.T, q bullmqtest.Queue) {
 	ctx := context.Background()
-	q := bullmqtest.NewQueue(t)
 	w := bullmqtest.StartWorker(t, q)
 	const n = 4
 	const poisoned = "r-bull-3"
@@ -100,6 +110,10 @@ func TestBullMQIncident(t *testing.T) {
 		}
 		if shown.System != "bullmq" || shown.SourceQueue != name || shown.Native["name"] != "reservation_expiry" {
 			t.Errorf("letter %d: system %q, queue %q, name %q", l.ID, shown.System, shown.SourceQueue, shown.Native["name"])
+		}
+		// The queue's meta names the release whose Worker failed the job.
+		if v := shown.Native["bullmq_version"]; v != q.BullMQ.Version {
+			t.Errorf("letter %d: BullMQ version %q, want %q, the release of the subtest's Worker", l.ID, v, q.BullMQ.Version)
 		}
 		if string(shown.Payload) != string(sent[i]) || shown.IdempotencyKey != fmt.Sprintf("expire:r-bull-%d:v1", i) {
 			t.Errorf("letter %d: payload %q, idempotency key %q; want BullMQ's data %q byte for byte", l.ID, shown.Payload, shown.IdempotencyKey, sent[i])
@@ -211,8 +225,18 @@ func TestBullMQIncident(t *testing.T) {
 	waitFor(t, 30*time.Second, "the poisoned job to fail again", func() bool {
 		return q.State(t, ids[3]) == "failed" && q.Hash(t, ids[3])["atm"] == "3"
 	})
-	// A moment more, for a second run of any job to show.
-	time.Sleep(500 * time.Millisecond)
+	// The Worker closes once the jobs it runs have ended: its log then
+	// holds every run there was, and a job that was to run a second time
+	// is still queued.
+	w.Quit()
+	for _, list := range []string{"wait", "paused", "active"} {
+		if n := q.Client.LLen(ctx, q.Key(list)).Val(); n != 0 {
+			t.Errorf("%d jobs in the %s list after the incident, want none: a job would run again", n, list)
+		}
+	}
+	if n := q.Client.ZCard(ctx, q.Key("prioritized")).Val(); n != 0 {
+		t.Errorf("%d jobs prioritized after the incident, want none: a job would run again", n)
+	}
 	completed := map[string]int{}
 	var elsewhere bullmqtest.Event
 	for _, e := range w.Seen("completed") {
