@@ -140,7 +140,7 @@ var listHeaders = []string{"ID", "DEAD-LETTERED", "CATEGORY", "ERROR-CLASS", "RE
 
 func listCells(streams *IOStreams, r deadletter.Row, now time.Time) []string {
 	return []string{strconv.FormatInt(r.ID, 10), formatTime(streams, r.DeadLetteredAt, now), string(r.Category),
-		r.ErrorClass, r.ReservationID, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.MessageID, string(r.System.OrRabbitMQ())}
+		r.ErrorClass, r.ReservationID, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.MessageID, string(r.System.OrDefault())}
 }
 
 func dlqListRun(ctx context.Context, opts *DLQListOptions) error {
@@ -202,7 +202,7 @@ func csvCells(r deadletter.Row) []string {
 	}
 	return []string{strconv.FormatInt(r.ID, 10), r.MessageID, r.ReservationID, r.IdempotencyKey, string(r.Category),
 		r.ErrorClass, strconv.Itoa(r.Attempts), string(r.Status), r.SourceQueue, r.DeadLetteredAt.Format(time.RFC3339Nano), due, r.LastError,
-		string(r.System.OrRabbitMQ())}
+		string(r.System.OrDefault())}
 }
 
 // streamList writes every match as it is read: a JSON array element by

@@ -34,7 +34,7 @@ func (c systemConsumers) TargetConsumers(ctx context.Context, targets []replay.T
 	if len(targets) == 0 {
 		return c.rabbitmq.TargetConsumers(ctx, targets)
 	}
-	d, ok := registry.Of(targets[0].System.OrRabbitMQ())
+	d, ok := registry.Of(targets[0].System.OrDefault())
 	if !ok {
 		return nil, fmt.Errorf("no driver reads the consumers of %s", targets[0].System)
 	}

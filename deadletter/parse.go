@@ -140,7 +140,7 @@ func parse(m Message, c *Classifier, ingestedAt time.Time) Letter {
 		c = DefaultClassifier()
 	}
 	l := Letter{
-		System:         m.System.OrRabbitMQ(),
+		System:         m.System.OrDefault(),
 		MessageID:      SafeText(m.MessageID),
 		SourceQueue:    SafeText(m.Queue),
 		ContentType:    SafeText(m.ContentType),

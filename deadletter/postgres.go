@@ -151,7 +151,7 @@ func (c *ingestColumns) set(i int, l *Letter) error {
 	if l.Properties != nil {
 		c.properties[i] = EncodeProperties(*l.Properties)
 	}
-	c.systems[i] = string(l.System.OrRabbitMQ())
+	c.systems[i] = string(l.System.OrDefault())
 	c.natives[i] = l.Native // nil: NULL
 	c.connections[i] = nullable(l.Connection)
 	return nil

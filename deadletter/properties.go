@@ -59,7 +59,7 @@ func (p Properties) SentAt() (t time.Time, millis, ok bool) {
 
 // properties returns what m carried.
 func (m Message) properties() *Properties {
-	if m.System.OrRabbitMQ() != RabbitMQ {
+	if m.System.OrDefault() != RabbitMQ {
 		return nil
 	}
 	p := &Properties{ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, DeliveryMode: m.DeliveryMode,

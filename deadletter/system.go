@@ -28,10 +28,15 @@ const (
 	SQS System = "sqs"
 )
 
-// OrRabbitMQ is s, or RabbitMQ when s is empty.
-func (s System) OrRabbitMQ() System {
+// DefaultSystem is the system of a letter or target that names none:
+// RabbitMQ's, whose letters were captured before letters named their
+// system, and whose targets name none still.
+const DefaultSystem = RabbitMQ
+
+// OrDefault is s, or DefaultSystem when s is empty.
+func (s System) OrDefault() System {
 	if s == "" {
-		return RabbitMQ
+		return DefaultSystem
 	}
 	return s
 }
@@ -92,7 +97,7 @@ type Systems []SystemInfo
 // Named is what is known of system s; a system no driver describes reads
 // as its name.
 func (ss Systems) Named(s System) SystemInfo {
-	s = s.OrRabbitMQ()
+	s = s.OrDefault()
 	for _, info := range ss {
 		if info.System == s {
 			return info

@@ -33,7 +33,7 @@ const (
 	// route to no queue.
 	ConditionNoConsumer = "no-consumer"
 	// ConditionHandlerUnverified: the consumers could not be read (the
-	// management API did not answer), so nothing shows a new handler. A run
+	// live view did not answer), so nothing shows a new handler. A run
 	// refuses to start on it; mid-run it interrupts the run instead, which
 	// resumes, checked again, with `replay run`.
 	ConditionHandlerUnverified = "handler-unverified"
@@ -45,8 +45,9 @@ type Target struct {
 	RoutingKey string `json:"routing_key"`
 	// Letters counts the cohort's letters published there.
 	Letters int `json:"letters"`
-	// System is the queue system of the target; empty for RabbitMQ. An
-	// SQS target is the queue its RoutingKey names by ARN.
+	// System is the queue system of the target; empty for the default
+	// system's (deadletter.System.OrDefault), whose targets go through an
+	// exchange. Another system's target is the queue its RoutingKey names.
 	System deadletter.System `json:"system,omitempty"`
 	// Connection is the name of the connection the cohort's letters came
 	// from, which the runner's configuration resolves; empty for the
@@ -57,19 +58,20 @@ type Target struct {
 
 func (t Target) String() string {
 	switch {
-	case t.System == deadletter.SQS:
-		return "SQS queue " + strconv.Quote(t.RoutingKey)
-	case t.System != "" && strings.HasPrefix(t.RoutingKey, string(t.System)+"://"):
+	case t.System == "":
+		// A broker's target: through an exchange, or the default one.
+		return describeTarget(t.Exchange, t.RoutingKey)
+	case strings.HasPrefix(t.RoutingKey, string(t.System)+"://"):
 		// A job store's letters go back to their own queue, named
 		// SYSTEM://CONNECTION/QUEUE (replay_target_of).
 		return "the failed jobs, retried in place in " + strconv.Quote(t.RoutingKey)
 	}
-	return describeTarget(t.Exchange, t.RoutingKey)
+	return "queue " + strconv.Quote(t.RoutingKey)
 }
 
 // VersionCount is how many letters of a cohort one handler version failed.
 // Version is "" for letters that name none (a worker that predates the
-// header, or one RabbitMQ dead-lettered).
+// header, or one the broker dead-lettered itself).
 type VersionCount struct {
 	Version string `json:"version"`
 	Letters int    `json:"letters"`
@@ -99,10 +101,10 @@ type Observation struct {
 	Unavailable string           `json:"unavailable,omitempty"`
 }
 
-// Consumers reads who consumes the queues a replay's targets route to. The
-// RabbitMQ adapter, internal/adapter/broker's Management, implements it
-// over the management API. An error means the consumers could not be read
-// (the API is unreachable or refused); its text says why and how to fix it.
+// Consumers reads who consumes the queues a replay's targets route to. A
+// driver whose system shows its consumers implements it over its live
+// view. An error means the consumers could not be read (the live view is
+// unreachable or refused); its text says why and how to fix it.
 type Consumers interface {
 	// TargetConsumers resolves each target to the queues it routes to (the
 	// exchange's bindings) and returns each queue once with its consumers.
@@ -249,7 +251,7 @@ func sortVersions(vs []VersionCount) {
 }
 
 // maxHandlerMisses is how many checks in a row may fail to read the
-// consumers before the run stops: the management API answering late once
+// consumers before the run stops: the live view answering late once
 // is no reason to stop, being gone for a few seconds is, since nothing then
 // shows the handler is still the fixed one.
 const maxHandlerMisses = 3
@@ -289,7 +291,7 @@ type HandlerCheck struct {
 	// FailedUnder is Request.FailedUnder.
 	FailedUnder []VersionCount `json:"failed_under"`
 	// ConsumedNow is what consumes the targets now; nil when the request
-	// is no longer open or no reader of the management API was given.
+	// is no longer open or no reader of the consumers was given.
 	ConsumedNow *Observation `json:"consumed_now,omitempty"`
 	// Condition and Reason are the verdict on ConsumedNow: the rule a run
 	// would be refused or halted by, "" when it would pass. Allowed says
@@ -332,7 +334,7 @@ func (s *Service) handlerDetail(ctx context.Context, t tables, d *Detail) error 
 		return nil
 	}
 	if s.Consumers == nil {
-		hc.ConsumedNow = &Observation{Unavailable: "not read: no reader of RabbitMQ's management API was given"}
+		hc.ConsumedNow = &Observation{Unavailable: "not read: no reader of the consumers was given"}
 	} else {
 		obs := observeConsumers(ctx, s.Consumers, d.Request)
 		hc.ConsumedNow = &obs

@@ -149,15 +149,15 @@ type Request struct {
 }
 
 // System is the queue system the request's letters came from and go back
-// to: SQS when its targets are SQS queues, else RabbitMQ. A request holds
-// the letters of one system (replay_request_create refuses a mix).
+// to: the one its targets name, else deadletter.DefaultSystem. A request
+// holds the letters of one system (replay_request_create refuses a mix).
 func (r Request) System() deadletter.System {
 	for _, t := range r.Targets {
 		if t.System != "" {
 			return t.System
 		}
 	}
-	return deadletter.RabbitMQ
+	return deadletter.DefaultSystem
 }
 
 // CanaryGates reports whether the request's canary holds anything back:

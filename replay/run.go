@@ -63,7 +63,7 @@ type Runner struct {
 	// run_pace.go). Nil keeps the ceiling.
 	Flow Flow
 	// Consumers reads who consumes the queues a replay's targets route to
-	// (RabbitMQ's management API), for the handler check before the run
+	// (the system's live view), for the handler check before the run
 	// starts and at each check while it runs (see handler.go). Without it a
 	// replay starts only when its request says SameHandlerOK.
 	Consumers Consumers
@@ -207,8 +207,8 @@ func (e *HaltError) Error() string {
 }
 
 // InterruptedError reports a run that stopped before finishing without
-// changing the request's status: interrupted, or RabbitMQ or PostgreSQL
-// failed. The request stays running and the next `replay run` resumes it.
+// changing the request's status: interrupted, or the queue system or
+// PostgreSQL failed. The request stays running and the next `replay run` resumes it.
 type InterruptedError struct {
 	RequestID int64
 	// Unconfirmed counts items published whose confirm never came; they
@@ -341,7 +341,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 	req, reqErr := r.tables().RequestGet(ctx, id)
 	if r.Broker == nil && reqErr == nil && req.Kind == KindReplay {
 		// Said before the run spends the approval.
-		return res, fmt.Errorf("replay request %d publishes, and the runner has no RabbitMQ connection", id)
+		return res, fmt.Errorf("replay request %d publishes, and the runner has no connection to its queue system", id)
 	}
 	lock, err := r.acquire(ctx, id)
 	if err != nil {
@@ -387,7 +387,7 @@ func (r *Runner) Run(ctx context.Context, id int64) (RunResult, error) {
 		err = r.discard(ctx, st)
 	case KindReplay:
 		if r.Broker == nil {
-			err = r.interrupt(ctx, st, errors.New("no RabbitMQ connection to publish with"), nil, 0)
+			err = r.interrupt(ctx, st, errors.New("no connection to the queue system to publish with"), nil, 0)
 		} else {
 			err = r.replayAcrossFailovers(ctx, st)
 		}

@@ -90,7 +90,7 @@ func (r *Runner) watchDLQs(ctx context.Context, queues []string) *dlqWatch {
 }
 
 // capture runs one queue's capture until ctx is done, through outages of
-// RabbitMQ and PostgreSQL as `dlq ingest --follow` does; an error no wait
+// the queue system and PostgreSQL as `dlq ingest --follow` does; an error no wait
 // cures is kept for the run to stop on.
 func (w *dlqWatch) capture(ctx context.Context, r *Runner, queue string, src deadletter.ClosableSource) {
 	opts := deadletter.IngestOptions{Actor: r.Actor, Queue: queue, Connection: r.Connection, Follow: true}

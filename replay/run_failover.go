@@ -121,7 +121,7 @@ func (r *Runner) failover(ctx context.Context, st *runState, loss *brokerLoss) e
 	next, err := r.reconnect(ctx)
 	if err != nil {
 		return &InterruptedError{RequestID: st.req.ID, Unconfirmed: loss.inFlight,
-			Err: fmt.Errorf("%w; failing over to another RabbitMQ node failed: %w", loss.cause, err)}
+			Err: fmt.Errorf("%w; failing over to another node failed: %w", loss.cause, err)}
 	}
 	r.Broker = next
 	if u, ok := next.(interface{ User() string }); ok {
@@ -133,7 +133,7 @@ func (r *Runner) failover(ctx context.Context, st *runState, loss *brokerLoss) e
 	f.Took = math.Round(r.now().Sub(lostAt).Seconds()*1000) / 1000
 	if err := r.resumeLeg(ctx, st, f); err != nil {
 		return &InterruptedError{RequestID: st.req.ID, Unconfirmed: loss.inFlight,
-			Err: fmt.Errorf("%w; resuming through RabbitMQ node %s failed: %w", loss.cause, f.To, err)}
+			Err: fmt.Errorf("%w; resuming through node %s failed: %w", loss.cause, f.To, err)}
 	}
 	st.failovers = append(st.failovers, f)
 	r.report(st, "failover")
@@ -185,7 +185,7 @@ func (r *Runner) resumeLeg(ctx context.Context, st *runState, f Failover) error 
 		seen = &obs
 	}
 	// The captures of the cohort's dead-letter queues reconnect by
-	// themselves, on the node RabbitMQ has left.
+	// themselves, on the node the cluster has left.
 	watched, err := st.dlqs.observation()
 	if err != nil {
 		return err

@@ -152,7 +152,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		}
 	}
 
-	if d.System.OrRabbitMQ() == deadletter.RabbitMQ {
+	if d.System.OrDefault() == deadletter.RabbitMQ {
 		section("Properties")
 		writeProperties(&b, d.Properties, wrap)
 	} else {
@@ -216,7 +216,7 @@ func (st Styles) withDefaults() Styles {
 // does not carry. SQS's delivery_limit count is the receive count, the
 // deliveries themselves, and needs no note.
 func attemptsSource(d deadletter.Detail) string {
-	if d.System.OrRabbitMQ() != deadletter.RabbitMQ {
+	if d.System.OrDefault() != deadletter.RabbitMQ {
 		return ""
 	}
 	var limitDeaths, counted int64
