@@ -81,7 +81,7 @@ type RunnerGoneCounter interface {
 // returns a result with no Status. progress, when not nil, is called from
 // the run's goroutine a few times a second. DryRun says what a run would
 // do with each item of any open request and changes nothing. A discard
-// publishes nothing, so only a replay connects to RabbitMQ.
+// publishes nothing, so only a replay connects to the queue system.
 type Runner interface {
 	Run(ctx context.Context, id int64, progress func(replay.Progress)) (replay.RunResult, error)
 	DryRun(ctx context.Context, id int64) (replay.DryRunResult, error)
@@ -122,8 +122,8 @@ type Ingester interface {
 type DLQSource interface {
 	deadletter.Source
 	Close() error
-	// QueueName is how letters and the audit trail name the queue: its
-	// name on RabbitMQ, its ARN on SQS.
+	// QueueName is how letters and the audit trail name the queue, as
+	// its driver names it.
 	QueueName() string
 }
 

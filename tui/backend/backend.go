@@ -172,9 +172,9 @@ type Services struct {
 	// (one audit row per visit, as a --watch leaves one per watch); nil
 	// reads through Requests every time.
 	RequestReads service.RequestReads
-	// LiveQueues reads the states of WorkQueue's queues from the broker's
-	// management API for the summary; nil leaves the summary saying they
-	// are not read.
+	// LiveQueues reads the states of WorkQueue's queues from their
+	// system's live view for the summary; nil leaves the summary saying
+	// they are not read.
 	LiveQueues service.LiveQueues
 	WorkQueue  string
 	// HoldsGap reads the holds past their deadline in the reservation

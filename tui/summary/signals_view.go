@@ -172,7 +172,7 @@ func (m Model) queueLines() []string {
 	work := termsafe.EscapeLine(m.svc.WorkQueue)
 	switch {
 	case m.svc.LiveQueues == nil:
-		return []string{th.Dim.Render("  live queues: not read (no management API given to the terminal UI)")}
+		return []string{th.Dim.Render("  live queues: not read (no live view given to the terminal UI)")}
 	case !m.queuesLoaded:
 		return []string{"  live queues " + work + ": loading…"}
 	case m.queuesErr != nil:

@@ -110,14 +110,14 @@ func hasHave(n int) string {
 // queue bound there, which it lists as the broker routes them now.
 func targetFields(d replay.Detail, st Styles, field func(name, value string)) {
 	switch {
-	case d.System() == deadletter.SQS:
-		field("publishes to", "the SQS queue each letter came from (or the one the request names), by SendMessage")
 	case d.RetriesInPlace:
 		field("publishes to", "nothing: each failed job is retried where it is, as the queue system's own retry does; no copy is sent")
 	case d.ViaExchange:
 		field("publishes to", st.Warn("THROUGH THE ORIGINAL EXCHANGE (--via-exchange): every queue bound there gets a copy"))
-	default:
+	case d.System() == deadletter.DefaultSystem:
 		field("publishes to", "the queue each letter failed in, through the default exchange: no other queue gets a copy")
+	default:
+		field("publishes to", "the queue each letter came from (or the one the request names): no other queue gets a copy")
 	}
 	for _, t := range d.Targets {
 		target := t.String()

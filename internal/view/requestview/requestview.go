@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
 	"github.com/expiryctl/expiryctl/replay"
@@ -62,9 +61,9 @@ func Render(d replay.Detail, st Styles, freshKeyHint string) string {
 		timeFields(d, st, field)
 		watchField(d, st, field)
 		switch {
-		case d.System() == deadletter.SQS && d.ToRoutingKey != "":
-			field("fallback target", "SQS queue "+termsafe.Quote(d.ToRoutingKey)+" (for letters that name no queue)")
-		case d.ToExchange != "" || d.ToRoutingKey != "":
+		case d.ToExchange == "" && d.ToRoutingKey != "":
+			field("fallback target", "queue "+termsafe.Quote(d.ToRoutingKey)+" (for letters that name no queue)")
+		case d.ToExchange != "":
 			field("fallback target", "exchange "+termsafe.Quote(d.ToExchange)+" routing key "+termsafe.Quote(d.ToRoutingKey))
 		}
 		keyLine := "kept: the worker recognises jobs it already did"

@@ -33,6 +33,17 @@ func TestTargetLines(t *testing.T) {
 		t.Errorf("BullMQ request: want %q and no exchange in\n%s", want, view)
 	}
 
+	const arn = "arn:aws:sqs:us-east-1:000000000000:reservation-expiry"
+	copies := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, ToRoutingKey: arn,
+		Targets: []replay.Target{{RoutingKey: arn, Letters: 3, System: deadletter.System("sqs")}}}}
+	view = Render(copies, Styles{}, "")
+	for _, want := range []string{"the queue each letter came from (or the one the request names): no other queue gets a copy",
+		`queue "` + arn + `": 3 letters`, `fallback target      queue "` + arn + `" (for letters that name no queue)`} {
+		if !strings.Contains(view, want) || strings.Contains(view, "exchange") {
+			t.Errorf("a request of a system without exchanges: want %q and no exchange in\n%s", want, view)
+		}
+	}
+
 	via := replay.Detail{Request: replay.Request{Kind: replay.KindReplay, ViaExchange: true,
 		Targets: []replay.Target{{Exchange: "reservations", RoutingKey: "reservation.expire", Letters: 40}}},
 		Handler: &replay.HandlerCheck{ConsumedNow: &replay.Observation{Queues: []replay.QueueConsumers{
