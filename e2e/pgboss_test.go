@@ -213,8 +213,19 @@ func TestPgBossIncident(t *testing.T) {
 		s := boss.Job(t, "expiry", ids[3])
 		return s.State == "failed" && s.RetryCount == 2
 	})
-	// A moment more, for a second run of any job to show.
-	time.Sleep(500 * time.Millisecond)
+	// pg-boss stops once the jobs it runs have ended: its log then holds
+	// every run there was, and a job that was to run again is still
+	// waiting in the table.
+	b.Quit()
+	for i, id := range ids {
+		want := "completed"
+		if i == 3 {
+			want = "failed"
+		}
+		if s := boss.Job(t, "expiry", id); s.State != want {
+			t.Errorf("job %s is %s after the incident, want %s: a job would run again", id, s.State, want)
+		}
+	}
 	completed := map[string]int{}
 	var elsewhere pgbosstest.Event
 	for _, e := range b.Seen("completed") {
