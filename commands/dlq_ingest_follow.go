@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
-	"github.com/expiryctl/expiryctl/internal/adapter/broker"
-	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -58,16 +56,13 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 	return stats, src, err
 }
 
-// sourceServer names the system a --queue value is on, as an outage's
+// sourceServer names the server a --queue value is on, as an outage's
 // report says it.
 func sourceServer(queue string) string {
-	if sqsqueue.IsQueueRef(queue) {
-		return "SQS"
+	if d := driverOfQueue(queue); d != nil {
+		return d.Words().Server
 	}
-	if s, ok := jobStoreNamed(queue); ok {
-		return s.Words().Server
-	}
-	return "RabbitMQ"
+	return "the queue system"
 }
 
 // reopenDLQSource checks that PostgreSQL answers, then opens a consumer
@@ -92,16 +87,8 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
-		js, isJobStore := jobStoreNamed(queue)
-		switch {
-		case isJobStore && js.Unreachable(err):
-			return nil, &deadletter.Unavailable{Server: js.Words().Server, Err: err}
-		case isJobStore:
-			return nil, err
-		case sqsqueue.IsQueueRef(queue) && sqsqueue.Unreachable(err):
-			return nil, &deadletter.Unavailable{Server: "SQS", Err: err}
-		case !sqsqueue.IsQueueRef(queue) && broker.Unreachable(err):
-			return nil, &deadletter.Unavailable{Server: "RabbitMQ", Err: err}
+		if d := driverOfQueue(queue); d != nil && d.Unreachable(err) {
+			return nil, &deadletter.Unavailable{Server: d.Words().Server, Err: err}
 		}
 		return nil, err
 	}

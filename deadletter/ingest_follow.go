@@ -24,7 +24,8 @@ type ClosableSource interface {
 // wraps the errors it knows to be an absent server in it; any other error
 // of the opener (a deleted queue, a refused login) ends the ingest.
 type Unavailable struct {
-	// Server is "RabbitMQ", "SQS" or "PostgreSQL".
+	// Server is what could not be reached, as its driver names it
+	// ("River's database"), or "PostgreSQL", the archive.
 	Server string
 	Err    error
 }
@@ -56,7 +57,7 @@ func (e *ServerError) Unwrap() error { return e.Err }
 // a server lost (Back false: Next is the wait before the next try), or
 // reached again (Back true).
 type Reconnect struct {
-	// Server is what was lost: "RabbitMQ", "SQS" or "PostgreSQL".
+	// Server is what was lost, as Unavailable names it.
 	Server string
 	// Err is why, while it is down.
 	Err error
@@ -85,12 +86,12 @@ type FollowOptions struct {
 	Report func(Reconnect)
 	// Sleep waits d or until ctx is done (default a timer).
 	Sleep func(ctx context.Context, d time.Duration)
-	// Server names the queue system the source reads, in what Report is
-	// told of a lost source: "RabbitMQ" (the default) or "SQS".
+	// Server names the queue system's server the source reads, in what
+	// Report is told of a lost source (default "the queue system").
 	Server string
 }
 
-// IngestFollowing ingests from first, and whenever RabbitMQ or PostgreSQL
+// IngestFollowing ingests from first, and whenever the queue system or PostgreSQL
 // goes away, closes the source (so that the broker redelivers what was
 // received and not committed), waits with Backoff and ingests from a
 // source Open gives, until ctx is done or an error that no wait cures. Each
@@ -111,7 +112,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 	src := first
 	progress := opts.Progress
 	// outage is the loss being waited out, until a batch commits again (or,
-	// for RabbitMQ, a consumer is open again): tries after a loss that
+	// for a broker, a consumer is open again): tries after a loss that
 	// came straight back count on, so the waits grow.
 	var outage *Reconnect
 	var waits retry.Backoff
@@ -129,7 +130,7 @@ func IngestFollowing(ctx context.Context, first ClosableSource, opts IngestOptio
 		}
 		stats, err := follow.Ingest(ctx, src, run)
 		total = sumStats(base, stats, time.Since(start))
-		server, isLoss := lostServer(err, cmp.Or(follow.Server, "RabbitMQ"))
+		server, isLoss := lostServer(err, cmp.Or(follow.Server, "the queue system"))
 		if err == nil || ctx.Err() != nil || !isLoss {
 			return total, src, err
 		}

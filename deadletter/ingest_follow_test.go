@@ -65,6 +65,8 @@ func (b *followBundle) follow(t *testing.T, cancel context.CancelFunc) deadlette
 		},
 		Report: func(r deadletter.Reconnect) { b.reports = append(b.reports, r) },
 		Sleep:  func(_ context.Context, d time.Duration) { b.waits = append(b.waits, d) },
+		// The server a lost source is on, as its driver names it.
+		Server: "RabbitMQ",
 	}
 }
 

@@ -26,3 +26,5 @@ func (rabbitDriver) Words() driver.Words {
 }
 
 func (rabbitDriver) Config() config.Rules { return ConfigRules }
+
+func (rabbitDriver) Unreachable(err error) bool { return Unreachable(err) }

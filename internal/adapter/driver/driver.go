@@ -37,6 +37,9 @@ type Driver interface {
 	// Config is what a connection of the system takes in the operator's
 	// configuration file.
 	Config() config.Rules
+	// Unreachable tells a server that does not answer (to be waited for
+	// by a followed capture) from a refusal.
+	Unreachable(err error) bool
 }
 
 // Evidence is what a system shows of who consumes a queue, which the
@@ -166,9 +169,6 @@ type JobStore interface {
 	Consumers(resolve func(name string) (Ref, error)) replay.Consumers
 	// Topology reads what ref's queue holds now, by state.
 	Topology(ctx context.Context, ref Ref, env Env) (deadletter.QueueReport, error)
-	// Unreachable tells a server that does not answer (to be waited for
-	// by a followed capture) from a refusal.
-	Unreachable(err error) bool
 	// ServerError says the server did not answer or refused the login:
 	// unavailable to the command (exit 5).
 	ServerError(err error) bool

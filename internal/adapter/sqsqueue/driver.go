@@ -24,3 +24,5 @@ func (sqsDriver) Words() driver.Words {
 }
 
 func (sqsDriver) Config() config.Rules { return ConfigRules }
+
+func (sqsDriver) Unreachable(err error) bool { return Unreachable(err) }
