@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/store"
@@ -73,13 +71,4 @@ func openPoolChecked(ctx context.Context, ref Ref, m Mapping, maxConns int32, wr
 		return nil, nil, "", fmt.Errorf("the jobs table %s: %w", name, err)
 	}
 	return pool, tab, name, nil
-}
-
-// lastingError says whether err is PostgreSQL's answer about the query or
-// the login rather than about the server's life: syntax or access rule
-// violations (class 42) and authorisation (class 28) stay as they are
-// however often a read is tried.
-func lastingError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "42") || strings.HasPrefix(pgErr.Code, "28"))
 }

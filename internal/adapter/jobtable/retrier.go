@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -116,8 +117,8 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	if m.Job.ID == "" || m.Job.Incarnation == "" {
 		return refuse(fmt.Sprintf("job %q, incarnation %q names no row", m.Job.ID, m.Job.Incarnation))
 	}
-	request, ok1 := wholeNumber(m.Headers[replay.HeaderReplayRequest])
-	item, ok2 := wholeNumber(m.Headers[replay.HeaderReplayItem])
+	request, ok1 := pgjobs.WholeNumber(m.Headers[replay.HeaderReplayRequest])
+	item, ok2 := pgjobs.WholeNumber(m.Headers[replay.HeaderReplayItem])
 	if !ok1 || !ok2 {
 		// Without them on the row, a resumed run could not tell its own
 		// earlier retry from someone else's.
@@ -144,7 +145,7 @@ func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
 	if err != nil {
 		return r.failed(m, err)
 	}
-	if old != nil && markedBy(*old, request, item) {
+	if old != nil && pgjobs.MarkedBy([]byte(*old), request, item) {
 		return nil
 	}
 	switch {
@@ -177,9 +178,9 @@ func movedBy(raw *string) string {
 	if raw == nil {
 		return ""
 	}
-	m := marks(*raw)
-	request, ok1 := wholeNumber(m[replay.HeaderReplayRequest])
-	item, ok2 := wholeNumber(m[replay.HeaderReplayItem])
+	m := pgjobs.Marks([]byte(*raw))
+	request, ok1 := pgjobs.WholeNumber(m[replay.HeaderReplayRequest])
+	item, ok2 := pgjobs.WholeNumber(m[replay.HeaderReplayItem])
 	if !ok1 || !ok2 {
 		return ""
 	}
@@ -195,33 +196,6 @@ func (r *Retrier) failed(m replay.Message, err error) error {
 			Reason: "the jobs table's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
 	}
 	return &replay.BrokerLostError{Err: fmt.Errorf("row %s of %s: %w", m.Job.ID, r.name, err)}
-}
-
-// markedBy says whether the marks on a row name item of request.
-func markedBy(raw string, request, item int64) bool {
-	m := marks(raw)
-	gotRequest, ok1 := wholeNumber(m[replay.HeaderReplayRequest])
-	gotItem, ok2 := wholeNumber(m[replay.HeaderReplayItem])
-	return ok1 && ok2 && gotRequest == request && gotItem == item
-}
-
-func wholeNumber(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x), true
-		}
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }
 
 // ExchangeExists implements replay.Broker: a jobs table has no

@@ -1,7 +1,6 @@
 package jobtable
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 )
 
 // failedRow is one failed row as rowColumns reads it.
@@ -61,7 +61,7 @@ func (t *table) stored(queue string, r failedRow) deadletter.StoredJob {
 		Kind:        deref(r.kind),
 		Payload:     r.payload,
 		LastError:   deref(r.lastError),
-		Replay:      marks(deref(r.marks)),
+		Replay:      pgjobs.Marks([]byte(deref(r.marks))),
 		Native:      map[string]string{},
 	}
 	if r.payload == nil {
@@ -165,29 +165,4 @@ func history(raw string) ([]deadletter.JobError, bool) {
 		out = append(out, je)
 	}
 	return out, true
-}
-
-// marks is the object a replay wrote in the marks column, nil when none
-// did. Integers come back as int64, as the runner sent them, so that
-// capture reads x-replay-request and x-replay-count as numbers.
-func marks(raw string) map[string]any {
-	if raw == "" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	dec.UseNumber()
-	var obj map[string]any
-	if dec.Decode(&obj) != nil || obj == nil {
-		return nil
-	}
-	for k, v := range obj {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				obj[k] = i
-			} else if f, err := n.Float64(); err == nil {
-				obj[k] = f
-			}
-		}
-	}
-	return obj
 }

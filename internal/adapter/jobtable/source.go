@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 )
 
 // Source captures the rows of a jobs table that are in a failed state,
@@ -31,6 +32,7 @@ import (
 // delivers the rows whose id and incarnation this source has not. What it
 // remembers is bounded by the rows failed at the last poll.
 type Source struct {
+	feed *pgjobs.Feed
 	pool *pgxpool.Pool
 	tab  *table
 	name string
@@ -38,19 +40,8 @@ type Source struct {
 	// The statements, built once from the checked mapping.
 	keysFirst, keysAfter, rows, allKeys string
 
-	deliveries chan deadletter.Delivery
-	// room bounds the deliveries not yet acknowledged (the prefetch).
-	room   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-
 	mu        sync.Mutex
-	next      uint64 // the last tag handed out
-	acked     uint64 // every tag up to this one is acknowledged
 	delivered map[jobKey]bool
-	err       error
-	closeOnce sync.Once
 }
 
 // jobKey is one failure of one row: what a letter's identity is.
@@ -106,13 +97,10 @@ func OpenSource(ctx context.Context, ref Ref, m Mapping, opts SourceOptions) (*S
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	sctx, cancel := context.WithCancel(context.Background())
-	s := &Source{pool: pool, tab: tab, name: name, opts: opts,
+	s := &Source{feed: pgjobs.NewFeed(opts.Prefetch, opts.Page), pool: pool, tab: tab, name: name, opts: opts,
 		keysFirst: tab.keysPage(false), keysAfter: tab.keysPage(true), rows: tab.rowsByID(), allKeys: tab.failedKeys(),
-		deliveries: make(chan deadletter.Delivery, min(opts.Page, 100)), room: make(chan struct{}, opts.Prefetch),
-		ctx: sctx, cancel: cancel, delivered: map[jobKey]bool{}}
-	s.done.Add(1)
-	go s.run()
+		delivered: map[jobKey]bool{}}
+	s.feed.Start(opts.Poll, s.walk)
 	return s, nil
 }
 
@@ -123,35 +111,11 @@ func (s *Source) QueueName() string { return s.name }
 // Deliveries implements deadletter.Source. They end when the source is
 // closed, or when the database stayed lost for longer than
 // SourceOptions.Reconnect (see Err).
-func (s *Source) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
+func (s *Source) Deliveries() <-chan deadletter.Delivery { return s.feed.Deliveries() }
 
 // Err says why the deliveries ended when the database failed them; nil
 // when they were closed.
-func (s *Source) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-func (s *Source) run() {
-	defer s.done.Done()
-	defer close(s.deliveries)
-	for {
-		if err := s.walk(); err != nil {
-			if s.ctx.Err() == nil {
-				s.mu.Lock()
-				s.err = err
-				s.mu.Unlock()
-			}
-			return
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(s.opts.Poll):
-		}
-	}
-}
+func (s *Source) Err() error { return s.feed.Err() }
 
 // walk reads every failed row's key in order, delivering the rows not
 // delivered before, then forgets the deliveries of rows no longer failed
@@ -160,7 +124,12 @@ func (s *Source) walk() error {
 	seen := map[jobKey]bool{}
 	var after *pageKey
 	for {
-		keys, rows, err := s.pageRetrying(after)
+		var keys []pageKey
+		var rows map[jobKey]failedRow
+		err := s.feed.Read(s.opts.Reconnect, "read the jobs table "+s.name, func(ctx context.Context) (err error) {
+			keys, rows, err = s.page(ctx, after)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -194,62 +163,20 @@ func (s *Source) walk() error {
 // was closed first. The row counts as delivered from the moment it has
 // room, so that Ready never counts a row on its way.
 func (s *Source) deliver(k jobKey, r failedRow) bool {
-	select {
-	case s.room <- struct{}{}:
-	case <-s.ctx.Done():
+	if !s.feed.Reserve() {
 		return false
 	}
 	s.mu.Lock()
-	s.next++
-	tag := s.next
 	s.delivered[k] = true
 	s.mu.Unlock()
-	select {
-	case s.deliveries <- deadletter.Delivery{Message: s.tab.stored(s.name, r).Message(), Tag: tag}:
-		return true
-	case <-s.ctx.Done():
-		return false
-	}
-}
-
-// pageRetrying reads a page, trying a lost database again with backoff
-// for up to Reconnect: a restart of the team's PostgreSQL is a pause, not
-// the end of a capture. An answer that no retry changes (a column gone,
-// a privilege revoked) ends it at once.
-func (s *Source) pageRetrying(after *pageKey) ([]pageKey, map[jobKey]failedRow, error) {
-	var lostSince time.Time
-	backoff := 100 * time.Millisecond
-	for {
-		keys, rows, err := s.page(after)
-		if err == nil {
-			return keys, rows, nil
-		}
-		if s.ctx.Err() != nil {
-			return nil, nil, s.ctx.Err()
-		}
-		if lastingError(err) {
-			return nil, nil, fmt.Errorf("read the jobs table %s: %w", s.name, err)
-		}
-		if lostSince.IsZero() {
-			lostSince = time.Now()
-		}
-		if time.Since(lostSince) > s.opts.Reconnect {
-			return nil, nil, fmt.Errorf("read the jobs table %s: the database was lost for over %s: %w", s.name, s.opts.Reconnect, err)
-		}
-		select {
-		case <-s.ctx.Done():
-			return nil, nil, s.ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	return s.feed.Send(s.tab.stored(s.name, r).Message())
 }
 
 // page reads one page of keys and the whole rows of those not yet
 // delivered, in one snapshot, so that each row read is the failure its
 // key names.
-func (s *Source) page(after *pageKey) ([]pageKey, map[jobKey]failedRow, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+func (s *Source) page(ctx context.Context, after *pageKey) ([]pageKey, map[jobKey]failedRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -304,30 +231,17 @@ func (s *Source) page(after *pageKey) ([]pageKey, map[jobKey]failedRow, error) {
 // AckThrough implements deadletter.Source. The table is not changed: the
 // rows stay failed, and acknowledging them only makes room for more
 // deliveries.
-func (s *Source) AckThrough(tag uint64) error {
-	s.mu.Lock()
-	tag = min(tag, s.next)
-	n := 0
-	if tag > s.acked {
-		n = int(tag - s.acked)
-		s.acked = tag
-	}
-	s.mu.Unlock()
-	for range n {
-		<-s.room
-	}
-	return nil
-}
+func (s *Source) AckThrough(tag uint64) error { return s.feed.AckThrough(tag) }
 
 // Ready implements deadletter.Source: the failed rows whose failure this
 // source has not delivered. It is 0 once all are delivered, so that a
 // capture that is not following ends then; the rows themselves stay
 // where they are.
 func (s *Source) Ready() (int, error) {
-	if s.ctx.Err() != nil {
+	if s.feed.Context().Err() != nil {
 		return 0, errors.New("the jobs table source is closed")
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(s.feed.Context(), 30*time.Second)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -360,11 +274,8 @@ func (s *Source) Ready() (int, error) {
 // returning: the rows never left their table. Closing again does
 // nothing.
 func (s *Source) Close() error {
-	s.closeOnce.Do(func() {
-		s.cancel()
-		s.done.Wait()
-		s.pool.Close()
-	})
+	s.feed.Close()
+	s.pool.Close()
 	return nil
 }
 

@@ -22,5 +22,7 @@
 // The driver is written against pg-boss 12's schema (12.36.0 or later,
 // schema version 44, which added job.trace_context, where a replay writes
 // its marks) and tested with pg-boss 12.38.1 (TestedVersion). The domain
-// packages own the interfaces and do not import this package.
+// packages own the interfaces and do not import this package. What the
+// capture and the retry do as every PostgreSQL-backed job store does is
+// package pgjobs's: this driver gives it its statements and rows.
 package pgboss

@@ -1,12 +1,12 @@
 package pgboss
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 )
 
 // TestedVersion is the pg-boss release whose schema and retry this
@@ -67,7 +67,7 @@ type jobRow struct {
 }
 
 // key is the row's place in capture's order.
-func (j jobRow) key() jobKey { return jobKey{at: j.CompletedOn.UTC(), id: j.ID} }
+func (j jobRow) key() jobKey { return jobKey{At: j.CompletedOn.UTC(), ID: j.ID} }
 
 // Incarnation is how a letter names one failure of a job: its completed_on
 // to the microsecond PostgreSQL keeps, in UTC. pg-boss sets completed_on
@@ -110,7 +110,7 @@ func (j jobRow) stored(queue string) deadletter.StoredJob {
 		FailedAt:    j.CompletedOn.UTC(),
 		Attempts:    n,
 		MaxAttempts: j.RetryLimit + 1,
-		Replay:      marks(j.Marks),
+		Replay:      pgjobs.Marks(j.Marks),
 		Native: map[string]string{
 			"name":          j.Name,
 			"state":         j.State,
@@ -175,30 +175,4 @@ func jobError(output *string) deadletter.JobError {
 		}
 	}
 	return deadletter.JobError{Error: *output, Trace: stack}
-}
-
-// marks is the object a replay wrote under MarksKey, given as that key's
-// value (nil when none did). Integers come back as int64, as the runner
-// sent them, so that capture reads x-replay-request and x-replay-count as
-// numbers.
-func marks(raw []byte) map[string]any {
-	if len(raw) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]any
-	if dec.Decode(&obj) != nil || obj == nil {
-		return nil
-	}
-	for k, v := range obj {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				obj[k] = i
-			} else if f, err := n.Float64(); err == nil {
-				obj[k] = f
-			}
-		}
-	}
-	return obj
 }

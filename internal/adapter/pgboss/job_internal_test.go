@@ -51,22 +51,6 @@ func TestAttemptsCountFetches(t *testing.T) {
 	}
 }
 
-func TestMarksReadNumbersAsIntegers(t *testing.T) {
-	t.Parallel()
-	m := marks([]byte(`{"x-replay-request": 7, "x-replay-item": 41, "x-replayed-by": "alice", "ratio": 0.5}`))
-	if m["x-replay-request"] != int64(7) || m["x-replay-item"] != int64(41) || m["x-replayed-by"] != "alice" || m["ratio"] != 0.5 {
-		t.Errorf("marks = %#v", m)
-	}
-	for _, raw := range []string{``, `null`, `[1]`, `"x"`, `{`} {
-		if m := marks([]byte(raw)); m != nil {
-			t.Errorf("marks(%q) = %v, want nil", raw, m)
-		}
-	}
-	if !markedBy([]byte(`{"x-replay-request": 7, "x-replay-item": 41}`), 7, 41) || markedBy([]byte(`{"x-replay-request": 7, "x-replay-item": 41}`), 7, 42) {
-		t.Error("markedBy does not tell the item")
-	}
-}
-
 func TestIncarnationIsMicrosecondsInUTC(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.FixedZone("x", 3600))

@@ -2,19 +2,17 @@ package pgboss
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -43,18 +41,16 @@ import (
 // singleton_key and the queue stay as they were; a job whose singleton key
 // another waiting job holds now (a stately or exclusive queue) cannot be
 // retried, and its item fails.
+//
+// A replay needs only SELECT on SCHEMA.job and SCHEMA.queue and UPDATE of
+// the columns retryJobSQL writes (docs/pgboss.md); LoginStanding says when
+// the login holds more (a superuser, the owner of the job table).
 type Retrier struct {
-	// login is the sessions' login; standing the ways it holds around
-	// pg-boss's own rules (store.RelationStanding), for LoginStanding.
-	login    string
-	standing []string
-	pool     *pgxpool.Pool
-	ref      Ref
+	*pgjobs.Retries
+	pool *pgxpool.Pool
+	ref  Ref
 	// lock and update are lockJobSQL and retryJobSQL on ref's schema.
 	lock, update string
-	// retrying bounds the transactions in flight.
-	retrying chan struct{}
-	wg       sync.WaitGroup
 }
 
 // RetrierOptions tunes a Retrier.
@@ -80,164 +76,67 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		return nil, err
 	}
 	cfg.MaxConns = int32(opts.Concurrency) + 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, standing, err := pgjobs.Connect(ctx, cfg, ref.jobStore(), check(ref))
 	if err != nil {
-		return nil, fmt.Errorf("the pg-boss database %s: %w", ref.DatabaseName(), err)
-	}
-	login, standing, err := open(ctx, pool, ref)
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
-	return &Retrier{pool: pool, ref: ref, lock: ref.sql(lockJobSQL), update: ref.sql(retryJobSQL),
-		retrying: make(chan struct{}, opts.Concurrency), login: login, standing: standing}, nil
-}
-
-// Publish implements replay.Broker: it returns at once, and the Pending
-// settles once the retry committed (nil), was refused for good
-// (*replay.PublishFailure), found the job moved on (*replay.JobMovedOnError)
-// or lost the database, when nobody knows whether it committed
-// (*replay.BrokerLostError; the resumed run finds the marks if it did).
-func (r *Retrier) Publish(ctx context.Context, m replay.Message) (replay.Pending, error) {
-	p := &retrying{done: make(chan struct{})}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer close(p.done)
-		select {
-		case r.retrying <- struct{}{}:
-		case <-ctx.Done():
-			p.err = &replay.BrokerLostError{Err: fmt.Errorf("the run stopped before the job was retried: %w", ctx.Err())}
-			return
-		}
-		defer func() { <-r.retrying }()
-		p.err = r.retry(ctx, m)
-	}()
-	return p, nil
+	r := &Retrier{pool: pool, ref: ref, lock: ref.sql(lockJobSQL), update: ref.sql(retryJobSQL)}
+	r.Retries = pgjobs.NewRetries(pool, ref.jobStore(), standing, opts.Concurrency, r.job)
+	return r, nil
 }
 
 // uuidText is a uuid as PostgreSQL reads one in its canonical form; a job
 // id that is not one names no pg-boss job.
 var uuidText = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
-	refuse := func(reason string) error {
-		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: reason}
-	}
-	// An unset system is taken for pg-boss's: the routing key, a
-	// pgboss:// name, says it already.
-	if (m.System != System && m.System != "") || m.Exchange != "" {
-		return refuse("not a pg-boss job: a pg-boss replay retries jobs captured from pg-boss in place")
-	}
+// job is the retry of the pg-boss job m names, in the queue its routing
+// key names: it is retried only while pg-boss still holds the failure the
+// letter captured.
+func (r *Retrier) job(m replay.Message) (pgjobs.Retry, error) {
 	target, err := r.target(m.RoutingKey)
 	if err != nil {
-		return refuse(err.Error())
+		return pgjobs.Retry{}, pgjobs.Refuse(m, err.Error())
 	}
 	if !uuidText.MatchString(m.Job.ID) || m.Job.Incarnation == "" {
-		return refuse(fmt.Sprintf("job %q, incarnation %q names no pg-boss job", m.Job.ID, m.Job.Incarnation))
+		return pgjobs.Retry{}, pgjobs.Refuse(m, fmt.Sprintf("job %q, incarnation %q names no pg-boss job", m.Job.ID, m.Job.Incarnation))
 	}
-	marks, err := json.Marshal(m.Headers)
-	if err != nil {
-		return refuse(fmt.Sprintf("the replay's marks do not encode as JSON: %v", err))
+	lock := func(ctx context.Context, tx pgx.Tx) ([]byte, string, error) {
+		var (
+			state       string
+			completedOn *time.Time
+			marks       []byte
+		)
+		err := tx.QueryRow(ctx, r.lock, target.Queue, m.Job.ID).Scan(&state, &completedOn, &marks)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case state != StateFailed:
+			return marks, "state " + state, nil
+		case completedOn == nil || Incarnation(*completedOn) != m.Job.Incarnation:
+			now := "state " + state
+			if completedOn != nil {
+				now += " since " + Incarnation(*completedOn) + ": it failed again"
+			}
+			return marks, now, nil
+		}
+		return marks, "", nil
 	}
-	request, _ := wholeNumber(m.Headers[replay.HeaderReplayRequest])
-
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return &replay.BrokerLostError{Err: fmt.Errorf("the pg-boss database %s: %w", r.ref.DatabaseName(), err)}
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
-	var (
-		state       string
-		completedOn *time.Time
-		old         []byte
-	)
-	err = tx.QueryRow(ctx, r.lock, target.Queue, m.Job.ID).Scan(&state, &completedOn, &old)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "deleted"}
-	}
-	if err != nil {
-		return failed(m, err)
-	}
-	if request != 0 && markedBy(old, request, m.Item) {
+	write := func(ctx context.Context, tx pgx.Tx, marks string) error {
+		tag, err := tx.Exec(ctx, r.update, target.Queue, m.Job.ID, marks)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "23505":
+			return pgjobs.Refuse(m, "pg-boss refused the retry: another waiting job of the queue holds this job's singleton key ("+pgErr.ConstraintName+")")
+		case err != nil:
+			return err
+		case tag.RowsAffected() != 1:
+			// The row is locked and was failed: only a broken invariant
+			// gets here.
+			return pgjobs.Refuse(m, fmt.Sprintf("the retry of pg-boss job %s changed %d rows", m.Job.ID, tag.RowsAffected()))
+		}
 		return nil
 	}
-	switch {
-	case state != StateFailed:
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "state " + state}
-	case completedOn == nil || Incarnation(*completedOn) != m.Job.Incarnation:
-		now := "state " + state
-		if completedOn != nil {
-			now += " since " + Incarnation(*completedOn) + ": it failed again"
-		}
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: now}
-	}
-	tag, err := tx.Exec(ctx, r.update, target.Queue, m.Job.ID, string(marks))
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return refuse("pg-boss refused the retry: another waiting job of the queue holds this job's singleton key (" + pgErr.ConstraintName + ")")
-		}
-		return failed(m, err)
-	}
-	if tag.RowsAffected() != 1 {
-		// The row is locked and was failed: only a broken invariant
-		// gets here.
-		return refuse(fmt.Sprintf("the retry of pg-boss job %s changed %d rows", m.Job.ID, tag.RowsAffected()))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		// A commit whose answer was lost may have committed: the resumed
-		// run finds the marks and does not retry again.
-		return &replay.BrokerLostError{Err: fmt.Errorf("commit the retry of pg-boss job %s: %w", m.Job.ID, err)}
-	}
-	return nil
-}
-
-// failed is an error inside the transaction: PostgreSQL's own answer
-// rolled it back and fails the item; anything else lost the database.
-func failed(m replay.Message, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: "pg-boss's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
-	}
-	return &replay.BrokerLostError{Err: fmt.Errorf("job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
-}
-
-// markedBy says whether the marks on a job (the value under MarksKey)
-// name item of request.
-func markedBy(raw []byte, request, item int64) bool {
-	m := marks(raw)
-	if m == nil {
-		return false
-	}
-	gotRequest, ok1 := wholeNumber(m[replay.HeaderReplayRequest])
-	gotItem, ok2 := wholeNumber(m[replay.HeaderReplayItem])
-	return ok1 && ok2 && gotRequest == request && gotItem == item
-}
-
-func wholeNumber(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x), true
-		}
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
-	}
-	return 0, false
-}
-
-// ExchangeExists implements replay.Broker: pg-boss has no exchanges; a
-// pg-boss target is a queue through the default one.
-func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
+	return pgjobs.Retry{Lock: lock, Write: write}, nil
 }
 
 // QueueDepth implements replay.Broker for a queue named as letters name
@@ -255,23 +154,6 @@ func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exis
 	}
 	return depth, exists, nil
 }
-
-// Close waits for the retries in flight to settle and releases the
-// connections.
-func (r *Retrier) Close() error {
-	r.wg.Wait()
-	r.pool.Close()
-	return nil
-}
-
-// retrying is a retry on its way (a replay.Pending).
-type retrying struct {
-	done chan struct{}
-	err  error
-}
-
-func (p *retrying) Done() <-chan struct{} { return p.done }
-func (p *retrying) Outcome() error        { return p.err }
 
 // target is the queue a letter's or a request's name
 // (pgboss://CONNECTION/QUEUE) names on this retrier's connection; a queue
@@ -293,10 +175,3 @@ func (r *Retrier) target(name string) (Ref, error) {
 	}
 	return target, nil
 }
-
-// LoginStanding is the login the retrier writes pg-boss's database as,
-// and the ways it holds around pg-boss's own rules (a superuser, the
-// owner of the job table): a replay needs only SELECT on SCHEMA.job and
-// SCHEMA.queue and UPDATE of the columns retryJobSQL writes
-// (docs/pgboss.md).
-func (r *Retrier) LoginStanding() (login string, kinds []string) { return r.login, r.standing }

@@ -2,12 +2,9 @@ package pgboss_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/pgboss"
@@ -127,24 +124,6 @@ func TestSourceNeverWritesPgBossTables(t *testing.T) {
 	}
 	if after := db.TableDigest(t); after != before {
 		t.Error("capture changed pg-boss's tables")
-	}
-}
-
-// TestSourceSessionsCannotWriteEvenIfTheLoginCould: a superuser's capture
-// still runs on read-only sessions.
-func TestSourceSessionsCannotWriteEvenIfTheLoginCould(t *testing.T) {
-	t.Parallel()
-	db, b := pgbosstest.New(t, "expiry", nil)
-	b.FailJobs(reservations(1, 1)...)
-	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
-	receive(t, src, 1)
-	err := pgboss.SourceExec(src, `UPDATE pgboss.job SET state = 'retry' WHERE name = 'expiry'`)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "25006" {
-		t.Errorf("an UPDATE on the source's session: %v; want read_only_sql_transaction", err)
-	}
-	if login, standing := src.LoginStanding(); login == "" || !strings.Contains(strings.Join(standing, ","), "superuser") {
-		t.Errorf("LoginStanding = %q, %v; want the superuser said", login, standing)
 	}
 }
 

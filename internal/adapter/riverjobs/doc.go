@@ -8,5 +8,7 @@
 // never changes it), and the replay target that retries a captured job in
 // place through River's own JobRetryTx (Retrier, a replay.Broker), only
 // while River still holds the failure the letter captured. The domain
-// packages own the interfaces and do not import this package.
+// packages own the interfaces and do not import this package. What the
+// capture and the retry do as every PostgreSQL-backed job store does is
+// package pgjobs's: this driver gives it its statements and rows.
 package riverjobs

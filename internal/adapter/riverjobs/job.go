@@ -1,7 +1,6 @@
 package riverjobs
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/expiryctl/expiryctl/deadletter"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 )
 
 // MarksKey is the key of river_job.metadata under which a replay writes
@@ -57,8 +57,12 @@ func scanJob(row pgx.Row) (jobRow, error) {
 	return j, err
 }
 
+// jobKey is a job's place in capture's order. Since an incarnation is
+// finalized_at, it is also a failure's identity.
+type jobKey = pgjobs.Key[int64]
+
 // key is the row's place in capture's order.
-func (j jobRow) key() jobKey { return jobKey{at: j.finalizedAt, id: j.id} }
+func (j jobRow) key() jobKey { return jobKey{At: j.finalizedAt, ID: j.id} }
 
 // Incarnation is how a letter names one failure of a job: its finalized_at
 // to the microsecond PostgreSQL keeps, in UTC. A retry clears finalized_at
@@ -133,29 +137,13 @@ func attemptErrors(raw []byte) []deadletter.JobError {
 }
 
 // marks is the object a replay wrote under MarksKey in metadata, nil when
-// none did. Integers come back as int64, as the runner sent them, so that
-// capture reads x-replay-request and x-replay-count as numbers.
+// none did (pgjobs.Marks).
 func marks(metadata []byte) map[string]any {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(metadata, &m) != nil || m[MarksKey] == nil {
+	if json.Unmarshal(metadata, &m) != nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(m[MarksKey]))
-	dec.UseNumber()
-	var obj map[string]any
-	if dec.Decode(&obj) != nil || obj == nil {
-		return nil
-	}
-	for k, v := range obj {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				obj[k] = i
-			} else if f, err := n.Float64(); err == nil {
-				obj[k] = f
-			}
-		}
-	}
-	return obj
+	return pgjobs.Marks(m[MarksKey])
 }
 
 func jsonText(v any) string {

@@ -2,17 +2,14 @@ package riverjobs
 
 import (
 	"fmt"
-	"net"
 	"net/url"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/expiryctl/expiryctl/config"
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 )
 
 // System is the name of River's connections in the configuration file.
@@ -21,7 +18,7 @@ const System = "river"
 // ConfigRules are what a River connection takes in the configuration
 // file: the postgres:// URL of River's database, naming the login
 // (expiryctl never logs in as the operating system's user), with
-// sslmode and the other settings of connParams in its query.
+// sslmode and the other settings of pgjobs.Settings in its query.
 var ConfigRules = config.Rules{System: System, Keys: []string{"url"}, Check: func(c config.Connection) error {
 	if err := config.CheckURL(c, []string{"postgres", "postgresql"}, true); err != nil {
 		return err
@@ -44,40 +41,23 @@ const (
 	StateCancelled = "cancelled"
 )
 
-// defaultPort is PostgreSQL's: a queue name always carries a port, so two
-// spellings of one database are one queue.
-const defaultPort = 5432
-
 // Ref names one River queue in one PostgreSQL database, and the login that
-// reaches it. Its Name carries no credentials and no server, only the
+// reaches it (its Endpoint: Host, Port, Database, User and the connection
+// settings). Its Name carries no credentials and no server, only the
 // connection's name; String is Name, so a Ref printed by mistake shows no
 // password.
 type Ref struct {
 	// Conn is the connection's name, which letters record: the
 	// configuration's, or one DeriveName made for a URL typed on the
 	// command line.
-	Conn     string
-	Host     string
-	Port     int
-	Database string
+	Conn string
+	pgjobs.Endpoint
 	// Queue is River's queue name (river_job.queue).
 	Queue string
-	// User is the login; a Ref with none reaches nothing (Login).
-	User string
 	// States are the river_job states a source captures: discarded, and
 	// cancelled when asked for.
 	States []string
-	// params are the connection settings the reference gave (sslmode, …).
-	params   map[string]string
-	password string
 }
-
-// connParams are the libpq settings a reference may carry besides states:
-// those about how to reach the server safely, nothing that changes what
-// a session sees.
-var connParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name"}
-
-var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
 // IsRef says whether s names a River queue: it begins with river://.
 func IsRef(s string) bool {
@@ -91,53 +71,20 @@ func IsRef(s string) bool {
 // the password.
 func ParseRef(s string) (Ref, error) {
 	const form = "name a River queue as river://[USER@]HOST[:PORT]/DATABASE/QUEUE[?sslmode=…&states=discarded,cancelled]"
-	shown := redact(s)
+	shown := pgjobs.Redact(s)
 	if !IsRef(s) {
 		return Ref{}, fmt.Errorf("invalid River queue %q: %s", shown, form)
 	}
-	// url.Parse's own errors quote the whole input, password and all.
-	u, err := url.Parse(s)
+	e, queue, query, err := pgjobs.ParseURL(s, PasswordEnv, form)
 	if err != nil {
-		return Ref{}, fmt.Errorf("invalid River queue %q: not a URL; %s", shown, form)
+		return Ref{}, fmt.Errorf("invalid River queue %q: %w", shown, err)
 	}
-	ref := Ref{Host: strings.ToLower(u.Hostname()), Port: defaultPort, params: map[string]string{}}
-	if ref.Host == "" {
-		return Ref{}, fmt.Errorf("invalid River queue %q: no host; %s", shown, form)
-	}
-
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return Ref{}, fmt.Errorf("invalid River queue %q: port %q is not a TCP port", shown, p)
-		}
-		ref.Port = n
-	}
-	if u.User != nil {
-		ref.User = u.User.Username()
-		ref.password, _ = u.User.Password()
-	}
-	if ref.password == "" {
-		ref.password = os.Getenv(PasswordEnv)
-	}
-	db, queue, ok := strings.Cut(strings.TrimPrefix(u.EscapedPath(), "/"), "/")
-	if ok {
-		ref.Database, err = url.PathUnescape(db)
-		if err == nil {
-			ref.Queue, err = url.PathUnescape(queue)
-		}
-	}
-	if !ok || err != nil || ref.Database == "" || ref.Queue == "" {
-		return Ref{}, fmt.Errorf("invalid River queue %q: want /DATABASE/QUEUE after the host; %s", shown, form)
-	}
+	ref := Ref{Endpoint: e, Queue: queue}
 	// River's own limit (the queue_length constraint of river_job).
 	if len(ref.Queue) >= 128 {
 		return Ref{}, fmt.Errorf("invalid River queue %q: a River queue name is shorter than 128 characters", shown)
 	}
-	query, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return Ref{}, fmt.Errorf("invalid River queue %q: unreadable query", shown)
-	}
-	ref.Conn = config.DeriveName(System, net.JoinHostPort(ref.Host, strconv.Itoa(ref.Port)), url.PathEscape(ref.Database))
+	ref.Conn = config.DeriveName(System, ref.HostPort(), url.PathEscape(ref.Database))
 	if err := ref.setQuery(query); err != nil {
 		return Ref{}, fmt.Errorf("invalid River queue %q: %w", shown, err)
 	}
@@ -148,25 +95,19 @@ func ParseRef(s string) (Ref, error) {
 // query.
 func (r *Ref) setQuery(query url.Values) error {
 	r.States = []string{StateDiscarded}
-	if r.params == nil {
-		r.params = map[string]string{}
-	}
 	for key, values := range query {
 		v := values[len(values)-1]
-		switch {
-		case key == "states":
-			states, err := parseStates(v)
-			if err != nil {
+		if key != "states" {
+			if err := r.Settings.Set(key, v, "states"); err != nil {
 				return err
 			}
-			r.States = states
-		case key == "sslmode" && !slices.Contains(sslModes, v):
-			return fmt.Errorf("sslmode %q is none of %s", v, strings.Join(sslModes, ", "))
-		case slices.Contains(connParams, key):
-			r.params[key] = v
-		default:
-			return fmt.Errorf("unknown setting %q (known: states, %s)", key, strings.Join(connParams, ", "))
+			continue
 		}
+		states, err := parseStates(v)
+		if err != nil {
+			return err
+		}
+		r.States = states
 	}
 	return nil
 }
@@ -178,13 +119,13 @@ func (r *Ref) setQuery(query url.Values) error {
 // refused: a name never says which server to dial.
 func SplitName(name string) (conn, queue string, err error) {
 	if !IsRef(name) {
-		return "", "", fmt.Errorf("%q is not a River queue's name: want river://CONNECTION/QUEUE", redact(name))
+		return "", "", fmt.Errorf("%q is not a River queue's name: want river://CONNECTION/QUEUE", pgjobs.Redact(name))
 	}
 	rest := name[len(QueuePrefix):]
 	conn, queue, ok := strings.Cut(rest, "/")
 	if q := strings.SplitN(queue, "?", 2)[0]; !ok || !config.ValidName(conn) || q == "" || strings.Contains(q, "/") {
 		return "", "", fmt.Errorf("%q is not a River queue's name river://CONNECTION/QUEUE, whose CONNECTION is the name of a connection "+
-			"of the configuration (%s): a queue's name never says which server to dial", redact(name), config.NameRule)
+			"of the configuration (%s): a queue's name never says which server to dial", pgjobs.Redact(name), config.NameRule)
 	}
 	return conn, queue, nil
 }
@@ -192,32 +133,11 @@ func SplitName(name string) (conn, queue string, err error) {
 // RefFor is queue (QUEUE, or QUEUE?states=…&sslmode=… for a capture) on
 // the connection c, logged in with password when c's URL holds none.
 func RefFor(c config.Connection, password, queue string) (Ref, error) {
-	if len(c.URLs) == 0 {
-		return Ref{}, fmt.Errorf("connection %q names no url", c.Name)
-	}
-	u, err := url.Parse(c.URLs[0])
+	e, connQuery, err := pgjobs.EndpointFor(c, password)
 	if err != nil {
-		return Ref{}, fmt.Errorf("connection %q: its url is not a URL", c.Name)
+		return Ref{}, err
 	}
-	ref := Ref{Conn: c.Name, Host: strings.ToLower(u.Hostname()), Port: defaultPort, params: map[string]string{}}
-	if ref.Host == "" {
-		return Ref{}, fmt.Errorf("connection %q: its url names no host", c.Name)
-	}
-	if p := u.Port(); p != "" {
-		if ref.Port, err = strconv.Atoi(p); err != nil || ref.Port < 1 || ref.Port > 65535 {
-			return Ref{}, fmt.Errorf("connection %q: port %q is not a TCP port", c.Name, p)
-		}
-	}
-	if u.User != nil {
-		ref.User = u.User.Username()
-		ref.password, _ = u.User.Password()
-	}
-	if ref.password == "" {
-		ref.password = password
-	}
-	if ref.Database = strings.TrimPrefix(u.Path, "/"); ref.Database == "" || strings.Contains(ref.Database, "/") {
-		return Ref{}, fmt.Errorf("connection %q: its url names no database (postgres://USER@HOST:PORT/DATABASE)", c.Name)
-	}
+	ref := Ref{Conn: c.Name, Endpoint: e}
 	q, rawQuery, _ := strings.Cut(queue, "?")
 	if ref.Queue, err = url.PathUnescape(q); err != nil || ref.Queue == "" || len(ref.Queue) >= 128 {
 		return Ref{}, fmt.Errorf("the River queue %q: a River queue name is 1 to 127 characters", q)
@@ -225,7 +145,7 @@ func RefFor(c config.Connection, password, queue string) (Ref, error) {
 	// How to reach the server is the connection's alone; a queue's part
 	// (what a letter or a request may carry) says only which states a
 	// capture reads.
-	settings, err := url.ParseQuery(u.RawQuery)
+	settings, err := url.ParseQuery(connQuery)
 	if err != nil || settings.Has("states") {
 		return Ref{}, fmt.Errorf("connection %q: its url's query is unreadable or names states, which are a capture's, not a connection's", c.Name)
 	}
@@ -243,12 +163,6 @@ func RefFor(c config.Connection, password, queue string) (Ref, error) {
 		return Ref{}, fmt.Errorf("connection %q: %w", c.Name, err)
 	}
 	return ref, nil
-}
-
-// Server is where the Ref reaches, HOST:PORT/DATABASE, to tell whether a
-// URL typed on the command line reaches a configured connection's server.
-func (r Ref) Server() string {
-	return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) + "/" + r.Database
 }
 
 // Login refuses a Ref that names no login: PostgreSQL would take the
@@ -302,58 +216,14 @@ func (r Ref) PoolConfig() (*pgxpool.Config, error) {
 	if err := r.Login(); err != nil {
 		return nil, err
 	}
-	// The password is set after parsing: a parse error then cannot show it.
-	dsn := []string{"host=" + dsnValue(r.Host), "port=" + strconv.Itoa(r.Port), "dbname=" + dsnValue(r.Database)}
-	if r.User != "" {
-		dsn = append(dsn, "user="+dsnValue(r.User))
-	}
-	for _, k := range connParams {
-		if v, ok := r.params[k]; ok {
-			dsn = append(dsn, k+"="+dsnValue(v))
-		}
-	}
-	cfg, err := pgxpool.ParseConfig(strings.Join(dsn, " "))
+	cfg, err := r.Endpoint.PoolConfig()
 	if err != nil {
 		return nil, fmt.Errorf("the River database %s: %w", r.DatabaseName(), err)
-	}
-	if r.password != "" {
-		cfg.ConnConfig.Password = r.password
 	}
 	return cfg, nil
 }
 
-// connConfig is PoolConfig's connection part, for a single connection.
-func (r Ref) connConfig() (*pgx.ConnConfig, error) {
-	cfg, err := r.PoolConfig()
-	if err != nil {
-		return nil, err
-	}
-	return cfg.ConnConfig, nil
-}
-
-// dsnValue quotes v for a libpq keyword/value string.
-func dsnValue(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
-
-// redact is s with whatever stands between the scheme and the host's @
-// replaced, for error messages about a reference that may not even parse.
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return s
-	}
-	user, _, hasPassword := strings.Cut(authority[:at], ":")
-	if !hasPassword {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+// jobStore is the River database as package pgjobs reaches and names it.
+func (r Ref) jobStore() pgjobs.Database {
+	return pgjobs.Database{System: System, Title: "River", Name: r.DatabaseName(), Jobs: "river_job"}
 }

@@ -2,14 +2,12 @@ package riverjobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +16,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/pgjobs"
 	"github.com/expiryctl/expiryctl/replay"
-	"github.com/expiryctl/expiryctl/store"
 )
 
 // Retrier is the replay runner's target on River (a replay.Broker): it
@@ -46,17 +44,15 @@ import (
 // retry. Args, kind, queue, priority, tags and unique_key stay as they
 // were; a unique job whose key another live job holds now cannot be
 // retried, and its item fails.
+//
+// A replay needs only SELECT and UPDATE on river_job (docs/river.md);
+// LoginStanding says when the login holds more (a superuser, the owner of
+// river_job).
 type Retrier struct {
-	// login is the sessions' login; standing the ways it holds around
-	// River's own rules (store.RelationStanding), for LoginStanding.
-	login    string
-	standing []string
-	pool     *pgxpool.Pool
-	client   *river.Client[pgx.Tx]
-	ref      Ref
-	// retrying bounds the transactions in flight.
-	retrying chan struct{}
-	wg       sync.WaitGroup
+	*pgjobs.Retries
+	pool   *pgxpool.Pool
+	client *river.Client[pgx.Tx]
+	ref    Ref
 }
 
 // RetrierOptions tunes a Retrier.
@@ -81,22 +77,9 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		return nil, err
 	}
 	cfg.MaxConns = int32(opts.Concurrency) + 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, standing, err := pgjobs.Connect(ctx, cfg, ref.jobStore(), check(ref))
 	if err != nil {
-		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
-	}
-	if err := probe(ctx, pool, ref); err != nil {
-		pool.Close()
 		return nil, err
-	}
-	if err := checkQueue(ctx, pool, ref); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	login, standing, err := store.RelationStanding(ctx, pool, "river_job")
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("the River database %s: %w", ref.DatabaseName(), err)
 	}
 	// River's JobRetry returns the whole row, unique_states included,
 	// which came with River's migration 006: an older schema would fail
@@ -115,155 +98,64 @@ func OpenRetrier(ctx context.Context, ref Ref, opts RetrierOptions) (*Retrier, e
 		pool.Close()
 		return nil, fmt.Errorf("a River client on %s: %w", ref.DatabaseName(), err)
 	}
-	return &Retrier{pool: pool, client: client, ref: ref, retrying: make(chan struct{}, opts.Concurrency), login: login, standing: standing}, nil
+	r := &Retrier{pool: pool, client: client, ref: ref}
+	r.Retries = pgjobs.NewRetries(pool, ref.jobStore(), standing, opts.Concurrency, r.job)
+	return r, nil
 }
 
-// Publish implements replay.Broker: it returns at once, and the Pending
-// settles once the retry committed (nil), was refused for good
-// (*replay.PublishFailure), found the job moved on (*replay.JobMovedOnError)
-// or lost the database, when nobody knows whether it committed
-// (*replay.BrokerLostError; the resumed run finds the marks if it did).
-func (r *Retrier) Publish(ctx context.Context, m replay.Message) (replay.Pending, error) {
-	p := &retrying{done: make(chan struct{})}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer close(p.done)
-		select {
-		case r.retrying <- struct{}{}:
-		case <-ctx.Done():
-			p.err = &replay.BrokerLostError{Err: fmt.Errorf("the run stopped before the job was retried: %w", ctx.Err())}
-			return
-		}
-		defer func() { <-r.retrying }()
-		p.err = r.retry(ctx, m)
-	}()
-	return p, nil
-}
-
-func (r *Retrier) retry(ctx context.Context, m replay.Message) error {
-	refuse := func(reason string) error {
-		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: reason}
-	}
-	// An unset system is taken for River's: the routing key, a river://
-	// name, says it already.
-	if (m.System != System && m.System != "") || m.Exchange != "" {
-		return refuse("not a River job: a River replay retries jobs captured from River in place")
-	}
+// job is the retry of the River job m names, on the queue its routing key
+// names: it is retried only while River still holds the failure the
+// letter captured, in the same queue.
+func (r *Retrier) job(m replay.Message) (pgjobs.Retry, error) {
 	target, err := r.target(m.RoutingKey)
 	if err != nil {
-		return refuse(err.Error())
+		return pgjobs.Retry{}, pgjobs.Refuse(m, err.Error())
 	}
 	id, err := strconv.ParseInt(m.Job.ID, 10, 64)
 	if err != nil || m.Job.Incarnation == "" {
-		return refuse(fmt.Sprintf("job %q, incarnation %q names no River job", m.Job.ID, m.Job.Incarnation))
+		return pgjobs.Retry{}, pgjobs.Refuse(m, fmt.Sprintf("job %q, incarnation %q names no River job", m.Job.ID, m.Job.Incarnation))
 	}
-	marks, err := json.Marshal(m.Headers)
-	if err != nil {
-		return refuse(fmt.Sprintf("the replay's marks do not encode as JSON: %v", err))
-	}
-	request, _ := wholeNumber(m.Headers[replay.HeaderReplayRequest])
-
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return &replay.BrokerLostError{Err: fmt.Errorf("the River database %s: %w", r.ref.DatabaseName(), err)}
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
-	var (
-		state, queue string
-		finalizedAt  *time.Time
-		old          []byte
-	)
-	err = tx.QueryRow(ctx, `SELECT state::text, queue, finalized_at, metadata -> '`+MarksKey+`'
-		FROM river_job WHERE id = $1 FOR UPDATE`, id).Scan(&state, &queue, &finalizedAt, &old)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "deleted"}
-	}
-	if err != nil {
-		return failed(m, err)
-	}
-	if request != 0 && markedBy(old, request, m.Item) {
-		return nil
-	}
-	switch {
-	case queue != target.Queue:
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "a job of queue " + strconv.Quote(queue)}
-	case state != StateDiscarded && state != StateCancelled:
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: "state " + state}
-	case finalizedAt == nil || Incarnation(*finalizedAt) != m.Job.Incarnation:
-		now := "state " + state
-		if finalizedAt != nil {
-			now += " since " + Incarnation(*finalizedAt) + ": it failed again"
+	lock := func(ctx context.Context, tx pgx.Tx) ([]byte, string, error) {
+		var (
+			state, queue string
+			finalizedAt  *time.Time
+			marks        []byte
+		)
+		err := tx.QueryRow(ctx, `SELECT state::text, queue, finalized_at, metadata -> '`+MarksKey+`'
+			FROM river_job WHERE id = $1 FOR UPDATE`, id).Scan(&state, &queue, &finalizedAt, &marks)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case queue != target.Queue:
+			return marks, "a job of queue " + strconv.Quote(queue), nil
+		case state != StateDiscarded && state != StateCancelled:
+			return marks, "state " + state, nil
+		case finalizedAt == nil || Incarnation(*finalizedAt) != m.Job.Incarnation:
+			now := "state " + state
+			if finalizedAt != nil {
+				now += " since " + Incarnation(*finalizedAt) + ": it failed again"
+			}
+			return marks, now, nil
 		}
-		return &replay.JobMovedOnError{JobID: m.Job.ID, Now: now}
+		return marks, "", nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE river_job SET metadata = jsonb_set(metadata, '{`+MarksKey+`}', $2::jsonb) WHERE id = $1`,
-		id, string(marks)); err != nil {
-		return failed(m, err)
-	}
-	if _, err := r.client.JobRetryTx(ctx, tx, id); err != nil {
+	write := func(ctx context.Context, tx pgx.Tx, marks string) error {
+		if _, err := tx.Exec(ctx, `UPDATE river_job SET metadata = jsonb_set(metadata, '{`+MarksKey+`}', $2::jsonb) WHERE id = $1`,
+			id, marks); err != nil {
+			return err
+		}
+		_, err := r.client.JobRetryTx(ctx, tx, id)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return refuse("River refused the retry: another live job holds this unique job's key")
+			return pgjobs.Refuse(m, "River refused the retry: another live job holds this unique job's key")
 		}
-		return failed(m, err)
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		// A commit whose answer was lost may have committed: the resumed
-		// run finds the marks and does not retry again.
-		return &replay.BrokerLostError{Err: fmt.Errorf("commit the retry of River job %d: %w", id, err)}
-	}
-	return nil
-}
-
-// failed is an error inside the transaction: PostgreSQL's own answer
-// rolled it back and fails the item; anything else lost the database.
-func failed(m replay.Message, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return &replay.PublishFailure{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Reason: "River's database refused the retry: " + pgErr.Message + " (" + pgErr.Code + ")"}
-	}
-	return &replay.BrokerLostError{Err: fmt.Errorf("job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
+	return pgjobs.Retry{Lock: lock, Write: write}, nil
 }
 
 // riverVersion is the River module whose JobRetry this driver calls.
 const riverVersion = "v0.51.2"
-
-// markedBy says whether the marks on a job name item of request.
-func markedBy(raw []byte, request, item int64) bool {
-	m := marks([]byte(`{"` + MarksKey + `":` + string(raw) + `}`))
-	if len(raw) == 0 || m == nil {
-		return false
-	}
-	gotRequest, ok1 := wholeNumber(m[replay.HeaderReplayRequest])
-	gotItem, ok2 := wholeNumber(m[replay.HeaderReplayItem])
-	return ok1 && ok2 && gotRequest == request && gotItem == item
-}
-
-func wholeNumber(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x == float64(int64(x)) {
-			return int64(x), true
-		}
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
-	}
-	return 0, false
-}
-
-// ExchangeExists implements replay.Broker: River has no exchanges; a
-// River target is a queue through the default one.
-func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
 
 // QueueDepth implements replay.Broker for a queue named as letters name
 // it (river://CONNECTION/QUEUE): the jobs waiting to be worked,
@@ -283,23 +175,6 @@ func (r *Retrier) QueueDepth(ctx context.Context, queue string) (depth int, exis
 	return depth, exists, nil
 }
 
-// Close waits for the retries in flight to settle and releases the
-// connections.
-func (r *Retrier) Close() error {
-	r.wg.Wait()
-	r.pool.Close()
-	return nil
-}
-
-// retrying is a retry on its way (a replay.Pending).
-type retrying struct {
-	done chan struct{}
-	err  error
-}
-
-func (p *retrying) Done() <-chan struct{} { return p.done }
-func (p *retrying) Outcome() error        { return p.err }
-
 // target is the queue a letter's or a request's name (river://CONNECTION/QUEUE)
 // names on this retrier's connection; a queue of another connection is
 // refused, never reached.
@@ -317,9 +192,3 @@ func (r *Retrier) target(name string) (Ref, error) {
 	}
 	return target, nil
 }
-
-// LoginStanding is the login the retrier writes River's database as, and
-// the ways it holds around River's own rules (a superuser, the owner of
-// river_job): a replay needs only SELECT and UPDATE on river_job
-// (docs/river.md).
-func (r *Retrier) LoginStanding() (login string, kinds []string) { return r.login, r.standing }

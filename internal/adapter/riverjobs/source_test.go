@@ -3,13 +3,10 @@ package riverjobs_test
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/riverjobs"
@@ -119,20 +116,6 @@ func TestSourceNeverWritesRiversTables(t *testing.T) {
 	}
 }
 
-func TestSourceSessionsCannotWriteEvenIfTheLoginCould(t *testing.T) {
-	t.Parallel()
-	db := newRiverDB(t)
-	db.seed(t, failedJob{})
-	src := openSource(t, db.ref(t, "expiry"), riverjobs.SourceOptions{})
-	receive(t, src, 1)
-	// The test's login is a superuser: the sessions themselves refuse.
-	err := riverjobs.SourceExec(src, "UPDATE river_job SET priority = 2")
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "25006" {
-		t.Errorf("a write on the source's session: %v; want read_only_sql_transaction (25006)", err)
-	}
-}
-
 func TestSourceDeliversArgsThatBreakTheContractAsTheyAre(t *testing.T) {
 	t.Parallel()
 	db := newRiverDB(t)
@@ -157,33 +140,6 @@ func TestSourceDeliversArgsThatBreakTheContractAsTheyAre(t *testing.T) {
 		if i < 4 && l.Category != deadletter.Malformed {
 			t.Errorf("args %s: category %q, want malformed", args[i], l.Category)
 		}
-	}
-}
-
-func TestSourcePrefetchBoundsWhatIsHeld(t *testing.T) {
-	t.Parallel()
-	db := newRiverDB(t)
-	base := time.Now().Add(-time.Hour)
-	for i := range 25 {
-		db.seed(t, failedJob{FinalizedAt: base.Add(time.Duration(i) * time.Millisecond)})
-	}
-	src := openSource(t, db.ref(t, "expiry"), riverjobs.SourceOptions{Prefetch: 10})
-	got := receive(t, src, 10)
-	quiet(t, src, 500*time.Millisecond)
-	if n, err := src.Ready(); err != nil || n != 15 {
-		t.Errorf("Ready = %d, %v; want 15", n, err)
-	}
-	if err := src.AckThrough(got[4].Tag); err != nil {
-		t.Fatal(err)
-	}
-	receive(t, src, 5)
-	quiet(t, src, 300*time.Millisecond)
-	if err := src.AckThrough(got[9].Tag + 5); err != nil {
-		t.Fatal(err)
-	}
-	receive(t, src, 10)
-	if n, err := src.Ready(); err != nil || n != 0 {
-		t.Errorf("Ready = %d, %v; want 0", n, err)
 	}
 }
 
