@@ -290,7 +290,7 @@ func captureJobs(ctx context.Context, st *jobStore, n int) ([]replay.JobRef, err
 				return nil, fmt.Errorf("the source ended after %d of %d jobs", len(jobs), n)
 			}
 			jobs = append(jobs, replay.JobRef{ID: d.Message.Native[deadletter.NativeJobID], Incarnation: d.Message.Native[deadletter.NativeIncarnation]})
-			if err := src.AckThrough(d.Tag); err != nil {
+			if err := src.Acknowledge(d.Tag); err != nil {
 				return nil, err
 			}
 		case <-timeout:

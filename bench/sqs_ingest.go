@@ -19,7 +19,7 @@ import (
 )
 
 // sqsDeleteConcurrency is how many DeleteMessageBatch calls
-// sqsqueue.DLQSource.AckThrough has in flight at once; the bare drain uses
+// sqsqueue.DLQSource.Acknowledge has in flight at once; the bare drain uses
 // as many.
 const sqsDeleteConcurrency = 4
 
@@ -170,7 +170,7 @@ func benchSQSIngest(ctx context.Context, cfg *config, rep *report) error {
 // the concurrency sqsqueue.DLQSource has, so that the ratio shows what
 // parsing and storing cost and not a difference in how many calls are in
 // flight. DLQSource has one ReceiveMessage call in flight at a time, and
-// AckThrough deletes with up to sqsDeleteConcurrency DeleteMessageBatch
+// Acknowledge deletes with up to sqsDeleteConcurrency DeleteMessageBatch
 // calls at once; so does this loop: one receiver asks for 10 messages at a
 // time (the subject's ask, every attribute, for the same answers to
 // decode) and hands each batch to sqsDeleteConcurrency deleters. It deletes

@@ -33,7 +33,7 @@ func (l *lossyIngester) Ingest(ctx context.Context, src deadletter.Source, opts 
 		return deadletter.IngestStats{}, deadletter.ErrSourceLost
 	}
 	stats := deadletter.IngestStats{Received: 4, Stored: 4, Batches: 1, Elapsed: time.Second}
-	if err := src.AckThrough(4); err != nil {
+	if err := src.Acknowledge(4); err != nil {
 		return stats, err
 	}
 	opts.Progress(stats)

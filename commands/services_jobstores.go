@@ -328,10 +328,6 @@ func (j *jobRetriers) Publish(ctx context.Context, m replay.Message) (replay.Pen
 	return b.Publish(ctx, m)
 }
 
-func (j *jobRetriers) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
-
 func (j *jobRetriers) QueueDepth(ctx context.Context, queue string) (int, bool, error) {
 	b, err := j.forQueue(ctx, queue)
 	if err != nil {

@@ -21,13 +21,15 @@ type Delivery struct {
 	Tag     uint64
 }
 
-// Source is a consumer on one dead-letter queue. The broker package provides
-// the AMQP implementation.
+// Source is a consumer on one dead-letter queue, or on a job store's failed
+// jobs; each driver provides its own.
 type Source interface {
 	// Deliveries yields messages until the consumer stops, then closes.
 	Deliveries() <-chan Delivery
-	// AckThrough acknowledges every delivery up to and including tag.
-	AckThrough(tag uint64) error
+	// Acknowledge settles every delivery up to and including tag, once
+	// its letters are stored: the source may let them go (a broker deletes
+	// them; a job store's capture moves past them, leaving them in place).
+	Acknowledge(tag uint64) error
 	// Ready reports how many messages wait in the queue, not counting those
 	// already handed to a consumer.
 	Ready() (int, error)
@@ -195,7 +197,7 @@ func Ingest(ctx context.Context, pool *pgxpool.Pool, src Source, opts IngestOpti
 			stats.Stored += int64(w.res.Stored)
 			stats.Duplicates += int64(w.res.Duplicates)
 			stats.Batches++
-			if err := src.AckThrough(w.lastTag); err != nil {
+			if err := src.Acknowledge(w.lastTag); err != nil {
 				// Committed but not acked: the broker redelivers and the
 				// fingerprint makes the copies no-ops.
 				writeErr = fmt.Errorf("%w: acknowledging %d stored letters failed (they will be redelivered and skipped as duplicates): %w", ErrSourceLost, len(w.letters), err)

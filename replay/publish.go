@@ -79,14 +79,21 @@ type Broker interface {
 	// error means the channel or connection is gone and nothing more can be
 	// published on it.
 	Publish(ctx context.Context, m Message) (Pending, error)
-	// ExchangeExists reports whether exchange exists. The default exchange
-	// ("") always does.
-	ExchangeExists(ctx context.Context, exchange string) (bool, error)
 	// QueueDepth returns the messages ready in queue; exists is false when
 	// there is no such queue.
 	QueueDepth(ctx context.Context, queue string) (depth int, exists bool, err error)
 	// Close releases the broker's channels, not the connection.
 	Close() error
+}
+
+// Routes is a Broker whose messages go through a route the run names,
+// which may not exist (an exchange): the planner asks once per route and
+// run, and fails the items of a missing one. A Broker that is not one sends
+// each message to the queue its target names.
+type Routes interface {
+	// RouteExists reports whether route exists. The default route ("")
+	// always does.
+	RouteExists(ctx context.Context, route string) (bool, error)
 }
 
 // Pending is a published message waiting for the broker's answer.

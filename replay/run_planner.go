@@ -101,13 +101,15 @@ func (r *Runner) planItem(ctx context.Context, req Request, replayedBy string, i
 // answers); with no broker, every exchange is taken to exist.
 func (r *Runner) exchangeExists(ctx context.Context, exchange string, known map[string]bool) (bool, error) {
 	exists, asked := known[exchange]
+	routes, isRoutes := r.Broker.(Routes)
 	switch {
 	case asked:
 		return exists, nil
-	case r.Broker == nil:
+	case !isRoutes:
+		// No broker, or one whose messages go straight to a queue.
 		return true, nil
 	}
-	exists, err := r.Broker.ExchangeExists(ctx, exchange)
+	exists, err := routes.RouteExists(ctx, exchange)
 	if err != nil {
 		return false, err
 	}

@@ -104,8 +104,8 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		before := h.Digest(t)
 		src := openJobs(t, h, 100)
 		got := receiveJobs(t, src, 6)
-		if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		if err := src.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -166,8 +166,8 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		if !slices.Equal(ids, gotIDs) {
 			t.Errorf("delivered %v, want %v", gotIDs, ids)
 		}
-		if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		if n, err := src.Ready(); err != nil || n != 0 {
 			t.Errorf("Ready once all is delivered = %d, %v; want 0", n, err)
@@ -187,8 +187,8 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		if n, err := src.Ready(); err != nil || n != 10 {
 			t.Errorf("Ready with 10 not yet delivered = %d, %v", n, err)
 		}
-		if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		receiveJobs(t, src, 5)
 	})

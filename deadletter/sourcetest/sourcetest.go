@@ -69,8 +69,8 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		h.Publish(t, numbered(20))
 		src := open(t, h, 100)
 		got := receive(t, h, src, 20)
-		if err := src.AckThrough(got[9].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[9].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		acked := seqs(t, h, got[:10])
 		if err := src.Close(); err != nil {
@@ -123,8 +123,8 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 			if seen[s] > 1 {
 				t.Errorf("message %s delivered twice while held", s)
 			}
-			if err := src.AckThrough(d.Tag); err != nil {
-				t.Fatalf("AckThrough: %v", err)
+			if err := src.Acknowledge(d.Tag); err != nil {
+				t.Fatalf("Acknowledge: %v", err)
 			}
 		}
 	})
@@ -139,8 +139,8 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 			t.Errorf("delivery %d beyond a prefetch of 10 before any acknowledgement", d.Tag)
 		case <-time.After(2 * time.Second):
 		}
-		if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		receive(t, h, src, 10)
 	})
@@ -153,8 +153,8 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		}
 		h.Publish(t, numbered(8))
 		got := receive(t, h, src, 8)
-		if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
-			t.Fatalf("AckThrough: %v", err)
+		if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
+			t.Fatalf("Acknowledge: %v", err)
 		}
 		if n, err := src.Ready(); err != nil || n != 0 {
 			t.Errorf("Ready after acknowledging all = %d, %v; want 0", n, err)

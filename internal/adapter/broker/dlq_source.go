@@ -83,8 +83,8 @@ func (s *DLQSource) QueueName() string { return s.queue }
 // Deliveries implements deadletter.Source.
 func (s *DLQSource) Deliveries() <-chan deadletter.Delivery { return s.deliveries }
 
-// AckThrough implements deadletter.Source with one multiple-ack.
-func (s *DLQSource) AckThrough(tag uint64) error { return s.silentOr(s.ch.Ack(tag, true)) }
+// Acknowledge implements deadletter.Source with one multiple-ack.
+func (s *DLQSource) Acknowledge(tag uint64) error { return s.silentOr(s.ch.Ack(tag, true)) }
 
 // silentOr is err, or why the connection ended under it when it did (a
 // silence, the broker's close, a broken socket): amqp091 passes on only

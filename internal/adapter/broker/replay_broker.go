@@ -211,8 +211,9 @@ func (b *AMQPBroker) inspect(fn func(ch *amqp.Channel) error) error {
 	return err
 }
 
-// ExchangeExists implements replay.Broker with a passive declare.
-func (b *AMQPBroker) ExchangeExists(_ context.Context, exchange string) (bool, error) {
+// RouteExists implements replay.Routes: whether exchange exists, by a
+// passive declare.
+func (b *AMQPBroker) RouteExists(_ context.Context, exchange string) (bool, error) {
 	if exchange == "" || exchange == "amq.default" {
 		return true, nil
 	}

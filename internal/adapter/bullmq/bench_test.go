@@ -46,7 +46,7 @@ func BenchmarkSourceRead(b *testing.B) {
 		}
 		for range benchJobs {
 			d := <-src.Deliveries()
-			_ = src.AckThrough(d.Tag)
+			_ = src.Acknowledge(d.Tag)
 		}
 		_ = src.Close()
 		source += time.Since(start)

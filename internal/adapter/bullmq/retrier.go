@@ -191,12 +191,6 @@ func runRetry(ctx context.Context, c redis.Scripter, ref Ref, id, finishedOn, at
 	return retryResult{code: v[0], detail: v[1]}, nil
 }
 
-// ExchangeExists implements replay.Broker: BullMQ has no exchanges; a job
-// is retried in its own queue, through the default one.
-func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
-
 // QueueDepth implements replay.Broker: the jobs a worker of queue (a
 // bullmq:// name) may take now, waiting, paused or prioritized; where a
 // retry puts a job (BullMQ 6 keeps a paused queue's jobs in wait, so its

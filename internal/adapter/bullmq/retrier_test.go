@@ -126,9 +126,6 @@ func testRetrierRetriesAsBullMQDoes(t *testing.T, version string) {
 	if d, exists, err := r.QueueDepth(ctx, q.Ref.Name()); d != 4 || !exists || err != nil {
 		t.Errorf("QueueDepth = %d, %v, %v, want 4 (wait 3, prioritized 1)", d, exists, err)
 	}
-	if ok, _ := r.ExchangeExists(ctx, ""); !ok {
-		t.Error("the default exchange does not exist")
-	}
 }
 
 // TestRetrierIntoAPausedQueue: a paused queue's job goes where the

@@ -131,9 +131,9 @@ func (s *Source) Err() error {
 	return s.err
 }
 
-// AckThrough implements deadletter.Source. Capture leaves the job in
+// Acknowledge implements deadletter.Source. Capture leaves the job in
 // Redis, so acknowledging only makes room for more deliveries.
-func (s *Source) AckThrough(tag uint64) error {
+func (s *Source) Acknowledge(tag uint64) error {
 	s.mu.Lock()
 	n := 0
 	if tag > s.acked {

@@ -41,7 +41,7 @@ func receive(t *testing.T, src *bullmq.Source, n int) []deadletter.Delivery {
 				t.Fatalf("deliveries closed after %d of %d: %v", len(got), n, src.Err())
 			}
 			got = append(got, d)
-			if err := src.AckThrough(d.Tag); err != nil {
+			if err := src.Acknowledge(d.Tag); err != nil {
 				t.Fatal(err)
 			}
 		case <-deadline:
@@ -268,11 +268,11 @@ func TestSourcePrefetch(t *testing.T) {
 	if n, _ := src.Ready(); n != 7 {
 		t.Errorf("Ready = %d with 3 of 10 delivered, want 7", n)
 	}
-	if err := src.AckThrough(got[1].Tag); err != nil {
+	if err := src.Acknowledge(got[1].Tag); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, receive(t, src, 2)...)
-	if err := src.AckThrough(got[2].Tag); err != nil {
+	if err := src.Acknowledge(got[2].Tag); err != nil {
 		t.Fatal(err)
 	}
 	got = append(got, receive(t, src, 5)...)

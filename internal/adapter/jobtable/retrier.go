@@ -198,12 +198,6 @@ func (r *Retrier) failed(m replay.Message, err error) error {
 	return &replay.BrokerLostError{Err: fmt.Errorf("row %s of %s: %w", m.Job.ID, r.name, err)}
 }
 
-// ExchangeExists implements replay.Broker: a jobs table has no
-// exchanges; its target is the table through the default one.
-func (r *Retrier) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
-
 // QueueDepth implements replay.Broker for the retrier's own table, named
 // as letters name it: the rows in the replay's state whose due time has
 // come, which the poller would take next. Another table of the same

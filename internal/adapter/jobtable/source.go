@@ -228,10 +228,10 @@ func (s *Source) page(ctx context.Context, after *pageKey) ([]pageKey, map[jobKe
 	return keys, byKey, tx.Commit(ctx)
 }
 
-// AckThrough implements deadletter.Source. The table is not changed: the
+// Acknowledge implements deadletter.Source. The table is not changed: the
 // rows stay failed, and acknowledging them only makes room for more
 // deliveries.
-func (s *Source) AckThrough(tag uint64) error { return s.feed.AckThrough(tag) }
+func (s *Source) Acknowledge(tag uint64) error { return s.feed.Acknowledge(tag) }
 
 // Ready implements deadletter.Source: the failed rows whose failure this
 // source has not delivered. It is 0 once all are delivered, so that a

@@ -318,7 +318,4 @@ func TestRetrierQueueDepth(t *testing.T) {
 			t.Errorf("QueueDepth(%s) = %d, %v, %v; want %d, %v", queue, depth, exists, err, want.depth, want.exists)
 		}
 	}
-	if ok, err := r.ExchangeExists(context.Background(), ""); !ok || err != nil {
-		t.Errorf(`ExchangeExists("") = %v, %v`, ok, err)
-	}
 }

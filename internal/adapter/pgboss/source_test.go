@@ -112,7 +112,7 @@ func TestSourceNeverWritesPgBossTables(t *testing.T) {
 	before := db.TableDigest(t)
 	src := openSource(t, db.Ref(t, "expiry"), pgboss.SourceOptions{})
 	got := receive(t, src, 4)
-	if err := src.AckThrough(got[len(got)-1].Tag); err != nil {
+	if err := src.Acknowledge(got[len(got)-1].Tag); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := src.Ready(); err != nil || n != 0 {

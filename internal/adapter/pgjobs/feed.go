@@ -115,10 +115,10 @@ func (f *Feed) Send(m deadletter.Message) bool {
 	}
 }
 
-// AckThrough implements deadletter.Source. A job store's table is not
+// Acknowledge implements deadletter.Source. A job store's table is not
 // changed: its jobs stay failed, and acknowledging them only makes room
 // for more deliveries.
-func (f *Feed) AckThrough(tag uint64) error {
+func (f *Feed) Acknowledge(tag uint64) error {
 	f.mu.Lock()
 	tag = min(tag, f.next)
 	n := 0

@@ -151,10 +151,10 @@ func (p *Poller[ID, J]) Deliveries() <-chan deadletter.Delivery { return p.feed.
 // when they were closed.
 func (p *Poller[ID, J]) Err() error { return p.feed.Err() }
 
-// AckThrough implements deadletter.Source. The job table is not changed:
+// Acknowledge implements deadletter.Source. The job table is not changed:
 // the jobs stay failed, and acknowledging them only makes room for more
 // deliveries.
-func (p *Poller[ID, J]) AckThrough(tag uint64) error { return p.feed.AckThrough(tag) }
+func (p *Poller[ID, J]) Acknowledge(tag uint64) error { return p.feed.Acknowledge(tag) }
 
 // LoginStanding is the login the poller reads the job store as, and the
 // ways it holds around the store's own rules (a superuser, the owner of

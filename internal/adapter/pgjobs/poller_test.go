@@ -101,13 +101,13 @@ func TestPollerPrefetchBoundsWhatIsHeld(t *testing.T) {
 	if n, err := p.Ready(); err != nil || n != 15 {
 		t.Errorf("Ready = %d, %v; want 15", n, err)
 	}
-	if err := p.AckThrough(got[4].Tag); err != nil {
+	if err := p.Acknowledge(got[4].Tag); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, p, 5)
 	quiet(t, p, 300*time.Millisecond)
 	// A tag beyond the last handed out acknowledges what was handed out.
-	if err := p.AckThrough(got[9].Tag + 5); err != nil {
+	if err := p.Acknowledge(got[9].Tag + 5); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, p, 10)
@@ -126,7 +126,7 @@ func TestPollerFollowsAndLooksBack(t *testing.T) {
 	p := openPoller(t, db, pgjobs.Options{Lookback: 10 * time.Second})
 	ack := func(ds []deadletter.Delivery) {
 		t.Helper()
-		if err := p.AckThrough(ds[len(ds)-1].Tag); err != nil {
+		if err := p.Acknowledge(ds[len(ds)-1].Tag); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -149,12 +149,6 @@ func (r *Retries) failed(m replay.Message, err error) error {
 	return &replay.BrokerLostError{Err: fmt.Errorf("job %s on %s: %w", m.Job.ID, m.RoutingKey, err)}
 }
 
-// ExchangeExists implements replay.Broker: a job store has no exchanges;
-// its target is a queue through the default one.
-func (r *Retries) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
-
 // Close waits for the retries in flight to settle and releases the
 // connections.
 func (r *Retries) Close() error {

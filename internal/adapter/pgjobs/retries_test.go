@@ -134,12 +134,6 @@ func TestRetriesRetryAJobOnce(t *testing.T) {
 	if login, _ := r.LoginStanding(); login == "" {
 		t.Error("LoginStanding names no login")
 	}
-	if ok, err := r.ExchangeExists(context.Background(), ""); !ok || err != nil {
-		t.Errorf(`ExchangeExists("") = %v, %v`, ok, err)
-	}
-	if ok, _ := r.ExchangeExists(context.Background(), "amq.direct"); ok {
-		t.Error("a job store has an exchange")
-	}
 }
 
 // TestRetriesSkipAJobThatMovedOn: a job deleted, or failed again, since

@@ -49,7 +49,7 @@ func BenchmarkSourceRead(b *testing.B) {
 		for range benchJobs {
 			d := <-src.Deliveries()
 			if d.Tag%500 == 0 {
-				_ = src.AckThrough(d.Tag)
+				_ = src.Acknowledge(d.Tag)
 			}
 		}
 		_ = src.Close()

@@ -100,7 +100,7 @@ func TestSourceNeverWritesRiversTables(t *testing.T) {
 	src := openSource(t, db.ref(t, "expiry", "states=discarded,cancelled"), riverjobs.SourceOptions{Prefetch: 10})
 	for range 3 {
 		got := receive(t, src, 10)
-		if err := src.AckThrough(got[9].Tag); err != nil {
+		if err := src.Acknowledge(got[9].Tag); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestSourceFollowsJobsFinalizedLaterOnce(t *testing.T) {
 	src := openSource(t, db.ref(t, "expiry"), riverjobs.SourceOptions{Lookback: 10 * time.Second})
 	ack := func(ds []deadletter.Delivery) {
 		t.Helper()
-		if err := src.AckThrough(ds[len(ds)-1].Tag); err != nil {
+		if err := src.Acknowledge(ds[len(ds)-1].Tag); err != nil {
 			t.Fatal(err)
 		}
 	}

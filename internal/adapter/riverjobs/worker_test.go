@@ -132,7 +132,7 @@ func TestRiverWorkerRunsEachReplayedJobOnce(t *testing.T) {
 	db.waitStates(t, "discarded", ids...)
 
 	captured := receive(t, src, n)
-	if err := src.AckThrough(captured[n-1].Tag); err != nil {
+	if err := src.Acknowledge(captured[n-1].Tag); err != nil {
 		t.Fatal(err)
 	}
 	byID := map[string]deadletter.Delivery{}

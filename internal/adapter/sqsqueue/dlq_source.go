@@ -193,11 +193,11 @@ func (s *DLQSource) free(n int) {
 	}
 }
 
-// AckThrough implements deadletter.Source: it deletes every held message
+// Acknowledge implements deadletter.Source: it deletes every held message
 // up to and including tag, ten to a call. A message whose receipt no
 // longer holds (its visibility ran out and SQS handed it out again) is not
 // an error: its next copy is stored once, by its fingerprint.
-func (s *DLQSource) AckThrough(tag uint64) error {
+func (s *DLQSource) Acknowledge(tag uint64) error {
 	s.mu.Lock()
 	tags := make([]uint64, 0, len(s.held))
 	for t := range s.held {

@@ -419,12 +419,6 @@ func settleAnswers(batch []*entry, out *sqs.SendMessageBatchOutput) {
 	}
 }
 
-// ExchangeExists implements replay.Broker: SQS has no exchanges, and an
-// SQS target is a queue through the default one.
-func (p *Publisher) ExchangeExists(_ context.Context, exchange string) (bool, error) {
-	return exchange == "", nil
-}
-
 // QueueDepth implements replay.Broker: the messages SQS says are waiting
 // in the queue queue names by ARN.
 func (p *Publisher) QueueDepth(ctx context.Context, queue string) (messages int, exists bool, err error) {
