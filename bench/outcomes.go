@@ -151,7 +151,7 @@ func outcomesBenchRun(ctx context.Context, conn *amqp.Connection, db *benchDB, r
 		return 0, err
 	}
 	defer b.Close()
-	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", OpenDLQ: replayBenchOpenDLQ(conn)}
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
 	took := time.Since(start)

@@ -334,7 +334,7 @@ func benchReplay(ctx context.Context, cfg *config) ([]line, error) {
 		return nil, err
 	}
 	timed := &replayBenchTimed{Broker: b}
-	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
+	runner := &replay.Runner{Pool: operator, Broker: timed, Actor: "bench", OpenDLQ: replayBenchOpenDLQ(conn)}
 	res, err := runner.Run(ctx, rateReq.ID)
 	_ = b.Close()
 	if err != nil {
@@ -392,7 +392,7 @@ func replayBenchSubject(ctx context.Context, conn *amqp.Connection, db *benchDB,
 		return 0, 0, use, err
 	}
 	defer clock.stop()
-	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", PublishAs: b.User(), OpenDLQ: replayBenchOpenDLQ(conn)}
+	runner := &replay.Runner{Pool: db.operator, Broker: b, Actor: "bench", OpenDLQ: replayBenchOpenDLQ(conn)}
 	cpu := startCPU()
 	start := time.Now()
 	res, err := runner.Run(ctx, req.ID)
@@ -818,6 +818,11 @@ func replayBenchPurge(conn *amqp.Connection, queue string) {
 type replayBenchTimed struct {
 	replay.Broker
 	times []time.Time
+}
+
+// Encode is its broker's: the copies are what a real run sends.
+func (b *replayBenchTimed) Encode(c replay.Copy) (replay.Message, error) {
+	return b.Broker.(replay.Encoder).Encode(c)
 }
 
 func (b *replayBenchTimed) Publish(ctx context.Context, m replay.Message) (replay.Pending, error) {

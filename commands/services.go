@@ -421,7 +421,7 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 	if err != nil {
 		return nil, nil, err
 	}
-	runner.Broker, runner.PublishAs, runner.Flow = b, b.User(), r.flow
+	runner.Broker, runner.Flow = b, r.flow
 	runner.OpenDLQ = r.openDLQ
 	if r.amqpNodes > 1 {
 		// A cluster: a lost node is failed over from, within the run.

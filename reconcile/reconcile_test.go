@@ -241,7 +241,7 @@ func TestReconcileHaltedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broker.Close()
-	_, err = (&replay.Runner{Pool: alice.Pool, Broker: broker, Actor: "alice", PublishAs: broker.User()}).Run(ctx, created.Request.ID)
+	_, err = (&replay.Runner{Pool: alice.Pool, Broker: broker, Actor: "alice"}).Run(ctx, created.Request.ID)
 	var halt *replay.HaltError
 	if !errors.As(err, &halt) {
 		t.Fatalf("run = %v, want a halt", err)

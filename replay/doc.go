@@ -21,8 +21,9 @@
 // (Run, its state, discards), run_lock.go (the single-runner lease) and
 // runner_held.go (whether a running request has lost its runner),
 // run_items.go (an item and its letter), run_planner.go (what to do with
-// each item), run_message.go (the message an item is published as;
-// run_message_sqs.go for an SQS queue),
+// each item), run_message.go (what every replayed message carries: the
+// replay's marks, a fresh key, its letter's bookkeeping cut out; the
+// driver of its system encodes the rest, publish.go's Encoder),
 // run_preparer.go (marking chunks publishing ahead of the publisher),
 // run_clear.go and publish_bound.go (clearing each publish in the database
 // just before it, which bounds an item's copies to PublishBound),

@@ -9,6 +9,7 @@ import (
 // AMQPTestBroker is the RabbitMQ broker as replay's own tests use it.
 type AMQPTestBroker interface {
 	Broker
+	Encoder
 	User() string
 }
 

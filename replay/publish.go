@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,39 +12,84 @@ import (
 // Message is one replayed job as the runner hands it to a Broker.
 type Message struct {
 	// Item is the dead letter id the message replays; it travels as the
-	// x-replay-item header and is how a basic.return is matched to it.
+	// x-replay-item header and is how a broker's return is matched to it.
 	Item int64
-	// Exchange and RoutingKey are where it goes ("" is the default exchange,
-	// where the routing key names a queue).
-	Exchange, RoutingKey string
-	// Properties are the basic properties it is sent with (see
-	// replayProperties).
-	Properties deadletter.Properties
-	Headers    map[string]any
-	Body       []byte
-
-	// System is the queue system the message goes to: RabbitMQ (the
-	// default), or SQS, where RoutingKey is the queue's ARN and the
-	// message carries Attributes instead of Properties and Headers.
+	// System is the queue system the message goes to.
 	System deadletter.System
-	// Attributes are an SQS message's attributes, each with its type.
-	Attributes map[string]deadletter.SQSAttribute
-	// GroupID and DeduplicationID are for an SQS FIFO queue: the letter's
-	// message group, and an id fresh to this replay, which SQS's
-	// five-minute deduplication would otherwise take for a copy of the
-	// original.
-	GroupID, DeduplicationID string
-	// NotBefore, for an SQS queue that delays single messages, is when the
-	// message may be delivered: SQS holds it until then (DelaySeconds, at
-	// most SQSMaxDelay). Zero: at once.
+	// Exchange and RoutingKey are where it goes: a route ("" is the
+	// default, where the routing key names a queue; see Routes) and a
+	// queue, as the system names it.
+	Exchange, RoutingKey string
+	// Headers are what the message carries besides its body, with the
+	// replay's marks: a copy's headers as its driver encoded them, or,
+	// for a job retried in place, the marks the driver writes on the job.
+	Headers map[string]any
+	Body    []byte
+	// MessageID is the id the message is sent with, where its system
+	// sends one; for people (a dry run's plan).
+	MessageID string
+	// NotBefore, for a system that holds a single message until a time
+	// (Traits of its driver), is when it may be delivered. Zero: at once.
 	NotBefore time.Time
-
 	// Job is, for a system that retries a job where it is (a job store,
 	// as the archive's queue_systems says), the job to retry:
 	// RoutingKey is then the letter's own queue and Headers the replay's
 	// x-replay-* marks, which the driver writes on the job as it retries
 	// it, so that a job that dies again links to this replay.
 	Job JobRef
+	// Wire is what only the driver that encoded the message reads: its
+	// system's own fields (Encoder).
+	Wire any
+}
+
+// Copy is a letter as the archive keeps it, for a driver whose replays
+// send copies to build the message that replays it (Encoder).
+type Copy struct {
+	Item                 int64
+	System               deadletter.System
+	Exchange, RoutingKey string
+	// Headers are the letter's headers as stored (deadletter's JSON with
+	// their wire types), its failure bookkeeping already cut out.
+	Headers json.RawMessage
+	// Properties are its wire properties as stored, nil for a letter
+	// captured before they were; ContentType and MessageID are what its
+	// columns keep of them.
+	Properties             json.RawMessage
+	ContentType, MessageID string
+	// GroupID is the message group it was received in, "" for none.
+	GroupID string
+	// Body is the body to send: the letter's, or, for a fresh-key
+	// request, with the key FreshKey gives it.
+	Body []byte
+	// Request is the replay request; FreshKeys says it gives each job a
+	// new idempotency key (FreshKey), which a message id carries too.
+	Request   int64
+	FreshKeys bool
+	// Marks are the headers naming the replay, most needed first: the
+	// first MarksRequired link a job that dies again to this replay, and
+	// a message that cannot carry them cannot go.
+	Marks []Mark
+	// NotBefore is the message's NotBefore.
+	NotBefore time.Time
+}
+
+// Mark is one header naming a replay: its value is an int64, a string or
+// a time.Time, which each driver writes in its system's types.
+type Mark struct {
+	Name  string
+	Value any
+}
+
+// MarksRequired is how many of a Copy's Marks a message must carry.
+const MarksRequired = 2
+
+// Encoder is a Broker whose replays send copies: it builds each copy's
+// message in its system's wire form. The runner asks it of every letter
+// it does not retry in place.
+type Encoder interface {
+	// Encode builds the message that replays c; an error says why the
+	// letter cannot be sent as it is (the item is blocked).
+	Encode(c Copy) (Message, error)
 }
 
 // JobRef names a failed job in its store: its id and the incarnation the

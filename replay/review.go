@@ -178,7 +178,7 @@ type Timing struct {
 }
 
 // PropertyNotes counts the letters of a cohort whose properties a replay
-// cannot send as they were received (see replayProperties).
+// cannot send as they were received (its driver's Encode).
 type PropertyNotes struct {
 	// NotRecorded counts letters captured before expiryctl recorded
 	// properties: they are sent with content type and message id only.

@@ -43,10 +43,6 @@ type Runner struct {
 	// stores record; empty: the archive's rule (a job store's letter's is
 	// its queue name's).
 	Connection string
-	// PublishAs is the RabbitMQ user Broker publishes as. A letter's
-	// user_id is kept only when it names this user, because RabbitMQ
-	// refuses any other; otherwise it travels as x-original-user-id.
-	PublishAs string
 	// Now is the clock for elapsed time, rates and ETA (default time.Now).
 	// The database's clock decides approval expiry and the canary window.
 	Now func() time.Time

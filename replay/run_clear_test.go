@@ -62,6 +62,9 @@ func TestClearGroup(t *testing.T) {
 // leaves them.
 type unansweredBroker struct{ Broker }
 
+// Encode is its broker's: the copies are what a real run sends.
+func (b unansweredBroker) Encode(c Copy) (Message, error) { return b.Broker.(Encoder).Encode(c) }
+
 func (b unansweredBroker) Publish(ctx context.Context, m Message) (Pending, error) {
 	p, err := b.Broker.Publish(ctx, m)
 	if err != nil {

@@ -171,7 +171,7 @@ func dryRunItem(req Request, it *runItem, p plan) DryRunItem {
 			d.Action = actionBlock
 		}
 		if d.Action == actionReplay {
-			d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.Properties.MessageID
+			d.IdempotencyKey, d.MessageID = it.idempotencyKey, p.msg.MessageID
 			if p.newKey != "" {
 				d.IdempotencyKey = p.newKey
 			}

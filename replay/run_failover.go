@@ -124,11 +124,6 @@ func (r *Runner) failover(ctx context.Context, st *runState, loss *brokerLoss) e
 			Err: fmt.Errorf("%w; failing over to another node failed: %w", loss.cause, err)}
 	}
 	r.Broker = next
-	if u, ok := next.(interface{ User() string }); ok {
-		// The next leg keeps a letter's user_id only when it names the
-		// user of the node's connection, which may differ by node.
-		r.PublishAs = u.User()
-	}
 	f.To = nodeOf(next)
 	f.Took = math.Round(r.now().Sub(lostAt).Seconds()*1000) / 1000
 	if err := r.resumeLeg(ctx, st, f); err != nil {

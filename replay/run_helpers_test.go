@@ -213,7 +213,7 @@ func (b *runBundle) runner(t *testing.T) *Runner {
 	// The handler check is not these tests' subject (handler_test.go's,
 	// against the real management API): the runner is told the fix is
 	// deployed.
-	return &Runner{Pool: b.pool, Broker: br, Actor: "oncall", PublishAs: br.User(), checkEvery: 50 * time.Millisecond,
+	return &Runner{Pool: b.pool, Broker: br, Actor: "oncall", checkEvery: 50 * time.Millisecond,
 		Consumers: fixedHandler{}}
 }
 

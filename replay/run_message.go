@@ -8,10 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // The headers a replayed message carries, naming the request it belongs to.
@@ -32,17 +28,7 @@ const (
 	// HeaderReplayedAt is when the run sent the message (an AMQP
 	// timestamp): the timestamp property keeps the original's time.
 	HeaderReplayedAt = "x-replayed-at"
-	// HeaderOriginalUserID carries a user_id that RabbitMQ would refuse
-	// from the replaying connection, which may only claim its own user.
-	HeaderOriginalUserID = "x-original-user-id"
-	// HeaderOriginalReplyTo carries a reply_to of RabbitMQ's direct
-	// reply-to pseudo-queue, which only a channel consuming it may send.
-	HeaderOriginalReplyTo = "x-original-reply-to"
 )
-
-// directReplyTo is RabbitMQ's direct reply-to pseudo-queue: a publish that
-// names it as reply_to on a channel not consuming from it closes the channel.
-const directReplyTo = "amq.rabbitmq.reply-to"
 
 // strippedHeaders are the broker's and the worker's failure bookkeeping. A
 // replayed job starts afresh: left in place, x-attempt-history would tell the
@@ -62,7 +48,7 @@ var strippedHeaders = map[string]bool{
 	"retry-count":   true,
 }
 
-// strippedPrefixes are RabbitMQ's x-first-death-* and x-last-death-* (3.13+).
+// strippedPrefixes are a broker's x-first-death-* and x-last-death-*.
 var strippedPrefixes = []string{"x-first-death-", "x-last-death-"}
 
 func stripped(key string) bool {
@@ -77,81 +63,42 @@ func stripped(key string) bool {
 	return false
 }
 
-// replayHeaders rebuilds the header table of a replayed job: the stored
-// original headers, decoded losslessly with their wire types, minus failure
-// bookkeeping, plus the headers naming the replay and those carrying the
-// properties that could not be sent as properties (moved).
-func replayHeaders(stored json.RawMessage, req Request, actor string, item int64, replayCount int, at time.Time, moved map[string]any) (map[string]any, error) {
-	// The bookkeeping is most of a dead letter's headers (x-death and
-	// x-attempt-history are nested tables with times), so it is cut out of
-	// the stored JSON before decoding.
-	kept := dropTopLevel(stored, stripped)
-	orig, err := deadletter.DecodeHeaders(kept)
-	if err != nil {
-		return nil, err
+// Stripped cuts a letter's failure bookkeeping out of its stored headers
+// (deadletter's JSON), leaving every other byte as it was: a replayed job
+// starts afresh. It is most of a dead letter's headers (nested tables with
+// times), so it is cut before anything decodes them.
+func Stripped(stored json.RawMessage) json.RawMessage {
+	if stored == nil {
+		return nil
 	}
-	// DecodeHeaders' table is the item's own, fresh each call: the
-	// replay's headers go into it rather than into a copy.
-	h := orig
-	if h == nil {
-		h = make(map[string]any, 6+len(moved))
-	}
-	h[HeaderReplayRequest] = req.ID
-	h[HeaderReplayCount] = int64(replayCount) + 1
-	h[HeaderReplayedBy] = actor
-	h[HeaderApprovedBy] = req.ReviewedBy
-	h[HeaderReplayItem] = item
-	h[HeaderReplayedAt] = at.UTC().Truncate(time.Second)
-	for k, v := range moved {
-		h[k] = v
-	}
-	return h, nil
+	return dropTopLevel(stored, stripped)
 }
 
-// replayProperties returns the properties a replayed job is sent with: the
-// ones it was received with, except that it is always persistent (the run
-// marks a letter replayed on the broker's confirm, which a transient
-// message does not outlive a broker restart), and that a user_id other
-// than publishAs, the run's RabbitMQ user, and a reply_to of the direct
-// reply-to pseudo-queue are left out, because RabbitMQ would close the
-// channel over them; they are returned as moved, the headers that carry
-// them instead. A letter captured before properties were recorded (stored
-// is nil) has only its content type and message id.
-func replayProperties(stored []byte, contentType, messageID, publishAs string) (p deadletter.Properties, moved map[string]any, err error) {
-	if stored != nil {
-		if p, err = deadletter.DecodeProperties(stored); err != nil {
-			return deadletter.Properties{}, nil, err
-		}
-	} else {
-		p = deadletter.Properties{ContentType: contentType, MessageID: messageID}
+// marks are the headers naming the replay that item's message carries,
+// most needed first (Copy.Marks).
+func marks(req Request, actor string, item int64, replayCount int, at time.Time) []Mark {
+	return []Mark{
+		{HeaderReplayRequest, req.ID},
+		{HeaderReplayCount, int64(replayCount) + 1},
+		{HeaderReplayItem, item},
+		{HeaderReplayedBy, actor},
+		{HeaderApprovedBy, req.ReviewedBy},
+		{HeaderReplayedAt, at.UTC().Truncate(time.Second)},
 	}
-	p.DeliveryMode = amqp.Persistent
-	if p.UserID != "" && p.UserID != publishAs {
-		moved = map[string]any{HeaderOriginalUserID: p.UserID}
-		p.UserID = ""
-	}
-	if p.ReplyTo == directReplyTo {
-		if moved == nil {
-			moved = map[string]any{}
-		}
-		moved[HeaderOriginalReplyTo] = p.ReplyTo
-		p.ReplyTo = ""
-	}
-	return p, moved, nil
 }
 
 // idempotencyKeyFields are the body fields that hold the idempotency key, in
 // the contract's two spellings.
 var idempotencyKeyFields = []string{"idempotency_key", "idempotencyKey"}
 
-// freshKey returns the key a fresh-key replay of request gives a job whose
+// FreshKey returns the key a fresh-key replay of request gives a job whose
 // key was old.
-func freshKey(old string, request int64) string {
+func FreshKey(old string, request int64) string {
 	return old + ":replay:" + strconv.FormatInt(request, 10)
 }
 
 // rewriteIdempotencyKey replaces the value of the top-level idempotency key
-// field(s) of a JSON object body with freshKey(value, request), leaving
+// field(s) of a JSON object body with FreshKey(value, request), leaving
 // every other byte as it was (key order, spacing, number formatting). It
 // returns the new body and the new key; an error when the body is not a
 // JSON object or has no idempotency key.
@@ -165,7 +112,7 @@ func rewriteIdempotencyKey(body []byte, request int64) ([]byte, string, error) {
 	newKey := ""
 	for _, s := range spans {
 		out.Write(body[prev:s.start])
-		k := freshKey(s.old, request)
+		k := FreshKey(s.old, request)
 		if newKey == "" {
 			newKey = k
 		}

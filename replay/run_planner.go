@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // Plan actions for an item.
@@ -119,50 +117,32 @@ func (r *Runner) exchangeExists(ctx context.Context, exchange string, known map[
 
 // replayMessage builds the message that replays it, with the fresh key it
 // carries for a fresh-key request; blocked says why it cannot be built.
+// A job store's job is retried where it is; any other letter is sent as a
+// copy its system's driver encodes (Encoder).
 func (r *Runner) replayMessage(req Request, replayedBy string, it *runItem, exchange, key string) (msg Message, newKey, blocked string) {
-	switch {
-	case it.system == deadletter.SQS:
-		return r.sqsReplayMessage(req, replayedBy, it, key)
-	case it.inPlace:
+	if it.inPlace {
 		return r.jobRetryMessage(req, replayedBy, it, key)
 	}
-	props, moved, err := replayProperties(it.properties, it.contentType, it.messageID, r.PublishAs)
-	if err != nil {
-		return Message{}, "", "stored properties cannot be decoded: " + err.Error()
-	}
-	headers, err := replayHeaders(it.headers, req, replayedBy, it.id, it.replayCount, r.now(), moved)
-	if err != nil {
-		return Message{}, "", "stored headers cannot be decoded: " + err.Error()
+	enc, ok := r.Broker.(Encoder)
+	if !ok {
+		return Message{}, "", fmt.Sprintf("the run's connection cannot send copies of %s letters", it.system.OrDefault())
 	}
 	body := it.payload
 	if req.FreshKey {
+		var err error
 		if body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID); err != nil {
 			return Message{}, "", "cannot give it a fresh key: " + err.Error()
 		}
-		if props.MessageID != "" {
-			props.MessageID = freshKey(props.MessageID, req.ID)
-		}
 	}
-	return Message{Item: it.id, Exchange: exchange, RoutingKey: key, Properties: props, Headers: headers, Body: body}, newKey, ""
-}
-
-// sqsReplayMessage is replayMessage for a letter from SQS: back to the
-// SQS queue key names, with the letter's attributes and the replay's.
-func (r *Runner) sqsReplayMessage(req Request, replayedBy string, it *runItem, queueARN string) (msg Message, newKey, blocked string) {
-	attrs, err := sqsReplayAttributes(it.headers, req, replayedBy, it.id, it.replayCount, r.now())
+	c := Copy{Item: it.id, System: it.system.OrDefault(), Exchange: exchange, RoutingKey: key, Headers: Stripped(it.headers),
+		Properties: it.properties, ContentType: it.contentType, MessageID: it.messageID, GroupID: it.groupID, Body: body,
+		Request: req.ID, FreshKeys: req.FreshKey, Marks: marks(req, replayedBy, it.id, it.replayCount, r.now())}
+	if it.delayable() {
+		c.NotBefore = it.notBefore
+	}
+	msg, err := enc.Encode(c)
 	if err != nil {
 		return Message{}, "", err.Error()
-	}
-	body := it.payload
-	if req.FreshKey {
-		if body, newKey, err = rewriteIdempotencyKey(it.payload, req.ID); err != nil {
-			return Message{}, "", "cannot give it a fresh key: " + err.Error()
-		}
-	}
-	msg = Message{Item: it.id, RoutingKey: queueARN, System: deadletter.SQS, Attributes: attrs, Body: body,
-		GroupID: it.groupID, DeduplicationID: sqsDeduplicationID(req.ID, it.id)}
-	if it.delayable() {
-		msg.NotBefore = it.notBefore
 	}
 	return msg, newKey, ""
 }
@@ -178,15 +158,14 @@ func (r *Runner) jobRetryMessage(req Request, replayedBy string, it *runItem, qu
 	if req.FreshKey {
 		return Message{}, "", "a job store retries the job with its own payload: a fresh idempotency key cannot be given"
 	}
-	marks := map[string]any{
-		HeaderReplayRequest: req.ID,
-		HeaderReplayCount:   int64(it.replayCount) + 1,
-		HeaderReplayItem:    it.id,
-		HeaderReplayedBy:    replayedBy,
-		HeaderApprovedBy:    req.ReviewedBy,
-		HeaderReplayedAt:    r.now().UTC().Truncate(time.Second).Format(time.RFC3339),
+	written := map[string]any{}
+	for _, m := range marks(req, replayedBy, it.id, it.replayCount, r.now()) {
+		if at, ok := m.Value.(time.Time); ok {
+			m.Value = at.Format(time.RFC3339)
+		}
+		written[m.Name] = m.Value
 	}
-	return Message{Item: it.id, RoutingKey: queue, System: it.system, Headers: marks, Job: it.job}, "", ""
+	return Message{Item: it.id, RoutingKey: queue, System: it.system, Headers: written, Job: it.job}, "", ""
 }
 
 // planned is one window of items, planned without eligibility.

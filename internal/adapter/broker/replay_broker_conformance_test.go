@@ -40,8 +40,8 @@ func TestAMQPBrokerConformance(t *testing.T) {
 			return func(body []byte, seq string) replay.Message {
 				item++
 				return replay.Message{Item: item, RoutingKey: to, Body: body,
-					Headers:    map[string]any{"seq": seq, replay.HeaderReplayItem: item},
-					Properties: deadletter.Properties{ContentType: "application/json", DeliveryMode: amqp.Persistent}}
+					Headers: map[string]any{"seq": seq, replay.HeaderReplayItem: item},
+					Wire:    deadletter.Properties{ContentType: "application/json", DeliveryMode: amqp.Persistent}}
 			}
 		}
 		return brokertest.Harness{

@@ -187,9 +187,10 @@ func (p *Publisher) prepare(ctx context.Context, m replay.Message) (target, *sqs
 	case !exists:
 		return target{}, nil, refuse("no such SQS queue")
 	}
+	w, _ := m.Wire.(Wire)
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(string(m.Body)),
-		MessageAttributes: make(map[string]types.MessageAttributeValue, len(m.Attributes))}
-	for name, a := range m.Attributes {
+		MessageAttributes: make(map[string]types.MessageAttributeValue, len(w.Attributes))}
+	for name, a := range w.Attributes {
 		v := types.MessageAttributeValue{DataType: aws.String(a.DataType)}
 		if a.Binary() {
 			v.BinaryValue = a.BinaryValue
@@ -204,10 +205,10 @@ func (p *Publisher) prepare(ctx context.Context, m replay.Message) (target, *sqs
 		in.DelaySeconds = int32(min(math.Ceil(wait.Seconds()), replay.SQSMaxDelay.Seconds()))
 	}
 	if q.FIFO {
-		if m.GroupID == "" {
+		if w.GroupID == "" {
 			return target{}, nil, refuse("a FIFO queue takes a message only in a message group, and SQS did not say this letter's (MessageGroupId)")
 		}
-		in.MessageGroupId, in.MessageDeduplicationId = aws.String(m.GroupID), aws.String(m.DeduplicationID)
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(w.GroupID), aws.String(w.DeduplicationID)
 	}
 	return q, in, nil
 }

@@ -44,8 +44,8 @@ func TestPublisherBatchSettlesEachByItsAnswer(t *testing.T) {
 	var err error
 	for i := range n {
 		if pending[i], err = p.Publish(ctx, replay.Message{System: deadletter.SQS, RoutingKey: arn,
-			Body:       fmt.Appendf(nil, `{"reservation_id":"r-%d"}`, i),
-			Attributes: map[string]deadletter.SQSAttribute{"seq": {DataType: "Number", StringValue: fmt.Sprint(i)}}}); err != nil {
+			Body: fmt.Appendf(nil, `{"reservation_id":"r-%d"}`, i),
+			Wire: sqsqueue.Wire{Attributes: map[string]deadletter.SQSAttribute{"seq": {DataType: "Number", StringValue: fmt.Sprint(i)}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,11 +28,11 @@ func TestPublisherConformance(t *testing.T) {
 		t.Cleanup(func() { _ = p.Close() })
 		message := func(to string) func(body []byte, seq string) replay.Message {
 			return func(body []byte, seq string) replay.Message {
-				m := replay.Message{System: deadletter.SQS, RoutingKey: to, Body: body, Attributes: map[string]deadletter.SQSAttribute{}}
+				w := sqsqueue.Wire{Attributes: map[string]deadletter.SQSAttribute{}}
 				if seq != "" {
-					m.Attributes["seq"] = deadletter.SQSAttribute{DataType: "String", StringValue: seq}
+					w.Attributes["seq"] = deadletter.SQSAttribute{DataType: "String", StringValue: seq}
 				}
-				return m
+				return replay.Message{System: deadletter.SQS, RoutingKey: to, Body: body, Wire: w}
 			}
 		}
 		return brokertest.Harness{
@@ -75,7 +75,7 @@ func TestPublisherFIFO(t *testing.T) {
 	ctx := context.Background()
 	send := func(group string) error {
 		pending, err := p.Publish(ctx, replay.Message{System: deadletter.SQS, RoutingKey: arn, Body: []byte(`{"reservation_id":"r-1"}`),
-			GroupID: group, DeduplicationID: "expiryctl-replay-7-1"})
+			Wire: sqsqueue.Wire{GroupID: group, DeduplicationID: "expiryctl-replay-7-1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
