@@ -58,7 +58,9 @@ func Unreachable(err error) bool {
 // summary` shows: waiting, paused and prioritized jobs are ready and
 // active ones in flight, with the connected workers as its consumers;
 // delayed jobs wait out a backoff (BullMQ's retry queue); failed ones are
-// isolated, as a dead-letter queue's. BullMQ keeps no rates. A Redis that
+// isolated, as a dead-letter queue's. The oldest ready job's wait and the
+// oldest failed job's age are their head ages (headAges). BullMQ keeps no
+// rates. A Redis that
 // cannot be reached is not an error: the report's Unavailable says so, as
 // it says of a queue that does not exist under which prefix Redis holds
 // one of that name (QueueNotFoundError).
@@ -76,11 +78,16 @@ func Topology(ctx context.Context, ref Ref) (deadletter.QueueReport, error) {
 	if err != nil {
 		return deadletter.QueueReport{Unavailable: err.Error()}, nil
 	}
+	readyAge, failedAge, err := headAges(ctx, client, ref)
+	if err != nil {
+		return deadletter.QueueReport{Unavailable: err.Error()}, nil
+	}
 	name := ref.Name()
 	return deadletter.QueueReport{Queues: []deadletter.QueueState{
-		{Name: name, Role: deadletter.RoleWork, Ready: int64(c.Waiting + c.Paused + c.Prioritized), Unacked: int64(c.Active), Consumers: len(workers)},
+		{Name: name, Role: deadletter.RoleWork, Ready: int64(c.Waiting + c.Paused + c.Prioritized), Unacked: int64(c.Active), Consumers: len(workers),
+			HeadAge: readyAge},
 		{Name: name + " (delayed)", Role: deadletter.RoleRetry, Ready: int64(c.Delayed)},
-		{Name: name + " (failed)", Role: deadletter.RoleDeadLetter, Ready: int64(c.Failed)},
+		{Name: name + " (failed)", Role: deadletter.RoleDeadLetter, Ready: int64(c.Failed), HeadAge: failedAge},
 	}}, nil
 }
 
