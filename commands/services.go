@@ -95,7 +95,18 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 // DLQSource opens a consumer on queue with prefetch unacknowledged letters:
 // on SQS when queue is sqs://NAME or a queue URL, on a job store when it is
 // river://…, bullmq://… or jobtable://…, else on RabbitMQ.
+//
+// A server that does not answer is a *deadletter.ServerError (exit 5), on
+// every system, in its driver's words.
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
+	src, err := f.dlqSource(queue, prefetch)
+	if d := driverOfQueue(queue); err != nil && d != nil && d.Unreachable(err) && !errors.As(err, new(*deadletter.ServerError)) {
+		return nil, &deadletter.ServerError{Server: d.Words().Server, Err: err}
+	}
+	return src, err
+}
+
+func (f *Factory) dlqSource(queue string, prefetch int) (service.DLQSource, error) {
 	if sqsqueue.IsQueueRef(queue) {
 		return f.sqsDLQSource(queue, prefetch)
 	}

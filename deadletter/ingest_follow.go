@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -49,7 +50,14 @@ type ServerError struct {
 	Err    error
 }
 
-func (e *ServerError) Error() string { return e.Server + ": " + e.Err.Error() }
+// Error names the server once: not again before an error that begins
+// with its name.
+func (e *ServerError) Error() string {
+	if text := e.Err.Error(); strings.HasPrefix(text, e.Server) {
+		return text
+	}
+	return e.Server + ": " + e.Err.Error()
+}
 
 func (e *ServerError) Unwrap() error { return e.Err }
 
