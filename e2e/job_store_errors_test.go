@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/internal/fixture/bullmqtest"
 	"github.com/expiryctl/expiryctl/internal/fixture/pgtest"
 )
 
@@ -47,6 +48,32 @@ func TestServersThatDoNotAnswerExitUnavailable(t *testing.T) {
 			if strings.HasPrefix(line, "redis: ") || strings.Contains(line, "level=") {
 				t.Errorf("%s: a library's log line on stderr: %q", tc.queue, line)
 			}
+		}
+	}
+}
+
+// TestQueuesThatDoNotExistExitNotFound: a capture of a queue its system
+// does not hold exits 3 and names the queue, on every system whose queues
+// a typo can miss, rather than capturing nothing from an empty one. (River
+// and pg-boss: their incidents' typo step; a jobs table is refused first
+// by its approved mapping.)
+func TestQueuesThatDoNotExistExitNotFound(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	c := newCLI(db.Login(t, "ingester", "expiryctl_ingester").URL, "")
+	q := bullmqtest.NewQueue(t)
+	name := "expiryctl-e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-missing"
+	for _, tc := range []struct {
+		cli   *cli
+		queue string
+	}{
+		{c, name},
+		{withAWS(c), "sqs://" + name},
+		{c, q.URL()},
+	} {
+		res := tc.cli.exits(t, 3, "dlq", "ingest", "--queue", tc.queue)
+		if !strings.Contains(res.stderr, "does not exist") && !strings.Contains(res.stderr, "no such") && !strings.Contains(res.stderr, "not found") {
+			t.Errorf("%s: %s; want it to say the queue does not exist", tc.queue, res)
 		}
 	}
 }

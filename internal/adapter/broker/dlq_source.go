@@ -31,7 +31,7 @@ func OpenDLQSource(conn *amqp.Connection, queue string, prefetch int) (*DLQSourc
 	}
 	if _, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil {
 		if IsNotFound(err) {
-			return nil, fmt.Errorf("queue %q does not exist on this broker: check --queue (the DLQ is usually \"<queue>.dlq\")", queue)
+			return nil, &QueueNotFoundError{Queue: queue}
 		}
 		return nil, fmt.Errorf("inspect queue %q: %w", queue, err)
 	}
@@ -115,3 +115,14 @@ func (s *DLQSource) Close() error {
 	})
 	return s.closeErr
 }
+
+// QueueNotFoundError is a queue the broker does not hold: a capture of it
+// is refused rather than the queue created (exit 3, as on every system).
+type QueueNotFoundError struct{ Queue string }
+
+func (e *QueueNotFoundError) Error() string {
+	return fmt.Sprintf("queue %q does not exist on this broker: check --queue (the DLQ is usually \"<queue>.dlq\")", e.Queue)
+}
+
+// Is makes it deadletter.ErrQueueNotFound.
+func (e *QueueNotFoundError) Is(target error) bool { return target == deadletter.ErrQueueNotFound }
