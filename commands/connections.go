@@ -12,7 +12,6 @@ import (
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
-	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/replay"
 )
 
@@ -73,8 +72,8 @@ const (
 // environment stand in for, for a publishing system: what a target that
 // names none went through.
 func implicitConnection(system deadletter.System) string {
-	if system == deadletter.SQS {
-		return implicitSQS
+	if b, ok := brokerFor(system); ok {
+		return b.Traits().DefaultConnection
 	}
 	return implicitRabbitMQ
 }
@@ -159,24 +158,6 @@ func (f *Factory) RabbitMQConnection() (config.Connection, error) {
 	return c, nil
 }
 
-// SQSConnection is the SQS connection a command reaches: the context's,
-// or the AWS configuration's own (the environment, the shared files, an
-// instance role), called sqs.
-func (f *Factory) SQSConnection() (config.Connection, error) {
-	x, err := f.Context()
-	if err != nil {
-		return config.Connection{}, err
-	}
-	c, configured, err := onlyOfSystem(x, deadletter.SQS, implicitSQS)
-	if err != nil {
-		return config.Connection{}, err
-	}
-	if !configured {
-		c.Where = "the AWS configuration (AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_PROFILE, …)"
-	}
-	return c, nil
-}
-
 // connectionOfQueue is the name of the connection a --queue value is on,
 // which the letters captured from it record: SQS's or RabbitMQ's; "" for
 // a job store's, whose queue name carries its connection's.
@@ -189,10 +170,10 @@ func (f *Factory) connectionOfQueue(queue string) (string, error) {
 }
 
 // publishConnection is the connection a run of a publishing system goes
-// through: RabbitMQConnection or SQSConnection.
+// through: RabbitMQConnection, or a driver.Broker's (brokerConnection).
 func (f *Factory) publishConnection(system deadletter.System) (config.Connection, error) {
-	if system == deadletter.SQS {
-		return f.SQSConnection()
+	if b, ok := brokerFor(system); ok {
+		return f.brokerConnection(b)
 	}
 	return f.RabbitMQConnection()
 }
@@ -286,8 +267,8 @@ func noLogin(what, raw string) error {
 // queueSystemOf is the publishing system a --queue value names: SQS for
 // sqs://NAME, a queue URL or an ARN, else RabbitMQ.
 func queueSystemOf(queue string) deadletter.System {
-	if sqsqueue.IsQueueRef(queue) {
-		return deadletter.SQS
+	if b, ok := brokerNamed(queue); ok {
+		return b.Traits().System
 	}
-	return deadletter.RabbitMQ
+	return deadletter.DefaultSystem
 }

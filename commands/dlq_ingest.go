@@ -14,7 +14,6 @@ import (
 	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/metrics"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
-	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/view/phrase"
 	"github.com/expiryctl/expiryctl/internal/view/termsafe"
@@ -143,8 +142,8 @@ that does not answer. docs/sqs.md says what is kept of each message.
 			if opts.Queue == "" {
 				return flagErrorf("--queue is required: name the dead-letter queue, e.g. --queue reservation-expiry.dlq")
 			}
-			if sqsqueue.IsQueueRef(opts.Queue) {
-				if _, err := sqsqueue.ParseQueueRef(opts.Queue); err != nil {
+			if b, ok := brokerNamed(opts.Queue); ok {
+				if err := b.CheckRef(opts.Queue); err != nil {
 					return &FlagError{Err: err}
 				}
 			}

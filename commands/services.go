@@ -18,7 +18,6 @@ import (
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
-	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/internal/sim/worker"
 	"github.com/expiryctl/expiryctl/reconcile"
@@ -107,8 +106,8 @@ func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, erro
 }
 
 func (f *Factory) dlqSource(queue string, prefetch int) (service.DLQSource, error) {
-	if sqsqueue.IsQueueRef(queue) {
-		return f.sqsDLQSource(queue, prefetch)
+	if b, ok := brokerNamed(queue); ok {
+		return f.brokerSource(b, queue, prefetch)
 	}
 	if s, ok := f.jobStoreOf(queue); ok {
 		return f.jobStoreSource(s, queue, prefetch)
@@ -421,8 +420,8 @@ func (r *requestRunner) open(ctx context.Context, id int64) (runner *replay.Runn
 			return nil, nil, err
 		}
 	}
-	if readErr == nil && req.System() == deadletter.SQS {
-		return r.openSQS(ctx, runner, req)
+	if b, ok := brokerFor(req.System()); ok && readErr == nil {
+		return r.openBroker(runner, b)
 	}
 	if readErr == nil && inPlace {
 		return r.openJobStore(ctx, runner, req)

@@ -17,7 +17,7 @@ import (
 // each report's Unavailable, so that a command still shows the rest.
 // A job store's queue (river://…) is read from the store itself.
 func (f *Factory) LiveQueues(context.Context) (service.LiveQueues, error) {
-	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv(), jobRef: f.jobRef, cloud: f.cloudTopology}, nil
+	return &systemQueues{rabbitmq: f.management(), env: f.jobStoreEnv(), jobRef: f.jobRef, cloud: f.brokerTopology}, nil
 }
 
 // systemQueues reads a work queue's topology from the system that holds it.

@@ -104,6 +104,9 @@ type Words struct {
 	// letters go and the flags that choose it, when there is more to say
 	// than that they go back where they failed; empty otherwise.
 	Replay string
+	// Implicit says where a connection of the system comes from when the
+	// context defines none; empty when it must define one.
+	Implicit string
 	// PasswordEnv and UserEnv name the environment variables that give a
 	// URL typed on the command line its password and, when it names
 	// none, its login; empty when the system takes neither.
@@ -135,6 +138,27 @@ type Env struct {
 	// system's queues, by queue name (the policy's job_tables), for a
 	// system that reads its store only through them.
 	Approved func(context.Context) (map[string]json.RawMessage, error)
+}
+
+// Broker is a driver whose dead letters are copies in a queue: capture
+// receives them and deletes each once stored, and a replay sends copies
+// (Encoder). Its queues are named by what the system calls them, and one
+// connection of the context reaches them all. RabbitMQ's connections
+// (a cluster's nodes, its management API) are still the commands' own.
+type Broker interface {
+	Driver
+	// IsRef says whether s has the form of the system's queue names or
+	// URLs; CheckRef says what is wrong with one that has.
+	IsRef(s string) bool
+	CheckRef(s string) error
+	// OpenSource opens the capture of queue through connection c, holding
+	// at most prefetch not yet stored.
+	OpenSource(ctx context.Context, c config.Connection, queue string, prefetch int) (Source, error)
+	// OpenPublisher opens what a run sends its copies with through c.
+	OpenPublisher(c config.Connection) (replay.Broker, error)
+	// Topology reads what queue and its dead-letter queue hold now
+	// through c.
+	Topology(ctx context.Context, c config.Connection, queue string) (deadletter.QueueReport, error)
 }
 
 // JobStore is a driver whose failed jobs stay in their store: captured

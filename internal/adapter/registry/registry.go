@@ -41,6 +41,18 @@ func JobStores() []driver.JobStore {
 	return out
 }
 
+// Brokers are the drivers of the systems whose dead letters are copies
+// in a queue, and which the commands reach through the driver.Broker seam.
+func Brokers() []driver.Broker {
+	var out []driver.Broker
+	for _, d := range drivers {
+		if b, ok := d.(driver.Broker); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Of is the driver of system.
 func Of(system deadletter.System) (driver.Driver, bool) {
 	for _, d := range drivers {
