@@ -88,6 +88,15 @@ type SystemInfo struct {
 	QueuePrefix string
 	// RetriesInPlace: a replay retries the job where its store keeps it.
 	RetriesInPlace bool
+	// Routes: a message goes through a route (an exchange); its letters
+	// keep their wire properties and the broker's records of their deaths.
+	Routes bool
+	// NamesConnectionInQueue: a queue's name is QueuePrefix, the
+	// connection's name, "/" and the queue there.
+	NamesConnectionInQueue bool
+	// NoOrigin says what a replay of a letter that names no queue it came
+	// from needs, for a system without routes.
+	NoOrigin string
 }
 
 // Systems are what a process knows of the queue systems, from their

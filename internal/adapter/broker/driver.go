@@ -13,7 +13,7 @@ var Driver driver.Driver = rabbitDriver{}
 type rabbitDriver struct{}
 
 func (rabbitDriver) Traits() driver.Traits {
-	return driver.Traits{System: "rabbitmq", DefaultConnection: "rabbitmq", Evidence: driver.VersionedConsumers, Rates: true}
+	return driver.Traits{System: "rabbitmq", DefaultConnection: "rabbitmq", Evidence: driver.VersionedConsumers, Rates: true, Routes: true}
 }
 
 func (rabbitDriver) Words() driver.Words {

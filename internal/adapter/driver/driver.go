@@ -80,6 +80,11 @@ type Traits struct {
 	// Rates: the system's live view measures a queue's traffic (publish,
 	// delivery and acknowledgement rates), which a replay's plan reads.
 	Rates bool
+	// Routes: a message goes through a route (an exchange) to the queues
+	// bound there. Its letters keep their wire properties and the
+	// broker's own records of their deaths, and a replay may name the
+	// route (replay.Routes).
+	Routes bool
 }
 
 // Words is how people are told about a system: in help, refusals and
@@ -104,6 +109,9 @@ type Words struct {
 	// letters go and the flags that choose it, when there is more to say
 	// than that they go back where they failed; empty otherwise.
 	Replay string
+	// NoOrigin says what a replay of a letter that names no queue it came
+	// from needs, for a system without routes; empty for another.
+	NoOrigin string
 	// Implicit says where a connection of the system comes from when the
 	// context defines none; empty when it must define one.
 	Implicit string

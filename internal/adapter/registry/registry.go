@@ -94,7 +94,8 @@ func Systems() deadletter.Systems {
 	out := make(deadletter.Systems, len(drivers))
 	for i, d := range drivers {
 		t := d.Traits()
-		out[i] = deadletter.SystemInfo{System: t.System, Title: d.Words().Title, QueuePrefix: t.QueuePrefix, RetriesInPlace: t.RetriesInPlace}
+		out[i] = deadletter.SystemInfo{System: t.System, Title: d.Words().Title, QueuePrefix: t.QueuePrefix, RetriesInPlace: t.RetriesInPlace,
+			Routes: t.Routes, NamesConnectionInQueue: t.NamesConnectionInQueue, NoOrigin: d.Words().NoOrigin}
 	}
 	return out
 }

@@ -28,6 +28,7 @@ func (sqsDriver) Words() driver.Words {
 		Replay: "An SQS letter goes back to the queue it came from: the x-original-queue its worker wrote (an ARN, " +
 			"a URL or a name), else the source queue SQS's redrive names. A letter that names neither needs " +
 			"--routing-key with the queue's ARN.",
+		NoOrigin: "SQS named no source queue; a replay request must name one (--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME)",
 		Implicit: "the AWS configuration (AWS_REGION, AWS_ENDPOINT_URL_SQS, AWS_PROFILE, …)"}
 }
 

@@ -6,6 +6,7 @@ package letterview
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -87,7 +88,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	if d.PayloadProblem != "" {
 		field("unreadable body", st.Warn(esc(d.PayloadProblem)))
 	}
-	field("attempts", strconv.Itoa(d.Attempts)+attemptsSource(d))
+	field("attempts", strconv.Itoa(d.Attempts)+attemptsSource(d, opts.Systems.Named(d.System)))
 	field("dead-lettered", d.DeadLetteredAt.UTC().Format(time.RFC3339)+" ("+relative(opts.Now, d.DeadLetteredAt)+")")
 	field("ingested", d.IngestedAt.UTC().Format(time.RFC3339))
 	system := opts.Systems.Named(d.System)
@@ -95,10 +96,10 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	switch {
 	case system.RetriesInPlace:
 		field("replays to", "the job itself, retried in place ("+esc(system.Title)+" job "+esc(d.Native[deadletter.NativeJobID])+")")
-	case d.System == deadletter.SQS && d.OriginQueue != "":
-		field("replays to", "SQS queue "+termsafe.Quote(d.OriginQueue))
-	case d.System == deadletter.SQS:
-		field("replays to", st.Warn("unknown: SQS named no source queue; a replay request must name one (--routing-key arn:aws:sqs:REGION:ACCOUNT:NAME)"))
+	case !system.Routes && d.OriginQueue != "":
+		field("replays to", "queue "+termsafe.Quote(d.OriginQueue))
+	case !system.Routes:
+		field("replays to", st.Warn("unknown: "+esc(cmp.Or(system.NoOrigin, "the letter names no queue it came from; a replay request must name one (--routing-key)"))))
 	case d.OriginalExchange != "" || d.OriginalRoutingKey != "":
 		field("replays to", "exchange "+termsafe.Quote(d.OriginalExchange)+", routing key "+termsafe.Quote(d.OriginalRoutingKey))
 	case d.OriginQueue != "":
@@ -140,7 +141,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 	}
 
 	if len(d.Deaths) > 0 {
-		section("x-death (newest first, as RabbitMQ keeps it)")
+		section("x-death (newest first, as " + esc(system.Title) + " keeps it)")
 		for i, death := range d.Deaths {
 			keys := make([]string, len(death.RoutingKeys))
 			for j, k := range death.RoutingKeys {
@@ -152,7 +153,7 @@ func Render(d deadletter.Detail, st Styles, opts Options) string {
 		}
 	}
 
-	if d.System.OrDefault() == deadletter.RabbitMQ {
+	if system.Routes {
 		section("Properties")
 		writeProperties(&b, d.Properties, wrap)
 	} else {
@@ -215,8 +216,8 @@ func (st Styles) withDefaults() Styles {
 // followed the queue's x-delivery-limit + 1 deliveries, a limit the letter
 // does not carry. SQS's delivery_limit count is the receive count, the
 // deliveries themselves, and needs no note.
-func attemptsSource(d deadletter.Detail) string {
-	if d.System.OrDefault() != deadletter.RabbitMQ {
+func attemptsSource(d deadletter.Detail, system deadletter.SystemInfo) string {
+	if !system.Routes {
 		return ""
 	}
 	var limitDeaths, counted int64
@@ -237,8 +238,8 @@ func attemptsSource(d deadletter.Detail) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf(" (%s in x-death; RabbitMQ recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)",
-		phrase.Count(limitDeaths, "delivery_limit death", "delivery_limit deaths"))
+	return fmt.Sprintf(" (%s in x-death; %s recorded no x-delivery-count, and each such death follows the queue's x-delivery-limit + 1 deliveries)",
+		phrase.Count(limitDeaths, "delivery_limit death", "delivery_limit deaths"), system.Title)
 }
 
 // timeOrUnknown formats t, or says "unknown" for the zero time, which is how
@@ -267,10 +268,11 @@ func relative(now, t time.Time) string {
 func QueueLabel(queue string, systems deadletter.Systems) string {
 	s := systems.Of(queue)
 	switch {
-	case s.System == deadletter.SQS:
-		return "SQS " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, ':')+1:])
-	case s.QueuePrefix != "":
+	case s.QueuePrefix != "" && s.NamesConnectionInQueue:
 		return termsafe.EscapeLine(s.Title) + " " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, '/')+1:])
+	case s.QueuePrefix != "":
+		// A resource name (an ARN): its last part names the queue.
+		return termsafe.EscapeLine(s.Title) + " " + termsafe.EscapeLine(queue[strings.LastIndexByte(queue, ':')+1:])
 	}
 	return termsafe.EscapeLine(queue)
 }

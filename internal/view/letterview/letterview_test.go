@@ -221,3 +221,33 @@ func TestRenderAttemptsFromDeliveryLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemWithoutRoutes: a letter of a system whose messages go straight
+// to a queue (SQS) replays to the queue it came from, or says, in its
+// driver's words, what a request must name when it names none; it shows
+// the system's own attributes and no broker properties.
+func TestSystemWithoutRoutes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	const arn = "arn:aws:sqs:eu-west-1:123456789012:reservation-expiry"
+	var d deadletter.Detail
+	d.System, d.SourceQueue, d.DeadLetteredAt, d.IngestedAt = deadletter.System("sqs"), arn+"-dlq", at, at
+	d.Native = map[string]string{"ApproximateReceiveCount": "3"}
+	d.OriginQueue = arn
+	out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at})
+	for _, want := range []string{`replays to        queue "` + arn + `"`, "SQS system attributes", "ApproximateReceiveCount: 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Properties") || strings.Contains(out, "exchange") {
+		t.Errorf("an SQS letter shows a broker's properties or exchange:\n%s", out)
+	}
+	d.OriginQueue = ""
+	if out := Render(d, Styles{}, Options{Systems: registry.Systems(), Now: at}); !strings.Contains(out, "unknown: SQS named no source queue") {
+		t.Errorf("a letter that names no origin: want the driver's words in\n%s", out)
+	}
+	if got := QueueLabel(arn, registry.Systems()); got != "SQS reservation-expiry" {
+		t.Errorf("QueueLabel(%s) = %q, want the ARN's last part after the system", arn, got)
+	}
+}
