@@ -132,6 +132,16 @@ type Broker interface {
 	Close() error
 }
 
+// Delayer is a Broker whose system holds a single message until a time,
+// up to MaxDelay ahead: the run sends such an item that much before its
+// time, its message carrying the rest of the wait (Message.NotBefore), and
+// the database clears it that early (Tables.ItemsSend's delayed).
+type Delayer interface {
+	// MaxDelay is the longest delay queue gives a single message; 0 for
+	// a queue that delays none.
+	MaxDelay(queue string) time.Duration
+}
+
 // Routes is a Broker whose messages go through a route the run names,
 // which may not exist (an exchange): the planner asks once per route and
 // run, and fails the items of a missing one. A Broker that is not one sends

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/expiryctl/expiryctl/deadletter"
 )
 
 // clearFor is how many items one clearance covers: a fiftieth of a
@@ -96,9 +94,9 @@ func (x *replayRun) clear() {
 	x.clearing = len(group)
 	x.clearStarted = time.Now()
 	r, id := x.r, x.st.req.ID
-	// An SQS request's items may be cleared before their time: their
-	// messages carry the rest of the wait as SQS's delivery delay.
-	delayed := x.st.req.System() == deadletter.SQS
+	// The items of a broker that delays single messages may be cleared
+	// before their time: their messages carry the rest of the wait.
+	_, delayed := r.Broker.(Delayer)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

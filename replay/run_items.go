@@ -2,7 +2,6 @@ package replay
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -49,30 +48,24 @@ type runItem struct {
 	// job is, for a job store's letter, the job and the failure of it
 	// the letter captured.
 	job JobRef
+	// maxDelay is the longest its target queue holds a single message
+	// (Delayer); 0: the run holds the item until its time itself.
+	maxDelay time.Duration
 }
 
-// SQSMaxDelay is the longest delivery delay SQS gives one message
-// (DelaySeconds): an item of an SQS request whose time is nearer than
-// that is sent at once with the rest of its wait as its delay, and one
-// further off is held by the run until then.
-const SQSMaxDelay = 900 * time.Second
-
-// sendFrom is when the run may send the item: its notBefore, or, for an
-// SQS queue that delays single messages (a FIFO queue delays only as a
-// whole), up to SQSMaxDelay before it, the message carrying the rest of
-// the wait.
+// sendFrom is when the run may send the item: its notBefore, or, for a
+// queue that delays single messages, up to maxDelay before it, the message
+// carrying the rest of the wait.
 func (it *runItem) sendFrom() time.Time {
 	if it.notBefore.IsZero() || !it.delayable() {
 		return it.notBefore
 	}
-	return it.notBefore.Add(-SQSMaxDelay)
+	return it.notBefore.Add(-it.maxDelay)
 }
 
 // delayable says whether the item goes to a queue that delays a single
 // message.
-func (it *runItem) delayable() bool {
-	return it.system == deadletter.SQS && !strings.HasSuffix(it.routingKey, ".fifo")
-}
+func (it *runItem) delayable() bool { return it.maxDelay > 0 }
 
 // target is where a replay sends the item, as the database reads it with
 // the item (replay_target_of): by default the work queue its letter failed

@@ -406,8 +406,8 @@ func (x *replayRun) publishNext(ctx context.Context, l *loopState) *stopReason {
 // deliveryAt is when a message due at notBefore, sent with a delivery
 // delay, is to be handed out: at notBefore, or one interval of the rate
 // ceiling after the last such message, whichever is later. Sends are held
-// to the ceiling, and the database clears an item at most SQSMaxDelay
-// before its time, so each delivery stays within SQSMaxDelay of its send
+// to the ceiling, and the database clears an item at most the queue's
+// longest delay before its time, so each delivery stays within it of its send
 // (but for the limiter's small burst, which the publisher's cap on the
 // delay absorbs, never delivering before an item's own time).
 func (x *replayRun) deliveryAt(notBefore time.Time) time.Time {

@@ -39,6 +39,13 @@ func describeTarget(exchange, key string) string {
 // items that would otherwise be replayed.
 // replayedBy is the name sent as x-replayed-by: the run's label.
 func (r *Runner) planItems(ctx context.Context, req Request, replayedBy string, elig eligibility, items []*runItem, exchanges map[string]bool) ([]plan, error) {
+	if d, ok := r.Broker.(Delayer); ok {
+		for _, it := range items {
+			if !it.inPlace {
+				it.maxDelay = d.MaxDelay(it.routingKey)
+			}
+		}
+	}
 	plans := make([]plan, len(items))
 	var candidates []*runItem
 	idx := map[int64]int{}

@@ -120,8 +120,9 @@ type tables interface {
 	// PublishBound. An item cleared that often already is refused by rule
 	// publish-bound, and nothing is counted.
 	// delayed says the messages carry the rest of their items' wait as a
-	// delivery delay (SQS), so that an item may be cleared up to
-	// SQSMaxDelay before its time.
+	// delivery delay (Delayer), so that an item may be cleared up to the
+	// queue's longest delay before its time, where the database knows the
+	// queue delays single messages.
 	ItemsSend(ctx context.Context, request int64, lo, hi int, items []int64, delayed bool) (stopped Status, err error)
 	// ItemsRecord writes the broker's answers for items of the ordinal
 	// range [lo, hi] (replay_items_record): confirmed, or failed with why.

@@ -202,7 +202,7 @@ func (p *Publisher) prepare(ctx context.Context, m replay.Message) (target, *sqs
 	if wait := time.Until(m.NotBefore); !m.NotBefore.IsZero() && wait > 0 && !q.FIFO {
 		// SQS delays a message by whole seconds: rounding up keeps it
 		// from coming before its time.
-		in.DelaySeconds = int32(min(math.Ceil(wait.Seconds()), replay.SQSMaxDelay.Seconds()))
+		in.DelaySeconds = int32(min(math.Ceil(wait.Seconds()), MaxDelay.Seconds()))
 	}
 	if q.FIFO {
 		if w.GroupID == "" {

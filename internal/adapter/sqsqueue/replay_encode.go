@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/expiryctl/expiryctl/deadletter"
@@ -77,6 +78,19 @@ func attribute(v any) deadletter.SQSAttribute {
 		return deadletter.SQSAttribute{DataType: "String", StringValue: v.UTC().Format(time.RFC3339)}
 	}
 	return deadletter.SQSAttribute{DataType: "String", StringValue: fmt.Sprint(v)}
+}
+
+// MaxDelay is the longest delivery delay SQS gives one message
+// (DelaySeconds). A FIFO queue delays only as a whole, never one message.
+const MaxDelay = 900 * time.Second
+
+// MaxDelay implements replay.Delayer: an item of a standard queue is sent
+// up to MaxDelay before its time, the rest of its wait as its delay.
+func (p *Publisher) MaxDelay(queue string) time.Duration {
+	if strings.HasSuffix(queue, ".fifo") {
+		return 0
+	}
+	return MaxDelay
 }
 
 // deduplicationID is the deduplication id of an item's message on a FIFO
