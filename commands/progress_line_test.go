@@ -73,7 +73,7 @@ func TestProgressLine(t *testing.T) {
 func TestRunProgressLineDuringTheCanaryWait(t *testing.T) {
 	t.Parallel()
 	p := replay.Progress{RequestID: 1234, Kind: replay.KindReplay, Phase: "canary-wait", Total: 5000, Done: 50, Confirmed: 50,
-		Rate: 19.8, ETA: 5*time.Minute + 12*time.Second, CanaryLeft: 55 * time.Second, PaceWhy: "fixed ceiling 20/s: no management API to pace by"}
+		Rate: 19.8, ETA: 5*time.Minute + 12*time.Second, CanaryLeft: 55 * time.Second, PaceWhy: "fixed ceiling 20/s: no live view to pace by"}
 	got := fitLine(runProgressLine(p), 80)
 	if want := "replay 1234: canary out, watching 55s more for re-dead letters, ETA 5m12s · 50…"; got != want {
 		t.Errorf("at 80 columns: %q, want %q", got, want)
@@ -88,7 +88,7 @@ func TestReplayRunProgressFitsTheTerminal(t *testing.T) {
 	f, _, errOut := testFactory(t)
 	f.IO.StdoutTTY, f.IO.StderrTTY = true, true
 	step := replay.Progress{RequestID: 7, Kind: replay.KindReplay, Phase: "replay", Total: 100, Done: 16, Confirmed: 16, Rate: 4,
-		ETA: 21 * time.Second, PaceWhy: "fixed ceiling 4/s: no management API to pace by"}
+		ETA: 21 * time.Second, PaceWhy: "fixed ceiling 4/s: no live view to pace by"}
 	wait := step
 	wait.Phase, wait.CanaryLeft = "canary-wait", 25*time.Second
 	runner := &fakes.Runner{Result: replay.RunResult{RequestID: 7, Kind: replay.KindReplay, Status: replay.StatusCompleted},

@@ -18,8 +18,8 @@ func TestRunProgressShowsThePace(t *testing.T) {
 		t.Fatalf("progress %q, want %q", got, want)
 	}
 
-	p.PaceWhy = "fixed ceiling 20/s: no management API to pace by\x1b[31m"
-	if got := runProgressLine(p); strings.Contains(got, "\x1b[31m") || !strings.Contains(got, "· fixed ceiling 20/s: no management API to pace by") {
+	p.PaceWhy = "fixed ceiling 20/s: no live view to pace by\x1b[31m"
+	if got := runProgressLine(p); strings.Contains(got, "\x1b[31m") || !strings.Contains(got, "· fixed ceiling 20/s: no live view to pace by") {
 		t.Fatalf("progress %q: the reason is shown, escaped", got)
 	}
 

@@ -212,7 +212,7 @@ func (p postgresTables) ItemsTiming(ctx context.Context, request int64) (Timing,
 
 func (p postgresTables) ItemsPropertyNotes(ctx context.Context, request int64) (PropertyNotes, error) {
 	notes := PropertyNotes{UserIDs: map[string]int{}}
-	// Only RabbitMQ letters have AMQP properties; an SQS letter's
+	// Only a routed system's letters have wire properties; another's
 	// attributes go back as they came.
 	// The user_id is read back through DecodeProperties, which undoes the
 	// tag a user_id that is not plain UTF-8 is stored with.

@@ -50,8 +50,9 @@ func (x *replayRun) canaryWait(ctx context.Context, waited time.Duration) *stopR
 			return &stopReason{err: err}
 		}
 	}
-	// A canary sent ahead of its time (an SQS delivery delay) is watched
-	// from when its jobs are handed out, not from when SQS took them.
+	// A canary sent ahead of its time (a broker's delivery delay) is
+	// watched from when its jobs are handed out, not from when the broker
+	// took them.
 	from := time.Now()
 	if x.lastDelivery.After(from) {
 		from = x.lastDelivery

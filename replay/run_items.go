@@ -38,7 +38,8 @@ type runItem struct {
 	// deadline); zero: now.
 	notBefore time.Time
 	// system is the queue system the letter came from, which the message
-	// goes back to; groupID its SQS message group, "" for none.
+	// goes back to; groupID the message group it was received in, "" for
+	// none.
 	system deadletter.System
 	// inPlace: the letter's system retries its jobs where they are, as
 	// the archive describes the system (queue_systems), rather than

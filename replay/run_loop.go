@@ -67,7 +67,7 @@ type replayRun struct {
 	// canary phase left); canaryPublished counts them.
 	canaryTarget, canaryPublished int
 	// lastDelivery is when the last message sent with a delivery delay
-	// (SQS) is to be handed out: the next is paced after it, so that a
+	// (Delayer) is to be handed out: the next is paced after it, so that a
 	// cohort sent ahead of its time arrives at the approved rate, not at
 	// once.
 	lastDelivery   time.Time
@@ -116,7 +116,7 @@ func (r *Runner) replay(ctx context.Context, st *runState) error {
 
 // startingPace is where the run's pace starts: the plan's suggestion when
 // it is below the ceiling (`replay plan`, measured now), else the ceiling
-// (why is then ""). Without a management API, or when the plan cannot be
+// (why is then ""). Without a live view, or when the plan cannot be
 // made, the ceiling stands and the pacer says why.
 func (r *Runner) startingPace(ctx context.Context, req Request) (float64, string) {
 	if r.Flow == nil {

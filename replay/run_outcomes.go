@@ -35,7 +35,7 @@ type watchedItem struct {
 	published time.Time
 	confirmed time.Time
 	// released is when the queue hands the job out: its publish, or later
-	// for a message SQS delays (Message.NotBefore). Its window and its
+	// for a message its broker delays (Message.NotBefore). Its window and its
 	// latency count from then, not from a publish the worker cannot see.
 	released   time.Time
 	windowEnds time.Time

@@ -36,12 +36,12 @@ const (
 // consumers of its target queue fall behind (the queue's ready count grows
 // over the horizon, or their ack rate falls with work waiting) and raises
 // it back toward the ceiling when they recover. It reads the Runner's Flow
-// on a goroutine of its own, so that a slow management API never stalls
+// on a goroutine of its own, so that a slow live view never stalls
 // publishing, and decides on the publishing goroutine (adjust), setting
 // the run's limiter. The ready count is the live one the stop conditions'
 // probe reads over AMQP when the target queue is the work queue itself,
-// since the management API's lags by its statistics interval; the ack
-// rate is the management API's. Without a Flow the run keeps the ceiling,
+// since the live view's lags by its sampling interval; the ack
+// rate is the live view's. Without a Flow the run keeps the ceiling,
 // and the pacer says so.
 type pacer struct {
 	flow    Flow
@@ -89,7 +89,7 @@ func newPacer(r *Runner, ceiling float64, queues *depthQueues, limiter *rate.Lim
 		samples: make(chan []QueueFlow, 1), done: make(chan struct{})}
 	p.reset(2 * p.every)
 	if p.flow == nil {
-		p.why = fmt.Sprintf("fixed ceiling %g/s: no management API to pace by", ceiling)
+		p.why = fmt.Sprintf("fixed ceiling %g/s: no live view to pace by", ceiling)
 		close(p.done)
 		return p
 	}

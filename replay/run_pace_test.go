@@ -213,7 +213,7 @@ func TestPaceWithoutManagementKeepsTheCeiling(t *testing.T) {
 	if _, err := runner.Run(context.Background(), req.ID); err != nil {
 		t.Fatal(err)
 	}
-	if len(whys) == 0 || whys[len(whys)-1] != "fixed ceiling 100/s: no management API to pace by" || paces[len(paces)-1] != 100 {
+	if len(whys) == 0 || whys[len(whys)-1] != "fixed ceiling 100/s: no live view to pace by" || paces[len(paces)-1] != 100 {
 		t.Fatalf("paces %v, whys %q", paces, whys)
 	}
 	runDrain(t, b.conn, b.queue, 5, 5*time.Second)

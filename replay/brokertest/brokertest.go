@@ -1,5 +1,5 @@
 // Package brokertest is the conformance suite every target driver passes
-// (RabbitMQ, SQS, …): what the replay runner relies on a replay.Broker
+// (a broker's, a cloud queue's): what the replay runner relies on a replay.Broker
 // for, asked of a real server, in the manner of river's riverdrivertest.
 // A driver's test gives Run a Harness on a queue of its own; Run checks
 // that a confirmed publish is on the queue whole, that a publish to a

@@ -9,7 +9,7 @@ import (
 	"github.com/expiryctl/expiryctl/replay"
 )
 
-// JobStoreHarness is one job-store driver (River, BullMQ) on one test's
+// JobStoreHarness is one job-store driver on one test's
 // own queue. A replay there retries the failed job where it is, only
 // while the store still holds the failure the letter captured, and writes
 // the replay's marks on it in the same step.
@@ -35,7 +35,7 @@ type JobStoreHarness struct {
 	// way, as someone else than expiryctl would.
 	Remove, RetryElsewhere func(t *testing.T, id string)
 	// Runs counts how many times the store has handed the job to a
-	// worker since it was made (River's attempt, BullMQ's
+	// worker since it was made (the store's attempt count,
 	// attemptsStarted), for telling one retry from two.
 	Runs func(t *testing.T, id string) int
 }
