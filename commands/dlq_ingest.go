@@ -387,7 +387,8 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.I
 // of version 1; otherwise "". It is advice: an API that cannot be read is
 // not mentioned.
 func dlqStorageAdvice(ctx context.Context, opts *DLQIngestOptions) string {
-	if opts.LiveQueues == nil || deadletter.QueueSystem(opts.Queue) != deadletter.RabbitMQ {
+	// Only a routed broker's queues have a storage version to advise on.
+	if d := driverOfQueue(opts.Queue); opts.LiveQueues == nil || d == nil || !d.Traits().Routes {
 		return ""
 	}
 	read, cancel := context.WithTimeout(ctx, time.Second)

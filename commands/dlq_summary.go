@@ -240,6 +240,7 @@ func newHoldsAtSource(g replay.HoldsGap, err error, overdue deadletter.Overdue) 
 type liveQueues struct {
 	WorkQueue   string      `json:"work_queue"`
 	Unavailable string      `json:"unavailable,omitempty"`
+	Note        string      `json:"note,omitempty"`
 	Scheduled   *int64      `json:"scheduled"`
 	Ready       *int64      `json:"ready"`
 	InFlight    *int64      `json:"in_flight"`
@@ -275,7 +276,7 @@ type queueLine struct {
 
 // newLiveQueues sorts a report's queues into the states of work.
 func newLiveQueues(workQueue string, r deadletter.QueueReport) liveQueues {
-	l := liveQueues{WorkQueue: workQueue, Unavailable: r.Unavailable, Queues: []queueLine{}}
+	l := liveQueues{WorkQueue: workQueue, Unavailable: r.Unavailable, Note: r.Note, Queues: []queueLine{}}
 	if r.Unavailable != "" {
 		return l
 	}
@@ -474,10 +475,8 @@ func writeHeadlines(streams *IOStreams, r summaryReport) error {
 	if q.Unavailable == "" {
 		live = fmt.Sprintf("%s: %d ready, %d in flight (%s) · %d scheduled in retry queues · %d isolated in the DLQ, not yet captured",
 			termsafe.EscapeLine(q.WorkQueue), deref(q.Ready), deref(q.InFlight), consumersText(q.Consumers), deref(q.Scheduled), deref(q.Isolated))
-		if deadletter.QueueSystem(q.WorkQueue) == deadletter.RabbitMQ {
-			// The management API's queue statistics are sampled every
-			// few seconds: right after a capture the DLQ still reads full.
-			live += " (RabbitMQ's counts, up to 5 s old)"
+		if q.Note != "" {
+			live += " (" + termsafe.EscapeLine(q.Note) + ")"
 		}
 		if q.Consumers != nil && *q.Consumers == 0 && deref(q.Ready) > 0 {
 			live = st.warn.Render(live)

@@ -42,7 +42,7 @@ var liveTopology = deadletter.QueueReport{Queues: []deadletter.QueueState{
 	{Name: "reservation-expiry.retry.1000", Role: deadletter.RoleRetry, Ready: 300},
 	{Name: "reservation-expiry.retry.5000", Role: deadletter.RoleRetry, Ready: 10},
 	{Name: "reservation-expiry.dlq", Role: deadletter.RoleDeadLetter, Ready: 42, HeadAge: func() *time.Duration { d := 95 * time.Second; return &d }(), ClassicVersion: 1},
-}}
+}, Note: "RabbitMQ's counts, up to 5 s old"}
 
 // incident is an archive whose transient failures arrive faster now than
 // over the hour, with holds late by 10 to 40 minutes.

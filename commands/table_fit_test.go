@@ -159,7 +159,7 @@ func TestIdentifiersSurvive(t *testing.T) {
 		{Name: work + ".retry.30000", Role: deadletter.RoleRetry, Ready: 4},
 		{Name: work + ".retry.300000", Role: deadletter.RoleRetry, Ready: 1},
 		{Name: work + ".dlq", Role: deadletter.RoleDeadLetter, Ready: 42},
-	}}
+	}, Note: "RabbitMQ's counts, up to 5 s old"}
 	auditRows := func() *fakes.Reviewer {
 		rows := fakes.AuditRows(3)
 		for i := range rows {

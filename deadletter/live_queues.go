@@ -65,6 +65,9 @@ func (q QueueState) PagesUnderCapture() bool {
 type QueueReport struct {
 	Queues      []QueueState `json:"queues"`
 	Unavailable string       `json:"unavailable,omitempty"`
+	// Note is what a reader should know of the counts, in the system's
+	// words (how old they may be); empty for nothing.
+	Note string `json:"note,omitempty"`
 }
 
 // ConsumersUnseen is r with every queue marked as a system's that shows

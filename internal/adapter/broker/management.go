@@ -178,7 +178,9 @@ func (m *Management) Topology(ctx context.Context, workQueue string) (deadletter
 		return deadletter.QueueReport{Unavailable: m.redact(fmt.Sprintf("vhost %q at %s has no queue %s, nor its retry queues (%s.retry.<ms>) or dead-letter queue (%s.dlq): check the queue's name",
 			m.vhost, m.shown, workQueue, workQueue, workQueue))}, nil
 	}
-	return deadletter.QueueReport{Queues: queues}, nil
+	// The API's queue statistics are sampled every few seconds: right
+	// after a capture the DLQ still reads full.
+	return deadletter.QueueReport{Queues: queues, Note: "RabbitMQ's counts, up to 5 s old"}, nil
 }
 
 // listQueues asks the API for the queues of the topology. The filter is

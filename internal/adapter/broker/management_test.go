@@ -170,6 +170,9 @@ func TestTopologyReadsTheLiveQueues(t *testing.T) {
 		if report.Unavailable != "" {
 			t.Fatalf("management API unavailable: %s\n(scripts/services.sh enables it)", report.Unavailable)
 		}
+		if !strings.Contains(report.Note, "5 s old") {
+			t.Errorf("the report's note %q does not say the API's counts lag", report.Note)
+		}
 		got = got[:0]
 		for _, q := range report.Queues {
 			got = append(got, counts{q.Name, q.Role, q.Ready, q.Unacked, q.Consumers})
