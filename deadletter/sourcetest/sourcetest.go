@@ -64,7 +64,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		}
 	})
 
-	t.Run("AckThroughRemovesExactlyThoseUpToTheTag", func(t *testing.T) {
+	t.Run("AcknowledgeRemovesExactlyThoseUpToTheTag", func(t *testing.T) {
 		h := setup(t)
 		h.Publish(t, numbered(20))
 		src := open(t, h, 100)
