@@ -96,13 +96,22 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 // river://…, bullmq://… or jobtable://…, else on RabbitMQ.
 //
 // A server that does not answer is a *deadletter.ServerError (exit 5), on
-// every system, in its driver's words.
+// every system, in its driver's words; a queue that does not exist is
+// deadletter.ErrQueueNotFound (exit 3).
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
 	src, err := f.dlqSource(queue, prefetch)
-	if d := driverOfQueue(queue); err != nil && d != nil && d.Unreachable(err) && !errors.As(err, new(*deadletter.ServerError)) {
+	if err == nil || errors.Is(err, deadletter.ErrQueueNotFound) || errors.As(err, new(*deadletter.ServerError)) {
+		return src, err
+	}
+	if _, isJobStore := jobStoreNamed(queue); isJobStore {
+		// A job store's opener says which of its errors are its server's
+		// (serverFailure).
+		return nil, err
+	}
+	if d := driverOfQueue(queue); d != nil && d.Unreachable(err) {
 		return nil, &deadletter.ServerError{Server: d.Words().Server, Err: err}
 	}
-	return src, err
+	return nil, err
 }
 
 func (f *Factory) dlqSource(queue string, prefetch int) (service.DLQSource, error) {
