@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/expiryctl/expiryctl/internal/adapter/driver"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/replay"
 )
@@ -38,8 +39,8 @@ func (c systemConsumers) TargetConsumers(ctx context.Context, targets []replay.T
 	if !ok {
 		return nil, fmt.Errorf("no driver reads the consumers of %s", targets[0].System)
 	}
-	if why := d.Words().ConsumersUnseen; why != "" {
-		return nil, errors.New(why)
+	if d.Traits().Evidence == driver.NoConsumers {
+		return nil, errors.New(d.Words().ConsumersUnseen)
 	}
 	s, ok := d.(jobStore)
 	if !ok {

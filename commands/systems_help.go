@@ -72,8 +72,7 @@ func handlerHelp() string {
 		systemTitles(evidenceOf(driver.VersionedConsumers))+"'s consumers say their version (handler-version on their "+
 		"connections): `replay run` refuses to start, and halts a run, when no consumer of the target queues advertises "+
 		"a version the cohort did not fail under (x-handler-version on the letters), when nothing consumes them, or when "+
-		"the system cannot say. "+systemTitles(evidenceOf(driver.Consumers))+" shows its workers but not their versions: "+
-		"its run is refused when nothing works the queue, and starts only with --same-handler-ok. "+
+		"the system cannot say. "+systemTitles(evidenceOf(driver.Consumers))+" shows its workers but not their versions, and "+
 		systemTitles(evidenceOf(driver.NoConsumers))+" show no consumers at all: a request for their letters is refused "+
 		"at once (rule handler-unseen) unless it says --same-handler-ok. --same-handler-ok \"why\" allows it (the "+
 		"dependency recovered and the handler was never at fault); the approver sees the reason.",

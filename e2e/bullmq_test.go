@@ -145,6 +145,13 @@ func testBullMQIncident(t *testing.T, q bullmqtest.Queue) {
 		t.Errorf("a BullMQ replay to a queue of alice's choosing: %s", refusal)
 	}
 
+	// Refused when made: BullMQ's Workers name no version, so nothing
+	// could show the run a fixed handler.
+	unseen := alice.exits(t, 4, append(append([]string{"replay", "request"}, letters...), "--why", "INC-4411")...)
+	if !strings.Contains(unseen.stderr, "handler-unseen") || !strings.Contains(unseen.stderr, "BullMQ shows the Workers") {
+		t.Errorf("a BullMQ replay that does not vouch for the handler: %s", unseen)
+	}
+
 	var req struct {
 		ID int64 `json:"id"`
 	}

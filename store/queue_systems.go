@@ -41,9 +41,10 @@ type QueueSystem struct {
 	// names (a capture of a release before letters named connections);
 	// empty, and only empty, when NamesConnectionInQueue.
 	DefaultConnection string
-	// ConsumersUnseen says why the system shows nobody consuming a queue
-	// (its driver's Words.ConsumersUnseen), so that a replay's handler
-	// check has nothing to read: a request of its letters must then say
+	// ConsumersUnseen says why the system shows nobody consuming a queue,
+	// or not which handler each consumer runs (its driver's
+	// Words.ConsumersUnseen), so that a replay's handler check has nothing
+	// to verify: a request of its letters must then say
 	// why the handler may take them again (--same-handler-ok), or is
 	// refused when it is made (rule handler-unseen), with this sentence.
 	// Empty for a system that shows its consumers. Printable, at most 300

@@ -283,7 +283,7 @@ func TestRedTeamQueueSystems(t *testing.T) {
 		coalesce(default_connection, '-'), consumers_unseen IS NOT NULL), '; ' ORDER BY name) FROM expiryctl.queue_systems`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	const want = "bullmq bullmq:// t t - f; jobtable jobtable:// t t - t; rabbitmq  f f rabbitmq f; river river:// t t - t; sqs arn:aws:sqs: f f sqs t"
+	const want = "bullmq bullmq:// t t - t; jobtable jobtable:// t t - t; rabbitmq  f f rabbitmq f; river river:// t t - t; sqs arn:aws:sqs: f f sqs t"
 	if rows != want {
 		t.Errorf("after the insiders' writes the systems are %q, want %q", rows, want)
 	}

@@ -55,7 +55,7 @@ func TestRedTeamHandlerUnseenIsRefusedAtRequest(t *testing.T) {
 		{"sqs", "arn:aws:sqs:us-east-1:100010001000:reservation-expiry-dlq", workARN, true},
 		{"jobtable", "jobtable://jobs/public.expiry_jobs", "", true},
 		{"pgboss", "pgboss://boss/expiry", "", true},
-		{"bullmq", "bullmq://redis/bull/expiry", "", false},
+		{"bullmq", "bullmq://redis/bull/expiry", "", true},
 		{"rabbitmq", "", "", false},
 	} {
 		var id int64

@@ -1,5 +1,5 @@
 -- schema.sql: the schema "expiryctl" as `expiryctl migrate` (migrations up to
--- 00043, then the files of store/functions/) leaves an empty database, dumped
+-- 00044, then the files of store/functions/) leaves an empty database, dumped
 -- by pg_dump --schema-only from PostgreSQL 15. Generated: do not edit. After a
 -- new migration or a change to a function's file, regenerate it with
 -- `make schema`; TestSchemaIsCurrent fails while it is stale. To read or
@@ -3439,7 +3439,7 @@ COMMENT ON COLUMN expiryctl.queue_systems.default_connection IS 'The connection 
 -- Name: COLUMN queue_systems.consumers_unseen; Type: COMMENT; Schema: expiryctl
 --
 
-COMMENT ON COLUMN expiryctl.queue_systems.consumers_unseen IS 'Why the system shows nobody consuming a queue, so that a replay''s handler check has nothing to read and its request must vouch for the handler (rule handler-unseen); NULL when it shows its consumers.';
+COMMENT ON COLUMN expiryctl.queue_systems.consumers_unseen IS 'Why the system shows nobody consuming a queue, or not which handler version each consumer runs, so that a replay''s handler check cannot verify a fixed handler and its request must vouch for the handler (rule handler-unseen); NULL when its consumers say their versions.';
 
 
 --

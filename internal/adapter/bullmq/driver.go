@@ -28,7 +28,8 @@ func (bullDriver) Traits() driver.Traits {
 func (bullDriver) Words() driver.Words {
 	return driver.Words{Title: "BullMQ", Server: "Redis", ServerLabel: "redis", Doc: "docs/bullmq.md",
 		QueueForm: "bullmq://CONNECTION/PREFIX/QUEUE", Captures: "a BullMQ queue's failed set",
-		URLForm: "bullmq://HOST[:PORT]/DB/PREFIX/QUEUE", PasswordEnv: PasswordEnv}
+		URLForm: "bullmq://HOST[:PORT]/DB/PREFIX/QUEUE", PasswordEnv: PasswordEnv,
+		ConsumersUnseen: "BullMQ shows the Workers of a queue but not which handler each runs: nothing can tell a fixed handler from the one that failed"}
 }
 
 func (bullDriver) Config() config.Rules { return ConfigRules }

@@ -102,8 +102,10 @@ type Words struct {
 	// a URL, and Captures what a capture of such a queue reads, for help.
 	QueueForm, URLForm, Captures string
 	// ConsumersUnseen says why, of a system that shows nobody consuming a
-	// queue, the handler check cannot be verified; empty for a system
-	// that shows its consumers.
+	// queue or not which handler version each consumer runs, the handler
+	// check cannot be verified, so that a request must vouch for the
+	// handler when it is made (rule handler-unseen); empty for a system
+	// whose consumers say their versions.
 	ConsumersUnseen string
 	// Replay is what `replay request --help` says of where the system's
 	// letters go and the flags that choose it, when there is more to say
