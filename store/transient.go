@@ -55,6 +55,16 @@ func ServerGone(err error) bool {
 	return false
 }
 
+// Unreachable reports whether err says a PostgreSQL server could not be
+// reached, went away, or answered that asking again later may succeed
+// (Transient's classes): what a followed capture waits out. An error no
+// server gave (a queue that is not there, a refusal of expiryctl's own)
+// is not: waiting would not change it.
+func Unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	return Unavailable(err) || IsNotAnswering(err) || IsLost(err) || errors.As(err, &pgErr) && Transient(err)
+}
+
 // Unavailable reports whether err says a PostgreSQL server was not there
 // for a command: the connection could not be made (the server did not
 // answer, or refused the login) or the server went away under it

@@ -101,7 +101,7 @@ func (tableDriver) Topology(ctx context.Context, ref driver.Ref, env driver.Env)
 	return Topology(ctx, r, m)
 }
 
-func (tableDriver) Unreachable(err error) bool { return store.Transient(err) }
+func (tableDriver) Unreachable(err error) bool { return store.Unreachable(err) }
 
 func (tableDriver) ServerError(err error) bool { return store.Unavailable(err) }
 

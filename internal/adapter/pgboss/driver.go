@@ -88,6 +88,6 @@ func (pgbossDriver) Topology(ctx context.Context, ref driver.Ref, _ driver.Env) 
 	return Topology(ctx, ref.(Ref))
 }
 
-func (pgbossDriver) Unreachable(err error) bool { return store.Transient(err) }
+func (pgbossDriver) Unreachable(err error) bool { return store.Unreachable(err) }
 
 func (pgbossDriver) ServerError(err error) bool { return store.Unavailable(err) }

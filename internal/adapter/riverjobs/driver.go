@@ -89,6 +89,6 @@ func (riverDriver) Topology(ctx context.Context, ref driver.Ref, _ driver.Env) (
 	return Topology(ctx, ref.(Ref))
 }
 
-func (riverDriver) Unreachable(err error) bool { return store.Transient(err) }
+func (riverDriver) Unreachable(err error) bool { return store.Unreachable(err) }
 
 func (riverDriver) ServerError(err error) bool { return store.Unavailable(err) }

@@ -313,6 +313,20 @@ func RunJobStore(t *testing.T, setup func(t *testing.T) JobStoreHarness) {
 		} else if !errors.Is(err, deadletter.ErrQueueNotFound) {
 			t.Errorf("a missing queue: %v, want deadletter.ErrQueueNotFound", err)
 		}
+		// A capture of it ends, even a followed one: nothing waits for a
+		// queue that is not there to come back.
+		src, err := h.Driver.OpenSource(ctx, ref, h.Env, 10)
+		if err == nil {
+			_ = src.Close()
+			t.Fatal("a capture of a queue that does not exist opened")
+		}
+		if !errors.Is(err, deadletter.ErrQueueNotFound) || h.Driver.Unreachable(err) {
+			t.Errorf("a capture of a missing queue: %v (unreachable: %v), want deadletter.ErrQueueNotFound, not an outage to wait out",
+				err, h.Driver.Unreachable(err))
+		}
+		if h.Driver.Unreachable(errors.New("no such connection")) {
+			t.Error("an error no server gave is taken for an outage, to be waited out")
+		}
 	})
 }
 
