@@ -12,7 +12,7 @@ import (
 	"github.com/expiryctl/expiryctl/config"
 	"github.com/expiryctl/expiryctl/dsn"
 	"github.com/expiryctl/expiryctl/internal/adapter/broker"
-	"github.com/expiryctl/expiryctl/internal/adapter/sqsqueue"
+	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 	"github.com/expiryctl/expiryctl/store"
 )
 
@@ -467,9 +467,10 @@ func configInitRun(opts *ConfigInitOptions) error {
 		}
 		x.Connections, notes = append(x.Connections, c), appendNote(notes, note)
 	}
-	if region, endpoint := opts.Getenv("AWS_REGION"), opts.Getenv("AWS_ENDPOINT_URL_SQS"); region != "" || endpoint != "" {
-		x.Connections = append(x.Connections, config.Connection{Name: implicitSQS, System: sqsqueue.ConfigRules.System, Region: region, Endpoint: endpoint,
-			Profile: opts.Getenv("AWS_PROFILE")})
+	for _, b := range registry.Brokers() {
+		if c, ok := b.FromEnvironment(opts.Getenv); ok {
+			x.Connections = append(x.Connections, c)
+		}
 	}
 	cfg := &config.Config{CurrentContext: x.Name, Contexts: []config.Context{x}}
 	data := config.Render(cfg, initHeader)

@@ -60,13 +60,11 @@ func (f *Factory) Context() (*config.Context, error) {
 	return x, nil
 }
 
-// Implicit connections' names: what the connection the flags and the
-// environment reach is called when the context names none of its system,
-// and what letters captured before connections had names record.
-const (
-	implicitRabbitMQ = "rabbitmq"
-	implicitSQS      = "sqs"
-)
+// implicitRabbitMQ is what the connection the flags and the environment
+// reach is called when the context names none of RabbitMQ's, and what
+// letters captured before connections had names record; a driver.Broker's
+// is its Traits.DefaultConnection.
+const implicitRabbitMQ = "rabbitmq"
 
 // implicitConnection is the name of the connection the flags and the
 // environment stand in for, for a publishing system: what a target that

@@ -169,6 +169,10 @@ type Broker interface {
 	// Topology reads what queue and its dead-letter queue hold now
 	// through c.
 	Topology(ctx context.Context, c config.Connection, queue string) (deadletter.QueueReport, error)
+	// FromEnvironment is the connection the environment in use stands
+	// for, named Traits.DefaultConnection (what `config init` writes); ok
+	// is false when the environment names none.
+	FromEnvironment(getenv func(string) string) (c config.Connection, ok bool)
 }
 
 // JobStore is a driver whose failed jobs stay in their store: captured

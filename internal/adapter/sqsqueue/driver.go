@@ -43,6 +43,17 @@ func (sqsDriver) CheckRef(s string) error {
 	return err
 }
 
+// FromEnvironment is the connection AWS_REGION, AWS_ENDPOINT_URL_SQS and
+// AWS_PROFILE name, when the first or second is set.
+func (d sqsDriver) FromEnvironment(getenv func(string) string) (config.Connection, bool) {
+	region, endpoint := getenv("AWS_REGION"), getenv("AWS_ENDPOINT_URL_SQS")
+	if region == "" && endpoint == "" {
+		return config.Connection{}, false
+	}
+	return config.Connection{Name: d.Traits().DefaultConnection, System: ConfigRules.System, Region: region, Endpoint: endpoint,
+		Profile: getenv("AWS_PROFILE")}, true
+}
+
 // Lookup bounds finding a queue: reading the AWS configuration and asking
 // for the queue's URL and attributes, the client's own retries included.
 const Lookup = time.Minute
