@@ -262,8 +262,9 @@ func noLogin(what, raw string) error {
 		"name one in the URL (postgres://USER@HOST:5432/DATABASE), or set PGUSER", what, dsn.Redact(raw))}
 }
 
-// queueSystemOf is the publishing system a --queue value names: SQS for
-// sqs://NAME, a queue URL or an ARN, else RabbitMQ.
+// queueSystemOf is the publishing system a --queue value names: the
+// driver.Broker's whose queue names it has the form of, else
+// deadletter.DefaultSystem.
 func queueSystemOf(queue string) deadletter.System {
 	if b, ok := brokerNamed(queue); ok {
 		return b.Traits().System

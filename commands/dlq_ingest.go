@@ -388,7 +388,7 @@ func serveIngestMetrics(ctx context.Context, opts *DLQIngestOptions) (*metrics.I
 // not mentioned.
 func dlqStorageAdvice(ctx context.Context, opts *DLQIngestOptions) string {
 	// Only a routed broker's queues have a storage version to advise on.
-	if d := driverOfQueue(opts.Queue); opts.LiveQueues == nil || d == nil || !d.Traits().Routes {
+	if d := driverOfQueue(opts.Queue); opts.LiveQueues == nil || !d.Traits().Routes {
 		return ""
 	}
 	read, cancel := context.WithTimeout(ctx, time.Second)

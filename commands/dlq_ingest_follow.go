@@ -58,12 +58,7 @@ func followIngest(ctx context.Context, opts *DLQIngestOptions, ingester service.
 
 // sourceServer names the server a --queue value is on, as an outage's
 // report says it.
-func sourceServer(queue string) string {
-	if d := driverOfQueue(queue); d != nil {
-		return d.Words().Server
-	}
-	return "the queue system"
-}
+func sourceServer(queue string) string { return driverOfQueue(queue).Words().Server }
 
 // reopenDLQSource checks that PostgreSQL answers, then opens a consumer
 // on a fresh connection when the last one is gone. An absent server is
@@ -87,7 +82,7 @@ func reopenDLQSource(ctx context.Context, opts *DLQIngestOptions, prefetch int) 
 func openWaitableDLQSource(open func(queue string, prefetch int) (service.DLQSource, error), queue string, prefetch int) (deadletter.ClosableSource, error) {
 	src, err := open(queue, prefetch)
 	if err != nil {
-		if d := driverOfQueue(queue); d != nil && d.Unreachable(err) {
+		if d := driverOfQueue(queue); d.Unreachable(err) {
 			return nil, &deadletter.Unavailable{Server: d.Words().Server, Err: err}
 		}
 		return nil, err

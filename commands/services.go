@@ -91,30 +91,11 @@ func (f *Factory) Ingester(ctx context.Context) (service.Ingester, error) {
 	return &ingester{s}, nil
 }
 
-// DLQSource opens a consumer on queue with prefetch unacknowledged letters:
-// on SQS when queue is sqs://NAME or a queue URL, on a job store when it is
-// river://…, bullmq://… or jobtable://…, else on RabbitMQ.
-//
-// A server that does not answer is a *deadletter.ServerError (exit 5), on
-// every system, in its driver's words; a queue that does not exist is
-// deadletter.ErrQueueNotFound (exit 3).
+// DLQSource opens a consumer on queue with prefetch unacknowledged letters,
+// on the system whose queue names queue has the form of: a driver.Broker's,
+// a job store's, else RabbitMQ. A server that does not answer is, on every
+// system, a *deadletter.ServerError (exit 5) in its driver's words.
 func (f *Factory) DLQSource(queue string, prefetch int) (service.DLQSource, error) {
-	src, err := f.dlqSource(queue, prefetch)
-	if err == nil || errors.Is(err, deadletter.ErrQueueNotFound) || errors.As(err, new(*deadletter.ServerError)) {
-		return src, err
-	}
-	if _, isJobStore := jobStoreNamed(queue); isJobStore {
-		// A job store's opener says which of its errors are its server's
-		// (serverFailure).
-		return nil, err
-	}
-	if d := driverOfQueue(queue); d != nil && d.Unreachable(err) {
-		return nil, &deadletter.ServerError{Server: d.Words().Server, Err: err}
-	}
-	return nil, err
-}
-
-func (f *Factory) dlqSource(queue string, prefetch int) (service.DLQSource, error) {
 	if b, ok := brokerNamed(queue); ok {
 		return f.brokerSource(b, queue, prefetch)
 	}

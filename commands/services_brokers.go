@@ -60,7 +60,12 @@ func (f *Factory) brokerSource(b driver.Broker, ref string, prefetch int) (servi
 	if err != nil {
 		return nil, err
 	}
-	return b.OpenSource(context.Background(), conn, ref, prefetch)
+	src, err := b.OpenSource(context.Background(), conn, ref, prefetch)
+	if err != nil && b.Unreachable(err) {
+		// As a job store's opener does (serverFailure): exit 5.
+		return nil, &deadletter.ServerError{Server: b.Words().Server, Err: err}
+	}
+	return src, err
 }
 
 // openBroker completes runner for a request whose letters came from b's

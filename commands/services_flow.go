@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/expiryctl/expiryctl/internal/service"
 	"github.com/expiryctl/expiryctl/replay"
@@ -39,10 +38,7 @@ func (p *planner) Plan(ctx context.Context, id int64, opts replay.PlanOptions) (
 type systemFlow struct{ measured replay.Flow }
 
 func (s systemFlow) QueueFlow(ctx context.Context, queue string) (replay.QueueFlow, error) {
-	d := driverOfQueue(queue)
-	switch {
-	case d == nil:
-		return replay.QueueFlow{Queue: queue, Unavailable: "no queue system of this expiryctl names a queue " + strconv.Quote(queue)}, nil
+	switch d := driverOfQueue(queue); {
 	case !d.Traits().Rates:
 		return replay.QueueFlow{Queue: queue, Unavailable: d.Words().Title + " shows no traffic of a queue: only the queue's depth can be read"}, nil
 	case s.measured == nil:

@@ -34,7 +34,7 @@ type systemQueues struct {
 // system that shows nobody consuming its queues says so in the report.
 func (l *systemQueues) Topology(ctx context.Context, workQueue string) (deadletter.QueueReport, error) {
 	report, err := l.topology(ctx, workQueue)
-	if d := driverOfQueue(workQueue); d != nil && d.Traits().Evidence == driver.NoConsumers {
+	if driverOfQueue(workQueue).Traits().Evidence == driver.NoConsumers {
 		report = report.ConsumersUnseen()
 	}
 	return report, err
@@ -61,7 +61,8 @@ func (l *systemQueues) topology(ctx context.Context, workQueue string) (deadlett
 var _ service.LiveQueues = (*broker.ManagementNodes)(nil)
 
 // driverOfQueue is the driver of the system whose queue's name queue is,
-// as letters carry it; nil for none the registry knows.
+// as letters carry it: a job store's, a driver.Broker's, else the default
+// system's, which the registry always holds.
 func driverOfQueue(queue string) driver.Driver {
 	if s, ok := jobStoreNamed(queue); ok {
 		return s

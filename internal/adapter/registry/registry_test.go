@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/expiryctl/expiryctl/deadletter"
 	"github.com/expiryctl/expiryctl/internal/adapter/driver/drivertest"
 	"github.com/expiryctl/expiryctl/internal/adapter/registry"
 )
@@ -45,6 +46,11 @@ func TestSystemsAreTellableApart(t *testing.T) {
 	}
 	if plain != 1 {
 		t.Errorf("%d systems name their queues plainly: exactly one may, the one a name without a prefix is of", plain)
+	}
+	// A name of no other system's form is the default system's: the
+	// commands take its driver to be there.
+	if d, ok := registry.Of(deadletter.DefaultSystem); !ok || d.Traits().QueuePrefix != "" {
+		t.Errorf("the default system %s has no driver, or one whose queues are not named plainly", deadletter.DefaultSystem)
 	}
 	if len(registry.JobStores()) == 0 || len(registry.ConfigRules()) != len(drivers) {
 		t.Errorf("%d job stores, %d configuration rules for %d drivers", len(registry.JobStores()), len(registry.ConfigRules()), len(drivers))
